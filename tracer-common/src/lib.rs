@@ -1,0 +1,474 @@
+//! The event ABI shared by the eBPF probes (`tracer-ebpf`) and userspace (`tracer-user`).
+//!
+//! Every record that crosses the ring buffer starts with an [`EventHeader`]; its `kind`
+//! says which fixed-size record follows. Kind ids and call ids are never reused: a
+//! recording made today must decode the same way forever (see docs/recording-format.md).
+//! All structs are `#[repr(C)]` with explicit fields and no implicit padding, so the
+//! byte image is the same on both sides and in the trace file.
+#![no_std]
+
+/// Record kinds. The numbers are part of the recording format.
+pub mod kind {
+    /// MPI/PVM call entry: [`super::CallRecord`].
+    pub const CALL_ENTER: u16 = 1;
+    /// MPI/PVM call exit: [`super::CallRecord`].
+    pub const CALL_EXIT: u16 = 2;
+    /// Request handles of Waitall/Waitany, task ids of pvm_mcast: [`super::HandleArrayRecord`].
+    pub const HANDLE_ARRAY: u16 = 3;
+    /// Statuses written by MPI_Waitall: [`super::StatusArrayRecord`].
+    pub const STATUS_ARRAY: u16 = 4;
+    /// Selected procedure entry: [`super::EventHeader`] only, `call` = probe id.
+    pub const FUNC_ENTER: u16 = 5;
+    /// Selected procedure exit: [`super::EventHeader`] only, `call` = probe id.
+    pub const FUNC_EXIT: u16 = 6;
+    /// futex(2) entry: [`super::FutexRecord`].
+    pub const FUTEX_ENTER: u16 = 7;
+    /// futex(2) exit: [`super::FutexRecord`] (only `ret` is meaningful).
+    pub const FUTEX_EXIT: u16 = 8;
+    /// A traced thread leaves the CPU: [`super::SwitchRecord`].
+    pub const SWITCH_OUT: u16 = 9;
+    /// A traced thread gets the CPU: [`super::SwitchRecord`].
+    pub const SWITCH_IN: u16 = 10;
+    /// A thread makes a traced thread runnable: [`super::WakeRecord`].
+    pub const WAKEUP: u16 = 11;
+    /// A new traced thread becomes runnable for the first time: [`super::WakeRecord`].
+    pub const WAKEUP_NEW: u16 = 12;
+    /// fork/clone by a traced thread: [`super::ForkRecord`].
+    pub const FORK: u16 = 13;
+    /// execve by a traced process: [`super::ExecRecord`].
+    pub const EXEC: u16 = 14;
+    /// A traced thread exits: [`super::ExitRecord`].
+    pub const EXIT: u16 = 15;
+}
+
+/// Library families whose calls the probes understand. Part of the cookie of a call probe.
+pub mod flavor {
+    pub const OPEN_MPI: u8 = 1;
+    pub const MPICH: u8 = 2;
+    pub const PVM: u8 = 3;
+    /// Number of slots in the flavor table (index 0 unused).
+    pub const COUNT: u32 = 4;
+}
+
+/// MPI and PVM call ids. Part of the recording format: never renumber, never reuse.
+pub mod call {
+    pub const MPI_INIT: u16 = 1;
+    pub const MPI_INIT_THREAD: u16 = 2;
+    pub const MPI_FINALIZE: u16 = 3;
+    pub const MPI_COMM_RANK: u16 = 4;
+    pub const MPI_COMM_SIZE: u16 = 5;
+    pub const MPI_COMM_DUP: u16 = 6;
+    pub const MPI_COMM_SPLIT: u16 = 7;
+    pub const MPI_COMM_CREATE: u16 = 8;
+    pub const MPI_SEND: u16 = 10;
+    pub const MPI_SSEND: u16 = 11;
+    pub const MPI_BSEND: u16 = 12;
+    pub const MPI_RSEND: u16 = 13;
+    pub const MPI_ISEND: u16 = 14;
+    pub const MPI_RECV: u16 = 15;
+    pub const MPI_IRECV: u16 = 16;
+    pub const MPI_SENDRECV: u16 = 17;
+    pub const MPI_WAIT: u16 = 20;
+    pub const MPI_WAITALL: u16 = 21;
+    pub const MPI_WAITANY: u16 = 22;
+    pub const MPI_TEST: u16 = 23;
+    pub const MPI_BARRIER: u16 = 30;
+    pub const MPI_BCAST: u16 = 31;
+    pub const MPI_REDUCE: u16 = 32;
+    pub const MPI_ALLREDUCE: u16 = 33;
+    pub const MPI_GATHER: u16 = 34;
+    pub const MPI_SCATTER: u16 = 35;
+    pub const MPI_ALLGATHER: u16 = 36;
+    pub const MPI_ALLTOALL: u16 = 37;
+    pub const PVM_MYTID: u16 = 100;
+    pub const PVM_SEND: u16 = 101;
+    pub const PVM_PSEND: u16 = 102;
+    pub const PVM_MCAST: u16 = 103;
+    pub const PVM_RECV: u16 = 104;
+    pub const PVM_NRECV: u16 = 105;
+    pub const PVM_TRECV: u16 = 106;
+    pub const PVM_PRECV: u16 = 107;
+    pub const PVM_EXIT: u16 = 108;
+    /// Size of the call layout table (ids are below this).
+    pub const TABLE_SIZE: u32 = 128;
+}
+
+/// Packs what a call probe needs to know about its attachment into the 64-bit cookie:
+/// the call id, the library flavor, and the symbol's virtual address in its file (so the
+/// probe can compute the library's load bias from the instruction pointer).
+pub const fn call_cookie(call: u16, flavor: u8, symbol_vaddr: u32) -> u64 {
+    (call as u64) | ((flavor as u64) << 16) | ((symbol_vaddr as u64) << 32)
+}
+
+/// First 32 bytes of every record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventHeader {
+    /// `bpf_ktime_get_ns`: one monotonic clock for the whole machine.
+    pub ts_ns: u64,
+    /// The thread's on-CPU time since the tracer first saw it (ns).
+    pub cpu_ns: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    /// One of [`kind`].
+    pub kind: u16,
+    /// Call id ([`call`]) for call records, probe id for procedure records, else 0.
+    pub call: u16,
+    /// The CPU the event happened on.
+    pub cpu: u32,
+}
+
+/// Entry or exit of an MPI or PVM call. Which fields are set depends on the call; unset
+/// integers are [`UNSET`] (or 0 for handles).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallRecord {
+    pub header: EventHeader,
+    /// Communicator handle as the process sees it (Open MPI: pointer, MPICH: int).
+    pub comm: u64,
+    /// Entry of Wait/Test: the request handle; exit of Isend/Irecv: the new request;
+    /// exit of Comm_dup/split/create: the new communicator; entry of MPI_Init*: the load
+    /// bias of the MPI library; entry of the PVM calls: the load bias of libpvm3.
+    pub handle: u64,
+    /// Entry: message bytes (count x element size) when known. Exit: bytes received,
+    /// from the status. [`UNSET`] when unknown.
+    pub bytes: i64,
+    /// Exit: the call's return value.
+    pub ret: i64,
+    /// Exit: the int the call wrote through its output pointer (rank, size, index, flag).
+    pub out: i64,
+    /// Entry: destination, source or root (MPI rank or PVM task id). Exit: actual source.
+    pub peer: i32,
+    /// Entry: requested tag. Exit: actual tag.
+    pub tag: i32,
+    /// MPI_Sendrecv entry: the receive side's source; MPI_Comm_split entry: the key.
+    pub peer2: i32,
+    /// MPI_Sendrecv entry: the receive side's tag.
+    pub tag2: i32,
+    /// Entry: element count (array length for Waitall/Waitany/pvm_mcast).
+    pub count: i32,
+    /// Entry: element size in bytes when known, else [`UNSET`] (as i32).
+    pub elem_size: i32,
+}
+
+/// Marker for "not set / unknown" in signed fields.
+pub const UNSET: i64 = i64::MIN;
+/// Marker for "not set / unknown" in 32-bit signed fields.
+pub const UNSET32: i32 = i32::MIN;
+
+/// How many values one array record carries.
+pub const ARRAY_CHUNK: usize = 8;
+/// At most this many array records are emitted per call (bounded loop in the probe).
+pub const ARRAY_MAX_CHUNKS: u32 = 8;
+
+/// A slice of an array argument: request handles (Waitall/Waitany entry) or task ids
+/// (pvm_mcast entry). Arrays longer than one chunk produce several records.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandleArrayRecord {
+    pub header: EventHeader,
+    /// Index of `values[0]` in the whole array.
+    pub first: u32,
+    /// Length of the whole array.
+    pub total: u32,
+    pub values: [u64; ARRAY_CHUNK],
+}
+
+/// A slice of the statuses MPI_Waitall wrote.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusArrayRecord {
+    pub header: EventHeader,
+    pub first: u32,
+    pub total: u32,
+    pub source: [i32; ARRAY_CHUNK],
+    pub tag: [i32; ARRAY_CHUNK],
+    pub bytes: [i64; ARRAY_CHUNK],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FutexRecord {
+    pub header: EventHeader,
+    /// Entry: the futex word's address.
+    pub uaddr: u64,
+    /// Entry: op (FUTEX_WAIT, FUTEX_WAKE, ... with flags).
+    pub op: u32,
+    /// Entry: val (expected value for waits, count for wakes).
+    pub val: u32,
+    /// Exit: the syscall's result.
+    pub ret: i64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwitchRecord {
+    pub header: EventHeader,
+    /// SWITCH_OUT: the thread's state as the kernel reports it (0 = still runnable).
+    pub prev_state: i64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WakeRecord {
+    /// The waker (the thread running when the wakeup happened; may be untraced).
+    pub header: EventHeader,
+    pub wakee_tid: u32,
+    /// 0 when the probe did not know the wakee's process yet.
+    pub wakee_tgid: u32,
+    pub target_cpu: i32,
+    pub _reserved: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForkRecord {
+    /// The parent thread.
+    pub header: EventHeader,
+    /// The new thread's id (a new process when its first event shows tgid == tid).
+    pub child_tid: u32,
+    pub _reserved: u32,
+}
+
+/// Bytes of the executable path kept in an exec record (longer paths are cut).
+pub const EXEC_PATH_LEN: usize = 128;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecRecord {
+    pub header: EventHeader,
+    /// The thread id before exec (a non-leader thread that execs takes the leader's id).
+    pub old_tid: u32,
+    /// Bytes used in `filename` (without the NUL).
+    pub filename_len: u32,
+    pub filename: [u8; EXEC_PATH_LEN],
+}
+
+impl Default for ExecRecord {
+    fn default() -> Self {
+        Self {
+            header: EventHeader::default(),
+            old_tid: 0,
+            filename_len: 0,
+            filename: [0; EXEC_PATH_LEN],
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExitRecord {
+    pub header: EventHeader,
+    /// 1 when this was the last thread of its process.
+    pub group_dead: u32,
+    pub _reserved: u32,
+}
+
+/// Byte size of the record of each kind, or None for an unknown kind.
+pub const fn record_size(kind: u16) -> Option<usize> {
+    use core::mem::size_of;
+    Some(match kind {
+        kind::CALL_ENTER | kind::CALL_EXIT => size_of::<CallRecord>(),
+        kind::HANDLE_ARRAY => size_of::<HandleArrayRecord>(),
+        kind::STATUS_ARRAY => size_of::<StatusArrayRecord>(),
+        kind::FUNC_ENTER | kind::FUNC_EXIT => size_of::<EventHeader>(),
+        kind::FUTEX_ENTER | kind::FUTEX_EXIT => size_of::<FutexRecord>(),
+        kind::SWITCH_OUT | kind::SWITCH_IN => size_of::<SwitchRecord>(),
+        kind::WAKEUP | kind::WAKEUP_NEW => size_of::<WakeRecord>(),
+        kind::FORK => size_of::<ForkRecord>(),
+        kind::EXEC => size_of::<ExecRecord>(),
+        kind::EXIT => size_of::<ExitRecord>(),
+        _ => return None,
+    })
+}
+
+/// Marks an argument slot as unused in a [`CallLayout`].
+pub const NO_ARG: u8 = 0xff;
+
+/// How a call's exit learns the actual source, tag and size of what it received.
+pub mod status_mode {
+    pub const NONE: u8 = 0;
+    /// Argument `status` points to an MPI_Status (layout from the flavor table).
+    pub const MPI_STATUS: u8 = 1;
+    /// Arguments `status`, `status + 1`, `status + 2` point to int source, tag, length
+    /// (pvm_precv).
+    pub const INT_POINTERS: u8 = 2;
+    /// The library's current receive buffer global (PVM's `pvmrbuf`).
+    pub const PVM_RBUF: u8 = 3;
+    /// Argument `status` points to an array of MPI_Status, length in argument `count`.
+    pub const MPI_STATUS_ARRAY: u8 = 4;
+}
+
+/// Which argument (0-based, `NO_ARG` if none) of a call holds each field. One entry per
+/// call id, written by userspace into the probes' layout table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallLayout {
+    pub peer: u8,
+    pub tag: u8,
+    pub peer2: u8,
+    pub tag2: u8,
+    pub comm: u8,
+    pub count: u8,
+    pub dtype: u8,
+    /// Pointer to a request handle read at entry (Wait, Test).
+    pub handle_in: u8,
+    /// Pointer to a handle the call writes (Isend/Irecv request, new communicator).
+    pub handle_out: u8,
+    /// Pointer to an int the call writes (rank, size, index, flag).
+    pub out: u8,
+    /// Array argument read at entry (requests or task ids), length in `count`.
+    pub array: u8,
+    pub status: u8,
+    /// One of [`status_mode`].
+    pub status_mode: u8,
+    /// Nonzero if the entry record should carry the library's load bias in `handle`.
+    pub want_bias: u8,
+    /// Bytes of one element of `array` (4 or 8); 0 means the flavor's handle size.
+    pub array_elem: u8,
+    pub _reserved: u8,
+}
+
+impl CallLayout {
+    pub const EMPTY: CallLayout = CallLayout {
+        peer: NO_ARG,
+        tag: NO_ARG,
+        peer2: NO_ARG,
+        tag2: NO_ARG,
+        comm: NO_ARG,
+        count: NO_ARG,
+        dtype: NO_ARG,
+        handle_in: NO_ARG,
+        handle_out: NO_ARG,
+        out: NO_ARG,
+        array: NO_ARG,
+        status: NO_ARG,
+        status_mode: status_mode::NONE,
+        want_bias: 0,
+        array_elem: 0,
+        _reserved: 0,
+    };
+}
+
+/// How the probes turn a datatype argument into an element size.
+pub mod dtype_mode {
+    pub const NONE: u32 = 0;
+    /// The datatype is a pointer to an object with a size_t size at `dtype_size_off`
+    /// (Open MPI's `opal_datatype_t::size`).
+    pub const POINTER_TO_SIZE: u32 = 1;
+    /// MPICH builtin handles carry the size in bits 8-15.
+    pub const MPICH_HANDLE: u32 = 2;
+    /// PVM type codes (PVM_BYTE, PVM_INT, ...).
+    pub const PVM_CODE: u32 = 3;
+}
+
+/// How a status struct stores the received byte count.
+pub mod count_mode {
+    /// A size_t at `status_count_off` (Open MPI `_ucount`).
+    pub const SIZE_T: u32 = 1;
+    /// MPICH: int count_lo, then count_hi_and_cancelled (bit 0 = cancelled).
+    pub const MPICH_SPLIT: u32 = 2;
+}
+
+/// Per-library-family facts, written by userspace into the probes' flavor table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlavorConfig {
+    /// Bytes of an MPI_Comm / MPI_Request handle (8 for pointers, 4 for int handles).
+    pub handle_size: u32,
+    pub dtype_mode: u32,
+    pub dtype_size_off: u32,
+    pub count_mode: u32,
+    pub status_size: u32,
+    pub status_source_off: u32,
+    pub status_tag_off: u32,
+    pub status_count_off: u32,
+    /// PVM: virtual address of the `pvmrbuf` global in libpvm3 (0 if unknown).
+    pub rbuf_vaddr: u64,
+    /// PVM: offsets of source, tag and length in `struct pmsg`.
+    pub pmsg_src_off: u32,
+    pub pmsg_tag_off: u32,
+    pub pmsg_len_off: u32,
+    pub _reserved: u32,
+}
+
+/// Global probe settings, including tracepoint field offsets read from tracefs (they
+/// change between kernel versions; see `tracer_user::probes::tracefs`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeConfig {
+    /// 1: MPI/PVM/procedure probes fire in every process (system-wide mode); a process
+    /// becomes traced by its first such call.
+    pub trace_all: u32,
+    /// 1: stop a traced process at exec (SIGSTOP) so userspace can attach procedure
+    /// probes before the new program runs; userspace sends SIGCONT.
+    pub hold_on_exec: u32,
+    /// The tracer's own process, never traced.
+    pub self_tgid: u32,
+    pub switch_prev_pid: u32,
+    pub switch_prev_state: u32,
+    pub switch_next_pid: u32,
+    pub waking_pid: u32,
+    pub waking_target_cpu: u32,
+    pub fork_child_pid: u32,
+    pub exec_filename: u32,
+    pub exec_old_pid: u32,
+    pub exit_pid: u32,
+    pub exit_group_dead: u32,
+    pub futex_uaddr: u32,
+    pub futex_op: u32,
+    pub futex_val: u32,
+    pub futex_ret: u32,
+    pub _reserved: u32,
+}
+
+/// Per-thread state the probes keep to stamp each event with the thread's CPU time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadClock {
+    /// On-CPU ns accumulated over completed slices.
+    pub on_cpu_ns: u64,
+    /// When the current slice began (valid if `running`).
+    pub slice_start_ns: u64,
+    /// 0 when unknown (a freshly forked thread before its first event).
+    pub tgid: u32,
+    pub running: u32,
+}
+
+/// Names of the maps shared by both sides.
+pub mod maps {
+    pub const EVENTS: &str = "EVENTS";
+    pub const LOST: &str = "LOST";
+    pub const TRACED: &str = "TRACED";
+    pub const THREADS: &str = "THREADS";
+    pub const CONFIG: &str = "CONFIG";
+    pub const LAYOUTS: &str = "LAYOUTS";
+    pub const FLAVORS: &str = "FLAVORS";
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    unsafe impl aya::Pod for CallLayout {}
+    unsafe impl aya::Pod for FlavorConfig {}
+    unsafe impl aya::Pod for ProbeConfig {}
+    unsafe impl aya::Pod for ThreadClock {}
+}
+
+// The layouts are part of the recording format: fail the build if one changes size.
+const _: () = {
+    use core::mem::size_of;
+    assert!(size_of::<EventHeader>() == 32);
+    assert!(size_of::<CallRecord>() == 96);
+    assert!(size_of::<HandleArrayRecord>() == 104);
+    assert!(size_of::<StatusArrayRecord>() == 168);
+    assert!(size_of::<FutexRecord>() == 56);
+    assert!(size_of::<SwitchRecord>() == 40);
+    assert!(size_of::<WakeRecord>() == 48);
+    assert!(size_of::<ForkRecord>() == 40);
+    assert!(size_of::<ExecRecord>() == 168);
+    assert!(size_of::<ExitRecord>() == 40);
+    assert!(size_of::<CallLayout>() == 16);
+    assert!(size_of::<FlavorConfig>() == 56);
+    assert!(size_of::<ProbeConfig>() == 72);
+};

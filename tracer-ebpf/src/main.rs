@@ -1,0 +1,796 @@
+//! The probes. Each entry point is a thin wrapper around a `try_*` function; all of them
+//! write fixed-size records from `tracer-common` into one ring buffer and count every
+//! record that could not be reserved in `LOST`.
+//!
+//! Only traced processes produce events: a process is traced when userspace put its tgid
+//! in `TRACED` (`--pid`, `-- COMMAND`), when a traced thread forked it, or, in
+//! system-wide mode, when it first calls a probed MPI/PVM function or procedure.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    EbpfContext,
+    bindings::pt_regs,
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, generated::bpf_get_attach_cookie,
+        generated::bpf_send_signal,
+    },
+    macros::{map, tracepoint, uprobe, uretprobe},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
+};
+use tracer_common::{
+    ARRAY_CHUNK, ARRAY_MAX_CHUNKS, CallLayout, CallRecord, EXEC_PATH_LEN, EventHeader,
+    ExecRecord, ExitRecord, FlavorConfig, ForkRecord, FutexRecord, HandleArrayRecord, NO_ARG,
+    ProbeConfig, StatusArrayRecord, SwitchRecord, ThreadClock, UNSET, UNSET32, WakeRecord,
+    call, count_mode, dtype_mode, flavor, kind, status_mode,
+};
+
+/// Default ring size; userspace may change it at load time (`--buffer-mib`).
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
+#[map]
+static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+/// Traced tgids (and the tids of threads forked by traced threads).
+#[map]
+static TRACED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
+/// Per traced thread: accumulated on-CPU time.
+#[map]
+static THREADS: HashMap<u32, ThreadClock> = HashMap::with_max_entries(65536, 0);
+/// Per thread: arguments of the MPI/PVM calls in progress, read again at their exit.
+#[map]
+static PENDING: HashMap<u32, CallStack> = HashMap::with_max_entries(65536, 0);
+#[map]
+static CONFIG: Array<ProbeConfig> = Array::with_max_entries(1, 0);
+#[map]
+static LAYOUTS: Array<CallLayout> = Array::with_max_entries(call::TABLE_SIZE, 0);
+#[map]
+static FLAVORS: Array<FlavorConfig> = Array::with_max_entries(flavor::COUNT, 0);
+
+const SIGSTOP: u32 = 19;
+/// Pointers below this are sentinels (MPI_STATUS_IGNORE is 0 in Open MPI, 1 in MPICH).
+const MIN_POINTER: u64 = 4096;
+/// MPI calls can nest (ROMIO, profiling wrappers); deeper nesting is not tracked.
+const MAX_DEPTH: usize = 4;
+
+/// What an exit probe needs from its entry.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Frame {
+    call: u16,
+    flavor: u16,
+    count: i32,
+    bias: u64,
+    handle_out: u64,
+    out: u64,
+    status: [u64; 3],
+}
+
+#[repr(C)]
+struct CallStack {
+    depth: u32,
+    _pad: u32,
+    frames: [Frame; MAX_DEPTH],
+}
+
+const EMPTY_FRAME: Frame = Frame {
+    call: 0,
+    flavor: 0,
+    count: 0,
+    bias: 0,
+    handle_out: 0,
+    out: 0,
+    status: [0; 3],
+};
+static EMPTY_STACK: CallStack = CallStack {
+    depth: 0,
+    _pad: 0,
+    frames: [EMPTY_FRAME; MAX_DEPTH],
+};
+
+// ---------------------------------------------------------------------------------------
+// Shared helpers
+
+fn config() -> Option<&'static ProbeConfig> {
+    CONFIG.get(0)
+}
+
+fn current_ids() -> (u32, u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    ((pid_tgid >> 32) as u32, pid_tgid as u32)
+}
+
+fn is_traced(id: u32) -> bool {
+    unsafe { TRACED.get(&id).is_some() }
+}
+
+/// Whether a uprobe hit in `tgid` should be recorded. In system-wide mode the first hit
+/// makes the process traced, so its futex and scheduler events follow.
+fn admit_uprobe(tgid: u32) -> bool {
+    if is_traced(tgid) {
+        return true;
+    }
+    match config() {
+        Some(c) if c.trace_all != 0 && tgid != c.self_tgid => {
+            let _ = TRACED.insert(&tgid, &1, 0);
+            true
+        }
+        _ => false,
+    }
+}
+
+fn count_lost() {
+    if let Some(n) = LOST.get_ptr_mut(0) {
+        unsafe { *n += 1 };
+    }
+}
+
+/// The thread's on-CPU time so far. Creates its clock on first sight: a thread that runs
+/// a probe is on a CPU right now.
+fn cpu_clock(tid: u32, tgid: u32, now: u64) -> u64 {
+    match THREADS.get_ptr_mut(&tid) {
+        Some(c) => {
+            let c = unsafe { &mut *c };
+            if c.tgid == 0 {
+                c.tgid = tgid;
+            }
+            if c.running == 0 {
+                c.running = 1;
+                c.slice_start_ns = now;
+            }
+            c.on_cpu_ns + now.saturating_sub(c.slice_start_ns)
+        }
+        None => {
+            let c = ThreadClock {
+                on_cpu_ns: 0,
+                slice_start_ns: now,
+                tgid,
+                running: 1,
+            };
+            let _ = THREADS.insert(&tid, &c, 0);
+            0
+        }
+    }
+}
+
+/// Header for an event of the current thread.
+fn header(kind: u16, call: u16, tgid: u32, tid: u32) -> EventHeader {
+    let now = unsafe { bpf_ktime_get_ns() };
+    EventHeader {
+        ts_ns: now,
+        cpu_ns: cpu_clock(tid, tgid, now),
+        tgid,
+        tid,
+        kind,
+        call,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+    }
+}
+
+fn emit<T: 'static>(record: &T) {
+    if EVENTS.output::<T>(record, 0).is_err() {
+        count_lost();
+    }
+}
+
+fn read_user<T>(addr: u64) -> Option<T> {
+    if addr < MIN_POINTER {
+        return None;
+    }
+    unsafe { bpf_probe_read_user(addr as *const T) }.ok()
+}
+
+// ---------------------------------------------------------------------------------------
+// MPI and PVM calls: one entry and one exit program for every call; the cookie says which
+// call and library family, the layout table says where each argument is.
+
+fn arg(regs: &pt_regs, index: u8) -> u64 {
+    match index {
+        0 => regs.rdi,
+        1 => regs.rsi,
+        2 => regs.rdx,
+        3 => regs.rcx,
+        4 => regs.r8,
+        5 => regs.r9,
+        // x86-64 System V: at entry rsp points at the return address, then arguments 7..
+        6..=13 => read_user::<u64>(regs.rsp + 8 * (index as u64 - 5)).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn int_arg(regs: &pt_regs, index: u8) -> i32 {
+    if index == NO_ARG {
+        UNSET32
+    } else {
+        arg(regs, index) as i32
+    }
+}
+
+fn handle_value(raw: u64, flavor: &FlavorConfig) -> u64 {
+    if flavor.handle_size == 4 {
+        raw & 0xffff_ffff
+    } else {
+        raw
+    }
+}
+
+fn read_handle(addr: u64, flavor: &FlavorConfig) -> u64 {
+    if flavor.handle_size == 4 {
+        read_user::<u32>(addr).map(|v| v as u64).unwrap_or(0)
+    } else {
+        read_user::<u64>(addr).unwrap_or(0)
+    }
+}
+
+fn element_size(dtype: u64, flavor: &FlavorConfig) -> i32 {
+    match flavor.dtype_mode {
+        dtype_mode::POINTER_TO_SIZE => read_user::<u64>(dtype + flavor.dtype_size_off as u64)
+            .map(|s| s as i32)
+            .unwrap_or(UNSET32),
+        // Builtin MPICH handles (kind bits 30-31 == 01) carry the size in bits 8-15.
+        dtype_mode::MPICH_HANDLE if (dtype as u32) >> 30 == 1 => ((dtype >> 8) & 0xff) as i32,
+        dtype_mode::PVM_CODE => match dtype as u32 {
+            1 => 1,
+            2 | 9 => 2,
+            3 | 4 | 10 => 4,
+            5 | 6 | 8 | 11 => 8,
+            7 => 16,
+            _ => UNSET32,
+        },
+        _ => UNSET32,
+    }
+}
+
+#[uprobe]
+pub fn call_enter(ctx: ProbeContext) -> u32 {
+    let _ = try_call_enter(&ctx);
+    0
+}
+
+fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    if !admit_uprobe(tgid) {
+        return Ok(());
+    }
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let call_id = cookie as u16 & 0xff;
+    let flavor_id = (cookie >> 16) as u8;
+    let layout = LAYOUTS.get(call_id as u32).ok_or(())?;
+    let flavor = FLAVORS.get(flavor_id as u32).ok_or(())?;
+    let regs = unsafe { &*ctx.regs };
+    // The uprobe fires with rip at the symbol, so rip minus the symbol's address in the
+    // file is where the library is loaded.
+    let bias = regs.rip.wrapping_sub(cookie >> 32);
+
+    let mut rec = CallRecord {
+        // Call records carry the flavor in the high byte of `call`.
+        header: header(kind::CALL_ENTER, call_id | ((flavor_id as u16) << 8), tgid, tid),
+        comm: 0,
+        handle: 0,
+        bytes: UNSET,
+        ret: UNSET,
+        out: UNSET,
+        peer: int_arg(regs, layout.peer),
+        tag: int_arg(regs, layout.tag),
+        peer2: int_arg(regs, layout.peer2),
+        tag2: int_arg(regs, layout.tag2),
+        count: int_arg(regs, layout.count),
+        elem_size: UNSET32,
+    };
+    if layout.comm != NO_ARG {
+        rec.comm = handle_value(arg(regs, layout.comm), flavor);
+    }
+    if layout.dtype != NO_ARG {
+        rec.elem_size = element_size(arg(regs, layout.dtype), flavor);
+        if rec.elem_size != UNSET32 && rec.count != UNSET32 {
+            rec.bytes = rec.elem_size as i64 * rec.count as i64;
+        }
+    }
+    if layout.handle_in != NO_ARG {
+        rec.handle = read_handle(arg(regs, layout.handle_in), flavor);
+    } else if layout.want_bias != 0 {
+        rec.handle = bias;
+    }
+    emit(&rec);
+
+    if layout.array != NO_ARG && rec.count > 0 {
+        let elem = if layout.array_elem == 0 {
+            flavor.handle_size
+        } else {
+            layout.array_elem as u32
+        };
+        emit_handle_array(&rec.header, arg(regs, layout.array), rec.count as u32, elem);
+    }
+
+    let mut frame = EMPTY_FRAME;
+    frame.call = call_id;
+    frame.flavor = flavor_id as u16;
+    frame.count = rec.count;
+    frame.bias = bias;
+    if layout.handle_out != NO_ARG {
+        frame.handle_out = arg(regs, layout.handle_out);
+    }
+    if layout.out != NO_ARG {
+        frame.out = arg(regs, layout.out);
+    }
+    if layout.status != NO_ARG {
+        frame.status[0] = arg(regs, layout.status);
+        if layout.status_mode == status_mode::INT_POINTERS {
+            frame.status[1] = arg(regs, layout.status + 1);
+            frame.status[2] = arg(regs, layout.status + 2);
+        }
+    }
+    push_frame(tid, &frame);
+    Ok(())
+}
+
+fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
+    let mut rec = HandleArrayRecord {
+        header: *h,
+        first: 0,
+        total,
+        values: [0; ARRAY_CHUNK],
+    };
+    rec.header.kind = kind::HANDLE_ARRAY;
+    for chunk in 0..ARRAY_MAX_CHUNKS {
+        let first = chunk * ARRAY_CHUNK as u32;
+        if first >= total {
+            break;
+        }
+        rec.first = first;
+        for j in 0..ARRAY_CHUNK {
+            let i = first + j as u32;
+            rec.values[j] = if i >= total {
+                0
+            } else if elem == 4 {
+                read_user::<u32>(base + 4 * i as u64).unwrap_or(0) as u64
+            } else {
+                read_user::<u64>(base + 8 * i as u64).unwrap_or(0)
+            };
+        }
+        emit(&rec);
+    }
+}
+
+fn push_frame(tid: u32, frame: &Frame) {
+    if unsafe { PENDING.get(&tid) }.is_none() {
+        let _ = PENDING.insert(&tid, &EMPTY_STACK, 0);
+    }
+    let Some(stack) = PENDING.get_ptr_mut(&tid) else {
+        return;
+    };
+    let stack = unsafe { &mut *stack };
+    let depth = stack.depth as usize;
+    if depth < MAX_DEPTH {
+        stack.frames[depth] = *frame;
+    }
+    // Count frames beyond MAX_DEPTH too, so the matching exits pop them.
+    stack.depth += 1;
+}
+
+fn pop_frame(tid: u32) -> Option<Frame> {
+    let stack = PENDING.get_ptr_mut(&tid)?;
+    let stack = unsafe { &mut *stack };
+    if stack.depth == 0 {
+        return None;
+    }
+    stack.depth -= 1;
+    let depth = stack.depth as usize;
+    if depth < MAX_DEPTH {
+        Some(stack.frames[depth])
+    } else {
+        None
+    }
+}
+
+#[uretprobe]
+pub fn call_exit(ctx: RetProbeContext) -> u32 {
+    let _ = try_call_exit(&ctx);
+    0
+}
+
+fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    if !is_traced(tgid) {
+        return Ok(());
+    }
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let call_id = cookie as u16 & 0xff;
+    let frame = pop_frame(tid).ok_or(())?;
+    if frame.call != call_id {
+        return Err(());
+    }
+    let layout = LAYOUTS.get(call_id as u32).ok_or(())?;
+    let flavor = FLAVORS.get(frame.flavor as u32).ok_or(())?;
+    let ret: u64 = ctx.ret();
+
+    let mut rec = CallRecord {
+        header: header(kind::CALL_EXIT, call_id | (frame.flavor << 8), tgid, tid),
+        comm: 0,
+        handle: 0,
+        bytes: UNSET,
+        ret: ret as i64,
+        out: UNSET,
+        peer: UNSET32,
+        tag: UNSET32,
+        peer2: UNSET32,
+        tag2: UNSET32,
+        count: UNSET32,
+        elem_size: UNSET32,
+    };
+    // PVM and MPI both return int.
+    rec.ret = ret as i32 as i64;
+    if frame.handle_out != 0 {
+        rec.handle = read_handle(frame.handle_out, flavor);
+    }
+    if let Some(v) = read_user::<i32>(frame.out) {
+        rec.out = v as i64;
+    }
+    match layout.status_mode {
+        status_mode::MPI_STATUS => read_status(frame.status[0], flavor, &mut rec),
+        status_mode::INT_POINTERS => {
+            if let Some(v) = read_user::<i32>(frame.status[0]) {
+                rec.peer = v;
+            }
+            if let Some(v) = read_user::<i32>(frame.status[1]) {
+                rec.tag = v;
+            }
+            if let Some(v) = read_user::<i32>(frame.status[2]) {
+                rec.bytes = v as i64;
+            }
+        }
+        status_mode::PVM_RBUF if rec.ret > 0 && flavor.rbuf_vaddr != 0 => {
+            if let Some(msg) = read_user::<u64>(frame.bias.wrapping_add(flavor.rbuf_vaddr)) {
+                if let Some(v) = read_user::<i32>(msg + flavor.pmsg_src_off as u64) {
+                    rec.peer = v;
+                }
+                if let Some(v) = read_user::<i32>(msg + flavor.pmsg_tag_off as u64) {
+                    rec.tag = v;
+                }
+                if let Some(v) = read_user::<i32>(msg + flavor.pmsg_len_off as u64) {
+                    rec.bytes = v as i64;
+                }
+            }
+        }
+        _ => {}
+    }
+    emit(&rec);
+    if layout.status_mode == status_mode::MPI_STATUS_ARRAY && frame.count > 0 {
+        emit_status_array(&rec.header, frame.status[0], frame.count as u32, flavor);
+    }
+    Ok(())
+}
+
+fn status_bytes(status: u64, flavor: &FlavorConfig) -> i64 {
+    let at = status + flavor.status_count_off as u64;
+    match flavor.count_mode {
+        count_mode::SIZE_T => read_user::<u64>(at).map(|v| v as i64).unwrap_or(UNSET),
+        count_mode::MPICH_SPLIT => match read_user::<u64>(at) {
+            Some(v) => ((v & 0xffff_ffff) | (((v >> 32) >> 1) << 32)) as i64,
+            None => UNSET,
+        },
+        _ => UNSET,
+    }
+}
+
+fn read_status(status: u64, flavor: &FlavorConfig, rec: &mut CallRecord) {
+    if status < MIN_POINTER {
+        return;
+    }
+    if let Some(v) = read_user::<i32>(status + flavor.status_source_off as u64) {
+        rec.peer = v;
+    }
+    if let Some(v) = read_user::<i32>(status + flavor.status_tag_off as u64) {
+        rec.tag = v;
+    }
+    rec.bytes = status_bytes(status, flavor);
+}
+
+fn emit_status_array(h: &EventHeader, base: u64, total: u32, flavor: &FlavorConfig) {
+    if base < MIN_POINTER {
+        return;
+    }
+    let mut rec = StatusArrayRecord {
+        header: *h,
+        first: 0,
+        total,
+        source: [UNSET32; ARRAY_CHUNK],
+        tag: [UNSET32; ARRAY_CHUNK],
+        bytes: [UNSET; ARRAY_CHUNK],
+    };
+    rec.header.kind = kind::STATUS_ARRAY;
+    let size = flavor.status_size as u64;
+    for chunk in 0..ARRAY_MAX_CHUNKS {
+        let first = chunk * ARRAY_CHUNK as u32;
+        if first >= total {
+            break;
+        }
+        rec.first = first;
+        for j in 0..ARRAY_CHUNK {
+            let i = first + j as u32;
+            if i >= total {
+                rec.source[j] = UNSET32;
+                rec.tag[j] = UNSET32;
+                rec.bytes[j] = UNSET;
+                continue;
+            }
+            let s = base + size * i as u64;
+            rec.source[j] =
+                read_user::<i32>(s + flavor.status_source_off as u64).unwrap_or(UNSET32);
+            rec.tag[j] = read_user::<i32>(s + flavor.status_tag_off as u64).unwrap_or(UNSET32);
+            rec.bytes[j] = status_bytes(s, flavor);
+        }
+        emit(&rec);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Selected procedures (--func): the cookie is the probe id.
+
+#[uprobe]
+pub fn func_enter(ctx: ProbeContext) -> u32 {
+    func_event(ctx.as_ptr(), kind::FUNC_ENTER);
+    0
+}
+
+#[uretprobe]
+pub fn func_exit(ctx: RetProbeContext) -> u32 {
+    func_event(ctx.as_ptr(), kind::FUNC_EXIT);
+    0
+}
+
+fn func_event(ctx: *mut core::ffi::c_void, kind: u16) {
+    let (tgid, tid) = current_ids();
+    if !admit_uprobe(tgid) {
+        return;
+    }
+    let probe = unsafe { bpf_get_attach_cookie(ctx) } as u16;
+    emit(&header(kind, probe, tgid, tid));
+}
+
+// ---------------------------------------------------------------------------------------
+// Tracepoints. Field offsets come from tracefs via CONFIG.
+
+fn field<T>(ctx: &TracePointContext, offset: u32) -> Result<T, ()> {
+    unsafe { ctx.read_at::<T>(offset as usize) }.map_err(|_| ())
+}
+
+#[tracepoint]
+pub fn sched_switch(ctx: TracePointContext) -> u32 {
+    let _ = try_sched_switch(&ctx);
+    0
+}
+
+fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
+    let c = config().ok_or(())?;
+    let prev: u32 = field(ctx, c.switch_prev_pid)?;
+    let next: u32 = field(ctx, c.switch_next_pid)?;
+    let now = unsafe { bpf_ktime_get_ns() };
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    if let Some(clock) = THREADS.get_ptr_mut(&prev) {
+        let clock = unsafe { &mut *clock };
+        if clock.running != 0 {
+            clock.on_cpu_ns += now.saturating_sub(clock.slice_start_ns);
+            clock.running = 0;
+        }
+        let state: i64 = field(ctx, c.switch_prev_state)?;
+        emit(&SwitchRecord {
+            header: EventHeader {
+                ts_ns: now,
+                cpu_ns: clock.on_cpu_ns,
+                tgid: current_ids().0,
+                tid: prev,
+                kind: kind::SWITCH_OUT,
+                call: 0,
+                cpu,
+            },
+            prev_state: state,
+        });
+    }
+    if let Some(clock) = THREADS.get_ptr_mut(&next) {
+        let clock = unsafe { &mut *clock };
+        clock.running = 1;
+        clock.slice_start_ns = now;
+        emit(&SwitchRecord {
+            header: EventHeader {
+                ts_ns: now,
+                cpu_ns: clock.on_cpu_ns,
+                tgid: clock.tgid,
+                tid: next,
+                kind: kind::SWITCH_IN,
+                call: 0,
+                cpu,
+            },
+            prev_state: 0,
+        });
+    }
+    Ok(())
+}
+
+#[tracepoint]
+pub fn sched_waking(ctx: TracePointContext) -> u32 {
+    let _ = try_wakeup(&ctx, kind::WAKEUP);
+    0
+}
+
+#[tracepoint]
+pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
+    let _ = try_wakeup(&ctx, kind::WAKEUP_NEW);
+    0
+}
+
+fn try_wakeup(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
+    let c = config().ok_or(())?;
+    let wakee: u32 = field(ctx, c.waking_pid)?;
+    let wakee_tgid = match unsafe { THREADS.get(&wakee) } {
+        Some(clock) => clock.tgid,
+        None => return Ok(()),
+    };
+    let (tgid, tid) = current_ids();
+    // The waker may be an untraced thread or an interrupt: stamp it without giving it a
+    // clock.
+    let h = if is_traced(tgid) {
+        header(kind, 0, tgid, tid)
+    } else {
+        EventHeader {
+            ts_ns: unsafe { bpf_ktime_get_ns() },
+            cpu_ns: 0,
+            tgid,
+            tid,
+            kind,
+            call: 0,
+            cpu: unsafe { bpf_get_smp_processor_id() },
+        }
+    };
+    emit(&WakeRecord {
+        header: h,
+        wakee_tid: wakee,
+        wakee_tgid,
+        target_cpu: field(ctx, c.waking_target_cpu)?,
+        _reserved: 0,
+    });
+    Ok(())
+}
+
+#[tracepoint]
+pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
+    let _ = try_fork(&ctx);
+    0
+}
+
+fn try_fork(ctx: &TracePointContext) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    if !is_traced(tgid) {
+        return Ok(());
+    }
+    let c = config().ok_or(())?;
+    let child: u32 = field(ctx, c.fork_child_pid)?;
+    // The child may be a thread or a process: either way its id joins the traced set, and
+    // its clock starts when it first runs.
+    let _ = TRACED.insert(&child, &1, 0);
+    let clock = ThreadClock {
+        on_cpu_ns: 0,
+        slice_start_ns: 0,
+        tgid: 0,
+        running: 0,
+    };
+    let _ = THREADS.insert(&child, &clock, 0);
+    emit(&ForkRecord {
+        header: header(kind::FORK, 0, tgid, tid),
+        child_tid: child,
+        _reserved: 0,
+    });
+    Ok(())
+}
+
+#[tracepoint]
+pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
+    let _ = try_exec(&ctx);
+    0
+}
+
+fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    if !is_traced(tgid) {
+        return Ok(());
+    }
+    let c = config().ok_or(())?;
+    let Some(mut rec) = EVENTS.reserve::<ExecRecord>(0) else {
+        count_lost();
+        return Ok(());
+    };
+    let r = unsafe { &mut *rec.as_mut_ptr() };
+    r.header = header(kind::EXEC, 0, tgid, tid);
+    r.old_tid = field(ctx, c.exec_old_pid).unwrap_or(0);
+    // __data_loc: low 16 bits offset from the record start, high 16 bits length.
+    let loc: u32 = field(ctx, c.exec_filename).unwrap_or(0);
+    let src = unsafe { (ctx.as_ptr() as *const u8).add((loc & 0xffff) as usize) };
+    r.filename_len = match unsafe { bpf_probe_read_kernel_str_bytes(src, &mut r.filename) } {
+        Ok(s) => s.len() as u32,
+        Err(_) => 0,
+    };
+    rec.submit(0);
+    if c.hold_on_exec != 0 {
+        // Userspace attaches the procedure probes to the new program, then sends SIGCONT.
+        unsafe { bpf_send_signal(SIGSTOP) };
+    }
+    Ok(())
+}
+
+const _: () = assert!(EXEC_PATH_LEN == 128);
+
+#[tracepoint]
+pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
+    let _ = try_exit(&ctx);
+    0
+}
+
+fn try_exit(ctx: &TracePointContext) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    if !is_traced(tgid) && unsafe { THREADS.get(&tid) }.is_none() {
+        return Ok(());
+    }
+    let c = config().ok_or(())?;
+    let group_dead: u8 = field(ctx, c.exit_group_dead).unwrap_or(0);
+    emit(&ExitRecord {
+        header: header(kind::EXIT, 0, tgid, tid),
+        group_dead: group_dead as u32,
+        _reserved: 0,
+    });
+    let _ = THREADS.remove(&tid);
+    let _ = PENDING.remove(&tid);
+    if tid != tgid {
+        let _ = TRACED.remove(&tid);
+    }
+    if group_dead != 0 {
+        let _ = TRACED.remove(&tgid);
+    }
+    Ok(())
+}
+
+#[tracepoint]
+pub fn sys_enter_futex(ctx: TracePointContext) -> u32 {
+    let _ = try_futex(&ctx, kind::FUTEX_ENTER);
+    0
+}
+
+#[tracepoint]
+pub fn sys_exit_futex(ctx: TracePointContext) -> u32 {
+    let _ = try_futex(&ctx, kind::FUTEX_EXIT);
+    0
+}
+
+fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    if !is_traced(tgid) {
+        return Ok(());
+    }
+    let c = config().ok_or(())?;
+    let mut rec = FutexRecord {
+        header: header(kind, 0, tgid, tid),
+        uaddr: 0,
+        op: 0,
+        val: 0,
+        ret: 0,
+    };
+    if kind == tracer_common::kind::FUTEX_ENTER {
+        rec.uaddr = field(ctx, c.futex_uaddr)?;
+        rec.op = field::<u64>(ctx, c.futex_op)? as u32;
+        rec.val = field::<u64>(ctx, c.futex_val)? as u32;
+    } else {
+        rec.ret = field(ctx, c.futex_ret)?;
+    }
+    emit(&rec);
+    Ok(())
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

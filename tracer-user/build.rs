@@ -1,0 +1,13 @@
+//! Builds the eBPF probes (`tracer-ebpf`, nightly + bpf-linker) and embeds the object.
+//! `cargo xtask setup` installs what this needs.
+fn main() -> anyhow::Result<()> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../tracer-ebpf");
+    aya_build::build_ebpf(
+        [aya_build::Package {
+            name: "tracer-ebpf",
+            root_dir: root,
+            ..Default::default()
+        }],
+        aya_build::Toolchain::Nightly,
+    )
+}

@@ -1,0 +1,245 @@
+//! The MPI and PVM calls we probe: their symbols, where their arguments are (the layout
+//! table the probes read), and the per-library facts (handle sizes, status layouts).
+
+use tracer_common::{
+    CallLayout, FlavorConfig, NO_ARG, call, count_mode, dtype_mode, flavor, status_mode,
+};
+
+/// Which family of libraries defines a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    Mpi,
+    Pvm,
+}
+
+/// What a call does, for the matcher and the work clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Setup,
+    Send,
+    Recv,
+    SendRecv,
+    Completion,
+    Collective,
+}
+
+pub struct CallSpec {
+    pub id: u16,
+    pub symbol: &'static str,
+    pub family: Family,
+    pub role: Role,
+    pub layout: CallLayout,
+}
+
+const fn layout() -> CallLayout {
+    CallLayout::EMPTY
+}
+
+macro_rules! spec {
+    ($id:expr, $sym:literal, $fam:ident, $role:ident, { $($field:ident : $val:expr),* $(,)? }) => {
+        CallSpec {
+            id: $id,
+            symbol: $sym,
+            family: Family::$fam,
+            role: Role::$role,
+            layout: CallLayout { $($field: $val,)* ..layout() },
+        }
+    };
+}
+
+const S: u8 = status_mode::MPI_STATUS;
+
+/// Every probed call. Argument positions are 0-based C argument indexes.
+pub static CALLS: &[CallSpec] = &[
+    spec!(call::MPI_INIT, "MPI_Init", Mpi, Setup, { want_bias: 1 }),
+    spec!(call::MPI_INIT_THREAD, "MPI_Init_thread", Mpi, Setup, { want_bias: 1, out: 3 }),
+    spec!(call::MPI_FINALIZE, "MPI_Finalize", Mpi, Setup, {}),
+    spec!(call::MPI_COMM_RANK, "MPI_Comm_rank", Mpi, Setup, { comm: 0, out: 1 }),
+    spec!(call::MPI_COMM_SIZE, "MPI_Comm_size", Mpi, Setup, { comm: 0, out: 1 }),
+    spec!(call::MPI_COMM_DUP, "MPI_Comm_dup", Mpi, Setup, { comm: 0, handle_out: 1 }),
+    // color in `peer`, key in `peer2`
+    spec!(call::MPI_COMM_SPLIT, "MPI_Comm_split", Mpi, Setup,
+        { comm: 0, peer: 1, peer2: 2, handle_out: 3 }),
+    spec!(call::MPI_COMM_CREATE, "MPI_Comm_create", Mpi, Setup, { comm: 0, handle_out: 2 }),
+    spec!(call::MPI_SEND, "MPI_Send", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
+    spec!(call::MPI_SSEND, "MPI_Ssend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
+    spec!(call::MPI_BSEND, "MPI_Bsend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
+    spec!(call::MPI_RSEND, "MPI_Rsend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
+    spec!(call::MPI_ISEND, "MPI_Isend", Mpi, Send,
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6 }),
+    spec!(call::MPI_RECV, "MPI_Recv", Mpi, Recv,
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, status: 6, status_mode: S }),
+    spec!(call::MPI_IRECV, "MPI_Irecv", Mpi, Recv,
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6 }),
+    spec!(call::MPI_SENDRECV, "MPI_Sendrecv", Mpi, SendRecv,
+        { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 8, tag2: 9, comm: 10, status: 11, status_mode: S }),
+    spec!(call::MPI_WAIT, "MPI_Wait", Mpi, Completion, { handle_in: 0, status: 1, status_mode: S }),
+    spec!(call::MPI_WAITALL, "MPI_Waitall", Mpi, Completion,
+        { count: 0, array: 1, status: 2, status_mode: status_mode::MPI_STATUS_ARRAY }),
+    spec!(call::MPI_WAITANY, "MPI_Waitany", Mpi, Completion,
+        { count: 0, array: 1, out: 2, status: 3, status_mode: S }),
+    spec!(call::MPI_TEST, "MPI_Test", Mpi, Completion,
+        { handle_in: 0, out: 1, status: 2, status_mode: S }),
+    spec!(call::MPI_BARRIER, "MPI_Barrier", Mpi, Collective, { comm: 0 }),
+    spec!(call::MPI_BCAST, "MPI_Bcast", Mpi, Collective, { count: 1, dtype: 2, peer: 3, comm: 4 }),
+    spec!(call::MPI_REDUCE, "MPI_Reduce", Mpi, Collective, { count: 2, dtype: 3, peer: 5, comm: 6 }),
+    spec!(call::MPI_ALLREDUCE, "MPI_Allreduce", Mpi, Collective, { count: 2, dtype: 3, comm: 5 }),
+    spec!(call::MPI_GATHER, "MPI_Gather", Mpi, Collective, { count: 1, dtype: 2, peer: 6, comm: 7 }),
+    spec!(call::MPI_SCATTER, "MPI_Scatter", Mpi, Collective, { count: 1, dtype: 2, peer: 6, comm: 7 }),
+    spec!(call::MPI_ALLGATHER, "MPI_Allgather", Mpi, Collective, { count: 1, dtype: 2, comm: 6 }),
+    spec!(call::MPI_ALLTOALL, "MPI_Alltoall", Mpi, Collective, { count: 1, dtype: 2, comm: 6 }),
+    spec!(call::PVM_MYTID, "pvm_mytid", Pvm, Setup, { want_bias: 1 }),
+    spec!(call::PVM_SEND, "pvm_send", Pvm, Send, { peer: 0, tag: 1, want_bias: 1 }),
+    spec!(call::PVM_PSEND, "pvm_psend", Pvm, Send,
+        { peer: 0, tag: 1, count: 3, dtype: 4, want_bias: 1 }),
+    spec!(call::PVM_MCAST, "pvm_mcast", Pvm, Send,
+        { array: 0, count: 1, tag: 2, array_elem: 4, want_bias: 1 }),
+    spec!(call::PVM_RECV, "pvm_recv", Pvm, Recv,
+        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 }),
+    spec!(call::PVM_NRECV, "pvm_nrecv", Pvm, Recv,
+        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 }),
+    spec!(call::PVM_TRECV, "pvm_trecv", Pvm, Recv,
+        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 }),
+    spec!(call::PVM_PRECV, "pvm_precv", Pvm, Recv,
+        { peer: 0, tag: 1, count: 3, dtype: 4, status: 5,
+          status_mode: status_mode::INT_POINTERS, want_bias: 1 }),
+    spec!(call::PVM_EXIT, "pvm_exit", Pvm, Setup, { want_bias: 1 }),
+];
+
+const _: () = assert!(NO_ARG == 0xff);
+
+pub fn spec(id: u16) -> Option<&'static CallSpec> {
+    CALLS.iter().find(|c| c.id == id)
+}
+
+/// Name of a call id, or "call#N".
+pub fn name(id: u16) -> String {
+    spec(id)
+        .map(|c| c.symbol.to_string())
+        .unwrap_or_else(|| format!("call#{id}"))
+}
+
+/// Split the header's `call` field of a call record into (call id, flavor).
+pub fn split_call_field(field: u16) -> (u16, u8) {
+    (field & 0xff, (field >> 8) as u8)
+}
+
+/// A library family as the probes see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Flavor {
+    OpenMpi,
+    Mpich,
+    Pvm,
+}
+
+impl Flavor {
+    pub fn id(self) -> u8 {
+        match self {
+            Flavor::OpenMpi => flavor::OPEN_MPI,
+            Flavor::Mpich => flavor::MPICH,
+            Flavor::Pvm => flavor::PVM,
+        }
+    }
+
+    pub fn from_id(id: u8) -> Option<Flavor> {
+        match id {
+            flavor::OPEN_MPI => Some(Flavor::OpenMpi),
+            flavor::MPICH => Some(Flavor::Mpich),
+            flavor::PVM => Some(Flavor::Pvm),
+            _ => None,
+        }
+    }
+
+    pub fn family(self) -> Family {
+        match self {
+            Flavor::OpenMpi | Flavor::Mpich => Family::Mpi,
+            Flavor::Pvm => Family::Pvm,
+        }
+    }
+
+    /// `MPI_ANY_SOURCE` (Open MPI -1, MPICH -2; PVM's wildcard task id is -1).
+    pub fn any_source(self) -> i32 {
+        match self {
+            Flavor::Mpich => -2,
+            _ => -1,
+        }
+    }
+
+    /// The probes' facts about this family. `rbuf_vaddr` is PVM's `pvmrbuf` global.
+    pub fn config(self, rbuf_vaddr: u64) -> FlavorConfig {
+        match self {
+            // MPI_Status { int MPI_SOURCE; int MPI_TAG; int MPI_ERROR; int _cancelled;
+            // size_t _ucount; }; MPI_Datatype points at an opal_datatype_t whose size_t
+            // `size` is at offset 24 (non-debug build).
+            Flavor::OpenMpi => FlavorConfig {
+                handle_size: 8,
+                dtype_mode: dtype_mode::POINTER_TO_SIZE,
+                dtype_size_off: 24,
+                count_mode: count_mode::SIZE_T,
+                status_size: 24,
+                status_source_off: 0,
+                status_tag_off: 4,
+                status_count_off: 16,
+                ..Default::default()
+            },
+            // MPI_Status { int count_lo; int count_hi_and_cancelled; int MPI_SOURCE;
+            // int MPI_TAG; int MPI_ERROR; }; handles are ints.
+            Flavor::Mpich => FlavorConfig {
+                handle_size: 4,
+                dtype_mode: dtype_mode::MPICH_HANDLE,
+                count_mode: count_mode::MPICH_SPLIT,
+                status_size: 20,
+                status_source_off: 8,
+                status_tag_off: 12,
+                status_count_off: 0,
+                ..Default::default()
+            },
+            // struct pmsg (PVM 3.4 lpvm): m_len at 48, m_tag at 56, m_src at 64.
+            Flavor::Pvm => FlavorConfig {
+                handle_size: 4,
+                dtype_mode: dtype_mode::PVM_CODE,
+                rbuf_vaddr,
+                pmsg_len_off: 48,
+                pmsg_tag_off: 56,
+                pmsg_src_off: 64,
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// Open MPI's MPI_COMM_WORLD is the address of this data symbol in libmpi.
+pub const OMPI_COMM_WORLD_SYMBOL: &str = "ompi_mpi_comm_world";
+/// MPICH's MPI_COMM_WORLD handle.
+pub const MPICH_COMM_WORLD: u64 = 0x4400_0000;
+/// PVM's current receive buffer (struct pmsg *).
+pub const PVM_RBUF_SYMBOL: &str = "pvmrbuf";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_ids_are_unique_and_fit_the_table() {
+        let mut ids: Vec<u16> = CALLS.iter().map(|c| c.id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), CALLS.len());
+        assert!(ids.iter().all(|&id| (id as u32) < call::TABLE_SIZE && id < 256));
+    }
+
+    #[test]
+    fn argument_positions_are_within_what_the_probe_reads() {
+        for c in CALLS {
+            let l = &c.layout;
+            for a in [
+                l.peer, l.tag, l.peer2, l.tag2, l.comm, l.count, l.dtype, l.handle_in,
+                l.handle_out, l.out, l.array, l.status,
+            ] {
+                assert!(a == NO_ARG || a <= 13, "{}: argument {a}", c.symbol);
+            }
+        }
+    }
+}

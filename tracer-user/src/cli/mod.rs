@@ -1,0 +1,58 @@
+//! Command-line front end: one file per subcommand; errors become one line with context.
+
+mod dump;
+mod record;
+mod summary;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Critical-path tracer for parallel programs (MPI, PVM, threads), built on eBPF.
+#[derive(Parser)]
+#[command(name = "tracer", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Trace processes (by PID, a command, or system-wide) and record their events.
+    Record(record::RecordArgs),
+    /// Print the events of a recording, one per line.
+    Dump(dump::DumpArgs),
+    /// Summarize a recording (counts, processes, ranks).
+    Summary(summary::SummaryArgs),
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Record(a) => record::run(a),
+        Command::Dump(a) => dump::run(a),
+        Command::Summary(a) => summary::run(a),
+    }
+}
+
+/// Prints a summary for people.
+fn print_summary(s: &tracer_user::summary::Summary) {
+    eprintln!("events: {} recorded, {} lost", s.events.total, s.events.lost);
+    for p in &s.processes {
+        let mut who = String::new();
+        if let Some(r) = p.rank {
+            who.push_str(&format!(" rank {r}"));
+        }
+        if let Some(t) = p.pvm_tid {
+            who.push_str(&format!(" pvm tid {t:#x}"));
+        }
+        eprintln!("  pid {:>7}{who}  threads {:>3}  {}", p.pid, p.threads, p.command);
+    }
+    if !s.calls.is_empty() {
+        let calls: Vec<String> = s.calls.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        eprintln!("calls: {}", calls.join(", "));
+    }
+    if !s.functions.is_empty() {
+        let f: Vec<String> = s.functions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        eprintln!("procedures entered: {}", f.join(", "));
+    }
+}

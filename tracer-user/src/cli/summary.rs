@@ -1,0 +1,27 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use tracer_user::{recording, summary};
+
+#[derive(Args)]
+pub struct SummaryArgs {
+    /// A recording made with `tracer record -o`.
+    file: PathBuf,
+    /// Print JSON (schema: docs/summary-json.md) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
+    let (meta, items, trailer) =
+        recording::read_all(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let s = summary::summarize(&meta, &items, trailer.events_lost);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        super::print_summary(&s);
+    }
+    Ok(ExitCode::SUCCESS)
+}

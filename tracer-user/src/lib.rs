@@ -1,0 +1,15 @@
+//! The userspace side of the tracer. Data flows one way:
+//! probes (aya) -> records (decode) -> recording / summary -> analyses and reports.
+//! Only `probes` and `session` touch the kernel; everything else works on decoded
+//! records, so it is tested without root on recordings and synthetic streams.
+
+pub mod calls;
+pub mod funcs;
+pub mod libraries;
+pub mod probes;
+pub mod procfs;
+pub mod recording;
+pub mod records;
+pub mod session;
+pub mod summary;
+pub mod symbols;

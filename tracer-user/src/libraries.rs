@@ -1,0 +1,120 @@
+//! Finding the MPI and PVM libraries to probe, and telling which family each one is.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use crate::calls::{Flavor, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL};
+use crate::procfs;
+use crate::recording::LibraryInfo;
+use crate::symbols::{SymbolError, SymbolTable};
+
+/// File name prefixes of the libraries that define the MPI and PVM entry points.
+const LIBRARY_PREFIXES: &[&str] = &["libmpi.so", "libmpich.so", "libpvm3.so"];
+
+const SEARCH_DIRS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/local/lib64",
+];
+
+pub struct Library {
+    pub path: PathBuf,
+    pub flavor: Flavor,
+    pub symbols: SymbolTable,
+}
+
+impl Library {
+    /// Reads `path` and tells its family; None if it defines no MPI or PVM entry point.
+    pub fn open(path: &Path) -> Result<Option<Library>, SymbolError> {
+        let symbols = SymbolTable::read(path)?;
+        let flavor = if symbols.get(OMPI_COMM_WORLD_SYMBOL).is_some() {
+            Flavor::OpenMpi
+        } else if symbols.get("MPI_Send").is_some() || symbols.get("PMPI_Send").is_some() {
+            // MPICH and its ABI-compatible derivatives (int handles).
+            Flavor::Mpich
+        } else if symbols.get("pvm_mytid").is_some() {
+            Flavor::Pvm
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(Library {
+            path: path.to_path_buf(),
+            flavor,
+            symbols,
+        }))
+    }
+
+    pub fn info(&self) -> LibraryInfo {
+        LibraryInfo {
+            path: self.path.display().to_string(),
+            flavor: self.flavor,
+            comm_world_vaddr: match self.flavor {
+                Flavor::OpenMpi => self.symbols.get(OMPI_COMM_WORLD_SYMBOL).map(|s| s.vaddr),
+                _ => None,
+            },
+        }
+    }
+
+    /// PVM's receive-buffer global, needed to learn the source of a wildcard receive.
+    pub fn pvm_rbuf_vaddr(&self) -> u64 {
+        self.symbols.get(PVM_RBUF_SYMBOL).map(|s| s.vaddr).unwrap_or(0)
+    }
+}
+
+fn is_candidate_name(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    LIBRARY_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Library files installed in the usual places, canonicalized and de-duplicated.
+pub fn installed_candidates() -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for dir in SEARCH_DIRS {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if is_candidate_name(&p) {
+                if let Ok(real) = p.canonicalize() {
+                    if real.is_file() {
+                        out.insert(real);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Candidate libraries mapped by running processes (custom installs, other prefixes).
+pub fn mapped_candidates(pids: &[u32]) -> BTreeSet<PathBuf> {
+    pids.iter()
+        .flat_map(|&p| procfs::mappings(p))
+        .map(|m| PathBuf::from(m.path))
+        .filter(|p| is_candidate_name(p))
+        .filter_map(|p| p.canonicalize().ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_installed_libraries() {
+        // The project's setup installs Open MPI, MPICH and PVM; each must be recognised.
+        let libs: Vec<Library> = installed_candidates()
+            .iter()
+            .filter_map(|p| Library::open(p).ok().flatten())
+            .collect();
+        for f in [Flavor::OpenMpi, Flavor::Mpich, Flavor::Pvm] {
+            assert!(libs.iter().any(|l| l.flavor == f), "no {f:?} library found");
+        }
+        let ompi = libs.iter().find(|l| l.flavor == Flavor::OpenMpi).unwrap();
+        assert!(ompi.info().comm_world_vaddr.is_some());
+        let pvm = libs.iter().find(|l| l.flavor == Flavor::Pvm).unwrap();
+        assert!(pvm.pvm_rbuf_vaddr() != 0);
+    }
+}

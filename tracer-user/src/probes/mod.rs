@@ -1,0 +1,209 @@
+//! Loading the eBPF probes into the kernel and attaching them. This is the only module
+//! that talks to aya; everything downstream works on decoded records.
+
+pub mod tracefs;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope};
+use aya::programs::{TracePoint, UProbe};
+use aya::{Ebpf, EbpfLoader};
+use tracer_common::{ProbeConfig, ThreadClock, call, call_cookie, maps};
+
+use crate::calls::{CALLS, Flavor};
+use crate::libraries::Library;
+
+static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("tracefs: {0}")]
+    Tracefs(String),
+    #[error("loading the eBPF object failed: {0}")]
+    Load(#[from] aya::EbpfError),
+    #[error("eBPF program {name}: {source}")]
+    Program { name: &'static str, source: aya::programs::ProgramError },
+    #[error("eBPF map {0} is missing or has the wrong type")]
+    Map(&'static str),
+    #[error("eBPF map {name}: {source}")]
+    MapOp { name: &'static str, source: aya::maps::MapError },
+    #[error("attaching to {symbol} in {path}: {source}")]
+    Attach { symbol: String, path: PathBuf, source: aya::programs::ProgramError },
+}
+
+/// Options fixed at load time.
+pub struct ProbeOptions {
+    pub system_wide: bool,
+    pub hold_on_exec: bool,
+    pub ring_bytes: u32,
+}
+
+/// The loaded probes. Dropping this detaches every probe and frees every map.
+pub struct Probes {
+    ebpf: Ebpf,
+    /// (file, offset) pairs already probed, so a file seen twice is probed once.
+    attached: HashSet<(PathBuf, u64)>,
+    pub attach_count: usize,
+}
+
+impl Probes {
+    pub fn load(opts: &ProbeOptions) -> Result<Probes, ProbeError> {
+        raise_fd_limit();
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries(maps::EVENTS, opts.ring_bytes)
+            .load(PROBES_OBJECT)?;
+
+        let mut config: ProbeConfig = tracefs::probe_offsets()?;
+        config.trace_all = opts.system_wide as u32;
+        config.hold_on_exec = opts.hold_on_exec as u32;
+        config.self_tgid = std::process::id();
+        let mut cfg: Array<&mut MapData, ProbeConfig> = map(&mut ebpf, maps::CONFIG)?;
+        cfg.set(0, config, 0).map_err(|source| ProbeError::MapOp { name: maps::CONFIG, source })?;
+
+        let mut layouts: Array<&mut MapData, tracer_common::CallLayout> = map(&mut ebpf, maps::LAYOUTS)?;
+        for c in CALLS {
+            debug_assert!((c.id as u32) < call::TABLE_SIZE);
+            layouts
+                .set(c.id as u32, c.layout, 0)
+                .map_err(|source| ProbeError::MapOp { name: maps::LAYOUTS, source })?;
+        }
+
+        for name in ["call_enter", "call_exit", "func_enter", "func_exit"] {
+            let p: &mut UProbe = program(&mut ebpf, name)?;
+            p.load().map_err(|source| ProbeError::Program { name, source })?;
+        }
+        for (name, group, event) in [
+            ("sched_switch", "sched", "sched_switch"),
+            ("sched_waking", "sched", "sched_waking"),
+            ("sched_wakeup_new", "sched", "sched_wakeup_new"),
+            ("sched_process_fork", "sched", "sched_process_fork"),
+            ("sched_process_exec", "sched", "sched_process_exec"),
+            ("sched_process_exit", "sched", "sched_process_exit"),
+            ("sys_enter_futex", "syscalls", "sys_enter_futex"),
+            ("sys_exit_futex", "syscalls", "sys_exit_futex"),
+        ] {
+            let p: &mut TracePoint = program(&mut ebpf, name)?;
+            p.load().map_err(|source| ProbeError::Program { name, source })?;
+            p.attach(group, event).map_err(|source| ProbeError::Program { name, source })?;
+        }
+        Ok(Probes { ebpf, attached: HashSet::new(), attach_count: 0 })
+    }
+
+    /// Writes the flavor table entry for `lib` (PVM needs the library's own symbol).
+    pub fn configure_flavor(&mut self, flavor: Flavor, pvm_rbuf_vaddr: u64) -> Result<(), ProbeError> {
+        let mut flavors: Array<&mut MapData, tracer_common::FlavorConfig> = map(&mut self.ebpf, maps::FLAVORS)?;
+        flavors
+            .set(flavor.id() as u32, flavor.config(pvm_rbuf_vaddr), 0)
+            .map_err(|source| ProbeError::MapOp { name: maps::FLAVORS, source })
+    }
+
+    /// Attaches entry and exit probes to every call of `lib`'s family that it defines.
+    /// Returns the number of calls probed.
+    pub fn attach_library(&mut self, lib: &Library) -> Result<usize, ProbeError> {
+        self.configure_flavor(lib.flavor, lib.pvm_rbuf_vaddr())?;
+        let mut n = 0;
+        for c in CALLS.iter().filter(|c| c.family == lib.flavor.family()) {
+            // MPI_X is a weak alias of PMPI_X: one address serves C, Fortran and PMPI callers.
+            let Some(sym) = lib.symbols.get(c.symbol) else { continue };
+            let cookie = call_cookie(c.id, lib.flavor.id(), sym.vaddr as u32);
+            self.attach_pair(("call_enter", "call_exit"), &lib.path, c.symbol, sym.file_offset, cookie)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Attaches the selected-procedure probes with `probe_id` at a function.
+    /// Returns false if that function was already probed.
+    pub fn attach_function(&mut self, path: &Path, symbol: &str, file_offset: u64, probe_id: u16) -> Result<bool, ProbeError> {
+        self.attach_pair(("func_enter", "func_exit"), path, symbol, file_offset, probe_id as u64)
+    }
+
+    fn attach_pair(&mut self, programs: (&'static str, &'static str), path: &Path, symbol: &str, offset: u64, cookie: u64) -> Result<bool, ProbeError> {
+        let key = (path.canonicalize().unwrap_or_else(|_| path.to_path_buf()), offset);
+        if !self.attached.insert(key) {
+            return Ok(false);
+        }
+        for name in [programs.0, programs.1] {
+            let p: &mut UProbe = program(&mut self.ebpf, name)?;
+            let point = UProbeAttachPoint { location: UProbeAttachLocation::AbsoluteOffset(offset), cookie: Some(cookie) };
+            p.attach(point, path, UProbeScope::AllProcesses).map_err(|source| ProbeError::Attach {
+                symbol: symbol.to_string(),
+                path: path.to_path_buf(),
+                source,
+            })?;
+            self.attach_count += 1;
+        }
+        Ok(true)
+    }
+
+    /// Marks a process (all its threads) as traced. Children it forks from now on are
+    /// traced by the probes themselves.
+    pub fn trace_process(&mut self, pid: u32, threads: &[u32]) -> Result<(), ProbeError> {
+        let mut traced: HashMap<&mut MapData, u32, u32> = map(&mut self.ebpf, maps::TRACED)?;
+        traced.insert(pid, 1, 0).map_err(|source| ProbeError::MapOp { name: maps::TRACED, source })?;
+        let mut clocks: HashMap<&mut MapData, u32, ThreadClock> = map(&mut self.ebpf, maps::THREADS)?;
+        for &tid in threads {
+            let clock = ThreadClock { tgid: pid, ..Default::default() };
+            // A thread that already has a clock (it ran a probe) keeps it.
+            if clocks.get(&tid, 0).is_err() {
+                clocks.insert(tid, clock, 0).map_err(|source| ProbeError::MapOp { name: maps::THREADS, source })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ids (tgids and thread ids) currently in the traced set.
+    pub fn traced_ids(&mut self) -> Result<Vec<u32>, ProbeError> {
+        let traced: HashMap<&mut MapData, u32, u32> = map(&mut self.ebpf, maps::TRACED)?;
+        Ok(traced.keys().filter_map(|k| k.ok()).collect())
+    }
+
+    /// Records the probes could not write because the ring buffer was full.
+    pub fn lost(&mut self) -> Result<u64, ProbeError> {
+        let lost: PerCpuArray<&mut MapData, u64> = map(&mut self.ebpf, maps::LOST)?;
+        let per_cpu = lost.get(&0, 0).map_err(|source| ProbeError::MapOp { name: maps::LOST, source })?;
+        Ok(per_cpu.iter().sum())
+    }
+
+    /// Takes the ring buffer (call once).
+    pub fn take_ring(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
+        let m = self.ebpf.take_map(maps::EVENTS).ok_or(ProbeError::Map(maps::EVENTS))?;
+        RingBuf::try_from(m).map_err(|_| ProbeError::Map(maps::EVENTS))
+    }
+}
+
+fn map<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<T, ProbeError>
+where
+    T: TryFrom<&'a mut aya::maps::Map>,
+{
+    let m = ebpf.map_mut(name).ok_or(ProbeError::Map(name))?;
+    T::try_from(m).map_err(|_| ProbeError::Map(name))
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, ProbeError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program>,
+{
+    let p = ebpf.program_mut(name).ok_or(ProbeError::Program {
+        name,
+        source: aya::programs::ProgramError::NotLoaded,
+    })?;
+    p.try_into().map_err(|_| ProbeError::Program {
+        name,
+        source: aya::programs::ProgramError::NotLoaded,
+    })
+}
+
+/// Every uprobe holds a perf event file descriptor; allow as many as the hard limit.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Decoding raw records (ring buffer or recording) into typed values.
+
+use tracer_common::{
+    CallRecord, EventHeader, ExecRecord, ExitRecord, ForkRecord, FutexRecord, HandleArrayRecord,
+    StatusArrayRecord, SwitchRecord, WakeRecord, kind, record_size,
+};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("record of {0} bytes is shorter than a header")]
+    Short(usize),
+    #[error("unknown record kind {0}")]
+    UnknownKind(u16),
+    #[error("record of kind {kind} has {got} bytes, expected {want}")]
+    WrongSize { kind: u16, got: usize, want: usize },
+}
+
+/// One decoded record. Each variant holds the fixed-size struct of its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    CallEnter(CallRecord),
+    CallExit(CallRecord),
+    HandleArray(HandleArrayRecord),
+    StatusArray(StatusArrayRecord),
+    FuncEnter(EventHeader),
+    FuncExit(EventHeader),
+    FutexEnter(FutexRecord),
+    FutexExit(FutexRecord),
+    SwitchOut(SwitchRecord),
+    SwitchIn(SwitchRecord),
+    Wakeup(WakeRecord),
+    WakeupNew(WakeRecord),
+    Fork(ForkRecord),
+    Exec(ExecRecord),
+    Exit(ExitRecord),
+}
+
+fn read<T: Copy>(bytes: &[u8]) -> T {
+    debug_assert!(bytes.len() >= std::mem::size_of::<T>());
+    // SAFETY: the caller checked the length; all record types are plain old data.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+/// The kind of the record at the start of `bytes`.
+pub fn peek_kind(bytes: &[u8]) -> Result<u16, DecodeError> {
+    if bytes.len() < std::mem::size_of::<EventHeader>() {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    Ok(read::<EventHeader>(bytes).kind)
+}
+
+/// Size of the record at the start of `bytes` (from its kind).
+pub fn record_len(bytes: &[u8]) -> Result<usize, DecodeError> {
+    let k = peek_kind(bytes)?;
+    record_size(k).ok_or(DecodeError::UnknownKind(k))
+}
+
+/// Decode exactly one record; `bytes` must be exactly its size.
+pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
+    let k = peek_kind(bytes)?;
+    let want = record_size(k).ok_or(DecodeError::UnknownKind(k))?;
+    if bytes.len() != want {
+        return Err(DecodeError::WrongSize { kind: k, got: bytes.len(), want });
+    }
+    Ok(match k {
+        kind::CALL_ENTER => Record::CallEnter(read(bytes)),
+        kind::CALL_EXIT => Record::CallExit(read(bytes)),
+        kind::HANDLE_ARRAY => Record::HandleArray(read(bytes)),
+        kind::STATUS_ARRAY => Record::StatusArray(read(bytes)),
+        kind::FUNC_ENTER => Record::FuncEnter(read(bytes)),
+        kind::FUNC_EXIT => Record::FuncExit(read(bytes)),
+        kind::FUTEX_ENTER => Record::FutexEnter(read(bytes)),
+        kind::FUTEX_EXIT => Record::FutexExit(read(bytes)),
+        kind::SWITCH_OUT => Record::SwitchOut(read(bytes)),
+        kind::SWITCH_IN => Record::SwitchIn(read(bytes)),
+        kind::WAKEUP => Record::Wakeup(read(bytes)),
+        kind::WAKEUP_NEW => Record::WakeupNew(read(bytes)),
+        kind::FORK => Record::Fork(read(bytes)),
+        kind::EXEC => Record::Exec(read(bytes)),
+        kind::EXIT => Record::Exit(read(bytes)),
+        other => return Err(DecodeError::UnknownKind(other)),
+    })
+}
+
+impl Record {
+    pub fn header(&self) -> &EventHeader {
+        match self {
+            Record::CallEnter(r) | Record::CallExit(r) => &r.header,
+            Record::HandleArray(r) => &r.header,
+            Record::StatusArray(r) => &r.header,
+            Record::FuncEnter(h) | Record::FuncExit(h) => h,
+            Record::FutexEnter(r) | Record::FutexExit(r) => &r.header,
+            Record::SwitchOut(r) | Record::SwitchIn(r) => &r.header,
+            Record::Wakeup(r) | Record::WakeupNew(r) => &r.header,
+            Record::Fork(r) => &r.header,
+            Record::Exec(r) => &r.header,
+            Record::Exit(r) => &r.header,
+        }
+    }
+
+    /// The raw bytes of the record, as the probes wrote them.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        fn raw<T>(v: &T) -> Vec<u8> {
+            // SAFETY: plain old data without padding (checked in tracer-common).
+            unsafe {
+                std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+            }
+            .to_vec()
+        }
+        match self {
+            Record::CallEnter(r) | Record::CallExit(r) => raw(r),
+            Record::HandleArray(r) => raw(r),
+            Record::StatusArray(r) => raw(r),
+            Record::FuncEnter(h) | Record::FuncExit(h) => raw(h),
+            Record::FutexEnter(r) | Record::FutexExit(r) => raw(r),
+            Record::SwitchOut(r) | Record::SwitchIn(r) => raw(r),
+            Record::Wakeup(r) | Record::WakeupNew(r) => raw(r),
+            Record::Fork(r) => raw(r),
+            Record::Exec(r) => raw(r),
+            Record::Exit(r) => raw(r),
+        }
+    }
+}
+
+/// Human name of a record kind.
+pub fn kind_name(k: u16) -> &'static str {
+    match k {
+        kind::CALL_ENTER => "call_enter",
+        kind::CALL_EXIT => "call_exit",
+        kind::HANDLE_ARRAY => "handle_array",
+        kind::STATUS_ARRAY => "status_array",
+        kind::FUNC_ENTER => "func_enter",
+        kind::FUNC_EXIT => "func_exit",
+        kind::FUTEX_ENTER => "futex_enter",
+        kind::FUTEX_EXIT => "futex_exit",
+        kind::SWITCH_OUT => "switch_out",
+        kind::SWITCH_IN => "switch_in",
+        kind::WAKEUP => "wakeup",
+        kind::WAKEUP_NEW => "wakeup_new",
+        kind::FORK => "fork",
+        kind::EXEC => "exec",
+        kind::EXIT => "exit",
+        _ => "unknown",
+    }
+}
+
+/// The executable path of an exec record.
+pub fn exec_filename(r: &ExecRecord) -> String {
+    let n = (r.filename_len as usize).min(r.filename.len());
+    String::from_utf8_lossy(&r.filename[..n]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_errors() {
+        let mut f = ForkRecord::default();
+        f.header.kind = kind::FORK;
+        f.header.tid = 7;
+        f.child_tid = 8;
+        let bytes = Record::Fork(f).to_bytes();
+        assert_eq!(decode(&bytes), Ok(Record::Fork(f)));
+        assert_eq!(record_len(&bytes), Ok(40));
+        assert_eq!(decode(&bytes[..39]), Err(DecodeError::WrongSize { kind: kind::FORK, got: 39, want: 40 }));
+        let mut bad = bytes.clone();
+        bad[24] = 99;
+        assert_eq!(decode(&bad), Err(DecodeError::UnknownKind(99)));
+        assert_eq!(decode(&bytes[..10]), Err(DecodeError::Short(10)));
+    }
+}

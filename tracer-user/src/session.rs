@@ -1,0 +1,418 @@
+//! A recording session: load the probes, pick the targets (running processes, a command
+//! we launch, or the whole system), stream the ring buffer into the recording and the
+//! summary, and stop cleanly when the targets are gone, at the deadline or on a signal.
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::funcs::{FuncError, FunctionSelector};
+use crate::libraries::{self, Library};
+use crate::probes::{ProbeError, ProbeOptions, Probes};
+use crate::procfs;
+use crate::recording::{RecordingError, RecordingMeta, RecordingWriter, Trailer};
+use crate::records::{self, Record};
+use crate::summary::{Summary, SummaryBuilder};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("tracing needs root (CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN); run as root")]
+    NotRoot,
+    #[error("no process with PID {0}")]
+    NoSuchProcess(u32),
+    #[error("nothing to trace: give --pid PID, --all, or -- COMMAND")]
+    NoTarget,
+    #[error("command not found: {0}")]
+    CommandNotFound(String),
+    #[error("cannot read MPI/PVM library {path}: {reason}")]
+    Library { path: PathBuf, reason: String },
+    #[error("{0}")]
+    Probe(#[from] ProbeError),
+    #[error("{0}")]
+    Func(#[from] FuncError),
+    #[error("writing the recording: {0}")]
+    Recording(#[from] RecordingError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("malformed record from the probes: {0}")]
+    Decode(#[from] records::DecodeError),
+}
+
+pub struct RecordOptions {
+    pub pids: Vec<u32>,
+    pub command: Vec<String>,
+    pub system_wide: bool,
+    pub duration: Option<Duration>,
+    pub output: Option<PathBuf>,
+    pub funcs: Vec<String>,
+    pub libs: Vec<PathBuf>,
+    pub ring_mib: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    TargetsExited,
+    Deadline,
+    Signal,
+}
+
+pub struct RecordOutcome {
+    pub summary: Summary,
+    pub stop: StopReason,
+    /// Exit status of the launched command, if it was reaped.
+    pub command_status: Option<i32>,
+    /// `--func` patterns that matched no function anywhere.
+    pub unmatched_funcs: Vec<String>,
+    pub libraries: Vec<(PathBuf, crate::calls::Flavor, usize)>,
+}
+
+/// Runs a whole session. Synchronous set-up (including the fork of a launched command)
+/// happens before the single-threaded runtime starts.
+pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(SessionError::NotRoot);
+    }
+    if opts.pids.is_empty() && opts.command.is_empty() && !opts.system_wide {
+        return Err(SessionError::NoTarget);
+    }
+    for &pid in &opts.pids {
+        if pid == 0 || !procfs::is_alive(pid) {
+            return Err(SessionError::NoSuchProcess(pid));
+        }
+    }
+    let program = match opts.command.first() {
+        Some(c) => Some(find_in_path(c).ok_or_else(|| SessionError::CommandNotFound(c.clone()))?),
+        None => None,
+    };
+    let mut targets: Vec<u32> = opts.pids.iter().flat_map(|&p| procfs::descendants(p)).collect();
+    targets.sort_unstable();
+    targets.dedup();
+
+    let libs = find_libraries(&opts.libs, &targets)?;
+    let mut funcs = FunctionSelector::new(&opts.funcs)?;
+    let mut probes = Probes::load(&ProbeOptions {
+        system_wide: opts.system_wide,
+        hold_on_exec: funcs.needs_exec_hold() && !opts.system_wide,
+        ring_bytes: opts.ring_mib.max(1) << 20,
+    })?;
+    let mut attached_libs = Vec::new();
+    for lib in &libs {
+        let n = probes.attach_library(lib)?;
+        attached_libs.push((lib.path.clone(), lib.flavor, n));
+    }
+    let mut new_probes = funcs.attach_fixed_paths(&mut probes)?;
+    for &pid in &targets {
+        new_probes.extend(funcs.attach_in_process(&mut probes, pid)?);
+    }
+    if opts.system_wide {
+        new_probes.extend(funcs.attach_everywhere(&mut probes)?);
+    }
+
+    let meta = RecordingMeta {
+        tracer_version: env!("CARGO_PKG_VERSION").to_string(),
+        hostname: hostname(),
+        command: opts.command.clone(),
+        pids: opts.pids.clone(),
+        system_wide: opts.system_wide,
+        start_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+        start_monotonic_ns: monotonic_ns(),
+        libraries: libs.iter().map(|l| l.info()).collect(),
+    };
+    let mut sink = Sink::new(&meta, opts.output.as_deref())?;
+    for p in &new_probes {
+        sink.probe(p)?;
+    }
+    for &pid in &targets {
+        probes.trace_process(pid, &procfs::threads_of(pid))?;
+        sink.see_process(pid)?;
+    }
+
+    let child = match program {
+        Some(program) => Some(launch(&program, &opts.command, &mut probes)?),
+        None => None,
+    };
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut ctx = LoopContext { probes, funcs, sink, child, command_status: None, system_wide: opts.system_wide };
+    let stop = runtime.block_on(event_loop(&mut ctx, opts.duration))?;
+    let LoopContext { mut probes, funcs, sink, command_status, .. } = ctx;
+    let lost = probes.lost()?;
+    // Detach everything before writing the outputs.
+    drop(probes);
+    let summary = sink.finish(lost)?;
+    Ok(RecordOutcome {
+        summary,
+        stop,
+        command_status,
+        unmatched_funcs: funcs.unmatched(),
+        libraries: attached_libs,
+    })
+}
+
+/// Where decoded records go: the recording file (if any) and the summary.
+struct Sink {
+    writer: Option<RecordingWriter>,
+    summary: SummaryBuilder,
+    seen: HashSet<u32>,
+    inspected_after_mpi: HashSet<u32>,
+    total: u64,
+}
+
+impl Sink {
+    fn new(meta: &RecordingMeta, output: Option<&Path>) -> Result<Self, SessionError> {
+        Ok(Sink {
+            writer: output.map(|p| RecordingWriter::create(p, meta)).transpose()?,
+            summary: SummaryBuilder::new(meta),
+            seen: HashSet::new(),
+            inspected_after_mpi: HashSet::new(),
+            total: 0,
+        })
+    }
+
+    fn probe(&mut self, p: &crate::recording::FunctionProbe) -> Result<(), SessionError> {
+        self.summary.probe(p);
+        if let Some(w) = &mut self.writer {
+            w.probe(p)?;
+        }
+        Ok(())
+    }
+
+    /// Records what /proc says about a process the first time we see it.
+    fn see_process(&mut self, pid: u32) -> Result<(), SessionError> {
+        if pid == 0 || !self.seen.insert(pid) {
+            return Ok(());
+        }
+        self.inspect(pid)
+    }
+
+    fn inspect(&mut self, pid: u32) -> Result<(), SessionError> {
+        let info = procfs::inspect(pid);
+        self.summary.process(&info);
+        if let Some(w) = &mut self.writer {
+            w.process(&info)?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, raw: &[u8], rec: &Record) -> Result<(), SessionError> {
+        let h = rec.header();
+        let traced_thread = !matches!(rec, Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_));
+        if traced_thread {
+            self.see_process(h.tgid)?;
+        }
+        match rec {
+            // After exec the command line and mappings are new; at the first MPI/PVM call
+            // the libraries are mapped (they were not yet at exec).
+            Record::Exec(_) => {
+                self.inspected_after_mpi.remove(&h.tgid);
+                self.inspect(h.tgid)?;
+            }
+            Record::CallEnter(_) if self.inspected_after_mpi.insert(h.tgid) => self.inspect(h.tgid)?,
+            _ => {}
+        }
+        self.total += 1;
+        self.summary.record(rec);
+        if let Some(w) = &mut self.writer {
+            w.record(raw)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self, lost: u64) -> Result<Summary, SessionError> {
+        if let Some(w) = self.writer {
+            w.finish(&Trailer { events_total: self.total, events_lost: lost })?;
+        }
+        Ok(self.summary.finish(lost))
+    }
+}
+
+struct LoopContext {
+    probes: Probes,
+    funcs: FunctionSelector,
+    sink: Sink,
+    child: Option<u32>,
+    command_status: Option<i32>,
+    system_wide: bool,
+}
+
+impl LoopContext {
+    fn handle(&mut self, raw: &[u8]) -> Result<(), SessionError> {
+        let rec = records::decode(raw)?;
+        self.sink.record(raw, &rec)?;
+        if let Record::Exec(e) = &rec {
+            let pid = e.header.tgid;
+            // The probes stopped the process at exec if procedure probes may need it;
+            // attach them to the new program, then let it run.
+            let attached = self.funcs.attach_in_process(&mut self.probes, pid);
+            if self.funcs.needs_exec_hold() && !self.system_wide {
+                // SAFETY: plain kill(2).
+                unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+            }
+            for p in attached? {
+                self.sink.probe(&p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// True when no traced process is alive any more.
+    fn targets_gone(&mut self) -> Result<bool, SessionError> {
+        if let Some(child) = self.child {
+            let mut status = 0;
+            // SAFETY: waitpid on our own child.
+            if unsafe { libc::waitpid(child as i32, &mut status, libc::WNOHANG) } == child as i32 {
+                self.command_status = Some(if libc::WIFEXITED(status) {
+                    libc::WEXITSTATUS(status)
+                } else {
+                    128 + libc::WTERMSIG(status)
+                });
+                self.child = None;
+            }
+        }
+        Ok(!self.probes.traced_ids()?.into_iter().any(procfs::is_alive))
+    }
+}
+
+fn drain(
+    ring: &mut aya::maps::RingBuf<aya::maps::MapData>,
+    ctx: &mut LoopContext,
+) -> Result<(), SessionError> {
+    while let Some(item) = ring.next() {
+        ctx.handle(&item)?;
+    }
+    Ok(())
+}
+
+async fn event_loop(ctx: &mut LoopContext, duration: Option<Duration>) -> Result<StopReason, SessionError> {
+    let ring = ctx.probes.take_ring()?;
+    // SAFETY: the ring buffer owns its map fd, which stays open and unchanged until the
+    // AsyncFd is dropped at the end of this function.
+    let mut ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
+        .map_err(|e| SessionError::Io(e.into()))?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let deadline = tokio::time::sleep(duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
+    tokio::pin!(deadline);
+    let stop = loop {
+        tokio::select! {
+            guard = ring.readable_mut() => {
+                let mut guard = guard?;
+                drain(guard.get_inner_mut(), ctx)?;
+                guard.clear_ready();
+            }
+            _ = tick.tick() => {
+                // Drain first: a fork or exec still in the ring may add targets.
+                drain(ring.get_mut(), ctx)?;
+                if !ctx.system_wide && ctx.targets_gone()? {
+                    break StopReason::TargetsExited;
+                }
+            }
+            _ = sigint.recv() => break StopReason::Signal,
+            _ = sigterm.recv() => break StopReason::Signal,
+            _ = &mut deadline, if duration.is_some() => break StopReason::Deadline,
+        }
+    };
+    drain(ring.get_mut(), ctx)?;
+    Ok(stop)
+}
+
+/// Libraries to probe: the installed ones, those mapped by the targets, and the user's.
+fn find_libraries(user: &[PathBuf], targets: &[u32]) -> Result<Vec<Library>, SessionError> {
+    let mut libs: Vec<Library> = Vec::new();
+    for path in user {
+        let lib = Library::open(path).map_err(|e| SessionError::Library { path: path.clone(), reason: e.to_string() })?;
+        match lib {
+            Some(lib) => libs.push(lib),
+            None => {
+                return Err(SessionError::Library {
+                    path: path.clone(),
+                    reason: "it defines no MPI or PVM entry point".into(),
+                });
+            }
+        }
+    }
+    let mut found = libraries::installed_candidates();
+    found.extend(libraries::mapped_candidates(targets));
+    for path in found {
+        if libs.iter().any(|l| l.path.canonicalize().ok().as_deref() == Some(path.as_path())) {
+            continue;
+        }
+        // An unreadable or unrelated file among the candidates is skipped, not fatal.
+        if let Ok(Some(lib)) = Library::open(&path) {
+            libs.push(lib);
+        }
+    }
+    Ok(libs)
+}
+
+fn find_in_path(cmd: &str) -> Option<PathBuf> {
+    if cmd.contains('/') {
+        let p = PathBuf::from(cmd);
+        return p.is_file().then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(cmd))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Forks the command, holds it until its pid is in the traced set, then lets it exec.
+fn launch(program: &Path, argv: &[String], probes: &mut Probes) -> Result<u32, SessionError> {
+    let prog = CString::new(program.as_os_str().as_encoded_bytes()).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let args: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).map_err(|e| std::io::Error::other(e.to_string())))
+        .collect::<Result<_, _>>()?;
+    let mut argp: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argp.push(std::ptr::null());
+    let mut fds = [0i32; 2];
+    // SAFETY: the process is single-threaded here (no runtime yet), so fork is safe; the
+    // child only calls async-signal-safe functions before exec.
+    unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let pid = libc::fork();
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        if pid == 0 {
+            libc::close(fds[1]);
+            let mut b = 0u8;
+            libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+            libc::execv(prog.as_ptr(), argp.as_ptr());
+            libc::_exit(127);
+        }
+        libc::close(fds[0]);
+        let pid = pid as u32;
+        let traced = probes.trace_process(pid, &[pid]);
+        libc::write(fds[1], [1u8].as_ptr().cast(), 1);
+        libc::close(fds[1]);
+        traced?;
+        Ok(pid)
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into a local struct.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,216 @@
+//! The summary of a recording (`tracer record --summary-json`): what was seen, per
+//! process, with MPI ranks and PVM task ids. Schema: docs/summary-json.md.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+use tracer_common::{CallRecord, call};
+
+use crate::calls::{self, Flavor, MPICH_COMM_WORLD};
+use crate::procfs::ProcessInfo;
+use crate::recording::{FunctionProbe, Item, LibraryInfo, RecordingMeta};
+use crate::records::{self, Record};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    pub schema_version: u32,
+    pub events: EventCounts,
+    /// Completed calls (entry and exit seen) per MPI/PVM function name.
+    pub calls: BTreeMap<String, u64>,
+    /// Entries per selected procedure (`--func`), by symbol.
+    pub functions: BTreeMap<String, u64>,
+    pub processes: Vec<ProcessSummary>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct EventCounts {
+    pub total: u64,
+    pub lost: u64,
+    pub by_kind: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ProcessSummary {
+    pub pid: u32,
+    pub command: String,
+    /// Rank in MPI_COMM_WORLD, when known.
+    pub rank: Option<i32>,
+    /// Size of MPI_COMM_WORLD, when known.
+    pub size: Option<i32>,
+    pub pvm_tid: Option<i32>,
+    /// Distinct threads seen.
+    pub threads: usize,
+}
+
+#[derive(Default)]
+struct ProcessState {
+    info: Option<ProcessInfo>,
+    exec: Option<String>,
+    threads: BTreeSet<u32>,
+    rank: Option<i32>,
+    size: Option<i32>,
+    pvm_tid: Option<i32>,
+    /// Open MPI: this process's MPI_COMM_WORLD handle.
+    ompi_world: Option<u64>,
+}
+
+/// Builds a [`Summary`] from the items of a recording, in order.
+pub struct SummaryBuilder {
+    libraries: Vec<LibraryInfo>,
+    counts: EventCounts,
+    calls: BTreeMap<String, u64>,
+    functions: BTreeMap<String, u64>,
+    probe_names: HashMap<u16, String>,
+    processes: BTreeMap<u32, ProcessState>,
+    /// Entries of calls in progress, per thread (calls nest in some libraries).
+    open_calls: HashMap<u32, Vec<CallRecord>>,
+}
+
+impl SummaryBuilder {
+    pub fn new(meta: &RecordingMeta) -> Self {
+        SummaryBuilder {
+            libraries: meta.libraries.clone(),
+            counts: EventCounts::default(),
+            calls: BTreeMap::new(),
+            functions: BTreeMap::new(),
+            probe_names: HashMap::new(),
+            processes: BTreeMap::new(),
+            open_calls: HashMap::new(),
+        }
+    }
+
+    pub fn item(&mut self, item: &Item) {
+        match item {
+            Item::Record(r) => self.record(r),
+            Item::Process(p) => self.process(p),
+            Item::Probe(p) => self.probe(p),
+        }
+    }
+
+    pub fn probe(&mut self, p: &FunctionProbe) {
+        self.probe_names.insert(p.id, p.symbol.clone());
+    }
+
+    pub fn process(&mut self, info: &ProcessInfo) {
+        let libs = &self.libraries;
+        let st = self.processes.entry(info.pid).or_default();
+        if st.ompi_world.is_none() {
+            st.ompi_world = ompi_world_from_mappings(libs, info);
+        }
+        // A later inspection (after exec) replaces an earlier one, but keeps what it knew.
+        let mut info = info.clone();
+        if let Some(old) = &st.info {
+            if info.command.is_empty() {
+                info.command = old.command.clone();
+            }
+            info.env_rank = info.env_rank.or(old.env_rank);
+            info.env_size = info.env_size.or(old.env_size);
+        }
+        st.info = Some(info);
+    }
+
+    pub fn record(&mut self, r: &Record) {
+        let h = *r.header();
+        self.counts.total += 1;
+        *self.counts.by_kind.entry(records::kind_name(h.kind).to_string()).or_default() += 1;
+        match r {
+            Record::Wakeup(w) | Record::WakeupNew(w) => {
+                // The header is the waker, which may be untraced; the wakee is traced.
+                if w.wakee_tgid != 0 {
+                    self.processes.entry(w.wakee_tgid).or_default().threads.insert(w.wakee_tid);
+                }
+                return;
+            }
+            Record::SwitchIn(_) if h.tgid == 0 => return,
+            _ => {}
+        }
+        let st = self.processes.entry(h.tgid).or_default();
+        st.threads.insert(h.tid);
+        match r {
+            Record::Exec(e) => st.exec = Some(records::exec_filename(e)),
+            Record::FuncEnter(_) => {
+                let name = self.probe_names.get(&h.call).cloned().unwrap_or_else(|| format!("probe#{}", h.call));
+                *self.functions.entry(name).or_default() += 1;
+            }
+            Record::CallEnter(c) => {
+                let (id, flavor) = calls::split_call_field(h.call);
+                if matches!(id, call::MPI_INIT | call::MPI_INIT_THREAD) && Flavor::from_id(flavor) == Some(Flavor::OpenMpi) {
+                    // The entry record carries the library's load bias.
+                    if let Some(v) = self.libraries.iter().find_map(|l| l.comm_world_vaddr) {
+                        st.ompi_world = Some(c.handle.wrapping_add(v));
+                    }
+                }
+                self.open_calls.entry(h.tid).or_default().push(*c);
+            }
+            Record::CallExit(x) => {
+                let Some(entry) = self.open_calls.get_mut(&h.tid).and_then(|s| s.pop()) else { return };
+                let (id, flavor) = calls::split_call_field(h.call);
+                *self.calls.entry(calls::name(id)).or_default() += 1;
+                let is_world = match Flavor::from_id(flavor) {
+                    Some(Flavor::Mpich) => entry.comm == MPICH_COMM_WORLD,
+                    Some(Flavor::OpenMpi) => st.ompi_world == Some(entry.comm),
+                    _ => false,
+                };
+                match id {
+                    call::MPI_COMM_RANK if is_world && x.ret == 0 => st.rank = Some(x.out as i32),
+                    call::MPI_COMM_SIZE if is_world && x.ret == 0 => st.size = Some(x.out as i32),
+                    call::PVM_MYTID if x.ret > 0 => st.pvm_tid = Some(x.ret as i32),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub fn finish(self, lost: u64) -> Summary {
+        let mut counts = self.counts;
+        counts.lost = lost;
+        let processes = self
+            .processes
+            .into_iter()
+            .filter(|(pid, _)| *pid != 0)
+            .map(|(pid, st)| {
+                let info = st.info.unwrap_or_default();
+                let command = if !info.command.is_empty() {
+                    info.command
+                } else {
+                    st.exec.unwrap_or_default()
+                };
+                ProcessSummary {
+                    pid,
+                    command,
+                    rank: st.rank.or(info.env_rank),
+                    size: st.size.or(info.env_size),
+                    pvm_tid: st.pvm_tid,
+                    threads: st.threads.len(),
+                }
+            })
+            .collect();
+        Summary {
+            schema_version: SCHEMA_VERSION,
+            events: counts,
+            calls: self.calls,
+            functions: self.functions,
+            processes,
+        }
+    }
+}
+
+fn ompi_world_from_mappings(libs: &[LibraryInfo], info: &ProcessInfo) -> Option<u64> {
+    libs.iter().find_map(|l| {
+        let v = l.comm_world_vaddr?;
+        let m = info.mappings.iter().find(|m| m.path == l.path)?;
+        Some(m.bias.wrapping_add(v))
+    })
+}
+
+/// Summarizes a whole recording.
+pub fn summarize(meta: &RecordingMeta, items: &[Item], lost: u64) -> Summary {
+    let mut b = SummaryBuilder::new(meta);
+    for item in items {
+        b.item(item);
+    }
+    b.finish(lost)
+}

@@ -1,0 +1,119 @@
+//! ELF symbols of executables and shared libraries (with the `object` crate): where a
+//! uprobe goes (file offset) and what the probe needs to know (virtual address).
+
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SymbolError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not an ELF file we can read: {source}")]
+    Parse { path: PathBuf, source: object::Error },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    /// st_value: virtual address in the file's own address space.
+    pub vaddr: u64,
+    /// Where the instruction lives in the file (what a uprobe is attached to).
+    pub file_offset: u64,
+    pub is_function: bool,
+}
+
+/// The defined symbols of one ELF file.
+pub struct SymbolTable {
+    pub path: PathBuf,
+    pub symbols: Vec<Symbol>,
+}
+
+impl SymbolTable {
+    pub fn read(path: &Path) -> Result<Self, SymbolError> {
+        let data = std::fs::read(path).map_err(|source| SymbolError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file = object::File::parse(&*data).map_err(|source| SymbolError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let segments: Vec<(u64, u64, u64)> = file
+            .segments()
+            .map(|s| {
+                let (offset, _) = s.file_range();
+                (s.address(), s.size(), offset)
+            })
+            .collect();
+        let to_offset = |vaddr: u64| {
+            segments
+                .iter()
+                .find(|(a, size, _)| vaddr >= *a && vaddr < a + size)
+                .map(|(a, _, off)| vaddr - a + off)
+        };
+        let mut symbols: Vec<Symbol> = Vec::new();
+        for sym in file.dynamic_symbols().chain(file.symbols()) {
+            if sym.is_undefined() || sym.address() == 0 {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            if name.is_empty() || symbols.iter().any(|s| s.name == name && s.vaddr == sym.address()) {
+                continue;
+            }
+            let Some(file_offset) = to_offset(sym.address()) else { continue };
+            symbols.push(Symbol {
+                name: name.to_string(),
+                vaddr: sym.address(),
+                file_offset,
+                is_function: sym.kind() == SymbolKind::Text,
+            });
+        }
+        Ok(SymbolTable {
+            path: path.to_path_buf(),
+            symbols,
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Symbol> {
+        self.symbols.iter().find(|s| s.name == name)
+    }
+
+    /// Functions whose name matches a glob pattern, one per address (aliases collapse to
+    /// the first name seen, so a function is probed once).
+    pub fn functions_matching(&self, pattern: &glob::Pattern) -> Vec<&Symbol> {
+        let mut out: Vec<&Symbol> = Vec::new();
+        for s in self.symbols.iter().filter(|s| s.is_function && pattern.matches(&s.name)) {
+            if !out.iter().any(|o| o.vaddr == s.vaddr) {
+                out.push(s);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_libc_functions() {
+        let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+            .into_iter()
+            .map(Path::new)
+            .find(|p| p.exists())
+            .expect("libc");
+        let t = SymbolTable::read(libc).unwrap();
+        let write = t.get("write").expect("write");
+        assert!(write.is_function && write.file_offset > 0);
+        let pat = glob::Pattern::new("pthread_mutex_*lock").unwrap();
+        let names: Vec<_> = t.functions_matching(&pat).iter().map(|s| s.name.clone()).collect();
+        assert!(names.iter().any(|n| n == "pthread_mutex_lock" || n == "pthread_mutex_unlock"));
+    }
+
+    #[test]
+    fn non_elf_is_a_clear_error() {
+        let err = SymbolTable::read(Path::new("/proc/self/status")).err().unwrap();
+        assert!(err.to_string().contains("not an ELF"), "{err}");
+    }
+}
