@@ -1,1 +1,163 @@
+//! Helpers for the root-only integration tests: build the C/MPI/PVM programs, run the
+//! real `tracer` binary on them, and read back what it recorded.
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use tracer_user::calls::split_call_field;
+use tracer_user::recording::{self, Item, RecordingMeta};
+use tracer_user::records::Record;
+use tracer_common::CallRecord;
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The test programs, built once per test binary with the project's Makefile.
+pub fn programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = root().join("target/test-programs");
+        let status = Command::new("make")
+            .current_dir(root().join("tests/programs"))
+            .arg(format!("OUT={}", out.display()))
+            .arg("-s")
+            .status()
+            .expect("make");
+        assert!(status.success(), "building the test programs failed");
+        out
+    })
+}
+
+pub fn program(name: &str) -> String {
+    programs().join(name).display().to_string()
+}
+
+/// The tracer binary (`cargo xtask test` builds it before the tests).
+pub fn tracer() -> PathBuf {
+    let p = root().join("target/debug/tracer");
+    assert!(p.exists(), "{} is missing: run `cargo build -p tracer-user` first", p.display());
+    p
+}
+
+pub fn openmpi(np: usize, prog: &str, args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    v.push(np.to_string());
+    v.push(program(&format!("{prog}.openmpi")));
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+pub fn mpich(np: usize, prog: &str, args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = vec!["mpirun.mpich".into(), "-np".into(), np.to_string()];
+    v.push(program(&format!("{prog}.mpich")));
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// What one `tracer record` run produced.
+pub struct Traced {
+    pub output: Output,
+    pub summary: serde_json::Value,
+    pub meta: RecordingMeta,
+    pub items: Vec<Item>,
+    pub lost: u64,
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tracer-it-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `tracer record -o ... --summary-json ... ARGS [-- COMMAND]` and reads both outputs.
+pub fn record(tag: &str, args: &[&str], command: &[String]) -> Traced {
+    let dir = scratch(tag);
+    let rec = dir.join("rec.trace");
+    let sum = dir.join("summary.json");
+    let mut cmd = Command::new(tracer());
+    cmd.arg("record").arg("-o").arg(&rec).arg("--summary-json").arg(&sum).args(args);
+    if !command.is_empty() {
+        cmd.arg("--").args(command);
+    }
+    let output = cmd.output().expect("run tracer");
+    assert!(
+        output.status.success(),
+        "tracer failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
+    let (meta, items, trailer) = recording::read_all(&rec).expect("read recording");
+    let _ = std::fs::remove_dir_all(&dir);
+    Traced { output, summary, meta, items, lost: trailer.events_lost }
+}
+
+/// A completed MPI/PVM call: its entry and exit records.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub id: u16,
+    pub pid: u32,
+    pub tid: u32,
+    pub entry: CallRecord,
+    pub exit: CallRecord,
+}
+
+impl Traced {
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.items.iter().filter_map(|i| match i {
+            Item::Record(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// Completed calls in exit order, entries paired with exits per thread.
+    pub fn calls(&self) -> Vec<Call> {
+        let mut open: HashMap<u32, Vec<CallRecord>> = HashMap::new();
+        let mut out = Vec::new();
+        for r in self.records() {
+            match r {
+                Record::CallEnter(c) => open.entry(c.header.tid).or_default().push(*c),
+                Record::CallExit(x) => {
+                    if let Some(e) = open.get_mut(&x.header.tid).and_then(|s| s.pop()) {
+                        let (id, _) = split_call_field(x.header.call);
+                        assert_eq!(id, split_call_field(e.header.call).0, "entry/exit mismatch");
+                        out.push(Call { id, pid: x.header.tgid, tid: x.header.tid, entry: e, exit: *x });
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    pub fn calls_of(&self, id: u16) -> Vec<Call> {
+        self.calls().into_iter().filter(|c| c.id == id).collect()
+    }
+
+    /// pid -> MPI rank from the summary.
+    pub fn ranks(&self) -> HashMap<u32, i64> {
+        self.summary["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| Some((p["pid"].as_u64()? as u32, p["rank"].as_i64()?)))
+            .collect()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+}
+
+/// Runs the tracer expecting failure; returns (exit code, stderr).
+pub fn tracer_fails(args: &[&str]) -> (i32, String) {
+    let out = Command::new(tracer()).args(args).output().expect("run tracer");
+    assert!(!out.status.success(), "tracer {args:?} should fail");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}

@@ -1,0 +1,46 @@
+/* Named procedures: ITERS times, every rank spins MS ms of thread CPU time in compute()
+ * and then passes a 1-byte token around the ring in exchange().
+ * Known answer: compute and exchange are entered exactly ITERS times per rank. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+__attribute__((noinline)) void compute(double ms) {
+    double end = cpu_ms() + ms;
+    while (cpu_ms() < end) { }
+}
+
+__attribute__((noinline)) void exchange(int rank, int size) {
+    char b = 0;
+    int next = (rank + 1) % size, prev = (rank - 1 + size) % size;
+    if (rank == 0) {
+        MPI_Send(&b, 1, MPI_BYTE, next, 0, MPI_COMM_WORLD);
+        MPI_Recv(&b, 1, MPI_BYTE, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(&b, 1, MPI_BYTE, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(&b, 1, MPI_BYTE, next, 0, MPI_COMM_WORLD);
+    }
+}
+
+int main(int argc, char **argv) {
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int iters = argc > 1 ? atoi(argv[1]) : 5;
+    double ms = argc > 2 ? atof(argv[2]) : 10;
+    for (int i = 0; i < iters; i++) {
+        compute(ms);
+        exchange(rank, size);
+    }
+    MPI_Finalize();
+    if (rank == 0) printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* PVM manager/worker: spawns NWORKERS pvm_worker tasks; each round sends every worker 4
+ * ints (pvm_send, tag 1) and takes one 2-int reply from each with a wildcard pvm_recv(-1, 2).
+ * Then one pvm_mcast (tag 4) to all workers and one pvm_precv (tag 3, 8 PVM_INTs) per worker.
+ * Known answer: NWORKERS*ROUNDS sends and wildcard receives at the master, whose sources
+ * are the worker task ids, each exactly ROUNDS times. */
+#include <pvm3.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv) {
+    int nw = argc > 1 ? atoi(argv[1]) : 2, rounds = argc > 2 ? atoi(argv[2]) : 5;
+    int tids[32], data[4] = {1, 2, 3, 4}, reply[2], buf[8];
+    char rounds_arg[16];
+    char *wargv[] = {rounds_arg, NULL};
+    if (nw > 32) nw = 32;
+    snprintf(rounds_arg, sizeof rounds_arg, "%d", rounds);
+    if (pvm_mytid() < 0) { fprintf(stderr, "no pvmd\n"); return 1; }
+    if (pvm_spawn("pvm_worker", wargv, PvmTaskDefault, "", nw, tids) != nw) {
+        fprintf(stderr, "spawn failed\n");
+        pvm_exit();
+        return 1;
+    }
+    for (int r = 0; r < rounds; r++) {
+        for (int w = 0; w < nw; w++) {
+            pvm_initsend(PvmDataDefault);
+            pvm_pkint(data, 4, 1);
+            pvm_send(tids[w], 1);
+        }
+        for (int w = 0; w < nw; w++) {
+            pvm_recv(-1, 2);
+            pvm_upkint(reply, 2, 1);
+        }
+    }
+    pvm_initsend(PvmDataDefault);
+    pvm_pkint(&rounds, 1, 1);
+    pvm_mcast(tids, nw, 4);
+    for (int w = 0; w < nw; w++) {
+        int rtid, rtag, rlen;
+        pvm_precv(-1, 3, buf, 8, PVM_INT, &rtid, &rtag, &rlen);
+    }
+    pvm_exit();
+    printf("ok\n");
+    return 0;
+}

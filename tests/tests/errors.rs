@@ -1,0 +1,63 @@
+//! Bad input: one clear line and a non-zero exit.
+
+use tracer_tests::{program, tracer, tracer_fails};
+
+#[test]
+fn unknown_pid() {
+    let (code, err) = tracer_fails(&["record", "--pid", "999999999"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no process with PID 999999999"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn symbol_that_matches_nothing_is_named() {
+    let prog = program("threads_busy");
+    let (_, err) = tracer_fails(&["record", "--func", "no_such_function_xyz", "--", &prog, "1", "1"]);
+    assert!(err.contains("no_such_function_xyz"), "{err}");
+}
+
+#[test]
+fn missing_command_and_library() {
+    let (_, err) = tracer_fails(&["record", "--", "/no/such/program"]);
+    assert!(err.contains("command not found"), "{err}");
+    let (_, err) = tracer_fails(&["record", "--lib", "/no/such/libmpi.so", "--all", "--duration", "1"]);
+    assert!(err.contains("/no/such/libmpi.so"), "{err}");
+}
+
+#[test]
+fn not_root() {
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(tracer())
+        .args(["record", "--all", "--duration", "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs root"), "{err}");
+}
+
+#[test]
+fn truncated_and_corrupt_recordings() {
+    let dir = std::env::temp_dir().join(format!("tracer-err-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("r.trace");
+    let ok = std::process::Command::new(tracer())
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .args(["--", &program("threads_busy"), "2", "5"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let bytes = std::fs::read(&rec).unwrap();
+    let cut = dir.join("cut.trace");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let (_, err) = tracer_fails(&["summary", cut.to_str().unwrap()]);
+    assert!(err.contains("truncated"), "{err}");
+    let junk = dir.join("junk.trace");
+    std::fs::write(&junk, b"hello world, not a trace").unwrap();
+    let (_, err) = tracer_fails(&["dump", junk.to_str().unwrap()]);
+    assert!(err.contains("not a recording"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
