@@ -104,6 +104,9 @@ pub struct Call {
     pub id: u16,
     pub pid: u32,
     pub tid: u32,
+    /// 0 for a call the program made; >0 for a probed call made inside another one
+    /// (pvm_precv calls pvm_recv, for instance).
+    pub depth: usize,
     pub entry: CallRecord,
     pub exit: CallRecord,
 }
@@ -116,18 +119,25 @@ impl Traced {
         })
     }
 
-    /// Completed calls in exit order, entries paired with exits per thread.
+    /// Completed outermost calls in exit order, entries paired with exits per thread.
     pub fn calls(&self) -> Vec<Call> {
+        self.all_calls().into_iter().filter(|c| c.depth == 0).collect()
+    }
+
+    /// Completed calls, nested ones included.
+    pub fn all_calls(&self) -> Vec<Call> {
         let mut open: HashMap<u32, Vec<CallRecord>> = HashMap::new();
         let mut out = Vec::new();
         for r in self.records() {
             match r {
                 Record::CallEnter(c) => open.entry(c.header.tid).or_default().push(*c),
                 Record::CallExit(x) => {
-                    if let Some(e) = open.get_mut(&x.header.tid).and_then(|s| s.pop()) {
+                    let stack = open.entry(x.header.tid).or_default();
+                    let depth = stack.len().saturating_sub(1);
+                    if let Some(e) = stack.pop() {
                         let (id, _) = split_call_field(x.header.call);
                         assert_eq!(id, split_call_field(e.header.call).0, "entry/exit mismatch");
-                        out.push(Call { id, pid: x.header.tgid, tid: x.header.tid, entry: e, exit: *x });
+                        out.push(Call { id, pid: x.header.tgid, tid: x.header.tid, depth, entry: e, exit: *x });
                     }
                 }
                 _ => {}

@@ -31,7 +31,14 @@ fn pvm_manager_worker() {
     let worker_tids = tid_of("pvm_worker");
     assert_eq!(master.len(), 1);
     assert_eq!(worker_tids.len(), workers);
-    let master_pid = procs.iter().find(|p| p["command"].as_str().unwrap().contains("pvm_master")).unwrap()["pid"].as_u64().unwrap() as u32;
+    // The launcher script's command line mentions pvm_master too: the task is the process
+    // with a PVM task id.
+    let master_pid = procs
+        .iter()
+        .find(|p| p["command"].as_str().unwrap().contains("pvm_master") && p["pvm_tid"].is_i64())
+        .unwrap()["pid"]
+        .as_u64()
+        .unwrap() as u32;
 
     let calls = t.calls();
     let sends: Vec<_> = calls.iter().filter(|c| c.id == call::PVM_SEND && c.pid == master_pid).collect();

@@ -37,7 +37,9 @@ fn busy_threads_cpu_clock_and_procedures() {
     assert_eq!(t.lost, 0);
     assert_eq!(t.summary["functions"]["work"], n);
     // Each work() call spins MS ms of thread CPU time: the CPU clock stamped on its exit
-    // minus the one on its entry is MS ms (within 10 %; the scheduler tick is 4 ms).
+    // minus the one on its entry is MS ms. Uncontended this is exact to 0.1 ms; with more
+    // spinning threads than CPUs single calls were seen up to 11 % off (on-CPU time from
+    // switch timestamps vs the kernel's task clock) while the sum stays within 2 %.
     let mut open = std::collections::HashMap::new();
     let mut spans = Vec::new();
     for r in t.records() {
@@ -50,8 +52,10 @@ fn busy_threads_cpu_clock_and_procedures() {
         }
     }
     assert_eq!(spans.len() as u64, n);
-    for s in spans {
-        let want = ms * 1_000_000;
-        assert!(s.abs_diff(want) <= want / 10, "work() took {s} ns of CPU, want {want}");
+    let want = ms * 1_000_000;
+    for &s in &spans {
+        assert!(s.abs_diff(want) <= want * 15 / 100, "work() took {s} ns of CPU, want {want}");
     }
+    let total: u64 = spans.iter().sum();
+    assert!(total.abs_diff(n * want) <= n * want / 20, "work() took {total} ns in all, want {}", n * want);
 }
