@@ -51,6 +51,15 @@ pub struct RecordOptions {
     pub funcs: Vec<String>,
     pub libs: Vec<PathBuf>,
     pub ring_mib: u32,
+    /// Called once every probe is attached and the targets are traced.
+    pub on_ready: Option<Box<dyn FnOnce(&Ready)>>,
+}
+
+/// What is being traced, reported when tracing starts.
+pub struct Ready {
+    pub libraries: usize,
+    pub probes: usize,
+    pub processes: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +149,13 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         None => None,
     };
 
+    if let Some(ready) = opts.on_ready {
+        ready(&Ready {
+            libraries: attached_libs.len(),
+            probes: probes.attach_count,
+            processes: targets.len() + child.is_some() as usize,
+        });
+    }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut ctx = LoopContext { probes, funcs, sink, child, command_status: None, system_wide: opts.system_wide };
     let stop = runtime.block_on(event_loop(&mut ctx, opts.duration))?;

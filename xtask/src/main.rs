@@ -24,6 +24,15 @@ enum Cmd {
     Test,
     /// Trace a bundled MPI program and print what the tracer found.
     Demo,
+    /// Probe cost: per-call time of MPI calls traced vs untraced, alternating runs.
+    Bench {
+        /// Runs of each configuration (medians are reported).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Calls per run.
+        #[arg(long, default_value_t = 200_000)]
+        calls: usize,
+    },
 }
 
 /// Debian packages: the parallel runtimes the tests trace, and tools.
@@ -51,6 +60,7 @@ fn main() -> Result<()> {
         }
         Cmd::Test => test(),
         Cmd::Demo => demo(),
+        Cmd::Bench { reps, calls } => bench(reps, calls),
     }
 }
 
@@ -195,5 +205,70 @@ fn demo() -> Result<()> {
         .args(["20", "1024"]))?;
     eprintln!("\nxtask demo: summary JSON ({}):", summary.display());
     println!("{}", std::fs::read_to_string(&summary)?);
+    Ok(())
+}
+
+/// Runs the probe-cost program once; returns (ns per MPI_Comm_rank, ns per
+/// Isend+Recv+Wait iteration).
+fn probe_cost_run(launch: &[String], traced: bool) -> Result<(f64, f64)> {
+    let mut cmd = if traced {
+        let mut c = Command::new(root().join("target/release/tracer"));
+        c.args(["record", "-q", "--"]).args(launch);
+        c
+    } else {
+        let mut c = Command::new(&launch[0]);
+        c.args(&launch[1..]);
+        c
+    };
+    let out = output(&mut cmd)?;
+    let field = |name: &str| -> Result<f64> {
+        out.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("no {name} in {out:?}"))
+    };
+    Ok((field("comm_rank_ns=")?, field("isend_recv_wait_ns=")?))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn bench(reps: usize, calls: usize) -> Result<()> {
+    setup()?;
+    build_release()?;
+    let programs = build_programs()?;
+    let n = calls.to_string();
+    let mpis: [(&str, Vec<String>); 2] = [
+        ("Open MPI", vec!["mpirun.openmpi".into(), "--allow-run-as-root".into(), "-np".into(), "1".into(),
+            programs.join("mpi_probe_cost.openmpi").display().to_string(), n.clone()]),
+        ("MPICH", vec!["mpirun.mpich".into(), "-np".into(), "1".into(),
+            programs.join("mpi_probe_cost.mpich").display().to_string(), n.clone()]),
+    ];
+    println!("| MPI | call | untraced ns/call | traced ns/call | probe cost ns/call | spread traced (min-max) |");
+    println!("|---|---|---|---|---|---|");
+    for (name, launch) in &mpis {
+        let (mut u, mut t) = (Vec::new(), Vec::new());
+        // Alternate untraced and traced runs so drift on a shared machine hits both.
+        for _ in 0..reps {
+            u.push(probe_cost_run(launch, false)?);
+            t.push(probe_cost_run(launch, true)?);
+        }
+        for (label, pick, calls_per_iter) in [
+            ("MPI_Comm_rank", 0usize, 1.0),
+            ("Isend+Recv+Wait (3 calls)", 1, 3.0),
+        ] {
+            let get = |v: &Vec<(f64, f64)>| v.iter().map(|p| if pick == 0 { p.0 } else { p.1 }).collect::<Vec<f64>>();
+            let (uv, tv) = (get(&u), get(&t));
+            let (um, tm) = (median(uv.clone()), median(tv.clone()));
+            let lo = tv.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = tv.iter().cloned().fold(0.0, f64::max);
+            println!(
+                "| {name} | {label} | {um:.1} | {tm:.1} | {:.0} | {lo:.1}-{hi:.1} |",
+                (tm - um) / calls_per_iter
+            );
+        }
+    }
     Ok(())
 }

@@ -58,6 +58,14 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         funcs: a.funcs,
         libs: a.libs,
         ring_mib: a.buffer_mib,
+        on_ready: (!a.quiet).then(|| {
+            Box::new(|r: &session::Ready| {
+                eprintln!(
+                    "tracer: tracing ({} processes, {} probes in {} libraries and programs); Ctrl-C stops",
+                    r.processes, r.probes, r.libraries
+                )
+            }) as Box<dyn FnOnce(&session::Ready)>
+        }),
     })?;
     if let Some(path) = &a.summary_json {
         let json = serde_json::to_string_pretty(&outcome.summary)?;

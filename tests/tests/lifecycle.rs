@@ -1,0 +1,109 @@
+//! Session life cycle: system-wide mode, Ctrl-C, and nothing left in the kernel after.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tracer_common::call;
+use tracer_tests::{Traced, mpich, openmpi, tracer};
+use tracer_user::recording;
+
+/// Names of our eBPF programs as the kernel lists them.
+const PROGRAMS: &[&str] = &["call_enter", "call_exit", "func_enter", "sched_switch", "sys_enter_futex"];
+
+fn loaded_programs() -> String {
+    let out = Command::new("bpftool").args(["prog", "show"]).output().expect("bpftool");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn assert_nothing_left() {
+    let progs = loaded_programs();
+    for p in PROGRAMS {
+        assert!(!progs.contains(&format!(" name {p} ")), "{p} still loaded:\n{progs}");
+    }
+}
+
+/// Starts `tracer record ARGS` and waits until it says it is tracing.
+fn start_tracer(args: &[&str]) -> Child {
+    let mut child = Command::new(tracer())
+        .arg("record")
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "tracer exited before tracing");
+        if line.contains("tracing (") {
+            break;
+        }
+    }
+    // Keep draining stderr so the tracer never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}
+
+fn read(path: &std::path::Path) -> Traced {
+    let (meta, items, trailer) = recording::read_all(path).expect("complete recording");
+    Traced {
+        output: Command::new("true").output().unwrap(),
+        summary: serde_json::to_value(tracer_user::summary::summarize(&meta, &items, trailer.events_lost)).unwrap(),
+        meta,
+        items,
+        lost: trailer.events_lost,
+    }
+}
+
+#[test]
+fn system_wide_traces_a_job_started_elsewhere() {
+    let dir = std::env::temp_dir().join(format!("tracer-all-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("all.trace");
+    let mut t = start_tracer(&["--all", "--duration", "8", "-o", rec.to_str().unwrap()]);
+    let job = mpich(3, "mpi_ring", &["7", "32"]);
+    let status = Command::new(&job[0]).args(&job[1..]).stdout(Stdio::null()).status().unwrap();
+    assert!(status.success());
+    assert!(t.wait().unwrap().success());
+    let traced = read(&rec);
+    assert_eq!(traced.lost, 0);
+    let ranks = traced.ranks();
+    assert_eq!(ranks.len(), 3, "the three ranks, found by their MPI calls");
+    let sends = traced.calls_of(call::MPI_SEND);
+    assert_eq!(sends.len(), 7 * 3);
+    assert!(sends.iter().all(|s| s.entry.peer as i64 == (ranks[&s.pid] + 1) % 3 && s.entry.bytes == 32));
+    assert_nothing_left();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ctrl_c_writes_everything_and_detaches() {
+    let dir = std::env::temp_dir().join(format!("tracer-int-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("int.trace");
+    let sum = dir.join("int.json");
+    let job_cmd = openmpi(2, "mpi_sleeper", &["8"]);
+    let mut job = Command::new(&job_cmd[0]).args(&job_cmd[1..]).stdout(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = job.id().to_string();
+    let mut t = start_tracer(&["--pid", &pid, "-o", rec.to_str().unwrap(), "--summary-json", sum.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: plain kill(2) to our own child.
+    unsafe { libc_kill(t.id() as i32, 2) };
+    assert!(t.wait().unwrap().success(), "Ctrl-C is a normal way to stop");
+    let traced = read(&rec);
+    let sends = traced.calls_of(call::MPI_SEND).len();
+    assert!(sends > 50, "only {sends} sends recorded");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
+    assert_eq!(summary["calls"]["MPI_Send"].as_u64().unwrap() as usize, sends);
+    assert_nothing_left();
+    // The job was only observed: it runs on and finishes normally.
+    assert!(job.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
