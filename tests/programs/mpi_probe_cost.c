@@ -15,15 +15,15 @@ static double now_ns(void) {
 
 int main(int argc, char **argv) {
     int rank, n = argc > 1 ? atoi(argv[1]) : 100000;
-    char buf[8] = {0};
+    char sbuf[8] = {0}, rbuf[8];
     MPI_Init(&argc, &argv);
     double t0 = now_ns();
     for (int i = 0; i < n; i++) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     double t1 = now_ns();
     for (int i = 0; i < n; i++) {
         MPI_Request r;
-        MPI_Isend(buf, 8, MPI_BYTE, rank, 1, MPI_COMM_WORLD, &r);
-        MPI_Recv(buf, 8, MPI_BYTE, rank, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Isend(sbuf, 8, MPI_BYTE, rank, 1, MPI_COMM_WORLD, &r);
+        MPI_Recv(rbuf, 8, MPI_BYTE, rank, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Wait(&r, MPI_STATUS_IGNORE);
     }
     double t2 = now_ns();

@@ -6,13 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use tracer_common::CallRecord;
 use tracer_user::calls::split_call_field;
 use tracer_user::recording::{self, Item, RecordingMeta};
 use tracer_user::records::Record;
-use tracer_common::CallRecord;
 
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The test programs, built once per test binary with the project's Makefile.
@@ -38,15 +41,24 @@ pub fn program(name: &str) -> String {
 /// The tracer binary (`cargo xtask test` builds it before the tests).
 pub fn tracer() -> PathBuf {
     let p = root().join("target/debug/tracer");
-    assert!(p.exists(), "{} is missing: run `cargo build -p tracer-user` first", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build -p tracer-user` first",
+        p.display()
+    );
     p
 }
 
 pub fn openmpi(np: usize, prog: &str, args: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut v: Vec<String> = [
+        "mpirun.openmpi",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     v.push(np.to_string());
     v.push(program(&format!("{prog}.openmpi")));
     v.extend(args.iter().map(|s| s.to_string()));
@@ -81,7 +93,12 @@ pub fn record(tag: &str, args: &[&str], command: &[String]) -> Traced {
     let rec = dir.join("rec.trace");
     let sum = dir.join("summary.json");
     let mut cmd = Command::new(tracer());
-    cmd.arg("record").arg("-o").arg(&rec).arg("--summary-json").arg(&sum).args(args);
+    cmd.arg("record")
+        .arg("-o")
+        .arg(&rec)
+        .arg("--summary-json")
+        .arg(&sum)
+        .args(args);
     if !command.is_empty() {
         cmd.arg("--").args(command);
     }
@@ -95,7 +112,13 @@ pub fn record(tag: &str, args: &[&str], command: &[String]) -> Traced {
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
     let (meta, items, trailer) = recording::read_all(&rec).expect("read recording");
     let _ = std::fs::remove_dir_all(&dir);
-    Traced { output, summary, meta, items, lost: trailer.events_lost }
+    Traced {
+        output,
+        summary,
+        meta,
+        items,
+        lost: trailer.events_lost,
+    }
 }
 
 /// A completed MPI/PVM call: its entry and exit records.
@@ -121,7 +144,10 @@ impl Traced {
 
     /// Completed outermost calls in exit order, entries paired with exits per thread.
     pub fn calls(&self) -> Vec<Call> {
-        self.all_calls().into_iter().filter(|c| c.depth == 0).collect()
+        self.all_calls()
+            .into_iter()
+            .filter(|c| c.depth == 0)
+            .collect()
     }
 
     /// Completed calls, nested ones included.
@@ -137,7 +163,14 @@ impl Traced {
                     if let Some(e) = stack.pop() {
                         let (id, _) = split_call_field(x.header.call);
                         assert_eq!(id, split_call_field(e.header.call).0, "entry/exit mismatch");
-                        out.push(Call { id, pid: x.header.tgid, tid: x.header.tid, depth, entry: e, exit: *x });
+                        out.push(Call {
+                            id,
+                            pid: x.header.tgid,
+                            tid: x.header.tid,
+                            depth,
+                            entry: e,
+                            exit: *x,
+                        });
                     }
                 }
                 _ => {}
@@ -167,7 +200,13 @@ impl Traced {
 
 /// Runs the tracer expecting failure; returns (exit code, stderr).
 pub fn tracer_fails(args: &[&str]) -> (i32, String) {
-    let out = Command::new(tracer()).args(args).output().expect("run tracer");
+    let out = Command::new(tracer())
+        .args(args)
+        .output()
+        .expect("run tracer");
     assert!(!out.status.success(), "tracer {args:?} should fail");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -13,7 +13,15 @@ fn unknown_pid() {
 #[test]
 fn symbol_that_matches_nothing_is_named() {
     let prog = program("threads_busy");
-    let (_, err) = tracer_fails(&["record", "--func", "no_such_function_xyz", "--", &prog, "1", "1"]);
+    let (_, err) = tracer_fails(&[
+        "record",
+        "--func",
+        "no_such_function_xyz",
+        "--",
+        &prog,
+        "1",
+        "1",
+    ]);
     assert!(err.contains("no_such_function_xyz"), "{err}");
 }
 
@@ -21,7 +29,14 @@ fn symbol_that_matches_nothing_is_named() {
 fn missing_command_and_library() {
     let (_, err) = tracer_fails(&["record", "--", "/no/such/program"]);
     assert!(err.contains("command not found"), "{err}");
-    let (_, err) = tracer_fails(&["record", "--lib", "/no/such/libmpi.so", "--all", "--duration", "1"]);
+    let (_, err) = tracer_fails(&[
+        "record",
+        "--lib",
+        "/no/such/libmpi.so",
+        "--all",
+        "--duration",
+        "1",
+    ]);
     assert!(err.contains("/no/such/libmpi.so"), "{err}");
 }
 

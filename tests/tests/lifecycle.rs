@@ -5,21 +5,33 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use tracer_common::call;
-use tracer_tests::{Traced, mpich, openmpi, tracer};
+use tracer_tests::{mpich, openmpi, tracer, Traced};
 use tracer_user::recording;
 
 /// Names of our eBPF programs as the kernel lists them.
-const PROGRAMS: &[&str] = &["call_enter", "call_exit", "func_enter", "sched_switch", "sys_enter_futex"];
+const PROGRAMS: &[&str] = &[
+    "call_enter",
+    "call_exit",
+    "func_enter",
+    "sched_switch",
+    "sys_enter_futex",
+];
 
 fn loaded_programs() -> String {
-    let out = Command::new("bpftool").args(["prog", "show"]).output().expect("bpftool");
+    let out = Command::new("bpftool")
+        .args(["prog", "show"])
+        .output()
+        .expect("bpftool");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn assert_nothing_left() {
     let progs = loaded_programs();
     for p in PROGRAMS {
-        assert!(!progs.contains(&format!(" name {p} ")), "{p} still loaded:\n{progs}");
+        assert!(
+            !progs.contains(&format!(" name {p} ")),
+            "{p} still loaded:\n{progs}"
+        );
     }
 }
 
@@ -35,7 +47,10 @@ fn start_tracer(args: &[&str]) -> Child {
     let mut line = String::new();
     loop {
         line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "tracer exited before tracing");
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "tracer exited before tracing"
+        );
         if line.contains("tracing (") {
             break;
         }
@@ -49,7 +64,12 @@ fn read(path: &std::path::Path) -> Traced {
     let (meta, items, trailer) = recording::read_all(path).expect("complete recording");
     Traced {
         output: Command::new("true").output().unwrap(),
-        summary: serde_json::to_value(tracer_user::summary::summarize(&meta, &items, trailer.events_lost)).unwrap(),
+        summary: serde_json::to_value(tracer_user::summary::summarize(
+            &meta,
+            &items,
+            trailer.events_lost,
+        ))
+        .unwrap(),
         meta,
         items,
         lost: trailer.events_lost,
@@ -63,7 +83,11 @@ fn system_wide_traces_a_job_started_elsewhere() {
     let rec = dir.join("all.trace");
     let mut t = start_tracer(&["--all", "--duration", "8", "-o", rec.to_str().unwrap()]);
     let job = mpich(3, "mpi_ring", &["7", "32"]);
-    let status = Command::new(&job[0]).args(&job[1..]).stdout(Stdio::null()).status().unwrap();
+    let status = Command::new(&job[0])
+        .args(&job[1..])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
     assert!(status.success());
     assert!(t.wait().unwrap().success());
     let traced = read(&rec);
@@ -72,7 +96,9 @@ fn system_wide_traces_a_job_started_elsewhere() {
     assert_eq!(ranks.len(), 3, "the three ranks, found by their MPI calls");
     let sends = traced.calls_of(call::MPI_SEND);
     assert_eq!(sends.len(), 7 * 3);
-    assert!(sends.iter().all(|s| s.entry.peer as i64 == (ranks[&s.pid] + 1) % 3 && s.entry.bytes == 32));
+    assert!(sends
+        .iter()
+        .all(|s| s.entry.peer as i64 == (ranks[&s.pid] + 1) % 3 && s.entry.bytes == 32));
     assert_nothing_left();
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -84,19 +110,36 @@ fn ctrl_c_writes_everything_and_detaches() {
     let rec = dir.join("int.trace");
     let sum = dir.join("int.json");
     let job_cmd = openmpi(2, "mpi_sleeper", &["8"]);
-    let mut job = Command::new(&job_cmd[0]).args(&job_cmd[1..]).stdout(Stdio::null()).spawn().unwrap();
+    let mut job = Command::new(&job_cmd[0])
+        .args(&job_cmd[1..])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     let pid = job.id().to_string();
-    let mut t = start_tracer(&["--pid", &pid, "-o", rec.to_str().unwrap(), "--summary-json", sum.to_str().unwrap()]);
+    let mut t = start_tracer(&[
+        "--pid",
+        &pid,
+        "-o",
+        rec.to_str().unwrap(),
+        "--summary-json",
+        sum.to_str().unwrap(),
+    ]);
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: plain kill(2) to our own child.
     unsafe { libc_kill(t.id() as i32, 2) };
-    assert!(t.wait().unwrap().success(), "Ctrl-C is a normal way to stop");
+    assert!(
+        t.wait().unwrap().success(),
+        "Ctrl-C is a normal way to stop"
+    );
     let traced = read(&rec);
     let sends = traced.calls_of(call::MPI_SEND).len();
     assert!(sends > 50, "only {sends} sends recorded");
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
-    assert_eq!(summary["calls"]["MPI_Send"].as_u64().unwrap() as usize, sends);
+    assert_eq!(
+        summary["calls"]["MPI_Send"].as_u64().unwrap() as usize,
+        sends
+    );
     assert_nothing_left();
     // The job was only observed: it runs on and finishes normally.
     assert!(job.wait().unwrap().success());

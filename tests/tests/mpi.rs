@@ -3,13 +3,17 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tracer_common::{UNSET, call};
-use tracer_tests::{Traced, mpich, openmpi, record};
+use tracer_common::{call, UNSET};
+use tracer_tests::{mpich, openmpi, record, Traced};
 
 const N: usize = 4;
 
 fn launcher(mpi: &str) -> fn(usize, &str, &[&str]) -> Vec<String> {
-    if mpi == "openmpi" { openmpi } else { mpich }
+    if mpi == "openmpi" {
+        openmpi
+    } else {
+        mpich
+    }
 }
 
 /// Every rank 0..n is known, exactly once.
@@ -23,7 +27,11 @@ fn assert_ranks(t: &Traced, n: usize) -> HashMap<u32, i64> {
 
 fn ring(mpi: &str) {
     let rounds = 10;
-    let t = record(&format!("ring-{mpi}"), &[], &launcher(mpi)(N, "mpi_ring", &["10", "256"]));
+    let t = record(
+        &format!("ring-{mpi}"),
+        &[],
+        &launcher(mpi)(N, "mpi_ring", &["10", "256"]),
+    );
     assert_eq!(t.lost, 0);
     assert_eq!(t.summary["events"]["lost"], 0);
     let ranks = assert_ranks(&t, N);
@@ -40,7 +48,11 @@ fn ring(mpi: &str) {
     }
     for r in &recvs {
         let rank = ranks[&r.pid];
-        assert_eq!(r.entry.peer as i64, (rank - 1 + N as i64) % N as i64, "recv source");
+        assert_eq!(
+            r.entry.peer as i64,
+            (rank - 1 + N as i64) % N as i64,
+            "recv source"
+        );
         assert_eq!(r.entry.bytes, 256);
     }
     // Each rank sends each tag exactly once.
@@ -61,11 +73,19 @@ fn ring_mpich() {
 
 fn wildcard(mpi: &str) {
     let rounds = 6;
-    let t = record(&format!("wild-{mpi}"), &[], &launcher(mpi)(N, "mpi_wildcard", &["6"]));
+    let t = record(
+        &format!("wild-{mpi}"),
+        &[],
+        &launcher(mpi)(N, "mpi_wildcard", &["6"]),
+    );
     assert_eq!(t.lost, 0);
     let ranks = assert_ranks(&t, N);
     let any_source = if mpi == "openmpi" { -1 } else { -2 };
-    let recvs: Vec<_> = t.calls_of(call::MPI_RECV).into_iter().filter(|c| ranks[&c.pid] == 0).collect();
+    let recvs: Vec<_> = t
+        .calls_of(call::MPI_RECV)
+        .into_iter()
+        .filter(|c| ranks[&c.pid] == 0)
+        .collect();
     assert_eq!(recvs.len(), rounds * (N - 1));
     let mut by_source: HashMap<i32, usize> = HashMap::new();
     for r in &recvs {
@@ -90,7 +110,11 @@ fn wildcard_mpich() {
 
 fn nonblocking(mpi: &str) {
     let rounds = 8;
-    let t = record(&format!("nb-{mpi}"), &[], &launcher(mpi)(N, "mpi_nonblocking", &["8"]));
+    let t = record(
+        &format!("nb-{mpi}"),
+        &[],
+        &launcher(mpi)(N, "mpi_nonblocking", &["8"]),
+    );
     assert_eq!(t.lost, 0);
     assert_ranks(&t, N);
     let calls = t.calls();
@@ -118,26 +142,38 @@ fn nonblocking(mpi: &str) {
             }
             call::MPI_WAIT => {
                 let l = live.get_mut(&c.pid).unwrap();
-                let i = l.iter().position(|h| *h == c.entry.handle).expect("Wait on a known request");
+                let i = l
+                    .iter()
+                    .position(|h| *h == c.entry.handle)
+                    .expect("Wait on a known request");
                 l.remove(i);
             }
             call::MPI_TEST if c.exit.out == 1 => {
                 let l = live.get_mut(&c.pid).unwrap();
-                let i = l.iter().position(|h| *h == c.entry.handle).expect("Test on a known request");
+                let i = l
+                    .iter()
+                    .position(|h| *h == c.entry.handle)
+                    .expect("Test on a known request");
                 l.remove(i);
             }
             call::MPI_WAITALL => {
                 assert_eq!(c.entry.count, 2);
                 let l = live.get_mut(&c.pid).unwrap();
                 for h in &waitall_handles[&c.pid] {
-                    let i = l.iter().position(|x| x == h).expect("Waitall on known requests");
+                    let i = l
+                        .iter()
+                        .position(|x| x == h)
+                        .expect("Waitall on known requests");
                     l.remove(i);
                 }
             }
             _ => {}
         }
     }
-    assert!(live.values().all(|l| l.is_empty()), "requests never completed: {live:?}");
+    assert!(
+        live.values().all(|l| l.is_empty()),
+        "requests never completed: {live:?}"
+    );
 }
 
 #[test]
@@ -152,13 +188,22 @@ fn nonblocking_mpich() {
 
 fn collectives(mpi: &str) {
     let rounds = 5;
-    let t = record(&format!("coll-{mpi}"), &[], &launcher(mpi)(N, "mpi_collectives", &["5"]));
+    let t = record(
+        &format!("coll-{mpi}"),
+        &[],
+        &launcher(mpi)(N, "mpi_collectives", &["5"]),
+    );
     assert_eq!(t.lost, 0);
     let ranks = assert_ranks(&t, N);
     let calls = t.calls();
     for id in [
-        call::MPI_BCAST, call::MPI_REDUCE, call::MPI_ALLREDUCE, call::MPI_GATHER,
-        call::MPI_SCATTER, call::MPI_ALLGATHER, call::MPI_ALLTOALL,
+        call::MPI_BCAST,
+        call::MPI_REDUCE,
+        call::MPI_ALLREDUCE,
+        call::MPI_GATHER,
+        call::MPI_SCATTER,
+        call::MPI_ALLGATHER,
+        call::MPI_ALLTOALL,
     ] {
         for &pid in ranks.keys() {
             let n = calls.iter().filter(|c| c.id == id && c.pid == pid).count();
@@ -167,18 +212,34 @@ fn collectives(mpi: &str) {
     }
     // Barriers: ROUNDS on the world plus one on each derived communicator.
     for &pid in ranks.keys() {
-        let b: Vec<_> = calls.iter().filter(|c| c.id == call::MPI_BARRIER && c.pid == pid).collect();
+        let b: Vec<_> = calls
+            .iter()
+            .filter(|c| c.id == call::MPI_BARRIER && c.pid == pid)
+            .collect();
         assert_eq!(b.len(), rounds + 2);
         let comms: HashSet<u64> = b.iter().map(|c| c.entry.comm).collect();
         assert_eq!(comms.len(), 3, "world, dup and split communicators");
-        let dup = calls.iter().find(|c| c.id == call::MPI_COMM_DUP && c.pid == pid).unwrap();
-        assert!(comms.contains(&dup.exit.handle), "the Barrier uses the communicator Comm_dup returned");
-        let split = calls.iter().find(|c| c.id == call::MPI_COMM_SPLIT && c.pid == pid).unwrap();
+        let dup = calls
+            .iter()
+            .find(|c| c.id == call::MPI_COMM_DUP && c.pid == pid)
+            .unwrap();
+        assert!(
+            comms.contains(&dup.exit.handle),
+            "the Barrier uses the communicator Comm_dup returned"
+        );
+        let split = calls
+            .iter()
+            .find(|c| c.id == call::MPI_COMM_SPLIT && c.pid == pid)
+            .unwrap();
         assert_eq!(split.entry.peer as i64, ranks[&pid] % 2, "color");
         assert_eq!(split.entry.peer2 as i64, ranks[&pid], "key");
         assert!(comms.contains(&split.exit.handle));
     }
-    let roots: HashSet<i32> = calls.iter().filter(|c| c.id == call::MPI_REDUCE).map(|c| c.entry.peer).collect();
+    let roots: HashSet<i32> = calls
+        .iter()
+        .filter(|c| c.id == call::MPI_REDUCE)
+        .map(|c| c.entry.peer)
+        .collect();
     assert_eq!(roots, HashSet::from([0]));
     let bcast = calls.iter().find(|c| c.id == call::MPI_BCAST).unwrap();
     assert_eq!(bcast.entry.bytes, 64, "16 ints");
@@ -198,7 +259,11 @@ fn collectives_mpich() {
 #[test]
 fn selected_procedures_in_mpi_ranks() {
     let iters = 4;
-    let t = record("func", &["--func", "compute", "--func", "exch*"], &openmpi(N, "mpi_busy", &["4", "5"]));
+    let t = record(
+        "func",
+        &["--func", "compute", "--func", "exch*"],
+        &openmpi(N, "mpi_busy", &["4", "5"]),
+    );
     assert_eq!(t.lost, 0);
     let ranks = assert_ranks(&t, N);
     assert_eq!(t.summary["functions"]["compute"], iters * N);
@@ -221,7 +286,11 @@ fn selected_procedures_in_mpi_ranks() {
 fn attach_to_running_job_by_pid() {
     use std::process::{Command, Stdio};
     let cmd = openmpi(N, "mpi_sleeper", &["6"]);
-    let mut job = Command::new(&cmd[0]).args(&cmd[1..]).stdout(Stdio::null()).spawn().unwrap();
+    let mut job = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2500));
     let pid = job.id().to_string();
     let t = record("attach", &["--pid", &pid, "--duration", "1.5"], &[]);

@@ -41,11 +41,19 @@ fn pvm_manager_worker() {
         .unwrap() as u32;
 
     let calls = t.calls();
-    let sends: Vec<_> = calls.iter().filter(|c| c.id == call::PVM_SEND && c.pid == master_pid).collect();
+    let sends: Vec<_> = calls
+        .iter()
+        .filter(|c| c.id == call::PVM_SEND && c.pid == master_pid)
+        .collect();
     assert_eq!(sends.len(), workers * rounds);
-    assert!(sends.iter().all(|s| s.entry.tag == 1 && worker_tids.contains(&(s.entry.peer as i64))));
+    assert!(sends
+        .iter()
+        .all(|s| s.entry.tag == 1 && worker_tids.contains(&(s.entry.peer as i64))));
     // The master's wildcard receives: sources are the workers, each exactly ROUNDS times.
-    let recvs: Vec<_> = calls.iter().filter(|c| c.id == call::PVM_RECV && c.pid == master_pid).collect();
+    let recvs: Vec<_> = calls
+        .iter()
+        .filter(|c| c.id == call::PVM_RECV && c.pid == master_pid)
+        .collect();
     assert_eq!(recvs.len(), workers * rounds);
     let mut by_source: HashMap<i64, usize> = HashMap::new();
     for r in &recvs {
@@ -57,7 +65,10 @@ fn pvm_manager_worker() {
     let want: HashMap<i64, usize> = worker_tids.iter().map(|&t| (t, rounds)).collect();
     assert_eq!(by_source, want);
     // Workers receive with a wildcard too; their source is the master.
-    let wrecv: Vec<_> = calls.iter().filter(|c| c.id == call::PVM_RECV && c.pid != master_pid && c.entry.tag == 1).collect();
+    let wrecv: Vec<_> = calls
+        .iter()
+        .filter(|c| c.id == call::PVM_RECV && c.pid != master_pid && c.entry.tag == 1)
+        .collect();
     assert_eq!(wrecv.len(), workers * rounds);
     assert!(wrecv.iter().all(|r| r.exit.peer as i64 == master[0]));
     // pvm_mcast names every worker; pvm_precv reports its actual source and length.
@@ -66,8 +77,12 @@ fn pvm_manager_worker() {
     assert_eq!(mcast.entry.tag, 4);
     let precv: Vec<_> = calls.iter().filter(|c| c.id == call::PVM_PRECV).collect();
     assert_eq!(precv.len(), workers);
-    assert!(precv.iter().all(|r| r.exit.tag == 3 && r.exit.bytes == 32 && worker_tids.contains(&(r.exit.peer as i64))));
+    assert!(precv.iter().all(|r| r.exit.tag == 3
+        && r.exit.bytes == 32
+        && worker_tids.contains(&(r.exit.peer as i64))));
     let psend: Vec<_> = calls.iter().filter(|c| c.id == call::PVM_PSEND).collect();
     assert_eq!(psend.len(), workers);
-    assert!(psend.iter().all(|s| s.entry.bytes == 32 && s.entry.peer as i64 == master[0]));
+    assert!(psend
+        .iter()
+        .all(|s| s.entry.bytes == 32 && s.entry.peer as i64 == master[0]));
 }

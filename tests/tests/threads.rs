@@ -8,13 +8,23 @@ use tracer_user::records::Record;
 
 #[test]
 fn pingpong_threads_wake_each_other() {
-    let t = record("pingpong", &[], &[program("threads_pingpong"), "200".into()]);
+    let t = record(
+        "pingpong",
+        &[],
+        &[program("threads_pingpong"), "200".into()],
+    );
     assert_eq!(t.lost, 0);
     let procs = t.summary["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 1);
     assert_eq!(procs[0]["threads"], 3, "main and two players");
     let pid = procs[0]["pid"].as_u64().unwrap() as u32;
-    let forks: Vec<u32> = t.records().filter_map(|r| match r { Record::Fork(f) => Some(f.child_tid), _ => None }).collect();
+    let forks: Vec<u32> = t
+        .records()
+        .filter_map(|r| match r {
+            Record::Fork(f) => Some(f.child_tid),
+            _ => None,
+        })
+        .collect();
     assert_eq!(forks.len(), 2, "two pthread_create calls");
     let players: HashSet<u32> = forks.iter().copied().collect();
     // The players block on futexes and wake each other: wakeups from one player to the other.
@@ -22,18 +32,31 @@ fn pingpong_threads_wake_each_other() {
         .records()
         .filter(|r| matches!(r, Record::Wakeup(w) if players.contains(&w.header.tid) && players.contains(&w.wakee_tid) && w.header.tid != w.wakee_tid))
         .count();
-    assert!(cross_wakeups > 50, "only {cross_wakeups} player-to-player wakeups for 200 rounds");
+    assert!(
+        cross_wakeups > 50,
+        "only {cross_wakeups} player-to-player wakeups for 200 rounds"
+    );
     let futex_waits = t.records().filter(|r| matches!(r, Record::FutexEnter(f) if f.header.tgid == pid && (f.op & 0x7f) == 0 /* FUTEX_WAIT */)).count();
     assert!(futex_waits > 50);
-    let enters = t.records().filter(|r| matches!(r, Record::FutexEnter(_))).count();
-    let exits = t.records().filter(|r| matches!(r, Record::FutexExit(_))).count();
+    let enters = t
+        .records()
+        .filter(|r| matches!(r, Record::FutexEnter(_)))
+        .count();
+    let exits = t
+        .records()
+        .filter(|r| matches!(r, Record::FutexExit(_)))
+        .count();
     assert_eq!(enters, exits);
 }
 
 #[test]
 fn busy_threads_cpu_clock_and_procedures() {
     let (n, ms) = (3u64, 60u64);
-    let t = record("busy", &["--func", "work"], &[program("threads_busy"), n.to_string(), ms.to_string()]);
+    let t = record(
+        "busy",
+        &["--func", "work"],
+        &[program("threads_busy"), n.to_string(), ms.to_string()],
+    );
     assert_eq!(t.lost, 0);
     assert_eq!(t.summary["functions"]["work"], n);
     // Each work() call spins MS ms of thread CPU time: the CPU clock stamped on its exit
@@ -56,8 +79,15 @@ fn busy_threads_cpu_clock_and_procedures() {
     assert_eq!(spans.len() as u64, n);
     let want = ms * 1_000_000;
     for &s in &spans {
-        assert!(s.abs_diff(want) <= want * 25 / 100, "work() took {s} ns of CPU, want {want}");
+        assert!(
+            s.abs_diff(want) <= want * 25 / 100,
+            "work() took {s} ns of CPU, want {want}"
+        );
     }
     let total: u64 = spans.iter().sum();
-    assert!(total.abs_diff(n * want) <= n * want / 10, "work() took {total} ns in all, want {}", n * want);
+    assert!(
+        total.abs_diff(n * want) <= n * want / 10,
+        "work() took {total} ns in all, want {}",
+        n * want
+    );
 }

@@ -9,7 +9,6 @@
 #![no_main]
 
 use aya_ebpf::{
-    EbpfContext,
     bindings::pt_regs,
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
@@ -19,12 +18,13 @@ use aya_ebpf::{
     macros::{map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
+    EbpfContext,
 };
 use tracer_common::{
-    ARRAY_CHUNK, ARRAY_MAX_CHUNKS, CallLayout, CallRecord, EXEC_PATH_LEN, EventHeader,
-    ExecRecord, ExitRecord, FlavorConfig, ForkRecord, FutexRecord, HandleArrayRecord, NO_ARG,
-    ProbeConfig, StatusArrayRecord, SwitchRecord, ThreadClock, UNSET, UNSET32, WakeRecord,
-    call, count_mode, dtype_mode, flavor, kind, status_mode,
+    call, count_mode, dtype_mode, flavor, kind, status_mode, CallLayout, CallRecord, EventHeader,
+    ExecRecord, ExitRecord, FlavorConfig, ForkRecord, FutexRecord, HandleArrayRecord, ProbeConfig,
+    StatusArrayRecord, SwitchRecord, ThreadClock, WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
+    EXEC_PATH_LEN, NO_ARG, UNSET, UNSET32,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -265,7 +265,12 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
 
     let mut rec = CallRecord {
         // Call records carry the flavor in the high byte of `call`.
-        header: header(kind::CALL_ENTER, call_id | ((flavor_id as u16) << 8), tgid, tid),
+        header: header(
+            kind::CALL_ENTER,
+            call_id | ((flavor_id as u16) << 8),
+            tgid,
+            tid,
+        ),
         comm: 0,
         handle: 0,
         bytes: UNSET,

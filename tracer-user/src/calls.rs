@@ -2,7 +2,7 @@
 //! table the probes read), and the per-library facts (handle sizes, status layouts).
 
 use tracer_common::{
-    CallLayout, FlavorConfig, NO_ARG, call, count_mode, dtype_mode, flavor, status_mode,
+    call, count_mode, dtype_mode, flavor, status_mode, CallLayout, FlavorConfig, NO_ARG,
 };
 
 /// Which family of libraries defines a call.
@@ -227,7 +227,9 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), CALLS.len());
-        assert!(ids.iter().all(|&id| (id as u32) < call::TABLE_SIZE && id < 256));
+        assert!(ids
+            .iter()
+            .all(|&id| (id as u32) < call::TABLE_SIZE && id < 256));
     }
 
     #[test]
@@ -235,8 +237,18 @@ mod tests {
         for c in CALLS {
             let l = &c.layout;
             for a in [
-                l.peer, l.tag, l.peer2, l.tag2, l.comm, l.count, l.dtype, l.handle_in,
-                l.handle_out, l.out, l.array, l.status,
+                l.peer,
+                l.tag,
+                l.peer2,
+                l.tag2,
+                l.comm,
+                l.count,
+                l.dtype,
+                l.handle_in,
+                l.handle_out,
+                l.out,
+                l.array,
+                l.status,
             ] {
                 assert!(a == NO_ARG || a <= 13, "{}: argument {a}", c.symbol);
             }

@@ -49,17 +49,29 @@ impl FunctionSelector {
                 };
                 if let Some(p) = &path {
                     if !p.is_file() {
-                        return Err(FuncError::NoSuchFile { spec: text.clone(), path: p.clone() });
+                        return Err(FuncError::NoSuchFile {
+                            spec: text.clone(),
+                            path: p.clone(),
+                        });
                     }
                 }
                 let pattern = glob::Pattern::new(sym).map_err(|e| FuncError::Pattern {
                     spec: text.clone(),
                     reason: e.to_string(),
                 })?;
-                Ok(Spec { text: text.clone(), path, pattern, matched: false })
+                Ok(Spec {
+                    text: text.clone(),
+                    path,
+                    pattern,
+                    matched: false,
+                })
             })
             .collect::<Result<_, _>>()?;
-        Ok(FunctionSelector { specs, next_id: 1, searched: HashSet::new() })
+        Ok(FunctionSelector {
+            specs,
+            next_id: 1,
+            searched: HashSet::new(),
+        })
     }
 
     /// Path-less patterns must be looked up in every program the targets exec, before
@@ -69,7 +81,10 @@ impl FunctionSelector {
     }
 
     /// Attaches the `PATH:SYMBOL` patterns (their files exist already).
-    pub fn attach_fixed_paths(&mut self, probes: &mut Probes) -> Result<Vec<FunctionProbe>, FuncError> {
+    pub fn attach_fixed_paths(
+        &mut self,
+        probes: &mut Probes,
+    ) -> Result<Vec<FunctionProbe>, FuncError> {
         let files: Vec<PathBuf> = self.specs.iter().filter_map(|s| s.path.clone()).collect();
         let mut out = Vec::new();
         for f in files {
@@ -79,7 +94,11 @@ impl FunctionSelector {
     }
 
     /// Attaches the path-less patterns in a process's executable and mapped libraries.
-    pub fn attach_in_process(&mut self, probes: &mut Probes, pid: u32) -> Result<Vec<FunctionProbe>, FuncError> {
+    pub fn attach_in_process(
+        &mut self,
+        probes: &mut Probes,
+        pid: u32,
+    ) -> Result<Vec<FunctionProbe>, FuncError> {
         if !self.needs_exec_hold() {
             return Ok(Vec::new());
         }
@@ -87,7 +106,11 @@ impl FunctionSelector {
         if let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) {
             files.push(exe);
         }
-        files.extend(procfs::mappings(pid).into_iter().map(|m| PathBuf::from(m.path)));
+        files.extend(
+            procfs::mappings(pid)
+                .into_iter()
+                .map(|m| PathBuf::from(m.path)),
+        );
         let mut out = Vec::new();
         for f in files {
             let f = f.canonicalize().unwrap_or(f);
@@ -104,7 +127,10 @@ impl FunctionSelector {
     }
 
     /// System-wide mode: the path-less patterns in every process that uses MPI or PVM now.
-    pub fn attach_everywhere(&mut self, probes: &mut Probes) -> Result<Vec<FunctionProbe>, FuncError> {
+    pub fn attach_everywhere(
+        &mut self,
+        probes: &mut Probes,
+    ) -> Result<Vec<FunctionProbe>, FuncError> {
         let mut out = Vec::new();
         for pid in procfs::processes_mapping(&["libmpi", "libpvm3"]) {
             out.extend(self.attach_in_process(probes, pid)?);
@@ -112,19 +138,30 @@ impl FunctionSelector {
         Ok(out)
     }
 
-    fn attach_file(&mut self, probes: &mut Probes, file: &Path, fixed: bool) -> Result<Vec<FunctionProbe>, FuncError> {
+    fn attach_file(
+        &mut self,
+        probes: &mut Probes,
+        file: &Path,
+        fixed: bool,
+    ) -> Result<Vec<FunctionProbe>, FuncError> {
         let table = SymbolTable::read(file)?;
         let mut out = Vec::new();
         for i in 0..self.specs.len() {
             let spec = &self.specs[i];
             let applies = match &spec.path {
-                Some(p) => fixed && p.canonicalize().ok().as_deref() == file.canonicalize().ok().as_deref(),
+                Some(p) => {
+                    fixed && p.canonicalize().ok().as_deref() == file.canonicalize().ok().as_deref()
+                }
                 None => !fixed,
             };
             if !applies {
                 continue;
             }
-            let found: Vec<_> = table.functions_matching(&spec.pattern).into_iter().cloned().collect();
+            let found: Vec<_> = table
+                .functions_matching(&spec.pattern)
+                .into_iter()
+                .cloned()
+                .collect();
             for sym in found {
                 self.specs[i].matched = true;
                 let id = self.next_id;
@@ -144,6 +181,10 @@ impl FunctionSelector {
 
     /// Patterns that matched nothing anywhere.
     pub fn unmatched(&self) -> Vec<String> {
-        self.specs.iter().filter(|s| !s.matched).map(|s| s.text.clone()).collect()
+        self.specs
+            .iter()
+            .filter(|s| !s.matched)
+            .map(|s| s.text.clone())
+            .collect()
     }
 }

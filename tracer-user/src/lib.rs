@@ -3,6 +3,10 @@
 //! Only `probes` and `session` touch the kernel; everything else works on decoded
 //! records, so it is tested without root on recordings and synthetic streams.
 
+// Errors carry aya/io sources by value; they are built once per failed session, never
+// on the event path, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
 pub mod calls;
 pub mod funcs;
 pub mod libraries;

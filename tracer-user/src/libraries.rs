@@ -60,7 +60,10 @@ impl Library {
 
     /// PVM's receive-buffer global, needed to learn the source of a wildcard receive.
     pub fn pvm_rbuf_vaddr(&self) -> u64 {
-        self.symbols.get(PVM_RBUF_SYMBOL).map(|s| s.vaddr).unwrap_or(0)
+        self.symbols
+            .get(PVM_RBUF_SYMBOL)
+            .map(|s| s.vaddr)
+            .unwrap_or(0)
     }
 }
 
@@ -73,7 +76,9 @@ fn is_candidate_name(path: &Path) -> bool {
 pub fn installed_candidates() -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
     for dir in SEARCH_DIRS {
-        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if is_candidate_name(&p) {

@@ -41,7 +41,8 @@ pub fn is_alive(pid: u32) -> bool {
 
 fn stat_state(stat: &str) -> Option<char> {
     // "pid (comm) S ppid ...": comm may contain spaces and parentheses.
-    stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next())
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next())
 }
 
 pub fn parent_of(pid: u32) -> Option<u32> {
@@ -138,10 +139,16 @@ pub fn mappings(pid: u32) -> Vec<Mapping> {
         if !path.starts_with('/') || out.iter().any(|m| m.path == path) {
             continue;
         }
-        let start = range.split('-').next().and_then(|s| u64::from_str_radix(s, 16).ok());
+        let start = range
+            .split('-')
+            .next()
+            .and_then(|s| u64::from_str_radix(s, 16).ok());
         let offset = u64::from_str_radix(offset, 16).ok();
         if let (Some(start), Some(0)) = (start, offset) {
-            out.push(Mapping { path: path.to_string(), bias: start });
+            out.push(Mapping {
+                path: path.to_string(),
+                bias: start,
+            });
         }
     }
     out

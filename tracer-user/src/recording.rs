@@ -156,7 +156,8 @@ impl RecordingWriter {
     }
 
     fn json_chunk<T: Serialize>(&mut self, tag: u32, value: &T) -> Result<(), RecordingError> {
-        let bytes = serde_json::to_vec(value).map_err(|e| RecordingError::Corrupt(e.to_string()))?;
+        let bytes =
+            serde_json::to_vec(value).map_err(|e| RecordingError::Corrupt(e.to_string()))?;
         self.chunk(tag, &bytes)
     }
 
@@ -220,13 +221,18 @@ impl RecordingReader {
             }
             let start = self.offset;
             let Some((tag, payload)) = self.chunk()? else {
-                return Err(RecordingError::Truncated("no END chunk: the recording was cut short"));
+                return Err(RecordingError::Truncated(
+                    "no END chunk: the recording was cut short",
+                ));
             };
             match tag {
                 TAG_EVENTS => {
                     let mut at = 0usize;
                     while at < payload.len() {
-                        let bad = |source| RecordingError::BadRecord { offset: start + 8 + at as u64, source };
+                        let bad = |source| RecordingError::BadRecord {
+                            offset: start + 8 + at as u64,
+                            source,
+                        };
                         let len = records::record_len(&payload[at..]).map_err(bad)?;
                         if at + len > payload.len() {
                             return Err(RecordingError::Corrupt(format!(
@@ -239,11 +245,19 @@ impl RecordingReader {
                         at += len;
                     }
                 }
-                TAG_PROCESS => self.pending.push_back(Item::Process(json(&payload, "process")?)),
-                TAG_PROBE => self.pending.push_back(Item::Probe(json(&payload, "probe")?)),
+                TAG_PROCESS => self
+                    .pending
+                    .push_back(Item::Process(json(&payload, "process")?)),
+                TAG_PROBE => self
+                    .pending
+                    .push_back(Item::Probe(json(&payload, "probe")?)),
                 TAG_END => self.trailer = Some(json(&payload, "end")?),
                 TAG_META => return Err(RecordingError::Corrupt("second META chunk".into())),
-                other => return Err(RecordingError::Corrupt(format!("unknown chunk tag {other}"))),
+                other => {
+                    return Err(RecordingError::Corrupt(format!(
+                        "unknown chunk tag {other}"
+                    )))
+                }
             }
         }
     }
@@ -260,7 +274,10 @@ impl RecordingReader {
         let tag = u32::from_le_bytes(head[..4].try_into().unwrap());
         let len = u32::from_le_bytes(head[4..].try_into().unwrap());
         if len > MAX_CHUNK {
-            return Err(RecordingError::Corrupt(format!("chunk of {len} bytes at byte {}", self.offset)));
+            return Err(RecordingError::Corrupt(format!(
+                "chunk of {len} bytes at byte {}",
+                self.offset
+            )));
         }
         let mut payload = vec![0u8; len as usize];
         read_exact_or(&mut self.input, &mut payload, "partial chunk")?;
@@ -270,7 +287,8 @@ impl RecordingReader {
 }
 
 fn json<T: for<'de> Deserialize<'de>>(payload: &[u8], what: &str) -> Result<T, RecordingError> {
-    serde_json::from_slice(payload).map_err(|e| RecordingError::Corrupt(format!("{what} chunk: {e}")))
+    serde_json::from_slice(payload)
+        .map_err(|e| RecordingError::Corrupt(format!("{what} chunk: {e}")))
 }
 
 fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
@@ -284,7 +302,11 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &'static str) -> Result<(), RecordingError> {
+fn read_exact_or(
+    r: &mut impl Read,
+    buf: &mut [u8],
+    what: &'static str,
+) -> Result<(), RecordingError> {
     if read_up_to(r, buf)? < buf.len() {
         return Err(RecordingError::Truncated(what));
     }
@@ -305,18 +327,29 @@ pub fn read_all(path: &Path) -> Result<(RecordingMeta, Vec<Item>, Trailer), Reco
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tracer_common::{ExitRecord, kind};
+    use tracer_common::{kind, ExitRecord};
 
     fn sample(path: &Path) -> Vec<u8> {
-        let meta = RecordingMeta { hostname: "h".into(), ..Default::default() };
+        let meta = RecordingMeta {
+            hostname: "h".into(),
+            ..Default::default()
+        };
         let mut w = RecordingWriter::create(path, &meta).unwrap();
         let mut e = ExitRecord::default();
         e.header.kind = kind::EXIT;
         e.header.tid = 42;
         e.group_dead = 1;
         w.record(&Record::Exit(e).to_bytes()).unwrap();
-        w.process(&ProcessInfo { pid: 42, ..Default::default() }).unwrap();
-        w.finish(&Trailer { events_total: 1, events_lost: 0 }).unwrap();
+        w.process(&ProcessInfo {
+            pid: 42,
+            ..Default::default()
+        })
+        .unwrap();
+        w.finish(&Trailer {
+            events_total: 1,
+            events_lost: 0,
+        })
+        .unwrap();
         std::fs::read(path).unwrap()
     }
 

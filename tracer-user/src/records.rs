@@ -1,8 +1,8 @@
 //! Decoding raw records (ring buffer or recording) into typed values.
 
 use tracer_common::{
-    CallRecord, EventHeader, ExecRecord, ExitRecord, ForkRecord, FutexRecord, HandleArrayRecord,
-    StatusArrayRecord, SwitchRecord, WakeRecord, kind, record_size,
+    kind, record_size, CallRecord, EventHeader, ExecRecord, ExitRecord, ForkRecord, FutexRecord,
+    HandleArrayRecord, StatusArrayRecord, SwitchRecord, WakeRecord,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -60,7 +60,11 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
     let k = peek_kind(bytes)?;
     let want = record_size(k).ok_or(DecodeError::UnknownKind(k))?;
     if bytes.len() != want {
-        return Err(DecodeError::WrongSize { kind: k, got: bytes.len(), want });
+        return Err(DecodeError::WrongSize {
+            kind: k,
+            got: bytes.len(),
+            want,
+        });
     }
     Ok(match k {
         kind::CALL_ENTER => Record::CallEnter(read(bytes)),
@@ -163,7 +167,14 @@ mod tests {
         let bytes = Record::Fork(f).to_bytes();
         assert_eq!(decode(&bytes), Ok(Record::Fork(f)));
         assert_eq!(record_len(&bytes), Ok(40));
-        assert_eq!(decode(&bytes[..39]), Err(DecodeError::WrongSize { kind: kind::FORK, got: 39, want: 40 }));
+        assert_eq!(
+            decode(&bytes[..39]),
+            Err(DecodeError::WrongSize {
+                kind: kind::FORK,
+                got: 39,
+                want: 40
+            })
+        );
         let mut bad = bytes.clone();
         bad[24] = 99;
         assert_eq!(decode(&bad), Err(DecodeError::UnknownKind(99)));

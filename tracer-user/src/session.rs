@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{signal, SignalKind};
 
 use crate::funcs::{FuncError, FunctionSelector};
 use crate::libraries::{self, Library};
@@ -52,8 +52,10 @@ pub struct RecordOptions {
     pub libs: Vec<PathBuf>,
     pub ring_mib: u32,
     /// Called once every probe is attached and the targets are traced.
-    pub on_ready: Option<Box<dyn FnOnce(&Ready)>>,
+    pub on_ready: Option<ReadyHook>,
 }
+
+pub type ReadyHook = Box<dyn FnOnce(&Ready)>;
 
 /// What is being traced, reported when tracing starts.
 pub struct Ready {
@@ -98,7 +100,11 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         Some(c) => Some(find_in_path(c).ok_or_else(|| SessionError::CommandNotFound(c.clone()))?),
         None => None,
     };
-    let mut targets: Vec<u32> = opts.pids.iter().flat_map(|&p| procfs::descendants(p)).collect();
+    let mut targets: Vec<u32> = opts
+        .pids
+        .iter()
+        .flat_map(|&p| procfs::descendants(p))
+        .collect();
     targets.sort_unstable();
     targets.dedup();
 
@@ -156,10 +162,25 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
             processes: targets.len() + child.is_some() as usize,
         });
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut ctx = LoopContext { probes, funcs, sink, child, command_status: None, system_wide: opts.system_wide };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut ctx = LoopContext {
+        probes,
+        funcs,
+        sink,
+        child,
+        command_status: None,
+        system_wide: opts.system_wide,
+    };
     let stop = runtime.block_on(event_loop(&mut ctx, opts.duration))?;
-    let LoopContext { mut probes, funcs, sink, command_status, .. } = ctx;
+    let LoopContext {
+        mut probes,
+        funcs,
+        sink,
+        command_status,
+        ..
+    } = ctx;
     let lost = probes.lost()?;
     // Detach everything before writing the outputs.
     drop(probes);
@@ -185,7 +206,9 @@ struct Sink {
 impl Sink {
     fn new(meta: &RecordingMeta, output: Option<&Path>) -> Result<Self, SessionError> {
         Ok(Sink {
-            writer: output.map(|p| RecordingWriter::create(p, meta)).transpose()?,
+            writer: output
+                .map(|p| RecordingWriter::create(p, meta))
+                .transpose()?,
             summary: SummaryBuilder::new(meta),
             seen: HashSet::new(),
             inspected_after_mpi: HashSet::new(),
@@ -220,7 +243,10 @@ impl Sink {
 
     fn record(&mut self, raw: &[u8], rec: &Record) -> Result<(), SessionError> {
         let h = rec.header();
-        let traced_thread = !matches!(rec, Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_));
+        let traced_thread = !matches!(
+            rec,
+            Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_)
+        );
         if traced_thread {
             self.see_process(h.tgid)?;
         }
@@ -231,7 +257,9 @@ impl Sink {
                 self.inspected_after_mpi.remove(&h.tgid);
                 self.inspect(h.tgid)?;
             }
-            Record::CallEnter(_) if self.inspected_after_mpi.insert(h.tgid) => self.inspect(h.tgid)?,
+            Record::CallEnter(_) if self.inspected_after_mpi.insert(h.tgid) => {
+                self.inspect(h.tgid)?
+            }
             _ => {}
         }
         self.total += 1;
@@ -244,7 +272,10 @@ impl Sink {
 
     fn finish(self, lost: u64) -> Result<Summary, SessionError> {
         if let Some(w) = self.writer {
-            w.finish(&Trailer { events_total: self.total, events_lost: lost })?;
+            w.finish(&Trailer {
+                events_total: self.total,
+                events_lost: lost,
+            })?;
         }
         Ok(self.summary.finish(lost))
     }
@@ -307,7 +338,10 @@ fn drain(
     Ok(())
 }
 
-async fn event_loop(ctx: &mut LoopContext, duration: Option<Duration>) -> Result<StopReason, SessionError> {
+async fn event_loop(
+    ctx: &mut LoopContext,
+    duration: Option<Duration>,
+) -> Result<StopReason, SessionError> {
     let ring = ctx.probes.take_ring()?;
     // SAFETY: the ring buffer owns its map fd, which stays open and unchanged until the
     // AsyncFd is dropped at the end of this function.
@@ -345,7 +379,10 @@ async fn event_loop(ctx: &mut LoopContext, duration: Option<Duration>) -> Result
 fn find_libraries(user: &[PathBuf], targets: &[u32]) -> Result<Vec<Library>, SessionError> {
     let mut libs: Vec<Library> = Vec::new();
     for path in user {
-        let lib = Library::open(path).map_err(|e| SessionError::Library { path: path.clone(), reason: e.to_string() })?;
+        let lib = Library::open(path).map_err(|e| SessionError::Library {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
         match lib {
             Some(lib) => libs.push(lib),
             None => {
@@ -359,7 +396,10 @@ fn find_libraries(user: &[PathBuf], targets: &[u32]) -> Result<Vec<Library>, Ses
     let mut found = libraries::installed_candidates();
     found.extend(libraries::mapped_candidates(targets));
     for path in found {
-        if libs.iter().any(|l| l.path.canonicalize().ok().as_deref() == Some(path.as_path())) {
+        if libs
+            .iter()
+            .any(|l| l.path.canonicalize().ok().as_deref() == Some(path.as_path()))
+        {
             continue;
         }
         // An unreadable or unrelated file among the candidates is skipped, not fatal.
@@ -384,7 +424,8 @@ fn find_in_path(cmd: &str) -> Option<PathBuf> {
 
 /// Forks the command, holds it until its pid is in the traced set, then lets it exec.
 fn launch(program: &Path, argv: &[String], probes: &mut Probes) -> Result<u32, SessionError> {
-    let prog = CString::new(program.as_os_str().as_encoded_bytes()).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let prog = CString::new(program.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     let args: Vec<CString> = argv
         .iter()
         .map(|a| CString::new(a.as_bytes()).map_err(|e| std::io::Error::other(e.to_string())))
@@ -427,7 +468,10 @@ fn hostname() -> String {
 
 /// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into a local struct.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
-use tracer_common::{CallRecord, call};
+use tracer_common::{call, CallRecord};
 
 use crate::calls::{self, Flavor, MPICH_COMM_WORLD};
 use crate::procfs::ProcessInfo;
@@ -114,12 +114,20 @@ impl SummaryBuilder {
     pub fn record(&mut self, r: &Record) {
         let h = *r.header();
         self.counts.total += 1;
-        *self.counts.by_kind.entry(records::kind_name(h.kind).to_string()).or_default() += 1;
+        *self
+            .counts
+            .by_kind
+            .entry(records::kind_name(h.kind).to_string())
+            .or_default() += 1;
         match r {
             Record::Wakeup(w) | Record::WakeupNew(w) => {
                 // The header is the waker, which may be untraced; the wakee is traced.
                 if w.wakee_tgid != 0 {
-                    self.processes.entry(w.wakee_tgid).or_default().threads.insert(w.wakee_tid);
+                    self.processes
+                        .entry(w.wakee_tgid)
+                        .or_default()
+                        .threads
+                        .insert(w.wakee_tid);
                 }
                 return;
             }
@@ -131,12 +139,18 @@ impl SummaryBuilder {
         match r {
             Record::Exec(e) => st.exec = Some(records::exec_filename(e)),
             Record::FuncEnter(_) => {
-                let name = self.probe_names.get(&h.call).cloned().unwrap_or_else(|| format!("probe#{}", h.call));
+                let name = self
+                    .probe_names
+                    .get(&h.call)
+                    .cloned()
+                    .unwrap_or_else(|| format!("probe#{}", h.call));
                 *self.functions.entry(name).or_default() += 1;
             }
             Record::CallEnter(c) => {
                 let (id, flavor) = calls::split_call_field(h.call);
-                if matches!(id, call::MPI_INIT | call::MPI_INIT_THREAD) && Flavor::from_id(flavor) == Some(Flavor::OpenMpi) {
+                if matches!(id, call::MPI_INIT | call::MPI_INIT_THREAD)
+                    && Flavor::from_id(flavor) == Some(Flavor::OpenMpi)
+                {
                     // The entry record carries the library's load bias.
                     if let Some(v) = self.libraries.iter().find_map(|l| l.comm_world_vaddr) {
                         st.ompi_world = Some(c.handle.wrapping_add(v));
@@ -145,7 +159,9 @@ impl SummaryBuilder {
                 self.open_calls.entry(h.tid).or_default().push(*c);
             }
             Record::CallExit(x) => {
-                let Some(entry) = self.open_calls.get_mut(&h.tid).and_then(|s| s.pop()) else { return };
+                let Some(entry) = self.open_calls.get_mut(&h.tid).and_then(|s| s.pop()) else {
+                    return;
+                };
                 let (id, flavor) = calls::split_call_field(h.call);
                 *self.calls.entry(calls::name(id)).or_default() += 1;
                 let is_world = match Flavor::from_id(flavor) {

@@ -8,9 +8,15 @@ use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is not an ELF file we can read: {source}")]
-    Parse { path: PathBuf, source: object::Error },
+    Parse {
+        path: PathBuf,
+        source: object::Error,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,10 +64,16 @@ impl SymbolTable {
                 continue;
             }
             let Ok(name) = sym.name() else { continue };
-            if name.is_empty() || symbols.iter().any(|s| s.name == name && s.vaddr == sym.address()) {
+            if name.is_empty()
+                || symbols
+                    .iter()
+                    .any(|s| s.name == name && s.vaddr == sym.address())
+            {
                 continue;
             }
-            let Some(file_offset) = to_offset(sym.address()) else { continue };
+            let Some(file_offset) = to_offset(sym.address()) else {
+                continue;
+            };
             symbols.push(Symbol {
                 name: name.to_string(),
                 vaddr: sym.address(),
@@ -83,7 +95,11 @@ impl SymbolTable {
     /// the first name seen, so a function is probed once).
     pub fn functions_matching(&self, pattern: &glob::Pattern) -> Vec<&Symbol> {
         let mut out: Vec<&Symbol> = Vec::new();
-        for s in self.symbols.iter().filter(|s| s.is_function && pattern.matches(&s.name)) {
+        for s in self
+            .symbols
+            .iter()
+            .filter(|s| s.is_function && pattern.matches(&s.name))
+        {
             if !out.iter().any(|o| o.vaddr == s.vaddr) {
                 out.push(s);
             }
@@ -98,22 +114,33 @@ mod tests {
 
     #[test]
     fn finds_libc_functions() {
-        let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
-            .into_iter()
-            .map(Path::new)
-            .find(|p| p.exists())
-            .expect("libc");
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        ]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .expect("libc");
         let t = SymbolTable::read(libc).unwrap();
         let write = t.get("write").expect("write");
         assert!(write.is_function && write.file_offset > 0);
         let pat = glob::Pattern::new("pthread_mutex_*lock").unwrap();
-        let names: Vec<_> = t.functions_matching(&pat).iter().map(|s| s.name.clone()).collect();
-        assert!(names.iter().any(|n| n == "pthread_mutex_lock" || n == "pthread_mutex_unlock"));
+        let names: Vec<_> = t
+            .functions_matching(&pat)
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        assert!(names
+            .iter()
+            .any(|n| n == "pthread_mutex_lock" || n == "pthread_mutex_unlock"));
     }
 
     #[test]
     fn non_elf_is_a_clear_error() {
-        let err = SymbolTable::read(Path::new("/proc/self/status")).err().unwrap();
+        let err = SymbolTable::read(Path::new("/proc/self/status"))
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("not an ELF"), "{err}");
     }
 }

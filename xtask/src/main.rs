@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -65,7 +65,10 @@ fn main() -> Result<()> {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
@@ -112,12 +115,35 @@ fn install_packages() -> Result<()> {
 }
 
 fn install_rust_src() -> Result<()> {
-    if Command::new("rustc").args(["+nightly", "--version"]).output().map(|o| !o.status.success()).unwrap_or(true) {
-        run(Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]))?;
+    if Command::new("rustc")
+        .args(["+nightly", "--version"])
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        run(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+        ]))?;
     }
-    let installed = output(Command::new("rustup").args(["component", "list", "--toolchain", "nightly", "--installed"]))?;
+    let installed = output(Command::new("rustup").args([
+        "component",
+        "list",
+        "--toolchain",
+        "nightly",
+        "--installed",
+    ]))?;
     if !installed.lines().any(|l| l.starts_with("rust-src")) {
-        run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+        run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
     }
     Ok(())
 }
@@ -135,7 +161,11 @@ fn install_bpf_linker() -> Result<()> {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let prefix = PathBuf::from(&home).join(".cache/ebpf-tracer/llvm");
     let stamp = prefix.join(format!("bpf-linker-llvm-{llvm_major}"));
-    let linker_ok = Command::new("bpf-linker").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+    let linker_ok = Command::new("bpf-linker")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
     if linker_ok && stamp.exists() {
         return Ok(());
     }
@@ -143,16 +173,31 @@ fn install_bpf_linker() -> Result<()> {
     let lib = PathBuf::from(sysroot.trim()).join("lib");
     let libllvm = std::fs::read_dir(&lib)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libLLVM.so.")))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libLLVM.so."))
+        })
         .with_context(|| format!("no libLLVM.so.* in {}", lib.display()))?;
     let dest = prefix.join("lib");
     std::fs::create_dir_all(&dest)?;
-    for link in [dest.join(libllvm.file_name().unwrap()), dest.join("libLLVM.so")] {
+    for link in [
+        dest.join(libllvm.file_name().unwrap()),
+        dest.join("libLLVM.so"),
+    ] {
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&libllvm, &link)?;
     }
     run(Command::new("cargo")
-        .args(["+stable", "install", "bpf-linker", "--locked", "--force", "--no-default-features", "--features"])
+        .args([
+            "+stable",
+            "install",
+            "bpf-linker",
+            "--locked",
+            "--force",
+            "--no-default-features",
+            "--features",
+        ])
         .arg(format!("llvm-{llvm_major}"))
         .env("LLVM_PREFIX", &prefix))?;
     std::fs::write(&stamp, "")?;
@@ -160,7 +205,9 @@ fn install_bpf_linker() -> Result<()> {
 }
 
 fn build_release() -> Result<()> {
-    run(Command::new("cargo").current_dir(root()).args(["build", "--release", "-p", "tracer-user"]))
+    run(Command::new("cargo")
+        .current_dir(root())
+        .args(["build", "--release", "-p", "tracer-user"]))
 }
 
 /// Builds the C/MPI/PVM test programs; returns their directory.
@@ -177,12 +224,28 @@ fn test() -> Result<()> {
     setup()?;
     build_programs()?;
     // Unit tests: no root needed (they read installed libraries and recordings).
-    run(Command::new("cargo").current_dir(root()).args(["test", "-p", "tracer-common", "-p", "tracer-user"]))?;
+    run(Command::new("cargo").current_dir(root()).args([
+        "test",
+        "-p",
+        "tracer-common",
+        "-p",
+        "tracer-user",
+    ]))?;
     // Integration tests: real kernel, real runtimes, one at a time (2 cores).
-    run(Command::new("cargo").current_dir(root()).args(["build", "-p", "tracer-user", "--bin", "tracer"]))?;
-    run(Command::new("cargo")
-        .current_dir(root())
-        .args(["test", "-p", "tracer-tests", "--", "--test-threads=1"]))
+    run(Command::new("cargo").current_dir(root()).args([
+        "build",
+        "-p",
+        "tracer-user",
+        "--bin",
+        "tracer",
+    ]))?;
+    run(Command::new("cargo").current_dir(root()).args([
+        "test",
+        "-p",
+        "tracer-tests",
+        "--",
+        "--test-threads=1",
+    ]))
 }
 
 fn demo() -> Result<()> {
@@ -200,7 +263,14 @@ fn demo() -> Result<()> {
         .arg(&recording)
         .arg("--summary-json")
         .arg(&summary)
-        .args(["--", "mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np", "4"])
+        .args([
+            "--",
+            "mpirun.openmpi",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            "4",
+        ])
         .arg(programs.join("mpi_ring.openmpi"))
         .args(["20", "1024"]))?;
     eprintln!("\nxtask demo: summary JSON ({}):", summary.display());
@@ -241,10 +311,30 @@ fn bench(reps: usize, calls: usize) -> Result<()> {
     let programs = build_programs()?;
     let n = calls.to_string();
     let mpis: [(&str, Vec<String>); 2] = [
-        ("Open MPI", vec!["mpirun.openmpi".into(), "--allow-run-as-root".into(), "-np".into(), "1".into(),
-            programs.join("mpi_probe_cost.openmpi").display().to_string(), n.clone()]),
-        ("MPICH", vec!["mpirun.mpich".into(), "-np".into(), "1".into(),
-            programs.join("mpi_probe_cost.mpich").display().to_string(), n.clone()]),
+        (
+            "Open MPI",
+            vec![
+                "mpirun.openmpi".into(),
+                "--allow-run-as-root".into(),
+                "-np".into(),
+                "1".into(),
+                programs
+                    .join("mpi_probe_cost.openmpi")
+                    .display()
+                    .to_string(),
+                n.clone(),
+            ],
+        ),
+        (
+            "MPICH",
+            vec![
+                "mpirun.mpich".into(),
+                "-np".into(),
+                "1".into(),
+                programs.join("mpi_probe_cost.mpich").display().to_string(),
+                n.clone(),
+            ],
+        ),
     ];
     println!("| MPI | call | untraced ns/call | traced ns/call | probe cost ns/call | spread traced (min-max) |");
     println!("|---|---|---|---|---|---|");
@@ -259,7 +349,11 @@ fn bench(reps: usize, calls: usize) -> Result<()> {
             ("MPI_Comm_rank", 0usize, 1.0),
             ("Isend+Recv+Wait (3 calls)", 1, 3.0),
         ] {
-            let get = |v: &Vec<(f64, f64)>| v.iter().map(|p| if pick == 0 { p.0 } else { p.1 }).collect::<Vec<f64>>();
+            let get = |v: &Vec<(f64, f64)>| {
+                v.iter()
+                    .map(|p| if pick == 0 { p.0 } else { p.1 })
+                    .collect::<Vec<f64>>()
+            };
             let (uv, tv) = (get(&u), get(&t));
             let (um, tm) = (median(uv.clone()), median(tv.clone()));
             let lo = tv.iter().cloned().fold(f64::INFINITY, f64::min);

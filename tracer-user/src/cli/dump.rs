@@ -16,38 +16,76 @@ pub struct DumpArgs {
 }
 
 fn opt32(v: i32) -> String {
-    if v == UNSET32 { "-".into() } else { v.to_string() }
+    if v == UNSET32 {
+        "-".into()
+    } else {
+        v.to_string()
+    }
 }
 
 fn opt64(v: i64) -> String {
-    if v == UNSET { "-".into() } else { v.to_string() }
+    if v == UNSET {
+        "-".into()
+    } else {
+        v.to_string()
+    }
 }
 
 pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
-    let mut r = RecordingReader::open(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let mut r =
+        RecordingReader::open(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
-    while let Some(item) = r.next_item().with_context(|| format!("reading {}", a.file.display()))? {
+    while let Some(item) = r
+        .next_item()
+        .with_context(|| format!("reading {}", a.file.display()))?
+    {
         let line = match item {
-            Item::Process(p) => format!("process pid={} rank={:?} command={:?}", p.pid, p.env_rank, p.command),
+            Item::Process(p) => format!(
+                "process pid={} rank={:?} command={:?}",
+                p.pid, p.env_rank, p.command
+            ),
             Item::Probe(p) => format!("probe id={} {} in {}", p.id, p.symbol, p.path),
             Item::Record(rec) => {
                 let h = rec.header();
-                let head = format!("{} {}/{} cpu={} {}", h.ts_ns, h.tgid, h.tid, h.cpu_ns, records::kind_name(h.kind));
+                let head = format!(
+                    "{} {}/{} cpu={} {}",
+                    h.ts_ns,
+                    h.tgid,
+                    h.tid,
+                    h.cpu_ns,
+                    records::kind_name(h.kind)
+                );
                 let body = match &rec {
                     Record::CallEnter(c) | Record::CallExit(c) => format!(
                         "{} peer={} tag={} comm={:#x} handle={:#x} bytes={} count={} ret={} out={}",
                         calls::name(calls::split_call_field(h.call).0),
-                        opt32(c.peer), opt32(c.tag), c.comm, c.handle, opt64(c.bytes), opt32(c.count), opt64(c.ret), opt64(c.out)
+                        opt32(c.peer),
+                        opt32(c.tag),
+                        c.comm,
+                        c.handle,
+                        opt64(c.bytes),
+                        opt32(c.count),
+                        opt64(c.ret),
+                        opt64(c.out)
                     ),
-                    Record::HandleArray(x) => format!("first={} total={} values={:x?}", x.first, x.total, x.values),
-                    Record::StatusArray(x) => format!("first={} total={} source={:?} tag={:?}", x.first, x.total, x.source, x.tag),
+                    Record::HandleArray(x) => {
+                        format!("first={} total={} values={:x?}", x.first, x.total, x.values)
+                    }
+                    Record::StatusArray(x) => format!(
+                        "first={} total={} source={:?} tag={:?}",
+                        x.first, x.total, x.source, x.tag
+                    ),
                     Record::FuncEnter(_) | Record::FuncExit(_) => format!("probe={}", h.call),
-                    Record::FutexEnter(f) => format!("uaddr={:#x} op={} val={}", f.uaddr, f.op, f.val),
+                    Record::FutexEnter(f) => {
+                        format!("uaddr={:#x} op={} val={}", f.uaddr, f.op, f.val)
+                    }
                     Record::FutexExit(f) => format!("ret={}", f.ret),
                     Record::SwitchOut(s) => format!("state={}", s.prev_state),
                     Record::SwitchIn(_) => String::new(),
-                    Record::Wakeup(w) | Record::WakeupNew(w) => format!("wakee={}/{}", w.wakee_tgid, w.wakee_tid),
+                    Record::Wakeup(w) | Record::WakeupNew(w) => {
+                        format!("wakee={}/{}", w.wakee_tgid, w.wakee_tid)
+                    }
                     Record::Fork(f) => format!("child={}", f.child_tid),
                     Record::Exec(e) => records::exec_filename(e),
                     Record::Exit(e) => format!("group_dead={}", e.group_dead),

@@ -36,7 +36,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// Prints a summary for people.
 fn print_summary(s: &tracer_user::summary::Summary) {
-    eprintln!("events: {} recorded, {} lost", s.events.total, s.events.lost);
+    eprintln!(
+        "events: {} recorded, {} lost",
+        s.events.total, s.events.lost
+    );
     for p in &s.processes {
         let mut who = String::new();
         if let Some(r) = p.rank {
@@ -45,14 +48,21 @@ fn print_summary(s: &tracer_user::summary::Summary) {
         if let Some(t) = p.pvm_tid {
             who.push_str(&format!(" pvm tid {t:#x}"));
         }
-        eprintln!("  pid {:>7}{who}  threads {:>3}  {}", p.pid, p.threads, p.command);
+        eprintln!(
+            "  pid {:>7}{who}  threads {:>3}  {}",
+            p.pid, p.threads, p.command
+        );
     }
     if !s.calls.is_empty() {
         let calls: Vec<String> = s.calls.iter().map(|(k, v)| format!("{k} {v}")).collect();
         eprintln!("calls: {}", calls.join(", "));
     }
     if !s.functions.is_empty() {
-        let f: Vec<String> = s.functions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let f: Vec<String> = s
+            .functions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         eprintln!("procedures entered: {}", f.join(", "));
     }
 }

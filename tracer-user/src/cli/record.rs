@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::{bail, Context};
 use clap::Args;
 use tracer_user::session::{self, RecordOptions, StopReason};
 
@@ -45,7 +45,9 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         bail!("--buffer-mib must be a power of two, got {}", a.buffer_mib);
     }
     let duration = match a.duration {
-        Some(s) if !(s > 0.0 && s.is_finite()) => bail!("--duration must be a positive number of seconds"),
+        Some(s) if !(s > 0.0 && s.is_finite()) => {
+            bail!("--duration must be a positive number of seconds")
+        }
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
@@ -61,10 +63,10 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         on_ready: (!a.quiet).then(|| {
             Box::new(|r: &session::Ready| {
                 eprintln!(
-                    "tracer: tracing ({} processes, {} probes in {} libraries and programs); Ctrl-C stops",
+                    "tracer: tracing ({} target processes, {} probes on {} MPI/PVM libraries); Ctrl-C stops",
                     r.processes, r.probes, r.libraries
                 )
-            }) as Box<dyn FnOnce(&session::Ready)>
+            }) as session::ReadyHook
         }),
     })?;
     if let Some(path) = &a.summary_json {
@@ -90,7 +92,10 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if !outcome.unmatched_funcs.is_empty() {
-        bail!("--func matched no function anywhere: {}", outcome.unmatched_funcs.join(", "));
+        bail!(
+            "--func matched no function anywhere: {}",
+            outcome.unmatched_funcs.join(", ")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

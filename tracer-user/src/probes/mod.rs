@@ -10,9 +10,9 @@ use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope};
 use aya::programs::{TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
-use tracer_common::{ProbeConfig, ThreadClock, call, call_cookie, maps};
+use tracer_common::{call, call_cookie, maps, ProbeConfig, ThreadClock};
 
-use crate::calls::{CALLS, Flavor};
+use crate::calls::{Flavor, CALLS};
 use crate::libraries::Library;
 
 static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
@@ -24,13 +24,23 @@ pub enum ProbeError {
     #[error("loading the eBPF object failed: {0}")]
     Load(#[from] aya::EbpfError),
     #[error("eBPF program {name}: {source}")]
-    Program { name: &'static str, source: aya::programs::ProgramError },
+    Program {
+        name: &'static str,
+        source: aya::programs::ProgramError,
+    },
     #[error("eBPF map {0} is missing or has the wrong type")]
     Map(&'static str),
     #[error("eBPF map {name}: {source}")]
-    MapOp { name: &'static str, source: aya::maps::MapError },
+    MapOp {
+        name: &'static str,
+        source: aya::maps::MapError,
+    },
     #[error("attaching to {symbol} in {path}: {source}")]
-    Attach { symbol: String, path: PathBuf, source: aya::programs::ProgramError },
+    Attach {
+        symbol: String,
+        path: PathBuf,
+        source: aya::programs::ProgramError,
+    },
 }
 
 /// Options fixed at load time.
@@ -60,19 +70,27 @@ impl Probes {
         config.hold_on_exec = opts.hold_on_exec as u32;
         config.self_tgid = std::process::id();
         let mut cfg: Array<&mut MapData, ProbeConfig> = map(&mut ebpf, maps::CONFIG)?;
-        cfg.set(0, config, 0).map_err(|source| ProbeError::MapOp { name: maps::CONFIG, source })?;
+        cfg.set(0, config, 0).map_err(|source| ProbeError::MapOp {
+            name: maps::CONFIG,
+            source,
+        })?;
 
-        let mut layouts: Array<&mut MapData, tracer_common::CallLayout> = map(&mut ebpf, maps::LAYOUTS)?;
+        let mut layouts: Array<&mut MapData, tracer_common::CallLayout> =
+            map(&mut ebpf, maps::LAYOUTS)?;
         for c in CALLS {
             debug_assert!((c.id as u32) < call::TABLE_SIZE);
             layouts
                 .set(c.id as u32, c.layout, 0)
-                .map_err(|source| ProbeError::MapOp { name: maps::LAYOUTS, source })?;
+                .map_err(|source| ProbeError::MapOp {
+                    name: maps::LAYOUTS,
+                    source,
+                })?;
         }
 
         for name in ["call_enter", "call_exit", "func_enter", "func_exit"] {
             let p: &mut UProbe = program(&mut ebpf, name)?;
-            p.load().map_err(|source| ProbeError::Program { name, source })?;
+            p.load()
+                .map_err(|source| ProbeError::Program { name, source })?;
         }
         for (name, group, event) in [
             ("sched_switch", "sched", "sched_switch"),
@@ -85,18 +103,32 @@ impl Probes {
             ("sys_exit_futex", "syscalls", "sys_exit_futex"),
         ] {
             let p: &mut TracePoint = program(&mut ebpf, name)?;
-            p.load().map_err(|source| ProbeError::Program { name, source })?;
-            p.attach(group, event).map_err(|source| ProbeError::Program { name, source })?;
+            p.load()
+                .map_err(|source| ProbeError::Program { name, source })?;
+            p.attach(group, event)
+                .map_err(|source| ProbeError::Program { name, source })?;
         }
-        Ok(Probes { ebpf, attached: HashSet::new(), attach_count: 0 })
+        Ok(Probes {
+            ebpf,
+            attached: HashSet::new(),
+            attach_count: 0,
+        })
     }
 
     /// Writes the flavor table entry for `lib` (PVM needs the library's own symbol).
-    pub fn configure_flavor(&mut self, flavor: Flavor, pvm_rbuf_vaddr: u64) -> Result<(), ProbeError> {
-        let mut flavors: Array<&mut MapData, tracer_common::FlavorConfig> = map(&mut self.ebpf, maps::FLAVORS)?;
+    pub fn configure_flavor(
+        &mut self,
+        flavor: Flavor,
+        pvm_rbuf_vaddr: u64,
+    ) -> Result<(), ProbeError> {
+        let mut flavors: Array<&mut MapData, tracer_common::FlavorConfig> =
+            map(&mut self.ebpf, maps::FLAVORS)?;
         flavors
             .set(flavor.id() as u32, flavor.config(pvm_rbuf_vaddr), 0)
-            .map_err(|source| ProbeError::MapOp { name: maps::FLAVORS, source })
+            .map_err(|source| ProbeError::MapOp {
+                name: maps::FLAVORS,
+                source,
+            })
     }
 
     /// Attaches entry and exit probes to every call of `lib`'s family that it defines.
@@ -106,9 +138,17 @@ impl Probes {
         let mut n = 0;
         for c in CALLS.iter().filter(|c| c.family == lib.flavor.family()) {
             // MPI_X is a weak alias of PMPI_X: one address serves C, Fortran and PMPI callers.
-            let Some(sym) = lib.symbols.get(c.symbol) else { continue };
+            let Some(sym) = lib.symbols.get(c.symbol) else {
+                continue;
+            };
             let cookie = call_cookie(c.id, lib.flavor.id(), sym.vaddr as u32);
-            self.attach_pair(("call_enter", "call_exit"), &lib.path, c.symbol, sym.file_offset, cookie)?;
+            self.attach_pair(
+                ("call_enter", "call_exit"),
+                &lib.path,
+                c.symbol,
+                sym.file_offset,
+                cookie,
+            )?;
             n += 1;
         }
         Ok(n)
@@ -116,23 +156,49 @@ impl Probes {
 
     /// Attaches the selected-procedure probes with `probe_id` at a function.
     /// Returns false if that function was already probed.
-    pub fn attach_function(&mut self, path: &Path, symbol: &str, file_offset: u64, probe_id: u16) -> Result<bool, ProbeError> {
-        self.attach_pair(("func_enter", "func_exit"), path, symbol, file_offset, probe_id as u64)
+    pub fn attach_function(
+        &mut self,
+        path: &Path,
+        symbol: &str,
+        file_offset: u64,
+        probe_id: u16,
+    ) -> Result<bool, ProbeError> {
+        self.attach_pair(
+            ("func_enter", "func_exit"),
+            path,
+            symbol,
+            file_offset,
+            probe_id as u64,
+        )
     }
 
-    fn attach_pair(&mut self, programs: (&'static str, &'static str), path: &Path, symbol: &str, offset: u64, cookie: u64) -> Result<bool, ProbeError> {
-        let key = (path.canonicalize().unwrap_or_else(|_| path.to_path_buf()), offset);
+    fn attach_pair(
+        &mut self,
+        programs: (&'static str, &'static str),
+        path: &Path,
+        symbol: &str,
+        offset: u64,
+        cookie: u64,
+    ) -> Result<bool, ProbeError> {
+        let key = (
+            path.canonicalize().unwrap_or_else(|_| path.to_path_buf()),
+            offset,
+        );
         if !self.attached.insert(key) {
             return Ok(false);
         }
         for name in [programs.0, programs.1] {
             let p: &mut UProbe = program(&mut self.ebpf, name)?;
-            let point = UProbeAttachPoint { location: UProbeAttachLocation::AbsoluteOffset(offset), cookie: Some(cookie) };
-            p.attach(point, path, UProbeScope::AllProcesses).map_err(|source| ProbeError::Attach {
-                symbol: symbol.to_string(),
-                path: path.to_path_buf(),
-                source,
-            })?;
+            let point = UProbeAttachPoint {
+                location: UProbeAttachLocation::AbsoluteOffset(offset),
+                cookie: Some(cookie),
+            };
+            p.attach(point, path, UProbeScope::AllProcesses)
+                .map_err(|source| ProbeError::Attach {
+                    symbol: symbol.to_string(),
+                    path: path.to_path_buf(),
+                    source,
+                })?;
             self.attach_count += 1;
         }
         Ok(true)
@@ -142,13 +208,27 @@ impl Probes {
     /// traced by the probes themselves.
     pub fn trace_process(&mut self, pid: u32, threads: &[u32]) -> Result<(), ProbeError> {
         let mut traced: HashMap<&mut MapData, u32, u32> = map(&mut self.ebpf, maps::TRACED)?;
-        traced.insert(pid, 1, 0).map_err(|source| ProbeError::MapOp { name: maps::TRACED, source })?;
-        let mut clocks: HashMap<&mut MapData, u32, ThreadClock> = map(&mut self.ebpf, maps::THREADS)?;
+        traced
+            .insert(pid, 1, 0)
+            .map_err(|source| ProbeError::MapOp {
+                name: maps::TRACED,
+                source,
+            })?;
+        let mut clocks: HashMap<&mut MapData, u32, ThreadClock> =
+            map(&mut self.ebpf, maps::THREADS)?;
         for &tid in threads {
-            let clock = ThreadClock { tgid: pid, ..Default::default() };
+            let clock = ThreadClock {
+                tgid: pid,
+                ..Default::default()
+            };
             // A thread that already has a clock (it ran a probe) keeps it.
             if clocks.get(&tid, 0).is_err() {
-                clocks.insert(tid, clock, 0).map_err(|source| ProbeError::MapOp { name: maps::THREADS, source })?;
+                clocks
+                    .insert(tid, clock, 0)
+                    .map_err(|source| ProbeError::MapOp {
+                        name: maps::THREADS,
+                        source,
+                    })?;
             }
         }
         Ok(())
@@ -163,13 +243,19 @@ impl Probes {
     /// Records the probes could not write because the ring buffer was full.
     pub fn lost(&mut self) -> Result<u64, ProbeError> {
         let lost: PerCpuArray<&mut MapData, u64> = map(&mut self.ebpf, maps::LOST)?;
-        let per_cpu = lost.get(&0, 0).map_err(|source| ProbeError::MapOp { name: maps::LOST, source })?;
+        let per_cpu = lost.get(&0, 0).map_err(|source| ProbeError::MapOp {
+            name: maps::LOST,
+            source,
+        })?;
         Ok(per_cpu.iter().sum())
     }
 
     /// Takes the ring buffer (call once).
     pub fn take_ring(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
-        let m = self.ebpf.take_map(maps::EVENTS).ok_or(ProbeError::Map(maps::EVENTS))?;
+        let m = self
+            .ebpf
+            .take_map(maps::EVENTS)
+            .ok_or(ProbeError::Map(maps::EVENTS))?;
         RingBuf::try_from(m).map_err(|_| ProbeError::Map(maps::EVENTS))
     }
 }
@@ -198,7 +284,10 @@ where
 
 /// Every uprobe holds a perf event file descriptor; allow as many as the hard limit.
 fn raise_fd_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: plain syscalls on a local struct.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {

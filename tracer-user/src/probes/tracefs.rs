@@ -20,12 +20,18 @@ fn events_root() -> Result<&'static str, ProbeError> {
     if matches!(status, Ok(s) if s.success()) && Path::new(ROOTS[0]).join("events").is_dir() {
         return Ok(ROOTS[0]);
     }
-    Err(ProbeError::Tracefs("tracefs is not mounted and could not be mounted at /sys/kernel/tracing".into()))
+    Err(ProbeError::Tracefs(
+        "tracefs is not mounted and could not be mounted at /sys/kernel/tracing".into(),
+    ))
 }
 
 /// Offset of `field` in the tracepoint `group/name`.
 pub fn field_offset(group: &str, name: &str, field: &str) -> Result<u32, ProbeError> {
-    let path = Path::new(events_root()?).join("events").join(group).join(name).join("format");
+    let path = Path::new(events_root()?)
+        .join("events")
+        .join(group)
+        .join(name)
+        .join("format");
     let text = std::fs::read_to_string(&path)
         .map_err(|e| ProbeError::Tracefs(format!("cannot read {}: {e}", path.display())))?;
     parse_offset(&text, field).ok_or_else(|| {
@@ -36,10 +42,14 @@ pub fn field_offset(group: &str, name: &str, field: &str) -> Result<u32, ProbeEr
 fn parse_offset(format: &str, field: &str) -> Option<u32> {
     for line in format.lines() {
         let line = line.trim();
-        let Some(decl) = line.strip_prefix("field:") else { continue };
+        let Some(decl) = line.strip_prefix("field:") else {
+            continue;
+        };
         let decl = decl.split(';').next()?.trim();
         // The name is the last word, possibly followed by [N].
-        let last = decl.rsplit(|c: char| c.is_whitespace() || c == '*').next()?;
+        let last = decl
+            .rsplit(|c: char| c.is_whitespace() || c == '*')
+            .next()?;
         let name = last.split('[').next()?;
         if name == field {
             let off = line.split("offset:").nth(1)?.split(';').next()?.trim();
