@@ -168,8 +168,24 @@ fn header(kind: u16, call: u16, tgid: u32, tid: u32) -> EventHeader {
     }
 }
 
+const BPF_RB_NO_WAKEUP: u64 = 1;
+const BPF_RB_FORCE_WAKEUP: u64 = 2;
+const BPF_RB_AVAIL_DATA: u64 = 0;
+/// Wake the reader only once this much is waiting; it also drains on a short timer.
+/// Waking it for every record would make it preempt the traced threads all the time
+/// (and each wakeup shows up as scheduler records of its own).
+const WAKEUP_BYTES: u64 = 256 << 10;
+
+fn wakeup_flags() -> u64 {
+    if EVENTS.query(BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    }
+}
+
 fn emit<T: 'static>(record: &T) {
-    if EVENTS.output::<T>(record, 0).is_err() {
+    if EVENTS.output::<T>(record, wakeup_flags()).is_err() {
         count_lost();
     }
 }
@@ -715,7 +731,8 @@ fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
         Ok(s) => s.len() as u32,
         Err(_) => 0,
     };
-    rec.submit(0);
+    // Wake the reader now: with hold_on_exec the process waits for it.
+    rec.submit(BPF_RB_FORCE_WAKEUP);
     if c.hold_on_exec != 0 {
         // Userspace attaches the procedure probes to the new program, then sends SIGCONT.
         unsafe { bpf_send_signal(SIGSTOP) };

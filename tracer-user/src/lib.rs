@@ -7,6 +7,7 @@
 // on the event path, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
+pub mod analysis;
 pub mod calls;
 pub mod funcs;
 pub mod libraries;

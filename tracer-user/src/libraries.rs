@@ -58,6 +58,31 @@ impl Library {
         }
     }
 
+    /// Open MPI: the MPI_COMM_WORLD handle of a process, i.e. where the dynamic linker
+    /// put `ompi_mpi_comm_world`. The executable comes first in symbol lookup, and
+    /// executables that use MPI_COMM_WORLD directly usually hold a copy of the object
+    /// (a copy relocation); otherwise it is the library's own.
+    pub fn ompi_world_handle(&self, info: &procfs::ProcessInfo) -> Option<u64> {
+        if self.flavor != Flavor::OpenMpi {
+            return None;
+        }
+        let lib_map = info
+            .mappings
+            .iter()
+            .find(|m| Path::new(&m.path) == self.path)?;
+        let exe = Path::new(&info.exe);
+        if let (Ok(table), Some(exe_map)) = (
+            SymbolTable::read(exe),
+            info.mappings.iter().find(|m| Path::new(&m.path) == exe),
+        ) {
+            if let Some(addr) = table.runtime_address(OMPI_COMM_WORLD_SYMBOL, exe_map.bias) {
+                return Some(addr);
+            }
+        }
+        self.symbols
+            .runtime_address(OMPI_COMM_WORLD_SYMBOL, lib_map.bias)
+    }
+
     /// PVM's receive-buffer global, needed to learn the source of a wildcard receive.
     pub fn pvm_rbuf_vaddr(&self) -> u64 {
         self.symbols

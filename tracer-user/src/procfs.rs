@@ -17,13 +17,18 @@ pub struct ProcessInfo {
     /// (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK).
     pub env_rank: Option<i32>,
     pub env_size: Option<i32>,
-    /// Mapped files with their load bias (address of the first mapping minus its offset).
+    /// Mapped files and where their offset 0 is mapped.
     pub mappings: Vec<Mapping>,
+    /// Open MPI: the process's MPI_COMM_WORLD handle (address of `ompi_mpi_comm_world`
+    /// as the dynamic linker resolved it), when the library was mapped.
+    #[serde(default)]
+    pub mpi_world_handle: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Mapping {
     pub path: String,
+    /// Start address of the mapping of file offset 0.
     pub bias: u64,
 }
 
@@ -122,9 +127,7 @@ fn env_int(env: &[u8], names: &[&str]) -> Option<i32> {
     None
 }
 
-/// Load bias of every mapped file: address of its offset-0 mapping minus nothing (ELF
-/// virtual addresses of shared objects and PIEs start at 0 in practice, so the address
-/// of the mapping with file offset 0 minus the first PT_LOAD vaddr is the bias).
+/// Every mapped file with the address its offset 0 is mapped at.
 pub fn mappings(pid: u32) -> Vec<Mapping> {
     let Ok(maps) = fs::read_to_string(proc_path(pid, "maps")) else {
         return Vec::new();
@@ -176,6 +179,7 @@ pub fn inspect(pid: u32) -> ProcessInfo {
         env_rank: env_int(&env, &["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]),
         env_size: env_int(&env, &["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]),
         mappings: mappings(pid),
+        mpi_world_handle: None,
     }
 }
 

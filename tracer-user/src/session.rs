@@ -141,7 +141,11 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         start_monotonic_ns: monotonic_ns(),
         libraries: libs.iter().map(|l| l.info()).collect(),
     };
-    let mut sink = Sink::new(&meta, opts.output.as_deref())?;
+    let open_mpi: Vec<Library> = libs
+        .into_iter()
+        .filter(|l| l.flavor == crate::calls::Flavor::OpenMpi)
+        .collect();
+    let mut sink = Sink::new(&meta, opts.output.as_deref(), open_mpi)?;
     for p in &new_probes {
         sink.probe(p)?;
     }
@@ -197,6 +201,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
 /// Where decoded records go: the recording file (if any) and the summary.
 struct Sink {
     writer: Option<RecordingWriter>,
+    /// Open MPI libraries, to find each process's MPI_COMM_WORLD handle.
+    open_mpi: Vec<Library>,
     summary: SummaryBuilder,
     seen: HashSet<u32>,
     inspected_after_mpi: HashSet<u32>,
@@ -204,8 +210,13 @@ struct Sink {
 }
 
 impl Sink {
-    fn new(meta: &RecordingMeta, output: Option<&Path>) -> Result<Self, SessionError> {
+    fn new(
+        meta: &RecordingMeta,
+        output: Option<&Path>,
+        open_mpi: Vec<Library>,
+    ) -> Result<Self, SessionError> {
         Ok(Sink {
+            open_mpi,
             writer: output
                 .map(|p| RecordingWriter::create(p, meta))
                 .transpose()?,
@@ -233,7 +244,11 @@ impl Sink {
     }
 
     fn inspect(&mut self, pid: u32) -> Result<(), SessionError> {
-        let info = procfs::inspect(pid);
+        let mut info = procfs::inspect(pid);
+        info.mpi_world_handle = self
+            .open_mpi
+            .iter()
+            .find_map(|l| l.ompi_world_handle(&info));
         self.summary.process(&info);
         if let Some(w) = &mut self.writer {
             w.process(&info)?;
@@ -349,7 +364,8 @@ async fn event_loop(
         .map_err(|e| SessionError::Io(e.into()))?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    // The probes wake us only when the ring fills up; the tick drains it regularly.
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
     let deadline = tokio::time::sleep(duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
     tokio::pin!(deadline);
     let stop = loop {

@@ -8,7 +8,7 @@ use tracer_common::{call, CallRecord};
 
 use crate::calls::{self, Flavor, MPICH_COMM_WORLD};
 use crate::procfs::ProcessInfo;
-use crate::recording::{FunctionProbe, Item, LibraryInfo, RecordingMeta};
+use crate::recording::{FunctionProbe, Item, RecordingMeta};
 use crate::records::{self, Record};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -58,7 +58,6 @@ struct ProcessState {
 
 /// Builds a [`Summary`] from the items of a recording, in order.
 pub struct SummaryBuilder {
-    libraries: Vec<LibraryInfo>,
     counts: EventCounts,
     calls: BTreeMap<String, u64>,
     functions: BTreeMap<String, u64>,
@@ -70,8 +69,8 @@ pub struct SummaryBuilder {
 
 impl SummaryBuilder {
     pub fn new(meta: &RecordingMeta) -> Self {
+        let _ = meta;
         SummaryBuilder {
-            libraries: meta.libraries.clone(),
             counts: EventCounts::default(),
             calls: BTreeMap::new(),
             functions: BTreeMap::new(),
@@ -94,11 +93,8 @@ impl SummaryBuilder {
     }
 
     pub fn process(&mut self, info: &ProcessInfo) {
-        let libs = &self.libraries;
         let st = self.processes.entry(info.pid).or_default();
-        if st.ompi_world.is_none() {
-            st.ompi_world = ompi_world_from_mappings(libs, info);
-        }
+        st.ompi_world = info.mpi_world_handle.or(st.ompi_world);
         // A later inspection (after exec) replaces an earlier one, but keeps what it knew.
         let mut info = info.clone();
         if let Some(old) = &st.info {
@@ -146,18 +142,7 @@ impl SummaryBuilder {
                     .unwrap_or_else(|| format!("probe#{}", h.call));
                 *self.functions.entry(name).or_default() += 1;
             }
-            Record::CallEnter(c) => {
-                let (id, flavor) = calls::split_call_field(h.call);
-                if matches!(id, call::MPI_INIT | call::MPI_INIT_THREAD)
-                    && Flavor::from_id(flavor) == Some(Flavor::OpenMpi)
-                {
-                    // The entry record carries the library's load bias.
-                    if let Some(v) = self.libraries.iter().find_map(|l| l.comm_world_vaddr) {
-                        st.ompi_world = Some(c.handle.wrapping_add(v));
-                    }
-                }
-                self.open_calls.entry(h.tid).or_default().push(*c);
-            }
+            Record::CallEnter(c) => self.open_calls.entry(h.tid).or_default().push(*c),
             Record::CallExit(x) => {
                 let Some(entry) = self.open_calls.get_mut(&h.tid).and_then(|s| s.pop()) else {
                     return;
@@ -212,14 +197,6 @@ impl SummaryBuilder {
             processes,
         }
     }
-}
-
-fn ompi_world_from_mappings(libs: &[LibraryInfo], info: &ProcessInfo) -> Option<u64> {
-    libs.iter().find_map(|l| {
-        let v = l.comm_world_vaddr?;
-        let m = info.mappings.iter().find(|m| m.path == l.path)?;
-        Some(m.bias.wrapping_add(v))
-    })
 }
 
 /// Summarizes a whole recording.

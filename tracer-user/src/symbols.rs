@@ -33,6 +33,10 @@ pub struct Symbol {
 pub struct SymbolTable {
     pub path: PathBuf,
     pub symbols: Vec<Symbol>,
+    /// Virtual address that file offset 0 is loaded at, before relocation (0 for shared
+    /// libraries and PIEs, e.g. 0x400000 for a fixed-address executable). The mapping of
+    /// offset 0 starts at this plus the load bias.
+    pub base_vaddr: u64,
 }
 
 impl SymbolTable {
@@ -45,6 +49,11 @@ impl SymbolTable {
             path: path.to_path_buf(),
             source,
         })?;
+        let base_vaddr = file
+            .segments()
+            .map(|s| s.address() - s.file_range().0)
+            .min()
+            .unwrap_or(0);
         let segments: Vec<(u64, u64, u64)> = file
             .segments()
             .map(|s| {
@@ -84,7 +93,18 @@ impl SymbolTable {
         Ok(SymbolTable {
             path: path.to_path_buf(),
             symbols,
+            base_vaddr,
         })
+    }
+
+    /// Run-time address of a symbol, given where the process mapped this file's offset 0.
+    pub fn runtime_address(&self, name: &str, mapping_start: u64) -> Option<u64> {
+        let s = self.get(name)?;
+        Some(
+            mapping_start
+                .wrapping_sub(self.base_vaddr)
+                .wrapping_add(s.vaddr),
+        )
     }
 
     pub fn get(&self, name: &str) -> Option<&Symbol> {

@@ -1,5 +1,6 @@
 //! Command-line front end: one file per subcommand; errors become one line with context.
 
+mod analyze;
 mod dump;
 mod record;
 mod summary;
@@ -20,6 +21,8 @@ pub struct Cli {
 enum Command {
     /// Trace processes (by PID, a command, or system-wide) and record their events.
     Record(record::RecordArgs),
+    /// Compute the critical path profile of a recording (no root needed).
+    Analyze(analyze::AnalyzeArgs),
     /// Print the events of a recording, one per line.
     Dump(dump::DumpArgs),
     /// Summarize a recording (counts, processes, ranks).
@@ -29,6 +32,7 @@ enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Record(a) => record::run(a),
+        Command::Analyze(a) => analyze::run(a),
         Command::Dump(a) => dump::run(a),
         Command::Summary(a) => summary::run(a),
     }

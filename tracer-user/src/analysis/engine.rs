@@ -1,0 +1,213 @@
+//! The online critical path (Hollingsworth 1998): no graph is kept. Each thread carries
+//! the length of the longest path ending at its latest event and how much of that path
+//! each selected procedure accounts for; messages carry a copy from the sender; a
+//! receiver adopts the longer of its own path and the incoming one.
+
+use std::collections::HashMap;
+
+/// Index of a selected procedure in the profile.
+pub type ProcId = usize;
+
+/// What a thread knows about the longest path ending at its latest event. A send stores
+/// a copy with the message; a receive merges it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PathState {
+    pub longest: u64,
+    /// Per procedure: time of the path spent inside it (callees included).
+    pub inclusive: Vec<u64>,
+    /// Per procedure: time of the path spent inside it and not in a selected callee.
+    pub exclusive: Vec<u64>,
+    /// Per procedure: length of the longest path if that procedure took no time.
+    pub zeroed: Vec<u64>,
+}
+
+impl PathState {
+    fn zeroed_at(&self, p: ProcId) -> u64 {
+        // A procedure first seen later never ran on this path: zeroing it changes nothing.
+        self.zeroed.get(p).copied().unwrap_or(self.longest)
+    }
+
+    fn grow(&mut self, n: usize) {
+        while self.zeroed.len() < n {
+            self.zeroed.push(self.longest);
+        }
+        self.inclusive.resize(n.max(self.inclusive.len()), 0);
+        self.exclusive.resize(n.max(self.exclusive.len()), 0);
+    }
+
+    /// Merges a path that ends at the same event: the longer one wins (ties keep ours);
+    /// each zeroed length is compared on its own, since zeroing one procedure can make
+    /// the other path the longer one.
+    pub fn merge(&mut self, other: &PathState) {
+        let n = self.zeroed.len().max(other.zeroed.len());
+        self.grow(n);
+        for p in 0..n {
+            self.zeroed[p] = self.zeroed[p].max(other.zeroed_at(p));
+        }
+        if other.longest > self.longest {
+            self.longest = other.longest;
+            self.inclusive.clear();
+            self.inclusive.extend_from_slice(&other.inclusive);
+            self.exclusive.clear();
+            self.exclusive.extend_from_slice(&other.exclusive);
+            self.inclusive.resize(n, 0);
+            self.exclusive.resize(n, 0);
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct ThreadPath {
+    path: PathState,
+    last_work: u64,
+    /// Active depth per procedure (recursion counts once).
+    depth: Vec<u32>,
+    /// Selected procedures in call order, innermost last (for exclusive time).
+    stack: Vec<ProcId>,
+}
+
+#[derive(Default)]
+pub struct CriticalPathEngine {
+    procedures: usize,
+    threads: HashMap<u32, ThreadPath>,
+    /// Threads that ended, folded into one path each for participants and for the rest
+    /// (the longest, with every zeroed length).
+    ended: [Option<(u32, PathState)>; 2],
+}
+
+impl CriticalPathEngine {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes room for procedures up to `n` (they are discovered while tracing).
+    pub fn set_procedures(&mut self, n: usize) {
+        self.procedures = self.procedures.max(n);
+    }
+
+    fn thread(&mut self, tid: u32) -> &mut ThreadPath {
+        let n = self.procedures;
+        let t = self.threads.entry(tid).or_default();
+        if t.depth.len() < n {
+            t.depth.resize(n, 0);
+            t.path.grow(n);
+        }
+        t
+    }
+
+    /// The thread did `work` (its work clock) by now: extend its path.
+    pub fn advance(&mut self, tid: u32, work: u64) {
+        let n = self.procedures;
+        let t = self.threads.entry(tid).or_default();
+        if t.depth.len() < n {
+            t.depth.resize(n, 0);
+            t.path.grow(n);
+        }
+        let delta = work.saturating_sub(t.last_work);
+        t.last_work = t.last_work.max(work);
+        if delta == 0 {
+            return;
+        }
+        t.path.longest += delta;
+        for p in 0..n {
+            if t.depth[p] > 0 {
+                t.path.inclusive[p] += delta;
+            } else {
+                t.path.zeroed[p] += delta;
+            }
+        }
+        if let Some(&top) = t.stack.last() {
+            t.path.exclusive[top] += delta;
+        }
+    }
+
+    pub fn enter(&mut self, tid: u32, p: ProcId) {
+        let t = self.thread(tid);
+        t.depth[p] += 1;
+        t.stack.push(p);
+    }
+
+    pub fn exit(&mut self, tid: u32, p: ProcId) {
+        let t = self.thread(tid);
+        // A procedure entered before tracing began exits without an entry: ignore it.
+        if let Some(i) = t.stack.iter().rposition(|&q| q == p) {
+            t.stack.remove(i);
+            t.depth[p] -= 1;
+        }
+    }
+
+    pub fn snapshot(&mut self, tid: u32) -> PathState {
+        self.thread(tid).path.clone()
+    }
+
+    pub fn merge(&mut self, tid: u32, incoming: &PathState) {
+        self.thread(tid).path.merge(incoming);
+    }
+
+    /// A thread exited: its path still counts, but its state is no longer needed.
+    /// `participant` says which group it belongs to (see [`Self::critical`]).
+    pub fn end_thread(&mut self, tid: u32, participant: bool) {
+        let Some(t) = self.threads.remove(&tid) else {
+            return;
+        };
+        match &mut self.ended[participant as usize] {
+            slot @ None => *slot = Some((tid, t.path)),
+            Some((etid, e)) => {
+                if t.path.longest > e.longest {
+                    *etid = tid;
+                }
+                e.merge(&t.path);
+            }
+        }
+    }
+
+    /// Paths that count: live threads for which `include` holds, and the ended group(s).
+    fn candidates<'a>(
+        &'a self,
+        include: &'a dyn Fn(u32) -> bool,
+        only_participants: bool,
+    ) -> impl Iterator<Item = (u32, &'a PathState)> + 'a {
+        let live = self
+            .threads
+            .iter()
+            .filter(move |(tid, _)| include(**tid))
+            .map(|(tid, t)| (*tid, &t.path));
+        let ended = self
+            .ended
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| !only_participants || *i == 1)
+            .filter_map(|(_, e)| e.as_ref().map(|(tid, p)| (*tid, p)));
+        live.chain(ended)
+    }
+
+    /// The longest path and the thread it ends in. With `only_participants`, only threads
+    /// for which `include` holds (and ended participant threads) count.
+    pub fn critical(
+        &self,
+        include: &dyn Fn(u32) -> bool,
+        only_participants: bool,
+    ) -> Option<(u32, PathState)> {
+        self.candidates(include, only_participants)
+            .max_by_key(|(tid, p)| (p.longest, std::cmp::Reverse(*tid)))
+            .map(|(tid, p)| (tid, p.clone()))
+    }
+
+    /// Length of the longest path with procedure `p` taking no time (same candidates).
+    pub fn zeroed_length(
+        &self,
+        p: ProcId,
+        include: &dyn Fn(u32) -> bool,
+        only_participants: bool,
+    ) -> u64 {
+        self.candidates(include, only_participants)
+            .map(|(_, s)| s.zeroed_at(p))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Entries held (threads), for the memory-bound tests.
+    pub fn threads_held(&self) -> usize {
+        self.threads.len()
+    }
+}

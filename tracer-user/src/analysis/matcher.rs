@@ -1,0 +1,534 @@
+//! Message matching: which send a receive completion depends on, which entries a
+//! collective's exit depends on. MPI does not let messages overtake each other between
+//! one sender and one receiver on one communicator and tag, so one FIFO queue per
+//! (sender, receiver, communicator, tag) pairs the n-th send with the n-th receive. PVM
+//! is FIFO per (source task, destination task, tag). What cannot be resolved is
+//! counted, never guessed.
+
+use std::collections::{HashMap, VecDeque};
+
+use tracer_common::{call, CallRecord, UNSET, UNSET32};
+
+use crate::calls::{split_call_field, Flavor, MPICH_COMM_WORLD};
+use crate::procfs::ProcessInfo;
+
+/// A communicator as every member knows it, interned to a small id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum CommDef {
+    /// MPI_COMM_WORLD of the job whose ranks share this launcher process.
+    World {
+        job: u32,
+    },
+    Dup {
+        parent: u32,
+        seq: u32,
+    },
+    Split {
+        parent: u32,
+        seq: u32,
+        color: i32,
+    },
+}
+
+#[derive(Default, Clone, Debug)]
+struct ProcFacts {
+    job: u32,
+    world_rank: Option<i32>,
+    env_rank: Option<i32>,
+    world_handle: Option<u64>,
+    pvm_tid: Option<i32>,
+}
+
+/// Who is who: processes, their ranks and task ids, and their communicator handles.
+#[derive(Default)]
+pub struct Directory {
+    procs: HashMap<u32, ProcFacts>,
+    handles: HashMap<(u32, u64), u32>,
+    comms: Vec<CommDef>,
+    interned: HashMap<CommDef, u32>,
+    creation_seq: HashMap<(u32, u32), u32>,
+    /// (parent, seq) -> members' (pid, color, key) of a Comm_split.
+    splits: HashMap<(u32, u32), Vec<(u32, i32, i32)>>,
+    members_cache: HashMap<u32, Vec<u32>>,
+    pvm_pids: HashMap<i32, u32>,
+}
+
+impl Directory {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn process(&mut self, info: &ProcessInfo) {
+        let f = self.procs.entry(info.pid).or_default();
+        f.job = info.ppid;
+        f.env_rank = info.env_rank.or(f.env_rank);
+        f.world_handle = info.mpi_world_handle.or(f.world_handle);
+        self.members_cache.clear();
+    }
+
+    /// Facts learned from setup calls (init, rank, task id, communicator creation).
+    pub fn setup_call(&mut self, pid: u32, entry: &CallRecord, exit: &CallRecord) {
+        let (id, flavor) = split_call_field(entry.header.call);
+        let flavor = Flavor::from_id(flavor);
+        match id {
+            call::MPI_COMM_RANK if exit.ret == 0 => {
+                if self.is_world(pid, entry.comm, flavor) {
+                    self.procs.entry(pid).or_default().world_rank = Some(exit.out as i32);
+                    self.members_cache.clear();
+                }
+            }
+            call::PVM_MYTID if exit.ret > 0 => {
+                self.procs.entry(pid).or_default().pvm_tid = Some(exit.ret as i32);
+                self.pvm_pids.insert(exit.ret as i32, pid);
+            }
+            call::MPI_COMM_DUP | call::MPI_COMM_SPLIT if exit.ret == 0 => {
+                let Some(parent) = self.comm_of(pid, entry.comm, flavor) else {
+                    return;
+                };
+                let seq = self.creation_seq.entry((pid, parent)).or_default();
+                let this = *seq;
+                *seq += 1;
+                let def = if id == call::MPI_COMM_DUP {
+                    CommDef::Dup { parent, seq: this }
+                } else {
+                    self.splits.entry((parent, this)).or_default().push((
+                        pid,
+                        entry.peer,
+                        entry.peer2,
+                    ));
+                    self.members_cache.clear();
+                    CommDef::Split {
+                        parent,
+                        seq: this,
+                        color: entry.peer,
+                    }
+                };
+                // MPI_UNDEFINED color gives MPI_COMM_NULL: nothing to map.
+                if exit.handle != 0 && entry.peer != -32766 {
+                    let gid = self.intern(def);
+                    self.handles.insert((pid, exit.handle), gid);
+                }
+            }
+            call::MPI_COMM_CREATE => {
+                // The group is not visible to the probes: the new communicator stays
+                // unknown and its traffic is counted as unmatched.
+                let seq = self.comm_of(pid, entry.comm, flavor).map(|p| (pid, p));
+                if let Some(k) = seq {
+                    *self.creation_seq.entry(k).or_default() += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn intern(&mut self, def: CommDef) -> u32 {
+        if let Some(&id) = self.interned.get(&def) {
+            return id;
+        }
+        let id = self.comms.len() as u32;
+        self.comms.push(def);
+        self.interned.insert(def, id);
+        id
+    }
+
+    fn is_world(&self, pid: u32, handle: u64, flavor: Option<Flavor>) -> bool {
+        match flavor {
+            Some(Flavor::Mpich) => handle == MPICH_COMM_WORLD,
+            Some(Flavor::OpenMpi) => {
+                self.procs.get(&pid).and_then(|f| f.world_handle) == Some(handle)
+            }
+            _ => false,
+        }
+    }
+
+    /// The global id of a communicator handle of process `pid`.
+    pub fn comm_of(&mut self, pid: u32, handle: u64, flavor: Option<Flavor>) -> Option<u32> {
+        if let Some(&g) = self.handles.get(&(pid, handle)) {
+            return Some(g);
+        }
+        if self.is_world(pid, handle, flavor) {
+            let job = self.procs.get(&pid)?.job;
+            return Some(self.intern(CommDef::World { job }));
+        }
+        None
+    }
+
+    fn rank_in_world(&self, pid: u32) -> Option<i32> {
+        let f = self.procs.get(&pid)?;
+        f.world_rank.or(f.env_rank)
+    }
+
+    /// Members of a communicator, by rank.
+    pub fn members(&mut self, gid: u32) -> Vec<u32> {
+        if let Some(m) = self.members_cache.get(&gid) {
+            return m.clone();
+        }
+        let m = match self.comms.get(gid as usize).copied() {
+            Some(CommDef::World { job }) => {
+                let mut v: Vec<(i32, u32)> = self
+                    .procs
+                    .iter()
+                    .filter(|(_, f)| f.job == job)
+                    .filter_map(|(&pid, _)| Some((self.rank_in_world(pid)?, pid)))
+                    .collect();
+                v.sort_unstable();
+                // Ranks must be exactly 0..n for rank -> process to mean anything.
+                if v.iter().enumerate().all(|(i, (r, _))| *r == i as i32) {
+                    v.into_iter().map(|(_, p)| p).collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            Some(CommDef::Dup { parent, .. }) => self.members(parent),
+            Some(CommDef::Split { parent, seq, color }) => {
+                let parent_members = self.members(parent);
+                let mut v: Vec<(i32, usize, u32)> = self
+                    .splits
+                    .get(&(parent, seq))
+                    .map(|regs| {
+                        regs.iter()
+                            .filter(|(_, c, _)| *c == color)
+                            .filter_map(|&(pid, _, key)| {
+                                Some((key, parent_members.iter().position(|&p| p == pid)?, pid))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                v.sort_unstable();
+                v.into_iter().map(|(_, _, p)| p).collect()
+            }
+            None => Vec::new(),
+        };
+        self.members_cache.insert(gid, m.clone());
+        m
+    }
+
+    pub fn pvm_tid(&self, pid: u32) -> Option<i32> {
+        self.procs.get(&pid)?.pvm_tid
+    }
+}
+
+/// Counts of what the matcher saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MatchStats {
+    pub sent: u64,
+    pub received: u64,
+    pub matched: u64,
+    /// Receives with no send to match, plus sends never received.
+    pub unmatched: u64,
+    pub collectives: u64,
+    /// Collective exits that found a member's entry missing (tracing began mid-call).
+    pub collectives_incomplete: u64,
+}
+
+type P2pKey = (u32, u32, u32, i32);
+type PvmKey = (i32, i32, i32);
+
+struct IrecvInfo {
+    gid: Option<u32>,
+    source: i32,
+    tag: i32,
+    flavor: Option<Flavor>,
+}
+
+struct Collective<S> {
+    entries: Vec<Option<S>>,
+    exits: usize,
+}
+
+/// Pairs dependencies. `S` is what a send carries (the engine's path state).
+pub struct MessageMatcher<S> {
+    pub directory: Directory,
+    p2p: HashMap<P2pKey, VecDeque<S>>,
+    pvm: HashMap<PvmKey, VecDeque<S>>,
+    irecvs: HashMap<(u32, u64), IrecvInfo>,
+    collectives: HashMap<(u32, u32), Collective<S>>,
+    coll_seq: HashMap<(u32, u32), u32>,
+    pub stats: MatchStats,
+}
+
+fn set(v: i32) -> Option<i32> {
+    (v != UNSET32).then_some(v)
+}
+
+impl<S: Clone> MessageMatcher<S> {
+    pub fn new(directory: Directory) -> Self {
+        MessageMatcher {
+            directory,
+            p2p: HashMap::new(),
+            pvm: HashMap::new(),
+            irecvs: HashMap::new(),
+            collectives: HashMap::new(),
+            coll_seq: HashMap::new(),
+            stats: MatchStats::default(),
+        }
+    }
+
+    /// Whether the entry of this call needs the sender's path state.
+    pub fn wants_snapshot(id: u16) -> bool {
+        use crate::calls::Role;
+        matches!(
+            crate::calls::spec(id).map(|s| s.role),
+            Some(Role::Send | Role::SendRecv | Role::Collective)
+        )
+    }
+
+    /// An outermost call's entry. `state` is the caller's path state if `wants_snapshot`.
+    pub fn on_enter(&mut self, pid: u32, e: &CallRecord, state: Option<S>) {
+        let (id, flavor) = split_call_field(e.header.call);
+        let flavor = Flavor::from_id(flavor);
+        let Some(state) = state else { return };
+        match id {
+            call::MPI_SEND
+            | call::MPI_SSEND
+            | call::MPI_BSEND
+            | call::MPI_RSEND
+            | call::MPI_ISEND
+            | call::MPI_SENDRECV => self.post_mpi(pid, e.comm, e.peer, e.tag, flavor, state),
+            call::PVM_SEND | call::PVM_PSEND => self.post_pvm(pid, e.peer, e.tag, state),
+            call::PVM_MCAST => {} // destinations arrive in the handle array
+            _ if is_collective(id) => self.collective_enter(pid, e.comm, flavor, state),
+            _ => {}
+        }
+    }
+
+    /// pvm_mcast destinations (from the handle array that follows the entry).
+    pub fn on_mcast_targets(&mut self, pid: u32, tag: i32, tids: &[u64], state: &S) {
+        for &t in tids {
+            self.post_pvm(pid, t as u32 as i32, tag, state.clone());
+        }
+    }
+
+    fn post_mpi(&mut self, pid: u32, comm: u64, dest: i32, tag: i32, flavor: Option<Flavor>, s: S) {
+        self.stats.sent += 1;
+        let Some(gid) = self.directory.comm_of(pid, comm, flavor) else {
+            return;
+        };
+        let Some(&dst) = self.directory.members(gid).get(dest as usize) else {
+            return;
+        };
+        self.p2p
+            .entry((pid, dst, gid, tag))
+            .or_default()
+            .push_back(s);
+    }
+
+    fn post_pvm(&mut self, pid: u32, dest: i32, tag: i32, s: S) {
+        self.stats.sent += 1;
+        let Some(src) = self.directory.pvm_tid(pid) else {
+            return;
+        };
+        self.pvm.entry((src, dest, tag)).or_default().push_back(s);
+    }
+
+    fn take_mpi(
+        &mut self,
+        pid: u32,
+        gid: Option<u32>,
+        source: Option<i32>,
+        tag: Option<i32>,
+    ) -> Option<S> {
+        self.stats.received += 1;
+        let found = (|| {
+            let gid = gid?;
+            let src = *self.directory.members(gid).get(source? as usize)?;
+            self.p2p.get_mut(&(src, pid, gid, tag?))?.pop_front()
+        })();
+        self.count(found)
+    }
+
+    fn count(&mut self, found: Option<S>) -> Option<S> {
+        if found.is_some() {
+            self.stats.matched += 1;
+        } else {
+            self.stats.unmatched += 1;
+        }
+        found
+    }
+
+    /// An outermost call's exit; `handles` are the request handles its entry named.
+    /// Returns the path states the caller now depends on.
+    pub fn on_exit(&mut self, pid: u32, e: &CallRecord, handles: &[u64], x: &CallRecord) -> Vec<S> {
+        let (id, flavor_id) = split_call_field(e.header.call);
+        let flavor = Flavor::from_id(flavor_id);
+        let mut out = Vec::new();
+        let wildcard =
+            |v: i32, f: Option<Flavor>| f.is_some_and(|f| v == f.any_source()) || v == -1;
+        match id {
+            call::MPI_RECV | call::MPI_SENDRECV => {
+                let (req_src, req_tag) = if id == call::MPI_RECV {
+                    (e.peer, e.tag)
+                } else {
+                    (e.peer2, e.tag2)
+                };
+                let source = set(x.peer).or((!wildcard(req_src, flavor)).then_some(req_src));
+                let tag = set(x.tag).or((req_tag != -1).then_some(req_tag));
+                let gid = self.directory.comm_of(pid, e.comm, flavor);
+                out.extend(self.take_mpi(pid, gid, source, tag));
+            }
+            call::MPI_IRECV if x.ret == 0 => {
+                let gid = self.directory.comm_of(pid, e.comm, flavor);
+                self.irecvs.insert(
+                    (pid, x.handle),
+                    IrecvInfo {
+                        gid,
+                        source: e.peer,
+                        tag: e.tag,
+                        flavor,
+                    },
+                );
+            }
+            call::MPI_WAIT => out.extend(self.complete(pid, e.handle, x)),
+            call::MPI_TEST if x.out == 1 => out.extend(self.complete(pid, e.handle, x)),
+            call::MPI_WAITANY if x.out >= 0 => {
+                if let Some(&h) = handles.get(x.out as usize) {
+                    out.extend(self.complete(pid, h, x));
+                }
+            }
+            call::MPI_WAITALL => {
+                let none = CallRecord {
+                    peer: UNSET32,
+                    tag: UNSET32,
+                    ..*x
+                };
+                for &h in handles {
+                    out.extend(self.complete(pid, h, &none));
+                }
+            }
+            call::PVM_RECV | call::PVM_NRECV | call::PVM_TRECV | call::PVM_PRECV if x.ret >= 0 => {
+                // pvm_nrecv/trecv return 0 when nothing arrived; pvm_precv returns 0 on success.
+                let got = if id == call::PVM_PRECV {
+                    x.ret == 0
+                } else {
+                    x.ret > 0
+                };
+                if got {
+                    self.stats.received += 1;
+                    let me = self.directory.pvm_tid(pid);
+                    let found =
+                        me.and_then(|me| self.pvm.get_mut(&(x.peer, me, x.tag))?.pop_front());
+                    out.extend(self.count(found));
+                }
+            }
+            _ if is_collective(id) => out.extend(self.collective_exit(pid, id, e, flavor)),
+            _ => {}
+        }
+        out
+    }
+
+    /// A request completed; if it was a receive, the message it delivered.
+    fn complete(&mut self, pid: u32, handle: u64, status: &CallRecord) -> Option<S> {
+        let info = self.irecvs.remove(&(pid, handle))?;
+        let wildcard = info.flavor.is_some_and(|f| info.source == f.any_source());
+        let source = set(status.peer).or((!wildcard).then_some(info.source));
+        let tag = set(status.tag).or((info.tag != -1).then_some(info.tag));
+        self.take_mpi(pid, info.gid, source, tag)
+    }
+
+    fn collective_enter(&mut self, pid: u32, comm: u64, flavor: Option<Flavor>, s: S) {
+        let Some(gid) = self.directory.comm_of(pid, comm, flavor) else {
+            return;
+        };
+        let members = self.directory.members(gid);
+        let Some(rank) = members.iter().position(|&p| p == pid) else {
+            return;
+        };
+        let seq = self.coll_seq.entry((pid, gid)).or_default();
+        let this = *seq;
+        *seq += 1;
+        let inst = self
+            .collectives
+            .entry((gid, this))
+            .or_insert_with(|| Collective {
+                entries: vec![None; members.len()],
+                exits: 0,
+            });
+        if rank < inst.entries.len() {
+            inst.entries[rank] = Some(s);
+        }
+    }
+
+    fn collective_exit(
+        &mut self,
+        pid: u32,
+        id: u16,
+        e: &CallRecord,
+        flavor: Option<Flavor>,
+    ) -> Vec<S> {
+        let Some(gid) = self.directory.comm_of(pid, e.comm, flavor) else {
+            return Vec::new();
+        };
+        let members = self.directory.members(gid);
+        let Some(rank) = members.iter().position(|&p| p == pid) else {
+            return Vec::new();
+        };
+        let Some(seq) = self
+            .coll_seq
+            .get(&(pid, gid))
+            .and_then(|s| s.checked_sub(1))
+        else {
+            return Vec::new();
+        };
+        let Some(inst) = self.collectives.get_mut(&(gid, seq)) else {
+            return Vec::new();
+        };
+        let root = e.peer;
+        let deps: Vec<usize> = match id {
+            call::MPI_BCAST | call::MPI_SCATTER if root as usize != rank => vec![root as usize],
+            call::MPI_REDUCE | call::MPI_GATHER if root as usize == rank => {
+                (0..inst.entries.len()).collect()
+            }
+            call::MPI_BCAST | call::MPI_SCATTER | call::MPI_REDUCE | call::MPI_GATHER => vec![],
+            _ => (0..inst.entries.len()).collect(),
+        };
+        let mut out = Vec::new();
+        let mut incomplete = false;
+        for d in deps {
+            match inst.entries.get(d).and_then(|s| s.as_ref()) {
+                Some(s) => out.push(s.clone()),
+                None => incomplete = true,
+            }
+        }
+        inst.exits += 1;
+        if inst.exits >= inst.entries.len() {
+            self.collectives.remove(&(gid, seq));
+        }
+        self.stats.collectives += 1;
+        self.stats.collectives_incomplete += incomplete as u64;
+        out
+    }
+
+    /// Sends still waiting for their receive (counted as unmatched at the end).
+    pub fn in_flight(&self) -> usize {
+        self.p2p.values().map(|q| q.len()).sum::<usize>()
+            + self.pvm.values().map(|q| q.len()).sum::<usize>()
+    }
+
+    /// Entries held (messages in flight, open requests, open collectives).
+    pub fn entries_held(&self) -> usize {
+        self.in_flight() + self.irecvs.len() + self.collectives.len()
+    }
+
+    /// Final statistics: sends never received count as unmatched.
+    pub fn final_stats(&self) -> MatchStats {
+        let mut s = self.stats.clone();
+        s.unmatched += self.in_flight() as u64;
+        s
+    }
+}
+
+fn is_collective(id: u16) -> bool {
+    matches!(
+        id,
+        call::MPI_BARRIER
+            | call::MPI_BCAST
+            | call::MPI_REDUCE
+            | call::MPI_ALLREDUCE
+            | call::MPI_GATHER
+            | call::MPI_SCATTER
+            | call::MPI_ALLGATHER
+            | call::MPI_ALLTOALL
+    )
+}
+
+const _: () = assert!(UNSET < 0);

@@ -1,0 +1,326 @@
+//! The analysis pipeline over decoded records: per-thread call pairing and work clock,
+//! message matching, and the online critical path engine. The same code runs live
+//! inside `tracer record` and offline in `tracer analyze` on a recording.
+
+pub mod engine;
+pub mod matcher;
+pub mod profile;
+pub mod reorder;
+pub mod workclock;
+
+use std::collections::HashMap;
+
+use tracer_common::{call, CallRecord};
+
+use crate::calls::{self, split_call_field, Role};
+use crate::procfs::ProcessInfo;
+use crate::recording::{FunctionProbe, Item, RecordingMeta};
+use crate::records::Record;
+use engine::{CriticalPathEngine, PathState, ProcId};
+use matcher::{Directory, MessageMatcher};
+use workclock::{ClockKind, WorkClock};
+
+/// futex(2) operations that wait (FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET,
+/// FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2), without the private/clock flags.
+fn futex_waits(op: u32) -> bool {
+    matches!(op & 0x7f, 0 | 6 | 9 | 11 | 13)
+}
+
+struct OpenCall {
+    entry: CallRecord,
+    handles: Vec<u64>,
+}
+
+#[derive(Default)]
+struct ThreadCalls {
+    clock: WorkClock,
+    open: Vec<OpenCall>,
+    in_futex_wait: bool,
+    pid: u32,
+}
+
+/// Procedures selected with `--func`, by name (one symbol probed in two files is one
+/// procedure).
+#[derive(Default)]
+pub struct Procedures {
+    pub names: Vec<String>,
+    by_probe: HashMap<u16, ProcId>,
+}
+
+impl Procedures {
+    fn add(&mut self, p: &FunctionProbe) -> usize {
+        let id = match self.names.iter().position(|n| *n == p.symbol) {
+            Some(i) => i,
+            None => {
+                self.names.push(p.symbol.clone());
+                self.names.len() - 1
+            }
+        };
+        self.by_probe.insert(p.id, id);
+        self.names.len()
+    }
+}
+
+pub struct Analyzer {
+    clock: ClockKind,
+    pub engine: CriticalPathEngine,
+    pub matcher: MessageMatcher<PathState>,
+    pub procedures: Procedures,
+    threads: HashMap<u32, ThreadCalls>,
+    /// Process of every thread seen (kept after the thread ends, for the report).
+    thread_pids: HashMap<u32, u32>,
+    /// Processes of the program itself: they call MPI/PVM or a selected procedure.
+    /// When there are any, launchers and helpers (mpirun, pvmd, shells) do not compete
+    /// for the critical path.
+    participants: std::collections::HashSet<u32>,
+    /// CPU time (not work) spent in each procedure, all threads.
+    cpu_in: Vec<u64>,
+    cpu_mark: HashMap<u32, (u64, Vec<ProcId>)>,
+    /// Latest CPU clock per live thread, and the total of threads that ended.
+    cpu_seen: HashMap<u32, u64>,
+    cpu_ended: u64,
+    pub events: u64,
+    pub first_ts: Option<u64>,
+    pub last_ts: u64,
+}
+
+impl Analyzer {
+    pub fn new(meta: &RecordingMeta, clock: ClockKind) -> Self {
+        let _ = meta;
+        Analyzer {
+            clock,
+            engine: CriticalPathEngine::new(),
+            matcher: MessageMatcher::new(Directory::new()),
+            procedures: Procedures::default(),
+            threads: HashMap::new(),
+            thread_pids: HashMap::new(),
+            participants: Default::default(),
+            cpu_in: Vec::new(),
+            cpu_mark: HashMap::new(),
+            cpu_seen: HashMap::new(),
+            cpu_ended: 0,
+            events: 0,
+            first_ts: None,
+            last_ts: 0,
+        }
+    }
+
+    pub fn item(&mut self, item: &Item) {
+        match item {
+            Item::Record(r) => self.record(r),
+            Item::Process(p) => self.process(p),
+            Item::Probe(p) => self.probe(p),
+        }
+    }
+
+    pub fn process(&mut self, info: &ProcessInfo) {
+        self.matcher.directory.process(info);
+    }
+
+    pub fn probe(&mut self, p: &FunctionProbe) {
+        let n = self.procedures.add(p);
+        self.engine.set_procedures(n);
+        self.cpu_in.resize(n, 0);
+    }
+
+    fn thread(&mut self, tid: u32, pid: u32) -> &mut ThreadCalls {
+        let kind = self.clock;
+        let t = self.threads.entry(tid).or_insert_with(|| ThreadCalls {
+            clock: WorkClock::new(kind),
+            ..Default::default()
+        });
+        if pid != 0 {
+            t.pid = pid;
+        }
+        t
+    }
+
+    /// Feeds one record (records must come in timestamp order; see `reorder`).
+    pub fn record(&mut self, r: &Record) {
+        let h = *r.header();
+        self.events += 1;
+        self.first_ts.get_or_insert(h.ts_ns);
+        self.last_ts = self.last_ts.max(h.ts_ns);
+        match r {
+            // The header of a wakeup is the waker, possibly untraced; a switch-in may not
+            // know its process yet. Neither carries work of a traced thread we can use.
+            Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_) => return,
+            _ => {}
+        }
+        if h.tgid != 0 {
+            self.thread_pids.insert(h.tid, h.tgid);
+        }
+        let t = self.thread(h.tid, h.tgid);
+        let work = t.clock.work(h.ts_ns, h.cpu_ns);
+        self.engine.advance(h.tid, work);
+        self.account_cpu(h.tid, h.cpu_ns);
+        let seen = self.cpu_seen.entry(h.tid).or_default();
+        *seen = (*seen).max(h.cpu_ns);
+        if matches!(r, Record::CallEnter(_) | Record::FuncEnter(_)) {
+            self.participants.insert(h.tgid);
+        }
+        match r {
+            Record::CallEnter(e) => self.call_enter(e),
+            Record::HandleArray(a) => {
+                let vals =
+                    &a.values[..(a.total.saturating_sub(a.first) as usize).min(a.values.len())];
+                let pid = h.tgid;
+                let Some(t) = self.threads.get_mut(&h.tid) else {
+                    return;
+                };
+                let outermost = t.open.len() == 1;
+                let Some(open) = t.open.last_mut() else {
+                    return;
+                };
+                open.handles.extend_from_slice(vals);
+                if outermost && split_call_field(open.entry.header.call).0 == call::PVM_MCAST {
+                    let tag = open.entry.tag;
+                    let state = self.engine.snapshot(h.tid);
+                    self.matcher.on_mcast_targets(pid, tag, vals, &state);
+                }
+            }
+            Record::CallExit(x) => self.call_exit(x),
+            Record::FuncEnter(_) | Record::FuncExit(_) => {
+                if let Some(&p) = self.procedures.by_probe.get(&h.call) {
+                    if matches!(r, Record::FuncEnter(_)) {
+                        self.engine.enter(h.tid, p);
+                        self.cpu_mark
+                            .entry(h.tid)
+                            .or_insert((h.cpu_ns, Vec::new()))
+                            .1
+                            .push(p);
+                    } else {
+                        self.engine.exit(h.tid, p);
+                        if let Some((_, stack)) = self.cpu_mark.get_mut(&h.tid) {
+                            if let Some(i) = stack.iter().rposition(|&q| q == p) {
+                                stack.remove(i);
+                            }
+                        }
+                    }
+                }
+            }
+            Record::FutexEnter(f) if futex_waits(f.op) => {
+                let t = self.thread(h.tid, h.tgid);
+                t.in_futex_wait = true;
+                t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+            }
+            Record::FutexExit(_) => {
+                let t = self.thread(h.tid, h.tgid);
+                if std::mem::take(&mut t.in_futex_wait) {
+                    t.clock.end_blocking(h.ts_ns, h.cpu_ns);
+                }
+            }
+            Record::Exit(_) => {
+                self.cpu_ended += self.cpu_seen.remove(&h.tid).unwrap_or(0);
+                self.threads.remove(&h.tid);
+                self.cpu_mark.remove(&h.tid);
+                let participant = self.participants.contains(&h.tgid);
+                self.engine.end_thread(h.tid, participant);
+            }
+            _ => {}
+        }
+    }
+
+    /// CPU time inside selected procedures (any thread), for the profile's CPU column.
+    fn account_cpu(&mut self, tid: u32, cpu_ns: u64) {
+        if let Some((mark, stack)) = self.cpu_mark.get_mut(&tid) {
+            let delta = cpu_ns.saturating_sub(*mark);
+            *mark = (*mark).max(cpu_ns);
+            let mut seen: Vec<ProcId> = Vec::new();
+            for &p in stack.iter() {
+                if !seen.contains(&p) {
+                    self.cpu_in[p] += delta;
+                    seen.push(p);
+                }
+            }
+        }
+    }
+
+    fn call_enter(&mut self, e: &CallRecord) {
+        let h = e.header;
+        let (id, _) = split_call_field(h.call);
+        let t = self.thread(h.tid, h.tgid);
+        let outermost = t.open.is_empty();
+        t.open.push(OpenCall {
+            entry: *e,
+            handles: Vec::new(),
+        });
+        if !outermost {
+            return; // a call made by the library itself
+        }
+        // Every MPI/PVM call is communication: its time is not work on the path.
+        t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+        let state =
+            MessageMatcher::<PathState>::wants_snapshot(id).then(|| self.engine.snapshot(h.tid));
+        self.matcher.on_enter(h.tgid, e, state);
+    }
+
+    fn call_exit(&mut self, x: &CallRecord) {
+        let h = x.header;
+        let t = self.thread(h.tid, h.tgid);
+        let Some(open) = t.open.pop() else { return };
+        if !t.open.is_empty() {
+            return;
+        }
+        t.clock.end_blocking(h.ts_ns, h.cpu_ns);
+        let pid = h.tgid;
+        let (id, _) = split_call_field(open.entry.header.call);
+        if calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
+            self.matcher.directory.setup_call(pid, &open.entry, x);
+        }
+        for incoming in self.matcher.on_exit(pid, &open.entry, &open.handles, x) {
+            self.engine.merge(h.tid, &incoming);
+        }
+    }
+
+    /// The critical path so far: the thread it ends in and the path.
+    pub fn critical(&self) -> Option<(u32, PathState)> {
+        let only = !self.participants.is_empty();
+        self.engine.critical(&|tid| self.counts(tid, only), only)
+    }
+
+    /// Length of the critical path if procedure `p` took no time.
+    pub fn zeroed_length(&self, p: ProcId) -> u64 {
+        let only = !self.participants.is_empty();
+        self.engine
+            .zeroed_length(p, &|tid| self.counts(tid, only), only)
+    }
+
+    fn counts(&self, tid: u32, only_participants: bool) -> bool {
+        !only_participants
+            || self
+                .thread_pids
+                .get(&tid)
+                .is_some_and(|p| self.participants.contains(p))
+    }
+
+    /// CPU time of all traced threads.
+    pub fn cpu_total(&self) -> u64 {
+        self.cpu_ended + self.cpu_seen.values().sum::<u64>()
+    }
+
+    /// The process of a thread, if it was seen.
+    pub fn pid_of(&self, tid: u32) -> Option<u32> {
+        self.thread_pids.get(&tid).copied()
+    }
+
+    /// CPU time spent inside procedure `p` by all threads.
+    pub fn cpu_in(&self, p: ProcId) -> u64 {
+        self.cpu_in.get(p).copied().unwrap_or(0)
+    }
+
+    /// Entries the analysis holds (threads, messages in flight, open requests and
+    /// collectives): bounded by the program's shape, not by the length of the run.
+    pub fn entries_held(&self) -> usize {
+        self.engine.threads_held() + self.threads.len() + self.matcher.entries_held()
+    }
+}
+
+/// Runs the whole analysis over a recording's items.
+pub fn analyze(meta: &RecordingMeta, items: &[Item], clock: ClockKind) -> Analyzer {
+    let mut a = Analyzer::new(meta, clock);
+    for item in reorder::in_time_order(items) {
+        a.item(item);
+    }
+    a
+}

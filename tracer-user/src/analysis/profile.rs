@@ -1,0 +1,180 @@
+//! The critical path profile: the report of `tracer analyze` and of `tracer record
+//! --profile-json`. Schema: docs/profile-json.md.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::matcher::MatchStats;
+use super::workclock::ClockKind;
+use super::Analyzer;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Profile {
+    pub schema_version: u32,
+    /// "cpu" or "wall".
+    pub clock: String,
+    pub critical_path: CriticalPath,
+    /// Sorted by critical-path time, largest first.
+    pub procedures: Vec<ProcedureRow>,
+    pub messages: MatchStats,
+    pub events: EventTotals,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CriticalPath {
+    pub length_ns: u64,
+    /// The thread (and its process) whose last event ends the critical path.
+    pub ends_in_pid: u32,
+    pub ends_in_tid: u32,
+    pub ends_in_command: String,
+    /// First to last event seen (wall clock).
+    pub elapsed_ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ProcedureRow {
+    pub name: String,
+    /// Time of the critical path inside the procedure (callees included).
+    pub cp_ns: u64,
+    pub cp_pct: f64,
+    /// Time of the critical path inside the procedure and not in a selected callee.
+    pub cp_exclusive_ns: u64,
+    /// CPU time inside the procedure, all threads.
+    pub cpu_ns: u64,
+    /// Of the CPU time of all traced threads.
+    pub cpu_pct: f64,
+    /// How much shorter the critical path gets if the procedure took no time.
+    pub zeroing_ns: u64,
+    pub zeroing_pct: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct EventTotals {
+    pub total: u64,
+    pub lost: u64,
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        (part as f64 * 10000.0 / whole as f64).round() / 100.0
+    }
+}
+
+impl Profile {
+    /// `commands`: pid -> command line, for naming the process that ends the path.
+    pub fn new(
+        a: &Analyzer,
+        clock: ClockKind,
+        lost: u64,
+        commands: &HashMap<u32, String>,
+    ) -> Profile {
+        let (tid, path) = a.critical().unwrap_or_default();
+        let pid = a.pid_of(tid).unwrap_or(0);
+        let length = path.longest;
+        let cpu_total = a.cpu_total();
+        let mut procedures: Vec<ProcedureRow> = a
+            .procedures
+            .names
+            .iter()
+            .enumerate()
+            .map(|(p, name)| {
+                let cp = path.inclusive.get(p).copied().unwrap_or(0);
+                let zeroing = length.saturating_sub(a.zeroed_length(p));
+                ProcedureRow {
+                    name: name.clone(),
+                    cp_ns: cp,
+                    cp_pct: pct(cp, length),
+                    cp_exclusive_ns: path.exclusive.get(p).copied().unwrap_or(0),
+                    cpu_ns: a.cpu_in(p),
+                    cpu_pct: pct(a.cpu_in(p), cpu_total),
+                    zeroing_ns: zeroing,
+                    zeroing_pct: pct(zeroing, length),
+                }
+            })
+            .collect();
+        procedures.sort_by(|x, y| y.cp_ns.cmp(&x.cp_ns).then(x.name.cmp(&y.name)));
+        Profile {
+            schema_version: SCHEMA_VERSION,
+            clock: match clock {
+                ClockKind::Cpu => "cpu".into(),
+                ClockKind::Wall => "wall".into(),
+            },
+            critical_path: CriticalPath {
+                length_ns: length,
+                ends_in_pid: pid,
+                ends_in_tid: tid,
+                ends_in_command: commands.get(&pid).cloned().unwrap_or_default(),
+                elapsed_ns: a.last_ts.saturating_sub(a.first_ts.unwrap_or(a.last_ts)),
+            },
+            procedures,
+            messages: a.matcher.final_stats(),
+            events: EventTotals {
+                total: a.events,
+                lost,
+            },
+        }
+    }
+
+    /// The table for people.
+    pub fn text(&self) -> String {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let cp = &self.critical_path;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "critical path: {:.3} ms ({} clock) of {:.3} ms elapsed, ends in pid {} tid {} {}",
+            ms(cp.length_ns),
+            self.clock,
+            ms(cp.elapsed_ns),
+            cp.ends_in_pid,
+            cp.ends_in_tid,
+            cp.ends_in_command
+        );
+        if !self.procedures.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:<28} {:>12} {:>7} {:>12} {:>12} {:>7} {:>12} {:>7}",
+                "procedure",
+                "cp ms",
+                "cp %",
+                "cp excl ms",
+                "cpu ms",
+                "cpu %",
+                "zeroing ms",
+                "zero %"
+            );
+            for p in &self.procedures {
+                let _ = writeln!(
+                    s,
+                    "{:<28} {:>12.3} {:>7.2} {:>12.3} {:>12.3} {:>7.2} {:>12.3} {:>7.2}",
+                    p.name,
+                    ms(p.cp_ns),
+                    p.cp_pct,
+                    ms(p.cp_exclusive_ns),
+                    ms(p.cpu_ns),
+                    p.cpu_pct,
+                    ms(p.zeroing_ns),
+                    p.zeroing_pct
+                );
+            }
+        }
+        let m = &self.messages;
+        let _ = writeln!(
+            s,
+            "messages: {} sent, {} received, {} matched, {} unmatched; {} collective exits ({} incomplete)",
+            m.sent, m.received, m.matched, m.unmatched, m.collectives, m.collectives_incomplete
+        );
+        let _ = writeln!(
+            s,
+            "events: {} analyzed, {} lost",
+            self.events.total, self.events.lost
+        );
+        s
+    }
+}
