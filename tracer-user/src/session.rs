@@ -10,6 +10,12 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, SignalKind};
 
+use std::collections::HashMap;
+
+use crate::analysis::profile::Profile;
+use crate::analysis::reorder::ReorderBuffer;
+use crate::analysis::workclock::ClockKind;
+use crate::analysis::Analyzer;
 use crate::funcs::{FuncError, FunctionSelector};
 use crate::libraries::{self, Library};
 use crate::probes::{ProbeError, ProbeOptions, Probes};
@@ -51,11 +57,17 @@ pub struct RecordOptions {
     pub funcs: Vec<String>,
     pub libs: Vec<PathBuf>,
     pub ring_mib: u32,
+    /// Work clock of the critical path engine.
+    pub clock: ClockKind,
+    /// Live samples: every `interval`, `on_sample` gets the profile so far.
+    pub interval: Option<Duration>,
+    pub on_sample: Option<SampleHook>,
     /// Called once every probe is attached and the targets are traced.
     pub on_ready: Option<ReadyHook>,
 }
 
 pub type ReadyHook = Box<dyn FnOnce(&Ready)>;
+pub type SampleHook = Box<dyn FnMut(&Profile)>;
 
 /// What is being traced, reported when tracing starts.
 pub struct Ready {
@@ -73,6 +85,8 @@ pub enum StopReason {
 
 pub struct RecordOutcome {
     pub summary: Summary,
+    /// The critical path profile computed online while tracing.
+    pub profile: Profile,
     pub stop: StopReason,
     /// Exit status of the launched command, if it was reaped.
     pub command_status: Option<i32>,
@@ -145,7 +159,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         .into_iter()
         .filter(|l| l.flavor == crate::calls::Flavor::OpenMpi)
         .collect();
-    let mut sink = Sink::new(&meta, opts.output.as_deref(), open_mpi)?;
+    let mut sink = Sink::new(&meta, opts.output.as_deref(), open_mpi, opts.clock)?;
     for p in &new_probes {
         sink.probe(p)?;
     }
@@ -176,8 +190,9 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         child,
         command_status: None,
         system_wide: opts.system_wide,
+        on_sample: opts.on_sample,
     };
-    let stop = runtime.block_on(event_loop(&mut ctx, opts.duration))?;
+    let stop = runtime.block_on(event_loop(&mut ctx, opts.duration, opts.interval))?;
     let LoopContext {
         mut probes,
         funcs,
@@ -188,9 +203,10 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let lost = probes.lost()?;
     // Detach everything before writing the outputs.
     drop(probes);
-    let summary = sink.finish(lost)?;
+    let (summary, profile) = sink.finish(lost)?;
     Ok(RecordOutcome {
         summary,
+        profile,
         stop,
         command_status,
         unmatched_funcs: funcs.unmatched(),
@@ -198,12 +214,21 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     })
 }
 
+/// Records can reach the ring buffer slightly out of timestamp order (one buffer, many
+/// CPUs); the engine sees them once they are this much older than the newest.
+const REORDER_WINDOW_NS: u64 = 50_000_000;
+
 /// Where decoded records go: the recording file (if any) and the summary.
 struct Sink {
     writer: Option<RecordingWriter>,
     /// Open MPI libraries, to find each process's MPI_COMM_WORLD handle.
     open_mpi: Vec<Library>,
     summary: SummaryBuilder,
+    /// The online critical path engine, fed in timestamp order.
+    analyzer: Analyzer,
+    reorder: ReorderBuffer,
+    clock: ClockKind,
+    commands: HashMap<u32, String>,
     seen: HashSet<u32>,
     inspected_after_mpi: HashSet<u32>,
     total: u64,
@@ -214,6 +239,7 @@ impl Sink {
         meta: &RecordingMeta,
         output: Option<&Path>,
         open_mpi: Vec<Library>,
+        clock: ClockKind,
     ) -> Result<Self, SessionError> {
         Ok(Sink {
             open_mpi,
@@ -221,6 +247,10 @@ impl Sink {
                 .map(|p| RecordingWriter::create(p, meta))
                 .transpose()?,
             summary: SummaryBuilder::new(meta),
+            analyzer: Analyzer::new(meta, clock),
+            reorder: ReorderBuffer::new(REORDER_WINDOW_NS),
+            clock,
+            commands: HashMap::new(),
             seen: HashSet::new(),
             inspected_after_mpi: HashSet::new(),
             total: 0,
@@ -229,6 +259,7 @@ impl Sink {
 
     fn probe(&mut self, p: &crate::recording::FunctionProbe) -> Result<(), SessionError> {
         self.summary.probe(p);
+        self.analyzer.probe(p);
         if let Some(w) = &mut self.writer {
             w.probe(p)?;
         }
@@ -250,6 +281,10 @@ impl Sink {
             .iter()
             .find_map(|l| l.ompi_world_handle(&info));
         self.summary.process(&info);
+        self.analyzer.process(&info);
+        if !info.command.is_empty() {
+            self.commands.insert(info.pid, info.command.clone());
+        }
         if let Some(w) = &mut self.writer {
             w.process(&info)?;
         }
@@ -279,20 +314,31 @@ impl Sink {
         }
         self.total += 1;
         self.summary.record(rec);
+        self.reorder.push(*rec);
+        let analyzer = &mut self.analyzer;
+        self.reorder.ready(|r| analyzer.record(r));
         if let Some(w) = &mut self.writer {
             w.record(raw)?;
         }
         Ok(())
     }
 
-    fn finish(self, lost: u64) -> Result<Summary, SessionError> {
+    /// The profile so far (records still in the reorder window are not in it yet).
+    fn profile(&self, lost: u64) -> Profile {
+        Profile::new(&self.analyzer, self.clock, lost, &self.commands)
+    }
+
+    fn finish(mut self, lost: u64) -> Result<(Summary, Profile), SessionError> {
+        let analyzer = &mut self.analyzer;
+        self.reorder.flush(|r| analyzer.record(r));
+        let profile = self.profile(lost);
         if let Some(w) = self.writer {
             w.finish(&Trailer {
                 events_total: self.total,
                 events_lost: lost,
             })?;
         }
-        Ok(self.summary.finish(lost))
+        Ok((self.summary.finish(lost), profile))
     }
 }
 
@@ -303,6 +349,7 @@ struct LoopContext {
     child: Option<u32>,
     command_status: Option<i32>,
     system_wide: bool,
+    on_sample: Option<SampleHook>,
 }
 
 impl LoopContext {
@@ -356,6 +403,7 @@ fn drain(
 async fn event_loop(
     ctx: &mut LoopContext,
     duration: Option<Duration>,
+    interval: Option<Duration>,
 ) -> Result<StopReason, SessionError> {
     let ring = ctx.probes.take_ring()?;
     // SAFETY: the ring buffer owns its map fd, which stays open and unchanged until the
@@ -368,6 +416,8 @@ async fn event_loop(
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     let deadline = tokio::time::sleep(duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
     tokio::pin!(deadline);
+    let mut samples = tokio::time::interval(interval.unwrap_or(Duration::from_secs(3600)));
+    samples.tick().await;
     let stop = loop {
         tokio::select! {
             guard = ring.readable_mut() => {
@@ -380,6 +430,14 @@ async fn event_loop(
                 drain(ring.get_mut(), ctx)?;
                 if !ctx.system_wide && ctx.targets_gone()? {
                     break StopReason::TargetsExited;
+                }
+            }
+            _ = samples.tick(), if interval.is_some() => {
+                drain(ring.get_mut(), ctx)?;
+                let lost = ctx.probes.lost()?;
+                let profile = ctx.sink.profile(lost);
+                if let Some(hook) = &mut ctx.on_sample {
+                    hook(&profile);
                 }
             }
             _ = sigint.recv() => break StopReason::Signal,

@@ -35,6 +35,7 @@ struct ProcFacts {
     job: u32,
     world_rank: Option<i32>,
     env_rank: Option<i32>,
+    world_size: Option<i32>,
     world_handle: Option<u64>,
     pvm_tid: Option<i32>,
 }
@@ -62,6 +63,7 @@ impl Directory {
         let f = self.procs.entry(info.pid).or_default();
         f.job = info.ppid;
         f.env_rank = info.env_rank.or(f.env_rank);
+        f.world_size = f.world_size.or(info.env_size);
         f.world_handle = info.mpi_world_handle.or(f.world_handle);
         self.members_cache.clear();
     }
@@ -74,6 +76,12 @@ impl Directory {
             call::MPI_COMM_RANK if exit.ret == 0 => {
                 if self.is_world(pid, entry.comm, flavor) {
                     self.procs.entry(pid).or_default().world_rank = Some(exit.out as i32);
+                    self.members_cache.clear();
+                }
+            }
+            call::MPI_COMM_SIZE if exit.ret == 0 => {
+                if self.is_world(pid, entry.comm, flavor) {
+                    self.procs.entry(pid).or_default().world_size = Some(exit.out as i32);
                     self.members_cache.clear();
                 }
             }
@@ -172,12 +180,19 @@ impl Directory {
                     .filter_map(|(&pid, _)| Some((self.rank_in_world(pid)?, pid)))
                     .collect();
                 v.sort_unstable();
-                // Ranks must be exactly 0..n for rank -> process to mean anything.
-                if v.iter().enumerate().all(|(i, (r, _))| *r == i as i32) {
-                    v.into_iter().map(|(_, p)| p).collect()
-                } else {
-                    Vec::new()
+                // Ranks must be exactly 0..size for rank -> process to mean anything;
+                // until every member is known the world stays unresolved (and uncached).
+                let size = self
+                    .procs
+                    .values()
+                    .filter(|f| f.job == job)
+                    .find_map(|f| f.world_size);
+                let complete = v.iter().enumerate().all(|(i, (r, _))| *r == i as i32)
+                    && size.is_none_or(|n| v.len() == n as usize);
+                if !complete {
+                    return Vec::new();
                 }
+                v.into_iter().map(|(_, p)| p).collect()
             }
             Some(CommDef::Dup { parent, .. }) => self.members(parent),
             Some(CommDef::Split { parent, seq, color }) => {
@@ -232,7 +247,8 @@ struct IrecvInfo {
 }
 
 struct Collective<S> {
-    entries: Vec<Option<S>>,
+    /// Entries by member process (ranks are resolved at exit, when all have entered).
+    entries: HashMap<u32, S>,
     exits: usize,
 }
 
@@ -321,6 +337,10 @@ impl<S: Clone> MessageMatcher<S> {
         self.pvm.entry((src, dest, tag)).or_default().push_back(s);
     }
 
+    /// The message a receive completion took. With the source or tag unknown (a wildcard
+    /// receive whose status was ignored), the match is only made when exactly one queue
+    /// holds a candidate: every send that could match has started by now (records come in
+    /// time order), so a single candidate is certain; several are counted as unmatched.
     fn take_mpi(
         &mut self,
         pid: u32,
@@ -331,8 +351,28 @@ impl<S: Clone> MessageMatcher<S> {
         self.stats.received += 1;
         let found = (|| {
             let gid = gid?;
-            let src = *self.directory.members(gid).get(source? as usize)?;
-            self.p2p.get_mut(&(src, pid, gid, tag?))?.pop_front()
+            let src = match source {
+                Some(r) => Some(*self.directory.members(gid).get(r as usize)?),
+                None => None,
+            };
+            let key = match (src, tag) {
+                (Some(s), Some(t)) => (s, pid, gid, t),
+                _ => {
+                    let mut candidates = self.p2p.iter().filter(|((s, d, g, t), q)| {
+                        *d == pid
+                            && *g == gid
+                            && !q.is_empty()
+                            && src.is_none_or(|x| x == *s)
+                            && tag.is_none_or(|x| x == *t)
+                    });
+                    let (key, _) = candidates.next()?;
+                    if candidates.next().is_some() {
+                        return None;
+                    }
+                    *key
+                }
+            };
+            self.p2p.get_mut(&key)?.pop_front()
         })();
         self.count(found)
     }
@@ -429,10 +469,6 @@ impl<S: Clone> MessageMatcher<S> {
         let Some(gid) = self.directory.comm_of(pid, comm, flavor) else {
             return;
         };
-        let members = self.directory.members(gid);
-        let Some(rank) = members.iter().position(|&p| p == pid) else {
-            return;
-        };
         let seq = self.coll_seq.entry((pid, gid)).or_default();
         let this = *seq;
         *seq += 1;
@@ -440,12 +476,10 @@ impl<S: Clone> MessageMatcher<S> {
             .collectives
             .entry((gid, this))
             .or_insert_with(|| Collective {
-                entries: vec![None; members.len()],
+                entries: HashMap::new(),
                 exits: 0,
             });
-        if rank < inst.entries.len() {
-            inst.entries[rank] = Some(s);
-        }
+        inst.entries.insert(pid, s);
     }
 
     fn collective_exit(
@@ -472,25 +506,25 @@ impl<S: Clone> MessageMatcher<S> {
         let Some(inst) = self.collectives.get_mut(&(gid, seq)) else {
             return Vec::new();
         };
-        let root = e.peer;
-        let deps: Vec<usize> = match id {
-            call::MPI_BCAST | call::MPI_SCATTER if root as usize != rank => vec![root as usize],
-            call::MPI_REDUCE | call::MPI_GATHER if root as usize == rank => {
-                (0..inst.entries.len()).collect()
+        let root = e.peer as usize;
+        let deps: Vec<u32> = match id {
+            call::MPI_BCAST | call::MPI_SCATTER if root != rank => {
+                members.get(root).copied().into_iter().collect()
             }
+            call::MPI_REDUCE | call::MPI_GATHER if root == rank => members.clone(),
             call::MPI_BCAST | call::MPI_SCATTER | call::MPI_REDUCE | call::MPI_GATHER => vec![],
-            _ => (0..inst.entries.len()).collect(),
+            _ => members.clone(),
         };
         let mut out = Vec::new();
         let mut incomplete = false;
         for d in deps {
-            match inst.entries.get(d).and_then(|s| s.as_ref()) {
+            match inst.entries.get(&d) {
                 Some(s) => out.push(s.clone()),
                 None => incomplete = true,
             }
         }
         inst.exits += 1;
-        if inst.exits >= inst.entries.len() {
+        if inst.exits >= members.len() {
             self.collectives.remove(&(gid, seq));
         }
         self.stats.collectives += 1;

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
+use tracer_user::analysis::profile::Profile;
 use tracer_user::session::{self, RecordOptions, StopReason};
 
 #[derive(Args)]
@@ -32,6 +33,15 @@ pub struct RecordArgs {
     /// Ring buffer size in MiB (a power of two).
     #[arg(long, value_name = "MIB", default_value_t = 16)]
     buffer_mib: u32,
+    /// Write the critical path profile as JSON here (schema: docs/profile-json.md).
+    #[arg(long, value_name = "FILE")]
+    profile_json: Option<PathBuf>,
+    /// Print the current critical path and top procedures every SECS seconds.
+    #[arg(long, value_name = "SECS")]
+    interval: Option<f64>,
+    /// Which clock weighs the work between events.
+    #[arg(long, value_enum, default_value = "cpu")]
+    clock: super::analyze::Clock,
     /// Print nothing but errors.
     #[arg(short, long)]
     quiet: bool,
@@ -51,7 +61,18 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
+    let interval = match a.interval {
+        Some(s) if !(s > 0.0 && s.is_finite()) => {
+            bail!("--interval must be a positive number of seconds")
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let started = std::time::Instant::now();
     let outcome = session::record(RecordOptions {
+        clock: a.clock.into(),
+        interval,
+        on_sample: Some(Box::new(move |p: &Profile| eprintln!("{}", sample_line(started.elapsed(), p)))),
         pids: a.pids,
         command: a.command,
         system_wide: a.all,
@@ -73,6 +94,10 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         let json = serde_json::to_string_pretty(&outcome.summary)?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
+    if let Some(path) = &a.profile_json {
+        let json = serde_json::to_string_pretty(&outcome.profile)?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
     if !a.quiet {
         let why = match outcome.stop {
             StopReason::TargetsExited => "traced processes exited",
@@ -84,6 +109,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
             log::info!("probed {n} calls in {} ({flavor:?})", path.display());
         }
         super::print_summary(&outcome.summary);
+        eprint!("{}", outcome.profile.text());
         if let Some(code) = outcome.command_status.filter(|c| *c != 0) {
             eprintln!("tracer: the traced command exited with status {code}");
         }
@@ -98,4 +124,22 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line a person can watch: elapsed time, critical path so far, top procedures.
+fn sample_line(elapsed: Duration, p: &Profile) -> String {
+    let top: Vec<String> = p
+        .procedures
+        .iter()
+        .take(3)
+        .map(|r| format!("{} {:.1}%", r.name, r.cp_pct))
+        .collect();
+    format!(
+        "[{:>7.1}s] critical path {:>10.3} ms  msgs {}/{}  {}",
+        elapsed.as_secs_f64(),
+        p.critical_path.length_ns as f64 / 1e6,
+        p.messages.matched,
+        p.messages.sent,
+        top.join("  ")
+    )
 }

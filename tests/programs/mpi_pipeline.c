@@ -1,0 +1,30 @@
+/* A pipeline: ITEMS items flow through the ranks; rank r receives an item from r-1,
+ * works on it, and sends it to r+1. The rank given as SLOW runs stage_slow(S ms) per
+ * item, the others stage_fast(F ms).
+ * Known answer (N ranks, S > F): critical path = (N-1)*F + S + (ITEMS-1)*S, of which
+ * stage_slow is ITEMS*S and stage_fast (N-1)*F; zeroing stage_slow leaves
+ * (N-1)*F + (ITEMS-1)*F, so it gains ITEMS*S - (ITEMS-1)*F. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "spin.h"
+
+__attribute__((noinline)) void stage_slow(double ms) { spin_ms(ms); }
+__attribute__((noinline)) void stage_fast(double ms) { spin_ms(ms); }
+
+int main(int argc, char **argv) {
+    int rank, size, item = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int items = argc > 1 ? atoi(argv[1]) : 5, slow = argc > 2 ? atoi(argv[2]) : 1;
+    double s = argc > 3 ? atof(argv[3]) : 60, f = argc > 4 ? atof(argv[4]) : 20;
+    for (int i = 0; i < items; i++) {
+        if (rank > 0) MPI_Recv(&item, 1, MPI_INT, rank - 1, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (rank == slow) stage_slow(s); else stage_fast(f);
+        if (rank < size - 1) MPI_Send(&item, 1, MPI_INT, rank + 1, i, MPI_COMM_WORLD);
+    }
+    MPI_Finalize();
+    if (rank == 0) printf("ok\n");
+    return 0;
+}
