@@ -22,8 +22,10 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++) {
         if (rank == 0) {
             for (int w = 1; w < size; w++) MPI_Send(&v, 1, MPI_INT, w, 1, MPI_COMM_WORLD);
-            for (int w = 1; w < size; w++)
-                MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            for (int w = 1; w < size; w++) {
+                MPI_Status st;
+                MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 2, MPI_COMM_WORLD, &st);
+            }
         } else {
             MPI_Recv(&v, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             if (rank == size - 1) slow_task(2 * t); else task(t);

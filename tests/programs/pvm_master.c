@@ -1,8 +1,10 @@
 /* PVM manager/worker: spawns NWORKERS pvm_worker tasks; each round sends every worker 4
  * ints (pvm_send, tag 1) and takes one 2-int reply from each with a wildcard pvm_recv(-1, 2).
  * Then one pvm_mcast (tag 4) to all workers and one pvm_precv (tag 3, 8 PVM_INTs) per worker.
+ * Workers spin MS ms (argument 3, default 0) in pvm_task before each reply.
  * Known answer: NWORKERS*ROUNDS sends and wildcard receives at the master, whose sources
- * are the worker task ids, each exactly ROUNDS times. */
+ * are the worker task ids, each exactly ROUNDS times; critical path ROUNDS*MS, nearly
+ * all in pvm_task. */
 #include <pvm3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +12,11 @@
 int main(int argc, char **argv) {
     int nw = argc > 1 ? atoi(argv[1]) : 2, rounds = argc > 2 ? atoi(argv[2]) : 5;
     int tids[32], data[4] = {1, 2, 3, 4}, reply[2], buf[8];
-    char rounds_arg[16];
-    char *wargv[] = {rounds_arg, NULL};
+    char rounds_arg[16], ms_arg[16];
+    char *wargv[] = {rounds_arg, ms_arg, NULL};
     if (nw > 32) nw = 32;
     snprintf(rounds_arg, sizeof rounds_arg, "%d", rounds);
+    snprintf(ms_arg, sizeof ms_arg, "%s", argc > 3 ? argv[3] : "0");
     if (pvm_mytid() < 0) { fprintf(stderr, "no pvmd\n"); return 1; }
     if (pvm_spawn("pvm_worker", wargv, PvmTaskDefault, "", nw, tids) != nw) {
         fprintf(stderr, "spawn failed\n");

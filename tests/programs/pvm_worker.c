@@ -1,15 +1,21 @@
-/* Worker for pvm_master: ROUNDS times receives a request with pvm_recv(-1, 1) and replies
- * (tag 2); then receives the multicast (tag 4) and answers with pvm_psend (tag 3). */
+/* Worker for pvm_master: ROUNDS times receives a request with pvm_recv(-1, 1), runs
+ * pvm_task(MS ms) and replies (tag 2); then receives the multicast (tag 4) and answers
+ * with pvm_psend (tag 3). */
 #include <pvm3.h>
 #include <stdlib.h>
+#include "spin.h"
+
+__attribute__((noinline)) void pvm_task(double ms) { spin_ms(ms); }
 
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 5, data[4], reply[2] = {7, 8}, buf[8] = {0};
+    double ms = argc > 2 ? atof(argv[2]) : 0;
     pvm_mytid();
     int parent = pvm_parent();
     for (int r = 0; r < rounds; r++) {
         pvm_recv(-1, 1);
         pvm_upkint(data, 4, 1);
+        if (ms > 0) pvm_task(ms);
         pvm_initsend(PvmDataDefault);
         pvm_pkint(reply, 2, 1);
         pvm_send(parent, 2);

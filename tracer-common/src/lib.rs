@@ -419,7 +419,8 @@ pub struct ProbeConfig {
     pub futex_op: u32,
     pub futex_val: u32,
     pub futex_ret: u32,
-    pub _reserved: u32,
+    /// Offset of `se.sum_exec_runtime` in `task_struct` (from kernel BTF); 0 if unknown.
+    pub task_cpu_time: u32,
 }
 
 /// Per-thread state the probes keep to stamp each event with the thread's CPU time.

@@ -11,9 +11,9 @@
 use aya_ebpf::{
     bindings::pt_regs,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, generated::bpf_get_attach_cookie,
-        generated::bpf_send_signal,
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user,
+        generated::bpf_get_attach_cookie, generated::bpf_send_signal,
     },
     macros::{map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
@@ -126,9 +126,24 @@ fn count_lost() {
     }
 }
 
-/// The thread's on-CPU time so far. Creates its clock on first sight: a thread that runs
-/// a probe is on a CPU right now.
+/// The current thread's CPU time as the kernel counts it (`se.sum_exec_runtime`), when
+/// BTF told userspace where it is. It is exact at a context switch and lags by at most a
+/// scheduler tick in between.
+fn kernel_cpu_time() -> Option<u64> {
+    let off = config()?.task_cpu_time;
+    if off == 0 {
+        return None;
+    }
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    unsafe { bpf_probe_read_kernel(task.add(off as usize) as *const u64) }.ok()
+}
+
+/// The current thread's CPU time: the time since its switch-in added to its CPU time at
+/// that switch, never below the kernel's own count (a switch event can be missed: a
+/// tracepoint program is skipped while another BPF program holds the CPU's recursion
+/// guard, and syscall tracepoints can be preempted).
 fn cpu_clock(tid: u32, tgid: u32, now: u64) -> u64 {
+    let kernel = kernel_cpu_time();
     match THREADS.get_ptr_mut(&tid) {
         Some(c) => {
             let c = unsafe { &mut *c };
@@ -136,20 +151,29 @@ fn cpu_clock(tid: u32, tgid: u32, now: u64) -> u64 {
                 c.tgid = tgid;
             }
             if c.running == 0 {
+                // It is running now, so its switch-in was missed.
                 c.running = 1;
                 c.slice_start_ns = now;
             }
-            c.on_cpu_ns + now.saturating_sub(c.slice_start_ns)
+            let estimate = c.on_cpu_ns + now.saturating_sub(c.slice_start_ns);
+            match kernel {
+                Some(k) if k > estimate => {
+                    c.on_cpu_ns = k;
+                    c.slice_start_ns = now;
+                    k
+                }
+                _ => estimate,
+            }
         }
         None => {
             let c = ThreadClock {
-                on_cpu_ns: 0,
+                on_cpu_ns: kernel.unwrap_or(0),
                 slice_start_ns: now,
                 tgid,
                 running: 1,
             };
             let _ = THREADS.insert(&tid, &c, 0);
-            0
+            c.on_cpu_ns
         }
     }
 }
@@ -591,10 +615,16 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
     let cpu = unsafe { bpf_get_smp_processor_id() };
     if let Some(clock) = THREADS.get_ptr_mut(&prev) {
         let clock = unsafe { &mut *clock };
-        if clock.running != 0 {
-            clock.on_cpu_ns += now.saturating_sub(clock.slice_start_ns);
-            clock.running = 0;
+        // `prev` is the current task; the scheduler has just brought its CPU time up to
+        // date, so the kernel's count is exact here.
+        match kernel_cpu_time() {
+            Some(k) => clock.on_cpu_ns = clock.on_cpu_ns.max(k),
+            None if clock.running != 0 => {
+                clock.on_cpu_ns += now.saturating_sub(clock.slice_start_ns)
+            }
+            None => {}
         }
+        clock.running = 0;
         let state: i64 = field(ctx, c.switch_prev_state)?;
         emit(&SwitchRecord {
             header: EventHeader {

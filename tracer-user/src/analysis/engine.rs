@@ -98,7 +98,11 @@ impl CriticalPathEngine {
     /// The thread did `work` (its work clock) by now: extend its path.
     pub fn advance(&mut self, tid: u32, work: u64) {
         let n = self.procedures;
-        let t = self.threads.entry(tid).or_default();
+        // A thread's path starts when we first see it (tracing may begin mid-run).
+        let t = self.threads.entry(tid).or_insert_with(|| ThreadPath {
+            last_work: work,
+            ..Default::default()
+        });
         if t.depth.len() < n {
             t.depth.resize(n, 0);
             t.path.grow(n);

@@ -1,6 +1,7 @@
 //! Loading the eBPF probes into the kernel and attaching them. This is the only module
 //! that talks to aya; everything downstream works on decoded records.
 
+pub mod btf;
 pub mod tracefs;
 
 use std::collections::HashSet;
@@ -21,6 +22,8 @@ static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"
 pub enum ProbeError {
     #[error("tracefs: {0}")]
     Tracefs(String),
+    #[error("kernel BTF: {0}")]
+    Btf(String),
     #[error("loading the eBPF object failed: {0}")]
     Load(#[from] aya::EbpfError),
     #[error("eBPF program {name}: {source}")]
@@ -69,6 +72,12 @@ impl Probes {
         config.trace_all = opts.system_wide as u32;
         config.hold_on_exec = opts.hold_on_exec as u32;
         config.self_tgid = std::process::id();
+        // The kernel's own CPU time of a thread; without it the probes count time between
+        // switch timestamps only (and undercount when a switch event is missed).
+        config.task_cpu_time = btf::KernelBtf::from_sys_fs()
+            .ok()
+            .and_then(|b| b.offset_of("task_struct", &["se", "sum_exec_runtime"]))
+            .unwrap_or(0);
         let mut cfg: Array<&mut MapData, ProbeConfig> = map(&mut ebpf, maps::CONFIG)?;
         cfg.set(0, config, 0).map_err(|source| ProbeError::MapOp {
             name: maps::CONFIG,
