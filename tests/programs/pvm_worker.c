@@ -13,14 +13,13 @@ int main(int argc, char **argv) {
     pvm_mytid();
     int parent = pvm_parent();
     for (int r = 0; r < rounds; r++) {
-        pvm_recv(-1, 1);
-        pvm_upkint(data, 4, 1);
+        if (pvm_recv(-1, 1) < 0 || pvm_upkint(data, 4, 1) < 0 || data[0] != 1) return 1;
         if (ms > 0) pvm_task(ms);
         pvm_initsend(PvmDataDefault);
         pvm_pkint(reply, 2, 1);
         pvm_send(parent, 2);
     }
-    pvm_recv(parent, 4);
+    if (pvm_recv(parent, 4) < 0) return 1;
     pvm_psend(parent, 3, buf, 8, PVM_INT);
     pvm_exit();
     return 0;

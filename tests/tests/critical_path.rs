@@ -22,24 +22,38 @@ fn profile(tag: &str, funcs: &[&str], command: &[String]) -> Run {
     let rec = dir.join("r.trace");
     let online = dir.join("online.json");
     let mut cmd = std::process::Command::new(tracer());
-    cmd.args(["record", "-q", "-o"]).arg(&rec).arg("--profile-json").arg(&online);
+    cmd.args(["record", "-q", "-o"])
+        .arg(&rec)
+        .arg("--profile-json")
+        .arg(&online);
     for f in funcs {
         cmd.args(["--func", f]);
     }
     let out = cmd.arg("--").args(command).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let offline = std::process::Command::new(tracer())
         .args(["analyze", "--json"])
         .arg(&rec)
         .output()
         .unwrap();
-    assert!(offline.status.success(), "{}", String::from_utf8_lossy(&offline.stderr));
+    assert!(
+        offline.status.success(),
+        "{}",
+        String::from_utf8_lossy(&offline.stderr)
+    );
     let run = Run {
         online: serde_json::from_slice(&std::fs::read(&online).unwrap()).unwrap(),
         offline: serde_json::from_slice(&offline.stdout).unwrap(),
     };
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(run.online, run.offline, "online and offline profiles differ");
+    assert_eq!(
+        run.online, run.offline,
+        "online and offline profiles differ"
+    );
     assert_eq!(run.online["events"]["lost"], 0);
     run
 }
@@ -50,11 +64,19 @@ fn ms(v: &Value) -> f64 {
 
 fn assert_near(what: &str, got: f64, want: f64) {
     let tol = (want * 0.05).max(10.0);
-    assert!((got - want).abs() <= tol, "{what}: {got:.3} ms, want {want:.3} ms ± {tol:.1}");
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: {got:.3} ms, want {want:.3} ms ± {tol:.1}"
+    );
 }
 
 fn proc_row<'a>(p: &'a Value, name: &str) -> &'a Value {
-    p["procedures"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("no {name}: {p}"))
+    p["procedures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no {name}: {p}"))
 }
 
 fn length(p: &Value) -> f64 {
@@ -71,18 +93,33 @@ fn all_matched(p: &Value) {
 fn pipeline(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
     // 4 ranks, 5 items, rank 1 slow (60 ms), the others 20 ms.
     let (n, items, s, f) = (4.0, 5.0, 60.0, 20.0);
-    let run = profile(tag, &["stage_*"], &launch(4, "mpi_pipeline", &["5", "1", "60", "20"]));
+    let run = profile(
+        tag,
+        &["stage_*"],
+        &launch(4, "mpi_pipeline", &["5", "1", "60", "20"]),
+    );
     let p = &run.online;
     all_matched(p);
     assert_eq!(p["messages"]["sent"], 15);
-    assert_near("critical path", length(p), (n - 1.0) * f + s + (items - 1.0) * s);
+    assert_near(
+        "critical path",
+        length(p),
+        (n - 1.0) * f + s + (items - 1.0) * s,
+    );
     let slow = proc_row(p, "stage_slow");
     let fast = proc_row(p, "stage_fast");
     assert_near("stage_slow on the path", ms(&slow["cp_ns"]), items * s);
     assert_near("stage_fast on the path", ms(&fast["cp_ns"]), (n - 1.0) * f);
     assert_near("stage_fast CPU", ms(&fast["cpu_ns"]), (n - 1.0) * items * f);
-    assert_near("zeroing stage_slow", ms(&slow["zeroing_ns"]), items * s - (items - 1.0) * f);
-    assert_eq!(p["procedures"][0]["name"], "stage_slow", "sorted by critical-path time");
+    assert_near(
+        "zeroing stage_slow",
+        ms(&slow["zeroing_ns"]),
+        items * s - (items - 1.0) * f,
+    );
+    assert_eq!(
+        p["procedures"][0]["name"], "stage_slow",
+        "sorted by critical-path time"
+    );
 }
 
 #[test]
@@ -99,7 +136,11 @@ fn pipeline_mpich() {
 /// that is gains much less than its share because a second path is close behind.
 fn imbalance(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
     let (iters, a, b, n) = (4.0, 60.0, 50.0, 4.0);
-    let run = profile(tag, &["heavy", "light"], &launch(4, "mpi_imbalance", &["4", "60", "50"]));
+    let run = profile(
+        tag,
+        &["heavy", "light"],
+        &launch(4, "mpi_imbalance", &["4", "60", "50"]),
+    );
     let p = &run.online;
     assert_near("critical path", length(p), iters * a);
     let heavy = proc_row(p, "heavy");
@@ -107,10 +148,17 @@ fn imbalance(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
     assert_near("heavy on the path", ms(&heavy["cp_ns"]), iters * a);
     assert_eq!(light["cp_ns"], 0, "light is never on the path");
     assert_near("light CPU", ms(&light["cpu_ns"]), (n - 1.0) * iters * b);
-    assert!(light["cpu_ns"].as_u64() > heavy["cpu_ns"].as_u64(), "light has more CPU time");
+    assert!(
+        light["cpu_ns"].as_u64() > heavy["cpu_ns"].as_u64(),
+        "light has more CPU time"
+    );
     assert_near("zeroing heavy", ms(&heavy["zeroing_ns"]), iters * (a - b));
     assert_eq!(light["zeroing_ns"], 0);
-    assert_eq!(p["messages"]["collectives"], 4 * 4, "every rank's Allreduce exits");
+    assert_eq!(
+        p["messages"]["collectives"],
+        4 * 4,
+        "every rank's Allreduce exits"
+    );
     assert_eq!(p["messages"]["collectives_incomplete"], 0);
 }
 
@@ -127,13 +175,21 @@ fn imbalance_mpich() {
 #[test]
 fn manager_worker_with_wildcard_receives() {
     let (rounds, t, n) = (4.0, 30.0, 4.0);
-    let run = profile("manager", &["*task"], &openmpi(4, "mpi_manager", &["4", "30"]));
+    let run = profile(
+        "manager",
+        &["*task"],
+        &openmpi(4, "mpi_manager", &["4", "30"]),
+    );
     let p = &run.online;
     all_matched(p);
     assert_near("critical path", length(p), rounds * 2.0 * t);
     let slow = proc_row(p, "slow_task");
     let task = proc_row(p, "task");
-    assert_near("slow_task on the path", ms(&slow["cp_ns"]), rounds * 2.0 * t);
+    assert_near(
+        "slow_task on the path",
+        ms(&slow["cp_ns"]),
+        rounds * 2.0 * t,
+    );
     assert_eq!(task["cp_ns"], 0);
     assert_near("task CPU", ms(&task["cpu_ns"]), (n - 2.0) * rounds * t);
     assert_near("zeroing slow_task", ms(&slow["zeroing_ns"]), rounds * t);
@@ -142,7 +198,11 @@ fn manager_worker_with_wildcard_receives() {
 #[test]
 fn nonblocking_overlap() {
     let (rounds, a, b) = (6.0, 30.0, 50.0);
-    let run = profile("overlap", &["overlap", "produce"], &mpich(2, "mpi_overlap", &["6", "30", "50"]));
+    let run = profile(
+        "overlap",
+        &["overlap", "produce"],
+        &mpich(2, "mpi_overlap", &["6", "30", "50"]),
+    );
     let p = &run.online;
     all_matched(p);
     assert_near("critical path", length(p), rounds * b);
@@ -151,7 +211,11 @@ fn nonblocking_overlap() {
     assert_near("produce on the path", ms(&produce["cp_ns"]), rounds * b);
     assert_eq!(overlap["cp_ns"], 0, "overlapped work is hidden");
     assert_near("overlap CPU", ms(&overlap["cpu_ns"]), rounds * a);
-    assert_near("zeroing produce", ms(&produce["zeroing_ns"]), rounds * (b - a));
+    assert_near(
+        "zeroing produce",
+        ms(&produce["zeroing_ns"]),
+        rounds * (b - a),
+    );
     assert_eq!(overlap["zeroing_ns"], 0);
 }
 
@@ -175,5 +239,9 @@ fn pvm_manager_worker_path() {
     assert_near("critical path", length(p), rounds * t);
     let task = proc_row(p, "pvm_task");
     assert_near("pvm_task on the path", ms(&task["cp_ns"]), rounds * t);
-    assert_near("pvm_task CPU", ms(&task["cpu_ns"]), workers as f64 * rounds * t);
+    assert_near(
+        "pvm_task CPU",
+        ms(&task["cpu_ns"]),
+        workers as f64 * rounds * t,
+    );
 }

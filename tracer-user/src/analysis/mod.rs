@@ -8,6 +8,9 @@ pub mod profile;
 pub mod reorder;
 pub mod workclock;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 
 use tracer_common::{call, CallRecord};
@@ -80,6 +83,7 @@ pub struct Analyzer {
     cpu_seen: HashMap<u32, u64>,
     cpu_ended: u64,
     pub events: u64,
+    peak_entries: usize,
     pub first_ts: Option<u64>,
     pub last_ts: u64,
 }
@@ -100,6 +104,7 @@ impl Analyzer {
             cpu_seen: HashMap::new(),
             cpu_ended: 0,
             events: 0,
+            peak_entries: 0,
             first_ts: None,
             last_ts: 0,
         }
@@ -139,6 +144,9 @@ impl Analyzer {
     pub fn record(&mut self, r: &Record) {
         let h = *r.header();
         self.events += 1;
+        if self.events % 256 == 0 {
+            self.peak_entries = self.peak_entries.max(self.entries_held());
+        }
         self.first_ts.get_or_insert(h.ts_ns);
         self.last_ts = self.last_ts.max(h.ts_ns);
         match r {
@@ -307,6 +315,11 @@ impl Analyzer {
     /// CPU time spent inside procedure `p` by all threads.
     pub fn cpu_in(&self, p: ProcId) -> u64 {
         self.cpu_in.get(p).copied().unwrap_or(0)
+    }
+
+    /// The most entries held at any sample point (every 256 records).
+    pub fn peak_entries(&self) -> usize {
+        self.peak_entries.max(self.entries_held())
     }
 
     /// Entries the analysis holds (threads, messages in flight, open requests and

@@ -1,0 +1,284 @@
+//! Property tests on synthetic event streams: the online engine against an exhaustive
+//! longest-path computation over the same event graph, and the memory bound.
+
+use tracer_common::{call, flavor, kind, CallRecord, EventHeader, UNSET, UNSET32};
+
+use super::workclock::ClockKind;
+use super::{analyze, Analyzer};
+use crate::calls::MPICH_COMM_WORLD;
+use crate::procfs::ProcessInfo;
+use crate::recording::{FunctionProbe, Item, RecordingMeta};
+use crate::records::Record;
+
+/// xorshift64*: deterministic randomness without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A synthetic MPI run: single-threaded ranks (pid = 100 + rank) whose records the
+/// generator writes while it builds the same run's event graph by hand.
+struct Synth {
+    items: Vec<Item>,
+    ts: u64,
+    cpu: Vec<u64>,
+    funcs: usize,
+    /// Reference graph: node values are computed as nodes are added (time order is a
+    /// topological order). Per rank: its last node and the work since then, in total and
+    /// per procedure.
+    value: Vec<u64>,
+    shares: Vec<Vec<u64>>,
+    last: Vec<Option<usize>>,
+    since: Vec<(u64, Vec<u64>)>,
+}
+
+impl Synth {
+    fn new(procs: usize, funcs: usize) -> Self {
+        let mut items = Vec::new();
+        for f in 0..funcs {
+            items.push(Item::Probe(FunctionProbe {
+                id: f as u16 + 1,
+                symbol: format!("f{f}"),
+                path: "/x".into(),
+                vaddr: 0,
+            }));
+        }
+        for r in 0..procs {
+            items.push(Item::Process(ProcessInfo {
+                pid: 100 + r as u32,
+                ppid: 1,
+                env_rank: Some(r as i32),
+                env_size: Some(procs as i32),
+                ..Default::default()
+            }));
+        }
+        let mut s = Synth {
+            items,
+            ts: 1000,
+            cpu: vec![0; procs],
+            funcs,
+            value: Vec::new(),
+            shares: Vec::new(),
+            last: vec![None; procs],
+            since: vec![(0, vec![0; funcs]); procs],
+        };
+        // Each rank's path starts at its first record (the engine starts a thread there).
+        for r in 0..procs {
+            s.compute(r, 0, None);
+        }
+        s
+    }
+
+    fn header(&mut self, rank: usize, kind: u16, callf: u16) -> EventHeader {
+        self.ts += 10;
+        let id = 100 + rank as u32;
+        EventHeader {
+            ts_ns: self.ts,
+            cpu_ns: self.cpu[rank],
+            tgid: id,
+            tid: id,
+            kind,
+            call: callf,
+            cpu: 0,
+        }
+    }
+
+    /// `w` ns of CPU work on `rank`, inside procedure `f` if given.
+    fn compute(&mut self, rank: usize, w: u64, f: Option<usize>) {
+        if let Some(f) = f {
+            let h = self.header(rank, kind::FUNC_ENTER, f as u16 + 1);
+            self.items.push(Item::Record(Record::FuncEnter(h)));
+        }
+        self.cpu[rank] += w;
+        let h = self.header(rank, kind::FUNC_EXIT, f.map(|f| f as u16 + 1).unwrap_or(0));
+        self.items.push(Item::Record(match f {
+            Some(_) => Record::FuncExit(h),
+            // Outside procedures, a switch-out record just carries the clock forward.
+            None => Record::SwitchOut(tracer_common::SwitchRecord {
+                header: EventHeader {
+                    kind: kind::SWITCH_OUT,
+                    ..h
+                },
+                prev_state: 1,
+            }),
+        }));
+        self.since[rank].0 += w;
+        if let Some(f) = f {
+            self.since[rank].1[f] += w;
+        }
+    }
+
+    /// A reference node on `rank` now, with an optional incoming message node.
+    fn node(&mut self, rank: usize, incoming: Option<usize>) -> usize {
+        let (w, per) = std::mem::replace(&mut self.since[rank], (0, vec![0; self.funcs]));
+        let (mut v, mut sh) = match self.last[rank] {
+            Some(p) => (
+                self.value[p] + w,
+                self.shares[p]
+                    .iter()
+                    .zip(&per)
+                    .map(|(a, b)| a + b)
+                    .collect(),
+            ),
+            None => (w, per),
+        };
+        if let Some(m) = incoming {
+            // Ties keep the receiver's own path, as the engine does.
+            if self.value[m] > v {
+                v = self.value[m];
+                sh = self.shares[m].clone();
+            }
+        }
+        self.value.push(v);
+        self.shares.push(sh);
+        self.last[rank] = Some(self.value.len() - 1);
+        self.value.len() - 1
+    }
+
+    fn call(&mut self, rank: usize, id: u16, peer: i32, tag: i32, exit: bool) {
+        let k = if exit {
+            kind::CALL_EXIT
+        } else {
+            kind::CALL_ENTER
+        };
+        let h = self.header(rank, k, id | ((flavor::MPICH as u16) << 8));
+        let mut c = CallRecord {
+            header: h,
+            bytes: UNSET,
+            ret: UNSET,
+            out: UNSET,
+            peer: UNSET32,
+            tag: UNSET32,
+            peer2: UNSET32,
+            tag2: UNSET32,
+            count: UNSET32,
+            elem_size: UNSET32,
+            ..Default::default()
+        };
+        if exit {
+            c.ret = 0;
+            if id == call::MPI_RECV {
+                c.peer = peer;
+                c.tag = tag;
+            }
+        } else {
+            c.comm = MPICH_COMM_WORLD;
+            c.peer = peer;
+            c.tag = tag;
+        }
+        self.items.push(Item::Record(if exit {
+            Record::CallExit(c)
+        } else {
+            Record::CallEnter(c)
+        }));
+    }
+
+    /// A message from `src` to `dst`, received right away (time order = causal order).
+    fn message(&mut self, src: usize, dst: usize, tag: i32) {
+        self.call(src, call::MPI_SEND, dst as i32, tag, false);
+        let sent = self.node(src, None);
+        self.call(src, call::MPI_SEND, 0, 0, true);
+        self.call(dst, call::MPI_RECV, src as i32, tag, false);
+        self.call(dst, call::MPI_RECV, src as i32, tag, true);
+        self.node(dst, Some(sent));
+    }
+
+    /// Closes every rank with a final node; returns the longest path and its shares.
+    fn finish(&mut self) -> (u64, Vec<u64>) {
+        for r in 0..self.last.len() {
+            self.node(r, None);
+        }
+        let i = (0..self.value.len())
+            .max_by_key(|&i| self.value[i])
+            .unwrap();
+        (self.value[i], self.shares[i].clone())
+    }
+}
+
+/// Longest path with procedure `f`'s work removed: a second synthetic run with the same
+/// schedule and that procedure's compute set to zero.
+fn random_run(
+    seed: u64,
+    procs: usize,
+    funcs: usize,
+    steps: usize,
+    zero: Option<usize>,
+) -> (Vec<Item>, u64, Vec<u64>) {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut s = Synth::new(procs, funcs);
+    let mut tag = 0;
+    for _ in 0..steps {
+        let r = rng.below(procs as u64) as usize;
+        if rng.below(2) == 0 {
+            let f = rng.below(funcs as u64 + 1) as usize;
+            let f = (f < funcs).then_some(f);
+            let w = 1 + rng.below(1_000_000);
+            let w = if zero.is_some() && f == zero { 0 } else { w };
+            s.compute(r, w, f);
+        } else {
+            let d = rng.below(procs as u64) as usize;
+            if d != r {
+                tag += 1;
+                s.message(r, d, tag);
+            }
+        }
+    }
+    let (len, shares) = s.finish();
+    (s.items, len, shares)
+}
+
+#[test]
+fn online_engine_equals_exhaustive_longest_path() {
+    for seed in 0..300 {
+        let procs = 2 + (seed % 4) as usize;
+        let funcs = 1 + (seed % 3) as usize;
+        let (items, len, shares) = random_run(seed, procs, funcs, 80, None);
+        let a = analyze(&RecordingMeta::default(), &items, ClockKind::Cpu);
+        let (_, path) = a.critical().unwrap();
+        assert_eq!(path.longest, len, "seed {seed}: length");
+        assert_eq!(path.inclusive, shares, "seed {seed}: shares");
+        assert_eq!(
+            path.exclusive, shares,
+            "seed {seed}: no nesting, exclusive = inclusive"
+        );
+        assert_eq!(a.matcher.final_stats().unmatched, 0, "seed {seed}");
+        for f in 0..funcs {
+            let (_, zeroed_len, _) = random_run(seed, procs, funcs, 80, Some(f));
+            assert_eq!(a.zeroed_length(f), zeroed_len, "seed {seed}: zeroing f{f}");
+        }
+    }
+}
+
+#[test]
+fn engine_memory_does_not_grow_with_run_length() {
+    // A ring over 4 ranks, 100 rounds vs 1,000 rounds: the entries the analysis holds at
+    // the end and at its peak are the same.
+    fn ring(rounds: usize) -> Analyzer {
+        let mut s = Synth::new(4, 1);
+        for round in 0..rounds {
+            for r in 0..4 {
+                s.compute(r, 1000, Some(0));
+                s.message(r, (r + 1) % 4, round as i32);
+            }
+        }
+        let mut a = Analyzer::new(&RecordingMeta::default(), ClockKind::Cpu);
+        for i in &s.items {
+            a.item(i);
+        }
+        a
+    }
+    let short = ring(100);
+    let long = ring(1000);
+    assert!(short.entries_held() > 0);
+    assert_eq!(short.entries_held(), long.entries_held());
+    assert_eq!(short.peak_entries(), long.peak_entries());
+    assert_eq!(long.critical().unwrap().1.longest, 1000 * 4 * 1000);
+}
