@@ -1,8 +1,8 @@
 /* Nonblocking pairs: rank i exchanges with i^1 (an odd last rank sits out). Each round:
  * MPI_Irecv, MPI_Isend (8 doubles, tag = round), MPI_Wait(recv), MPI_Wait(send). Then one
  * round completed with MPI_Waitall, and one receive completed by an MPI_Test loop.
- * Known answer per paired rank: ROUNDS+2 Irecv, ROUNDS+2 Isend, 2*ROUNDS+1 Wait... see the
- * test; every completion names a request an Isend/Irecv returned. */
+ * Known answer per paired rank: ROUNDS+2 Irecv, ROUNDS+2 Isend, 2*ROUNDS+1 Wait, 1 Waitall,
+ * >= 1 Test (the loop count varies); every completion names a request an Isend/Irecv returned. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -245,3 +245,81 @@ fn pvm_manager_worker_path() {
         workers as f64 * rounds * t,
     );
 }
+
+#[test]
+fn live_samples_while_the_program_runs() {
+    let out = std::process::Command::new(tracer())
+        .args(["record", "--interval", "0.25", "--func", "compute", "--"])
+        .args(openmpi(2, "mpi_busy", &["12", "100"]))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let samples: Vec<f64> = err
+        .lines()
+        .filter(|l| l.starts_with('[') && l.contains("critical path"))
+        .map(|l| {
+            l.split("critical path")
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(samples.len() >= 3, "only {} samples:\n{err}", samples.len());
+    assert!(
+        samples.windows(2).all(|w| w[0] <= w[1]),
+        "the path only grows: {samples:?}"
+    );
+    assert!(err.contains("compute"), "{err}");
+}
+
+#[test]
+fn attaching_mid_run_measures_the_traced_interval() {
+    use std::process::{Command, Stdio};
+    let cmd = openmpi(4, "mpi_sleeper", &["6"]);
+    let mut job = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    let dir = std::env::temp_dir().join(format!("tracer-mid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("p.json");
+    let out = Command::new(tracer())
+        .args([
+            "record",
+            "-q",
+            "--duration",
+            "1.5",
+            "--pid",
+            &job.id().to_string(),
+            "--profile-json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    job.wait().unwrap();
+    let p: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The path covers the traced 1.5 s only (the job ran 2 s before), and on 2 CPUs
+    // 4 ranks spinning 1 ms per step get half a CPU each: a few hundred ms of work.
+    let len = length(&p);
+    assert!(
+        len > 100.0 && len < 1500.0,
+        "critical path {len} ms for 1.5 s of tracing"
+    );
+    // Only messages in flight at the start or the end of tracing can be unmatched.
+    let m = &p["messages"];
+    assert!(m["matched"].as_u64().unwrap() > 200, "{m}");
+    assert!(m["unmatched"].as_u64().unwrap() <= 8, "{m}");
+}

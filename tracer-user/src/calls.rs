@@ -159,6 +159,15 @@ impl Flavor {
         }
     }
 
+    /// `MPI_PROC_NULL` (Open MPI -2, MPICH -1): a send or receive that moves nothing.
+    pub fn proc_null(self) -> Option<i32> {
+        match self {
+            Flavor::OpenMpi => Some(-2),
+            Flavor::Mpich => Some(-1),
+            Flavor::Pvm => None,
+        }
+    }
+
     /// `MPI_ANY_SOURCE` (Open MPI -1, MPICH -2; PVM's wildcard task id is -1).
     pub fn any_source(self) -> i32 {
         match self {

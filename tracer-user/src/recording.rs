@@ -33,6 +33,8 @@ const MAX_CHUNK: u32 = 64 << 20;
 pub enum RecordingError {
     #[error("cannot open {path}: {source}")]
     Open { path: PathBuf, source: io::Error },
+    #[error("{0} is being written by another tracer")]
+    Busy(PathBuf),
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
     #[error("not a recording (bad magic)")]
@@ -103,10 +105,20 @@ pub struct RecordingWriter {
 
 impl RecordingWriter {
     pub fn create(path: &Path, meta: &RecordingMeta) -> Result<Self, RecordingError> {
-        let file = File::create(path).map_err(|source| RecordingError::Open {
+        let open_err = |source| RecordingError::Open {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        // Lock before truncating: two sessions writing one file would interleave records.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(open_err)?;
+        file.try_lock()
+            .map_err(|_| RecordingError::Busy(path.to_path_buf()))?;
+        file.set_len(0).map_err(open_err)?;
         let mut w = RecordingWriter {
             out: BufWriter::with_capacity(1 << 20, file),
             batch: Vec::with_capacity(1 << 20),

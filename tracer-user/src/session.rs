@@ -13,14 +13,13 @@ use tokio::signal::unix::{signal, SignalKind};
 use std::collections::HashMap;
 
 use crate::analysis::profile::Profile;
-use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
-use crate::analysis::Analyzer;
+use crate::analysis::Pipeline;
 use crate::funcs::{FuncError, FunctionSelector};
 use crate::libraries::{self, Library};
 use crate::probes::{ProbeError, ProbeOptions, Probes};
 use crate::procfs;
-use crate::recording::{RecordingError, RecordingMeta, RecordingWriter, Trailer};
+use crate::recording::{Item, RecordingError, RecordingMeta, RecordingWriter, Trailer};
 use crate::records::{self, Record};
 use crate::summary::{Summary, SummaryBuilder};
 
@@ -214,10 +213,6 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     })
 }
 
-/// Records can reach the ring buffer slightly out of timestamp order (one buffer, many
-/// CPUs); the engine sees them once they are this much older than the newest.
-const REORDER_WINDOW_NS: u64 = 50_000_000;
-
 /// Where decoded records go: the recording file (if any) and the summary.
 struct Sink {
     writer: Option<RecordingWriter>,
@@ -225,8 +220,7 @@ struct Sink {
     open_mpi: Vec<Library>,
     summary: SummaryBuilder,
     /// The online critical path engine, fed in timestamp order.
-    analyzer: Analyzer,
-    reorder: ReorderBuffer,
+    pipeline: Pipeline,
     clock: ClockKind,
     commands: HashMap<u32, String>,
     seen: HashSet<u32>,
@@ -247,8 +241,7 @@ impl Sink {
                 .map(|p| RecordingWriter::create(p, meta))
                 .transpose()?,
             summary: SummaryBuilder::new(meta),
-            analyzer: Analyzer::new(meta, clock),
-            reorder: ReorderBuffer::new(REORDER_WINDOW_NS),
+            pipeline: Pipeline::new(meta, clock),
             clock,
             commands: HashMap::new(),
             seen: HashSet::new(),
@@ -259,7 +252,7 @@ impl Sink {
 
     fn probe(&mut self, p: &crate::recording::FunctionProbe) -> Result<(), SessionError> {
         self.summary.probe(p);
-        self.analyzer.probe(p);
+        self.pipeline.item(&Item::Probe(p.clone()));
         if let Some(w) = &mut self.writer {
             w.probe(p)?;
         }
@@ -281,7 +274,7 @@ impl Sink {
             .iter()
             .find_map(|l| l.ompi_world_handle(&info));
         self.summary.process(&info);
-        self.analyzer.process(&info);
+        self.pipeline.item(&Item::Process(info.clone()));
         if !info.command.is_empty() {
             self.commands.insert(info.pid, info.command.clone());
         }
@@ -314,9 +307,7 @@ impl Sink {
         }
         self.total += 1;
         self.summary.record(rec);
-        self.reorder.push(*rec);
-        let analyzer = &mut self.analyzer;
-        self.reorder.ready(|r| analyzer.record(r));
+        self.pipeline.item(&Item::Record(*rec));
         if let Some(w) = &mut self.writer {
             w.record(raw)?;
         }
@@ -325,12 +316,11 @@ impl Sink {
 
     /// The profile so far (records still in the reorder window are not in it yet).
     fn profile(&self, lost: u64) -> Profile {
-        Profile::new(&self.analyzer, self.clock, lost, &self.commands)
+        Profile::new(&self.pipeline.analyzer, self.clock, lost, &self.commands)
     }
 
     fn finish(mut self, lost: u64) -> Result<(Summary, Profile), SessionError> {
-        let analyzer = &mut self.analyzer;
-        self.reorder.flush(|r| analyzer.record(r));
+        self.pipeline.flush();
         let profile = self.profile(lost);
         if let Some(w) = self.writer {
             w.finish(&Trailer {

@@ -47,6 +47,7 @@ const PACKAGES: &[&str] = &[
     "make",
     "gcc",
     "bpftool",
+    "time",
 ];
 
 fn main() -> Result<()> {
@@ -336,6 +337,8 @@ fn bench(reps: usize, calls: usize) -> Result<()> {
             ],
         ),
     ];
+    engine_throughput(&programs)?;
+    println!();
     println!("| MPI | call | untraced ns/call | traced ns/call | probe cost ns/call | spread traced (min-max) |");
     println!("|---|---|---|---|---|---|");
     for (name, launch) in &mpis {
@@ -363,6 +366,57 @@ fn bench(reps: usize, calls: usize) -> Result<()> {
                 (tm - um) / calls_per_iter
             );
         }
+    }
+    Ok(())
+}
+
+/// Engine throughput: record a large real run once, then time `tracer analyze` on it
+/// (decode + reorder + match + online engine, one thread) and read its peak memory.
+fn engine_throughput(programs: &Path) -> Result<()> {
+    let tracer = root().join("target/release/tracer");
+    let dir = std::env::temp_dir().join("tracer-bench");
+    std::fs::create_dir_all(&dir)?;
+    let rec = dir.join("ring.trace");
+    run(Command::new(&tracer)
+        .args(["record", "-q", "--func", "compute", "-o"])
+        .arg(&rec)
+        .args(["--", "mpirun.mpich", "-np", "2"])
+        .arg(programs.join("mpi_busy.mpich"))
+        .args(["200000", "0.001"]))?;
+    let bytes = std::fs::metadata(&rec)?.len();
+    println!("| run | events | recording MiB | seconds | events/s | peak RSS MiB |");
+    println!("|---|---|---|---|---|---|");
+    for i in 0..3 {
+        let start = std::time::Instant::now();
+        let out = Command::new("/usr/bin/time")
+            .args(["-f", "%M"])
+            .arg(&tracer)
+            .args(["analyze", "--json"])
+            .arg(&rec)
+            .output()?;
+        let secs = start.elapsed().as_secs_f64();
+        if !out.status.success() {
+            bail!(
+                "tracer analyze failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let profile: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        let events = profile["events"]["total"].as_u64().unwrap_or(0);
+        let rss_kib: f64 = String::from_utf8_lossy(&out.stderr)
+            .trim()
+            .lines()
+            .last()
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0.0);
+        println!(
+            "| {} | {events} | {:.1} | {secs:.3} | {:.0} | {:.1} |",
+            i + 1,
+            bytes as f64 / (1 << 20) as f64,
+            events as f64 / secs,
+            rss_kib / 1024.0
+        );
     }
     Ok(())
 }

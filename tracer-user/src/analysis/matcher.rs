@@ -40,6 +40,9 @@ struct ProcFacts {
     pvm_tid: Option<i32>,
 }
 
+/// A process's part in a Comm_split: (pid, color, key).
+type SplitMember = (u32, i32, i32);
+
 /// Who is who: processes, their ranks and task ids, and their communicator handles.
 #[derive(Default)]
 pub struct Directory {
@@ -49,7 +52,7 @@ pub struct Directory {
     interned: HashMap<CommDef, u32>,
     creation_seq: HashMap<(u32, u32), u32>,
     /// (parent, seq) -> members' (pid, color, key) of a Comm_split.
-    splits: HashMap<(u32, u32), Vec<(u32, i32, i32)>>,
+    splits: HashMap<(u32, u32), Vec<SplitMember>>,
     members_cache: HashMap<u32, Vec<u32>>,
     pvm_pids: HashMap<i32, u32>,
 }
@@ -73,17 +76,13 @@ impl Directory {
         let (id, flavor) = split_call_field(entry.header.call);
         let flavor = Flavor::from_id(flavor);
         match id {
-            call::MPI_COMM_RANK if exit.ret == 0 => {
-                if self.is_world(pid, entry.comm, flavor) {
-                    self.procs.entry(pid).or_default().world_rank = Some(exit.out as i32);
-                    self.members_cache.clear();
-                }
+            call::MPI_COMM_RANK if exit.ret == 0 && self.is_world(pid, entry.comm, flavor) => {
+                self.procs.entry(pid).or_default().world_rank = Some(exit.out as i32);
+                self.members_cache.clear();
             }
-            call::MPI_COMM_SIZE if exit.ret == 0 => {
-                if self.is_world(pid, entry.comm, flavor) {
-                    self.procs.entry(pid).or_default().world_size = Some(exit.out as i32);
-                    self.members_cache.clear();
-                }
+            call::MPI_COMM_SIZE if exit.ret == 0 && self.is_world(pid, entry.comm, flavor) => {
+                self.procs.entry(pid).or_default().world_size = Some(exit.out as i32);
+                self.members_cache.clear();
             }
             call::PVM_MYTID if exit.ret > 0 => {
                 self.procs.entry(pid).or_default().pvm_tid = Some(exit.ret as i32);
@@ -316,6 +315,9 @@ impl<S: Clone> MessageMatcher<S> {
     }
 
     fn post_mpi(&mut self, pid: u32, comm: u64, dest: i32, tag: i32, flavor: Option<Flavor>, s: S) {
+        if flavor.and_then(Flavor::proc_null) == Some(dest) {
+            return; // MPI_PROC_NULL: nothing is sent
+        }
         self.stats.sent += 1;
         let Some(gid) = self.directory.comm_of(pid, comm, flavor) else {
             return;
@@ -401,12 +403,15 @@ impl<S: Clone> MessageMatcher<S> {
                 } else {
                     (e.peer2, e.tag2)
                 };
+                if flavor.and_then(Flavor::proc_null) == Some(req_src) {
+                    return out; // MPI_PROC_NULL: nothing is received
+                }
                 let source = set(x.peer).or((!wildcard(req_src, flavor)).then_some(req_src));
                 let tag = set(x.tag).or((req_tag != -1).then_some(req_tag));
                 let gid = self.directory.comm_of(pid, e.comm, flavor);
                 out.extend(self.take_mpi(pid, gid, source, tag));
             }
-            call::MPI_IRECV if x.ret == 0 => {
+            call::MPI_IRECV if x.ret == 0 && flavor.and_then(Flavor::proc_null) != Some(e.peer) => {
                 let gid = self.directory.comm_of(pid, e.comm, flavor);
                 self.irecvs.insert(
                     (pid, x.handle),

@@ -144,7 +144,7 @@ impl Analyzer {
     pub fn record(&mut self, r: &Record) {
         let h = *r.header();
         self.events += 1;
-        if self.events % 256 == 0 {
+        if self.events.is_multiple_of(256) {
             self.peak_entries = self.peak_entries.max(self.entries_held());
         }
         self.first_ts.get_or_insert(h.ts_ns);
@@ -329,11 +329,56 @@ impl Analyzer {
     }
 }
 
+/// How far records may be out of timestamp order in the stream (one ring buffer, many
+/// CPUs); the engine sees them once they are this much older than the newest.
+pub const REORDER_WINDOW_NS: u64 = 50_000_000;
+
+/// Feeds a stream of items through the reorder window into an analyzer, the same way
+/// `tracer record` does live, so a recording analysed later gives the same result.
+pub struct Pipeline {
+    pub analyzer: Analyzer,
+    reorder: reorder::ReorderBuffer,
+}
+
+impl Pipeline {
+    pub fn new(meta: &RecordingMeta, clock: ClockKind) -> Self {
+        Pipeline {
+            analyzer: Analyzer::new(meta, clock),
+            reorder: reorder::ReorderBuffer::new(REORDER_WINDOW_NS),
+        }
+    }
+
+    /// Facts (processes, probes) apply at once; records wait in the reorder window.
+    pub fn item(&mut self, item: &Item) {
+        match item {
+            Item::Record(r) => {
+                self.reorder.push(*r);
+                let a = &mut self.analyzer;
+                self.reorder.ready(|r| a.record(r));
+            }
+            other => self.analyzer.item(other),
+        }
+    }
+
+    /// Everything still in the window, in order.
+    pub fn flush(&mut self) -> &Analyzer {
+        let a = &mut self.analyzer;
+        self.reorder.flush(|r| a.record(r));
+        &self.analyzer
+    }
+
+    /// Entries held, reorder window included.
+    pub fn entries_held(&self) -> usize {
+        self.analyzer.entries_held() + self.reorder.len()
+    }
+}
+
 /// Runs the whole analysis over a recording's items.
 pub fn analyze(meta: &RecordingMeta, items: &[Item], clock: ClockKind) -> Analyzer {
-    let mut a = Analyzer::new(meta, clock);
-    for item in reorder::in_time_order(items) {
-        a.item(item);
+    let mut p = Pipeline::new(meta, clock);
+    for item in items {
+        p.item(item);
     }
-    a
+    p.flush();
+    p.analyzer
 }

@@ -1,32 +1,12 @@
 //! Putting records in timestamp order. Records from different CPUs reach the ring buffer
 //! in reservation order, which can differ slightly from timestamp order; the engine
 //! needs causal order (a send before its receive), which timestamps from one machine
-//! clock give.
+//! clock give. Online and offline analysis both go through this buffer.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::recording::Item;
 use crate::records::Record;
-
-/// All metadata first (processes, probes: facts, not events), then the records sorted by
-/// timestamp (stable, so records of one probe invocation keep their order).
-pub fn in_time_order(items: &[Item]) -> Vec<&Item> {
-    let mut meta: Vec<&Item> = items
-        .iter()
-        .filter(|i| !matches!(i, Item::Record(_)))
-        .collect();
-    let mut recs: Vec<&Item> = items
-        .iter()
-        .filter(|i| matches!(i, Item::Record(_)))
-        .collect();
-    recs.sort_by_key(|i| match i {
-        Item::Record(r) => r.header().ts_ns,
-        _ => 0,
-    });
-    meta.extend(recs);
-    meta
-}
 
 /// Online reordering: holds records until they are `window_ns` older than the newest
 /// one seen, then releases them in timestamp order.

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use tracer_user::analysis::{self, profile::Profile, workclock::ClockKind};
-use tracer_user::recording::{self, Item};
+use tracer_user::analysis::{profile::Profile, workclock::ClockKind, Pipeline};
+use tracer_user::recording::{Item, RecordingReader};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Clock {
@@ -40,18 +40,23 @@ pub struct AnalyzeArgs {
 }
 
 pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let (meta, items, trailer) =
-        recording::read_all(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let context = || format!("reading {}", a.file.display());
+    let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     let clock = ClockKind::from(a.clock);
-    let analyzer = analysis::analyze(&meta, &items, clock);
-    let commands: HashMap<u32, String> = items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Process(p) if !p.command.is_empty() => Some((p.pid, p.command.clone())),
-            _ => None,
-        })
-        .collect();
-    let profile = Profile::new(&analyzer, clock, trailer.events_lost, &commands);
+    // Streamed through the same reorder window as the live engine: memory stays bounded
+    // by the program's shape, not the recording's length.
+    let mut pipeline = Pipeline::new(&reader.meta, clock);
+    let mut commands: HashMap<u32, String> = HashMap::new();
+    while let Some(item) = reader.next_item().with_context(context)? {
+        if let Item::Process(p) = &item {
+            if !p.command.is_empty() {
+                commands.insert(p.pid, p.command.clone());
+            }
+        }
+        pipeline.item(&item);
+    }
+    let lost = reader.trailer.as_ref().map(|t| t.events_lost).unwrap_or(0);
+    let profile = Profile::new(pipeline.flush(), clock, lost, &commands);
     if let Some(path) = &a.profile_json {
         std::fs::write(path, serde_json::to_string_pretty(&profile)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;

@@ -133,7 +133,7 @@ mod tests {
         let sum = btf
             .offset_of("task_struct", &["se", "sum_exec_runtime"])
             .unwrap();
-        assert!(sum > 0 && sum % 8 == 0);
+        assert!(sum > 0 && sum.is_multiple_of(8));
         assert!(btf.offset_of("task_struct", &["no_such_member"]).is_none());
     }
 }
