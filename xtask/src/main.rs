@@ -45,6 +45,7 @@ const PACKAGES: &[&str] = &[
     "pvm-dev",
     "pvm-examples",
     "make",
+    "gfortran",
     "gcc",
     "bpftool",
     "time",
