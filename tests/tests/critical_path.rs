@@ -328,7 +328,11 @@ fn attaching_mid_run_measures_the_traced_interval() {
 /// the root wait for the slowest rank.
 fn fanout(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
     let (iters, p_ms, w, s) = (4.0, 20.0, 30.0, 50.0);
-    let run = profile(tag, &["prepare", "work*"], &launch(4, "mpi_fanout", &["4", "20", "30", "50"]));
+    let run = profile(
+        tag,
+        &["prepare", "work*"],
+        &launch(4, "mpi_fanout", &["4", "20", "30", "50"]),
+    );
     let p = &run.online;
     assert_near("critical path", length(p), iters * (p_ms + s));
     let prepare = proc_row(p, "prepare");
@@ -338,7 +342,11 @@ fn fanout(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
     assert_near("work_slow on the path", ms(&slow["cp_ns"]), iters * s);
     assert_eq!(work["cp_ns"], 0);
     assert_near("work CPU", ms(&work["cpu_ns"]), 2.0 * iters * w);
-    assert_near("zeroing work_slow", ms(&slow["zeroing_ns"]), iters * (s - w));
+    assert_near(
+        "zeroing work_slow",
+        ms(&slow["zeroing_ns"]),
+        iters * (s - w),
+    );
     assert_near("zeroing prepare", ms(&prepare["zeroing_ns"]), iters * p_ms);
     assert_eq!(p["messages"]["collectives"], 4 * 4 * 2);
     assert_eq!(p["messages"]["collectives_incomplete"], 0);

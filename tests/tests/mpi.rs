@@ -311,12 +311,18 @@ fn attach_to_running_job_by_pid() {
 
 /// Fortran programs reach the same library entry points (PMPI_Send is MPI_Send's address).
 fn fortran_ring(mpi: &str) {
-    let t = record(&format!("fortran-{mpi}"), &[], &launcher(mpi)(3, "mpi_ring_f", &["6", "48"]));
+    let t = record(
+        &format!("fortran-{mpi}"),
+        &[],
+        &launcher(mpi)(3, "mpi_ring_f", &["6", "48"]),
+    );
     assert_eq!(t.lost, 0);
     let ranks = assert_ranks(&t, 3);
     let sends = t.calls_of(call::MPI_SEND);
     assert_eq!(sends.len(), 6 * 3);
-    assert!(sends.iter().all(|s| s.entry.peer as i64 == (ranks[&s.pid] + 1) % 3 && s.entry.bytes == 48));
+    assert!(sends
+        .iter()
+        .all(|s| s.entry.peer as i64 == (ranks[&s.pid] + 1) % 3 && s.entry.bytes == 48));
     assert_eq!(t.calls_of(call::MPI_RECV).len(), 6 * 3);
 }
 

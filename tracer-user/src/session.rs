@@ -53,6 +53,9 @@ pub struct RecordOptions {
     pub system_wide: bool,
     pub duration: Option<Duration>,
     pub output: Option<PathBuf>,
+    /// Written before the probes are detached (which takes seconds).
+    pub summary_json: Option<PathBuf>,
+    pub profile_json: Option<PathBuf>,
     pub funcs: Vec<String>,
     pub libs: Vec<PathBuf>,
     pub ring_mib: u32,
@@ -61,6 +64,8 @@ pub struct RecordOptions {
     /// Live samples: every `interval`, `on_sample` gets the profile so far.
     pub interval: Option<Duration>,
     pub on_sample: Option<SampleHook>,
+    /// Called when the outputs are written and the probes are about to be detached.
+    pub on_detach: Option<Box<dyn FnOnce(usize)>>,
     /// Called once every probe is attached and the targets are traced.
     pub on_ready: Option<ReadyHook>,
 }
@@ -200,9 +205,14 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         ..
     } = ctx;
     let lost = probes.lost()?;
-    // Detach everything before writing the outputs.
-    drop(probes);
+    // Every output is complete before the probes go: detaching takes seconds.
     let (summary, profile) = sink.finish(lost)?;
+    write_json(opts.summary_json.as_deref(), &summary)?;
+    write_json(opts.profile_json.as_deref(), &profile)?;
+    if let Some(detaching) = opts.on_detach {
+        detaching(probes.attach_count);
+    }
+    drop(probes);
     Ok(RecordOutcome {
         summary,
         profile,
@@ -522,6 +532,16 @@ fn launch(program: &Path, argv: &[String], probes: &mut Probes) -> Result<u32, S
         traced?;
         Ok(pid)
     }
+}
+
+fn write_json<T: serde::Serialize>(path: Option<&Path>, value: &T) -> Result<(), SessionError> {
+    if let Some(path) = path {
+        let json = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+        std::fs::write(path, json + "\n").map_err(|e| {
+            std::io::Error::new(e.kind(), format!("writing {}: {e}", path.display()))
+        })?;
+    }
+    Ok(())
 }
 
 fn hostname() -> String {

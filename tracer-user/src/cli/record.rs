@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 use tracer_user::analysis::profile::Profile;
 use tracer_user::session::{self, RecordOptions, StopReason};
@@ -78,6 +78,12 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         system_wide: a.all,
         duration,
         output: a.output.clone(),
+        summary_json: a.summary_json.clone(),
+        profile_json: a.profile_json.clone(),
+        on_detach: (!a.quiet).then(|| {
+            Box::new(|n: usize| eprintln!("tracer: outputs written; detaching {n} probes (the kernel takes about 0.1 s each)"))
+                as Box<dyn FnOnce(usize)>
+        }),
         funcs: a.funcs,
         libs: a.libs,
         ring_mib: a.buffer_mib,
@@ -90,14 +96,6 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
             }) as session::ReadyHook
         }),
     })?;
-    if let Some(path) = &a.summary_json {
-        let json = serde_json::to_string_pretty(&outcome.summary)?;
-        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(path) = &a.profile_json {
-        let json = serde_json::to_string_pretty(&outcome.profile)?;
-        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
-    }
     if !a.quiet {
         let why = match outcome.stop {
             StopReason::TargetsExited => "traced processes exited",
