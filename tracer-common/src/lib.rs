@@ -156,6 +156,26 @@ pub const UNSET: i64 = i64::MIN;
 /// Marker for "not set / unknown" in 32-bit signed fields.
 pub const UNSET32: i32 = i32::MIN;
 
+impl CallRecord {
+    /// A record with every optional field unset.
+    pub const fn unset(header: EventHeader) -> Self {
+        CallRecord {
+            header,
+            comm: 0,
+            handle: 0,
+            bytes: UNSET,
+            ret: UNSET,
+            out: UNSET,
+            peer: UNSET32,
+            tag: UNSET32,
+            peer2: UNSET32,
+            tag2: UNSET32,
+            count: UNSET32,
+            elem_size: UNSET32,
+        }
+    }
+}
+
 /// How many values one array record carries.
 pub const ARRAY_CHUNK: usize = 8;
 /// At most this many array records are emitted per call (bounded loop in the probe).

@@ -303,26 +303,18 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
     // file is where the library is loaded.
     let bias = regs.rip.wrapping_sub(cookie >> 32);
 
-    let mut rec = CallRecord {
-        // Call records carry the flavor in the high byte of `call`.
-        header: header(
-            kind::CALL_ENTER,
-            call_id | ((flavor_id as u16) << 8),
-            tgid,
-            tid,
-        ),
-        comm: 0,
-        handle: 0,
-        bytes: UNSET,
-        ret: UNSET,
-        out: UNSET,
-        peer: int_arg(regs, layout.peer),
-        tag: int_arg(regs, layout.tag),
-        peer2: int_arg(regs, layout.peer2),
-        tag2: int_arg(regs, layout.tag2),
-        count: int_arg(regs, layout.count),
-        elem_size: UNSET32,
-    };
+    // Call records carry the flavor in the high byte of `call`.
+    let mut rec = CallRecord::unset(header(
+        kind::CALL_ENTER,
+        call_id | ((flavor_id as u16) << 8),
+        tgid,
+        tid,
+    ));
+    rec.peer = int_arg(regs, layout.peer);
+    rec.tag = int_arg(regs, layout.tag);
+    rec.peer2 = int_arg(regs, layout.peer2);
+    rec.tag2 = int_arg(regs, layout.tag2);
+    rec.count = int_arg(regs, layout.count);
     if layout.comm != NO_ARG {
         rec.comm = handle_value(arg(regs, layout.comm), flavor);
     }
@@ -450,21 +442,13 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
     let flavor = FLAVORS.get(frame.flavor as u32).ok_or(())?;
     let ret: u64 = ctx.ret();
 
-    let mut rec = CallRecord {
-        header: header(kind::CALL_EXIT, call_id | (frame.flavor << 8), tgid, tid),
-        comm: 0,
-        handle: 0,
-        bytes: UNSET,
-        ret: ret as i64,
-        out: UNSET,
-        peer: UNSET32,
-        tag: UNSET32,
-        peer2: UNSET32,
-        tag2: UNSET32,
-        count: UNSET32,
-        elem_size: UNSET32,
-    };
-    // PVM and MPI both return int.
+    let mut rec = CallRecord::unset(header(
+        kind::CALL_EXIT,
+        call_id | (frame.flavor << 8),
+        tgid,
+        tid,
+    ));
+    // PVM and MPI calls both return int.
     rec.ret = ret as i32 as i64;
     if frame.handle_out != 0 {
         rec.handle = read_handle(frame.handle_out, flavor);

@@ -58,31 +58,6 @@ impl Library {
         }
     }
 
-    /// Open MPI: the MPI_COMM_WORLD handle of a process, i.e. where the dynamic linker
-    /// put `ompi_mpi_comm_world`. The executable comes first in symbol lookup, and
-    /// executables that use MPI_COMM_WORLD directly usually hold a copy of the object
-    /// (a copy relocation); otherwise it is the library's own.
-    pub fn ompi_world_handle(&self, info: &procfs::ProcessInfo) -> Option<u64> {
-        if self.flavor != Flavor::OpenMpi {
-            return None;
-        }
-        let lib_map = info
-            .mappings
-            .iter()
-            .find(|m| Path::new(&m.path) == self.path)?;
-        let exe = Path::new(&info.exe);
-        if let (Ok(table), Some(exe_map)) = (
-            SymbolTable::read(exe),
-            info.mappings.iter().find(|m| Path::new(&m.path) == exe),
-        ) {
-            if let Some(addr) = table.runtime_address(OMPI_COMM_WORLD_SYMBOL, exe_map.bias) {
-                return Some(addr);
-            }
-        }
-        self.symbols
-            .runtime_address(OMPI_COMM_WORLD_SYMBOL, lib_map.bias)
-    }
-
     /// PVM's receive-buffer global, needed to learn the source of a wildcard receive.
     pub fn pvm_rbuf_vaddr(&self) -> u64 {
         self.symbols
@@ -126,6 +101,103 @@ pub fn mapped_candidates(pids: &[u32]) -> BTreeSet<PathBuf> {
         .filter(|p| is_candidate_name(p))
         .filter_map(|p| p.canonicalize().ok())
         .collect()
+}
+
+/// Open MPI: the MPI_COMM_WORLD handle of a process, i.e. where the dynamic linker put
+/// `ompi_mpi_comm_world`. The executable comes first in symbol lookup, and executables
+/// that use MPI_COMM_WORLD directly usually hold a copy of the object (a copy
+/// relocation); otherwise it is the library's own.
+pub fn ompi_world_handle(lib: &LibraryInfo, info: &procfs::ProcessInfo) -> Option<u64> {
+    let vaddr = lib.comm_world_vaddr?;
+    let lib_map = info.mappings.iter().find(|m| m.path == lib.path)?;
+    let exe = Path::new(&info.exe);
+    if let (Ok(table), Some(exe_map)) = (
+        SymbolTable::read(exe),
+        info.mappings.iter().find(|m| Path::new(&m.path) == exe),
+    ) {
+        if let Some(addr) = table.runtime_address(OMPI_COMM_WORLD_SYMBOL, exe_map.bias) {
+            return Some(addr);
+        }
+    }
+    // Shared libraries are linked at address 0: the mapping of offset 0 is the bias.
+    Some(lib_map.bias.wrapping_add(vaddr))
+}
+
+/// The shared libraries a process's program will load (as `ldd` resolves them, with the
+/// process's own LD_LIBRARY_PATH), canonicalized. Empty for static or unreadable programs.
+pub fn needed_by(pid: u32) -> BTreeSet<PathBuf> {
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return BTreeSet::new();
+    };
+    let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let ld_path = env
+        .split(|b| *b == 0)
+        .find_map(|v| v.strip_prefix(b"LD_LIBRARY_PATH="))
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    let mut cmd = std::process::Command::new("ldd");
+    cmd.arg(&exe).stderr(std::process::Stdio::null());
+    match ld_path {
+        Some(p) => cmd.env("LD_LIBRARY_PATH", p),
+        None => cmd.env_remove("LD_LIBRARY_PATH"),
+    };
+    let Ok(out) = cmd.output() else {
+        return BTreeSet::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.split("=> ")
+                .nth(1)?
+                .split_whitespace()
+                .next()
+                .map(PathBuf::from)
+        })
+        .filter_map(|p| p.canonicalize().ok())
+        .collect()
+}
+
+/// The MPI/PVM libraries of a session: all candidates, and which are probed. Libraries are
+/// probed when a traced process needs them (checked at exec, while the process is held),
+/// because every probe costs a trap in every process that calls it and about 0.1 s to
+/// remove at the end.
+pub struct LibrarySet {
+    pub libs: Vec<Library>,
+    /// Calls probed per library (None: not probed yet).
+    pub probed: Vec<Option<usize>>,
+}
+
+impl LibrarySet {
+    pub fn new(libs: Vec<Library>) -> Self {
+        let probed = vec![None; libs.len()];
+        LibrarySet { libs, probed }
+    }
+
+    /// Probes the libraries among `paths` (canonical) that are not probed yet.
+    pub fn probe(
+        &mut self,
+        probes: &mut crate::probes::Probes,
+        wanted: impl Fn(&Path) -> bool,
+    ) -> Result<(), crate::probes::ProbeError> {
+        for (lib, probed) in self.libs.iter().zip(self.probed.iter_mut()) {
+            if probed.is_none() && wanted(&lib.path) {
+                *probed = Some(probes.attach_library(lib)?);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn infos(&self) -> Vec<LibraryInfo> {
+        self.libs.iter().map(|l| l.info()).collect()
+    }
+
+    /// (path, flavor, calls probed) of the probed libraries.
+    pub fn probed(&self) -> Vec<(PathBuf, Flavor, usize)> {
+        self.libs
+            .iter()
+            .zip(&self.probed)
+            .filter_map(|(l, n)| Some((l.path.clone(), l.flavor, (*n)?)))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -16,10 +16,12 @@ use crate::analysis::profile::Profile;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Pipeline;
 use crate::funcs::{FuncError, FunctionSelector};
-use crate::libraries::{self, Library};
+use crate::libraries::{self, Library, LibrarySet};
 use crate::probes::{ProbeError, ProbeOptions, Probes};
 use crate::procfs;
-use crate::recording::{Item, RecordingError, RecordingMeta, RecordingWriter, Trailer};
+use crate::recording::{
+    Item, LibraryInfo, RecordingError, RecordingMeta, RecordingWriter, Trailer,
+};
 use crate::records::{self, Record};
 use crate::summary::{Summary, SummaryBuilder};
 
@@ -126,18 +128,20 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     targets.sort_unstable();
     targets.dedup();
 
-    let libs = find_libraries(&opts.libs, &targets)?;
+    let (user_libs, found_libs) = find_libraries(&opts.libs, &targets)?;
     let mut funcs = FunctionSelector::new(&opts.funcs)?;
+    // Every traced exec is held until the libraries and procedures it needs are probed.
     let mut probes = Probes::load(&ProbeOptions {
         system_wide: opts.system_wide,
-        hold_on_exec: funcs.needs_exec_hold() && !opts.system_wide,
+        hold_on_exec: !opts.system_wide,
         ring_bytes: opts.ring_mib.max(1) << 20,
     })?;
-    let mut attached_libs = Vec::new();
-    for lib in &libs {
-        let n = probes.attach_library(lib)?;
-        attached_libs.push((lib.path.clone(), lib.flavor, n));
-    }
+    let mut libs = LibrarySet::new(found_libs);
+    // Libraries the user named, those the targets have loaded, and, system-wide, all.
+    let mapped = libraries::mapped_candidates(&targets);
+    libs.probe(&mut probes, |p| {
+        opts.system_wide || user_libs.contains(p) || mapped.contains(p)
+    })?;
     let mut new_probes = funcs.attach_fixed_paths(&mut probes)?;
     for &pid in &targets {
         new_probes.extend(funcs.attach_in_process(&mut probes, pid)?);
@@ -157,11 +161,13 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
             .map(|d| d.as_nanos())
             .unwrap_or(0),
         start_monotonic_ns: monotonic_ns(),
-        libraries: libs.iter().map(|l| l.info()).collect(),
+        libraries: libs.infos(),
     };
-    let open_mpi: Vec<Library> = libs
-        .into_iter()
+    let open_mpi: Vec<LibraryInfo> = meta
+        .libraries
+        .iter()
         .filter(|l| l.flavor == crate::calls::Flavor::OpenMpi)
+        .cloned()
         .collect();
     let mut sink = Sink::new(&meta, opts.output.as_deref(), open_mpi, opts.clock)?;
     for p in &new_probes {
@@ -179,7 +185,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
 
     if let Some(ready) = opts.on_ready {
         ready(&Ready {
-            libraries: attached_libs.len(),
+            libraries: libs.probed().len(),
             probes: probes.attach_count,
             processes: targets.len() + child.is_some() as usize,
         });
@@ -190,6 +196,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let mut ctx = LoopContext {
         probes,
         funcs,
+        libs,
         sink,
         child,
         command_status: None,
@@ -200,6 +207,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let LoopContext {
         mut probes,
         funcs,
+        libs,
         sink,
         command_status,
         ..
@@ -219,7 +227,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         stop,
         command_status,
         unmatched_funcs: funcs.unmatched(),
-        libraries: attached_libs,
+        libraries: libs.probed(),
     })
 }
 
@@ -227,7 +235,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
 struct Sink {
     writer: Option<RecordingWriter>,
     /// Open MPI libraries, to find each process's MPI_COMM_WORLD handle.
-    open_mpi: Vec<Library>,
+    open_mpi: Vec<LibraryInfo>,
     summary: SummaryBuilder,
     /// The online critical path engine, fed in timestamp order.
     pipeline: Pipeline,
@@ -242,7 +250,7 @@ impl Sink {
     fn new(
         meta: &RecordingMeta,
         output: Option<&Path>,
-        open_mpi: Vec<Library>,
+        open_mpi: Vec<LibraryInfo>,
         clock: ClockKind,
     ) -> Result<Self, SessionError> {
         Ok(Sink {
@@ -282,7 +290,7 @@ impl Sink {
         info.mpi_world_handle = self
             .open_mpi
             .iter()
-            .find_map(|l| l.ompi_world_handle(&info));
+            .find_map(|l| libraries::ompi_world_handle(l, &info));
         self.summary.process(&info);
         self.pipeline.item(&Item::Process(info.clone()));
         if !info.command.is_empty() {
@@ -345,6 +353,7 @@ impl Sink {
 struct LoopContext {
     probes: Probes,
     funcs: FunctionSelector,
+    libs: LibrarySet,
     sink: Sink,
     child: Option<u32>,
     command_status: Option<i32>,
@@ -358,10 +367,16 @@ impl LoopContext {
         self.sink.record(raw, &rec)?;
         if let Record::Exec(e) = &rec {
             let pid = e.header.tgid;
-            // The probes stopped the process at exec if procedure probes may need it;
-            // attach them to the new program, then let it run.
-            let attached = self.funcs.attach_in_process(&mut self.probes, pid);
-            if self.funcs.needs_exec_hold() && !self.system_wide {
+            // The probes stopped the process at exec: probe the MPI/PVM libraries and the
+            // procedures the new program needs, then let it run.
+            let needed = libraries::needed_by(pid);
+            let libs = self.libs.probe(&mut self.probes, |p| needed.contains(p));
+            let attached = libs.map_err(SessionError::from).and_then(|()| {
+                self.funcs
+                    .attach_in_process(&mut self.probes, pid)
+                    .map_err(SessionError::from)
+            });
+            if !self.system_wide {
                 // SAFETY: plain kill(2).
                 unsafe { libc::kill(pid as i32, libc::SIGCONT) };
             }
@@ -449,31 +464,33 @@ async fn event_loop(
     Ok(stop)
 }
 
-/// Libraries to probe: the installed ones, those mapped by the targets, and the user's.
-fn find_libraries(user: &[PathBuf], targets: &[u32]) -> Result<Vec<Library>, SessionError> {
+/// Candidate libraries: the user's (returned also as a set of canonical paths, always
+/// probed), the installed ones, and those the targets have mapped.
+fn find_libraries(
+    user: &[PathBuf],
+    targets: &[u32],
+) -> Result<(HashSet<PathBuf>, Vec<Library>), SessionError> {
     let mut libs: Vec<Library> = Vec::new();
+    let mut user_set = HashSet::new();
     for path in user {
         let lib = Library::open(path).map_err(|e| SessionError::Library {
             path: path.clone(),
             reason: e.to_string(),
         })?;
-        match lib {
-            Some(lib) => libs.push(lib),
-            None => {
-                return Err(SessionError::Library {
-                    path: path.clone(),
-                    reason: "it defines no MPI or PVM entry point".into(),
-                });
-            }
-        }
+        let Some(mut lib) = lib else {
+            return Err(SessionError::Library {
+                path: path.clone(),
+                reason: "it defines no MPI or PVM entry point".into(),
+            });
+        };
+        lib.path = lib.path.canonicalize().unwrap_or(lib.path);
+        user_set.insert(lib.path.clone());
+        libs.push(lib);
     }
     let mut found = libraries::installed_candidates();
     found.extend(libraries::mapped_candidates(targets));
     for path in found {
-        if libs
-            .iter()
-            .any(|l| l.path.canonicalize().ok().as_deref() == Some(path.as_path()))
-        {
+        if user_set.contains(&path) {
             continue;
         }
         // An unreadable or unrelated file among the candidates is skipped, not fatal.
@@ -481,7 +498,7 @@ fn find_libraries(user: &[PathBuf], targets: &[u32]) -> Result<Vec<Library>, Ses
             libs.push(lib);
         }
     }
-    Ok(libs)
+    Ok((user_set, libs))
 }
 
 fn find_in_path(cmd: &str) -> Option<PathBuf> {

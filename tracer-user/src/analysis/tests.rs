@@ -1,7 +1,7 @@
 //! Property tests on synthetic event streams: the online engine against an exhaustive
 //! longest-path computation over the same event graph, and the memory bound.
 
-use tracer_common::{call, flavor, kind, CallRecord, EventHeader, UNSET, UNSET32};
+use tracer_common::{call, flavor, kind, CallRecord, EventHeader};
 
 use super::workclock::ClockKind;
 use super::{analyze, Analyzer};
@@ -150,19 +150,7 @@ impl Synth {
             kind::CALL_ENTER
         };
         let h = self.header(rank, k, id | ((flavor::MPICH as u16) << 8));
-        let mut c = CallRecord {
-            header: h,
-            bytes: UNSET,
-            ret: UNSET,
-            out: UNSET,
-            peer: UNSET32,
-            tag: UNSET32,
-            peer2: UNSET32,
-            tag2: UNSET32,
-            count: UNSET32,
-            elem_size: UNSET32,
-            ..Default::default()
-        };
+        let mut c = CallRecord::unset(h);
         if exit {
             c.ret = 0;
             if id == call::MPI_RECV {

@@ -90,7 +90,8 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         on_ready: (!a.quiet).then(|| {
             Box::new(|r: &session::Ready| {
                 eprintln!(
-                    "tracer: tracing ({} target processes, {} probes on {} MPI/PVM libraries); Ctrl-C stops",
+                    "tracer: tracing ({} processes, {} probes in {} MPI/PVM libraries so far; \
+                     more as programs start); Ctrl-C stops",
                     r.processes, r.probes, r.libraries
                 )
             }) as session::ReadyHook
