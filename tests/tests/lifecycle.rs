@@ -27,9 +27,10 @@ fn loaded_programs() -> String {
 
 /// Whether another tracer runs on this machine (then programs with our names may be its).
 fn other_tracer_running() -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "tracer")
-    })
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .any(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "tracer"))
 }
 
 fn assert_nothing_left() {

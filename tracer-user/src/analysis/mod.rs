@@ -25,7 +25,7 @@ use workclock::{ClockKind, WorkClock};
 
 /// futex(2) operations that wait (FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET,
 /// FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2), without the private/clock flags.
-fn futex_waits(op: u32) -> bool {
+pub fn futex_waits(op: u32) -> bool {
     matches!(op & 0x7f, 0 | 6 | 9 | 11 | 13)
 }
 
