@@ -3,20 +3,11 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+#include "spin.h"
 
 static double ms_arg = 10;
 
-static double cpu_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-__attribute__((noinline)) void work(double ms) {
-    double end = cpu_ms() + ms;
-    while (cpu_ms() < end) { }
-}
+__attribute__((noinline)) void work(double ms) { spin_ms(ms); }
 
 static void *body(void *arg) {
     (void)arg;

@@ -72,6 +72,18 @@ pub fn mpich(np: usize, prog: &str, args: &[&str]) -> Vec<String> {
     v
 }
 
+/// `pvm_master ARGS` under a private PVM daemon (tests/programs/run_pvm.sh).
+pub fn pvm(master_args: &[&str]) -> Vec<String> {
+    let mut v = vec![
+        program("run_pvm.sh"),
+        programs().display().to_string(),
+        "--".into(),
+        program("pvm_master"),
+    ];
+    v.extend(master_args.iter().map(|s| s.to_string()));
+    v
+}
+
 /// What one `tracer record` run produced.
 pub struct Traced {
     pub output: Output,

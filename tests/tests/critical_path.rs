@@ -9,7 +9,7 @@
 //! one `tracer analyze` computes from the recording of the same run.
 
 use serde_json::Value;
-use tracer_tests::{mpich, openmpi, program, programs, tracer};
+use tracer_tests::{mpich, openmpi, pvm, tracer};
 
 struct Run {
     online: Value,
@@ -222,15 +222,7 @@ fn nonblocking_overlap() {
 #[test]
 fn pvm_manager_worker_path() {
     let (workers, rounds, t) = (3, 4.0, 40.0);
-    let cmd = vec![
-        program("run_pvm.sh"),
-        programs().display().to_string(),
-        "--".into(),
-        program("pvm_master"),
-        workers.to_string(),
-        "4".into(),
-        "40".into(),
-    ];
+    let cmd = pvm(&[&workers.to_string(), "4", "40"]);
     let run = profile("pvm", &["pvm_task"], &cmd);
     let p = &run.online;
     all_matched(p);

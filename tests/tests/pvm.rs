@@ -3,19 +3,12 @@
 use std::collections::HashMap;
 
 use tracer_common::call;
-use tracer_tests::{program, programs, record};
+use tracer_tests::{pvm, record};
 
 #[test]
 fn pvm_manager_worker() {
     let (workers, rounds) = (3usize, 4usize);
-    let cmd = vec![
-        program("run_pvm.sh"),
-        programs().display().to_string(),
-        "--".into(),
-        program("pvm_master"),
-        workers.to_string(),
-        rounds.to_string(),
-    ];
+    let cmd = pvm(&[&workers.to_string(), &rounds.to_string()]);
     let t = record("pvm", &[], &cmd);
     assert_eq!(t.lost, 0);
     // Task ids of the master and workers, from pvm_mytid.
