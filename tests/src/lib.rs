@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use tracer_common::CallRecord;
@@ -86,7 +86,7 @@ pub fn pvm(master_args: &[&str]) -> Vec<String> {
 
 /// What one `tracer record` run produced.
 pub struct Traced {
-    pub output: Output,
+    /// The summary the tracer wrote (`--summary-json`), or one computed from the recording.
     pub summary: serde_json::Value,
     pub meta: RecordingMeta,
     pub items: Vec<Item>,
@@ -125,7 +125,6 @@ pub fn record(tag: &str, args: &[&str], command: &[String]) -> Traced {
     let (meta, items, trailer) = recording::read_all(&rec).expect("read recording");
     let _ = std::fs::remove_dir_all(&dir);
     Traced {
-        output,
         summary,
         meta,
         items,
@@ -204,9 +203,17 @@ impl Traced {
             .filter_map(|p| Some((p["pid"].as_u64()? as u32, p["rank"].as_i64()?)))
             .collect()
     }
+}
 
-    pub fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.output.stderr).into_owned()
+/// Reads a complete recording a test made itself; the summary is computed from it.
+pub fn read_recording(path: &Path) -> Traced {
+    let (meta, items, trailer) = recording::read_all(path).expect("complete recording");
+    let summary = tracer_user::summary::summarize(&items, trailer.events_lost);
+    Traced {
+        summary: serde_json::to_value(summary).unwrap(),
+        meta,
+        items,
+        lost: trailer.events_lost,
     }
 }
 

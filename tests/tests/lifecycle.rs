@@ -5,8 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use tracer_common::call;
-use tracer_tests::{mpich, openmpi, tracer, Traced};
-use tracer_user::recording;
+use tracer_tests::{mpich, openmpi, read_recording, tracer};
 
 /// Names of our eBPF programs as the kernel lists them.
 const PROGRAMS: &[&str] = &[
@@ -72,22 +71,6 @@ fn start_tracer(args: &[&str]) -> Child {
     child
 }
 
-fn read(path: &std::path::Path) -> Traced {
-    let (meta, items, trailer) = recording::read_all(path).expect("complete recording");
-    Traced {
-        output: Command::new("true").output().unwrap(),
-        summary: serde_json::to_value(tracer_user::summary::summarize(
-            &meta,
-            &items,
-            trailer.events_lost,
-        ))
-        .unwrap(),
-        meta,
-        items,
-        lost: trailer.events_lost,
-    }
-}
-
 #[test]
 fn system_wide_traces_a_job_started_elsewhere() {
     let dir = std::env::temp_dir().join(format!("tracer-all-{}", std::process::id()));
@@ -102,7 +85,7 @@ fn system_wide_traces_a_job_started_elsewhere() {
         .unwrap();
     assert!(status.success());
     assert!(t.wait().unwrap().success());
-    let traced = read(&rec);
+    let traced = read_recording(&rec);
     assert_eq!(traced.lost, 0);
     let ranks = traced.ranks();
     assert_eq!(ranks.len(), 3, "the three ranks, found by their MPI calls");
@@ -144,7 +127,7 @@ fn ctrl_c_writes_everything_and_detaches() {
         t.wait().unwrap().success(),
         "Ctrl-C is a normal way to stop"
     );
-    let traced = read(&rec);
+    let traced = read_recording(&rec);
     let sends = traced.calls_of(call::MPI_SEND).len();
     assert!(sends > 50, "only {sends} sends recorded");
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();

@@ -754,8 +754,6 @@ fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
     Ok(())
 }
 
-const _: () = assert!(EXEC_PATH_LEN == 128);
-
 #[tracepoint]
 pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let _ = try_exit(&ctx);

@@ -258,8 +258,8 @@ impl Sink {
             writer: output
                 .map(|p| RecordingWriter::create(p, meta))
                 .transpose()?,
-            summary: SummaryBuilder::new(meta),
-            pipeline: Pipeline::new(meta, clock),
+            summary: SummaryBuilder::new(),
+            pipeline: Pipeline::new(clock),
             clock,
             commands: HashMap::new(),
             seen: HashSet::new(),

@@ -8,7 +8,7 @@ use tracer_common::{call, CallRecord};
 
 use crate::calls::{self, Flavor, MPICH_COMM_WORLD};
 use crate::procfs::ProcessInfo;
-use crate::recording::{FunctionProbe, Item, RecordingMeta};
+use crate::recording::{FunctionProbe, Item};
 use crate::records::{self, Record};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -57,6 +57,7 @@ struct ProcessState {
 }
 
 /// Builds a [`Summary`] from the items of a recording, in order.
+#[derive(Default)]
 pub struct SummaryBuilder {
     counts: EventCounts,
     calls: BTreeMap<String, u64>,
@@ -68,16 +69,8 @@ pub struct SummaryBuilder {
 }
 
 impl SummaryBuilder {
-    pub fn new(meta: &RecordingMeta) -> Self {
-        let _ = meta;
-        SummaryBuilder {
-            counts: EventCounts::default(),
-            calls: BTreeMap::new(),
-            functions: BTreeMap::new(),
-            probe_names: HashMap::new(),
-            processes: BTreeMap::new(),
-            open_calls: HashMap::new(),
-        }
+    pub fn new() -> Self {
+        Self::default()
     }
 
     pub fn item(&mut self, item: &Item) {
@@ -200,8 +193,8 @@ impl SummaryBuilder {
 }
 
 /// Summarizes a whole recording.
-pub fn summarize(meta: &RecordingMeta, items: &[Item], lost: u64) -> Summary {
-    let mut b = SummaryBuilder::new(meta);
+pub fn summarize(items: &[Item], lost: u64) -> Summary {
+    let mut b = SummaryBuilder::new();
     for item in items {
         b.item(item);
     }

@@ -59,7 +59,8 @@ impl PathState {
 #[derive(Clone, Debug, Default)]
 struct ThreadPath {
     path: PathState,
-    last_work: u64,
+    /// Work clock at the latest event (None before the first).
+    last_work: Option<u64>,
     /// Active depth per procedure (recursion counts once).
     depth: Vec<u32>,
     /// Selected procedures in call order, innermost last (for exclusive time).
@@ -98,17 +99,11 @@ impl CriticalPathEngine {
     /// The thread did `work` (its work clock) by now: extend its path.
     pub fn advance(&mut self, tid: u32, work: u64) {
         let n = self.procedures;
-        // A thread's path starts when we first see it (tracing may begin mid-run).
-        let t = self.threads.entry(tid).or_insert_with(|| ThreadPath {
-            last_work: work,
-            ..Default::default()
-        });
-        if t.depth.len() < n {
-            t.depth.resize(n, 0);
-            t.path.grow(n);
-        }
-        let delta = work.saturating_sub(t.last_work);
-        t.last_work = t.last_work.max(work);
+        let t = self.thread(tid);
+        // A thread's path starts at its first event (tracing may begin mid-run).
+        let last = t.last_work.unwrap_or(work);
+        let delta = work.saturating_sub(last);
+        t.last_work = Some(last.max(work));
         if delta == 0 {
             return;
         }

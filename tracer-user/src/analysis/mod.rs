@@ -13,11 +13,11 @@ mod tests;
 
 use std::collections::HashMap;
 
-use tracer_common::{call, CallRecord};
+use tracer_common::{call, CallRecord, EventHeader};
 
 use crate::calls::{self, split_call_field, Role};
 use crate::procfs::ProcessInfo;
-use crate::recording::{FunctionProbe, Item, RecordingMeta};
+use crate::recording::{FunctionProbe, Item};
 use crate::records::Record;
 use engine::{CriticalPathEngine, PathState, ProcId};
 use matcher::{Directory, MessageMatcher};
@@ -34,12 +34,17 @@ struct OpenCall {
     handles: Vec<u64>,
 }
 
-#[derive(Default)]
+/// What the analysis keeps per live thread.
 struct ThreadCalls {
     clock: WorkClock,
+    /// MPI/PVM calls in progress (calls nest inside libraries).
     open: Vec<OpenCall>,
     in_futex_wait: bool,
-    pid: u32,
+    /// CPU clock at the thread's first record and at its latest.
+    first_cpu: u64,
+    cpu: u64,
+    /// Selected procedures active now, for the CPU column.
+    active: Vec<ProcId>,
 }
 
 /// Procedures selected with `--func`, by name (one symbol probed in two files is one
@@ -64,6 +69,26 @@ impl Procedures {
     }
 }
 
+/// A thread's state, created at its first record `h`.
+fn thread_state<'a>(
+    threads: &'a mut HashMap<u32, ThreadCalls>,
+    pids: &mut HashMap<u32, u32>,
+    kind: ClockKind,
+    h: &EventHeader,
+) -> &'a mut ThreadCalls {
+    threads.entry(h.tid).or_insert_with(|| {
+        pids.insert(h.tid, h.tgid);
+        ThreadCalls {
+            clock: WorkClock::new(kind),
+            open: Vec::new(),
+            in_futex_wait: false,
+            first_cpu: h.cpu_ns,
+            cpu: h.cpu_ns,
+            active: Vec::new(),
+        }
+    })
+}
+
 pub struct Analyzer {
     clock: ClockKind,
     pub engine: CriticalPathEngine,
@@ -78,9 +103,7 @@ pub struct Analyzer {
     participants: std::collections::HashSet<u32>,
     /// CPU time (not work) spent in each procedure, all threads.
     cpu_in: Vec<u64>,
-    cpu_mark: HashMap<u32, (u64, Vec<ProcId>)>,
-    /// Latest CPU clock per live thread, and the total of threads that ended.
-    cpu_seen: HashMap<u32, u64>,
+    /// CPU time of threads that ended, while traced.
     cpu_ended: u64,
     pub events: u64,
     peak_entries: usize,
@@ -89,8 +112,7 @@ pub struct Analyzer {
 }
 
 impl Analyzer {
-    pub fn new(meta: &RecordingMeta, clock: ClockKind) -> Self {
-        let _ = meta;
+    pub fn new(clock: ClockKind) -> Self {
         Analyzer {
             clock,
             engine: CriticalPathEngine::new(),
@@ -100,8 +122,6 @@ impl Analyzer {
             thread_pids: HashMap::new(),
             participants: Default::default(),
             cpu_in: Vec::new(),
-            cpu_mark: HashMap::new(),
-            cpu_seen: HashMap::new(),
             cpu_ended: 0,
             events: 0,
             peak_entries: 0,
@@ -128,16 +148,8 @@ impl Analyzer {
         self.cpu_in.resize(n, 0);
     }
 
-    fn thread(&mut self, tid: u32, pid: u32) -> &mut ThreadCalls {
-        let kind = self.clock;
-        let t = self.threads.entry(tid).or_insert_with(|| ThreadCalls {
-            clock: WorkClock::new(kind),
-            ..Default::default()
-        });
-        if pid != 0 {
-            t.pid = pid;
-        }
-        t
+    fn thread(&mut self, h: &EventHeader) -> &mut ThreadCalls {
+        thread_state(&mut self.threads, &mut self.thread_pids, self.clock, h)
     }
 
     /// Feeds one record (records must come in timestamp order; see `reorder`).
@@ -155,15 +167,17 @@ impl Analyzer {
             Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_) => return,
             _ => {}
         }
-        if h.tgid != 0 {
-            self.thread_pids.insert(h.tid, h.tgid);
-        }
-        let t = self.thread(h.tid, h.tgid);
+        let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
         let work = t.clock.work(h.ts_ns, h.cpu_ns);
+        // CPU time inside selected procedures (any thread), for the profile's CPU column.
+        let delta = h.cpu_ns.saturating_sub(t.cpu);
+        t.cpu = t.cpu.max(h.cpu_ns);
+        for (i, &p) in t.active.iter().enumerate() {
+            if !t.active[..i].contains(&p) {
+                self.cpu_in[p] += delta;
+            }
+        }
         self.engine.advance(h.tid, work);
-        self.account_cpu(h.tid, h.cpu_ns);
-        let seen = self.cpu_seen.entry(h.tid).or_default();
-        *seen = (*seen).max(h.cpu_ns);
         if matches!(r, Record::CallEnter(_) | Record::FuncEnter(_)) {
             self.participants.insert(h.tgid);
         }
@@ -190,38 +204,33 @@ impl Analyzer {
             Record::CallExit(x) => self.call_exit(x),
             Record::FuncEnter(_) | Record::FuncExit(_) => {
                 if let Some(&p) = self.procedures.by_probe.get(&h.call) {
+                    let active = &mut self.thread(&h).active;
                     if matches!(r, Record::FuncEnter(_)) {
+                        active.push(p);
                         self.engine.enter(h.tid, p);
-                        self.cpu_mark
-                            .entry(h.tid)
-                            .or_insert((h.cpu_ns, Vec::new()))
-                            .1
-                            .push(p);
                     } else {
-                        self.engine.exit(h.tid, p);
-                        if let Some((_, stack)) = self.cpu_mark.get_mut(&h.tid) {
-                            if let Some(i) = stack.iter().rposition(|&q| q == p) {
-                                stack.remove(i);
-                            }
+                        if let Some(i) = active.iter().rposition(|&q| q == p) {
+                            active.remove(i);
                         }
+                        self.engine.exit(h.tid, p);
                     }
                 }
             }
             Record::FutexEnter(f) if futex_waits(f.op) => {
-                let t = self.thread(h.tid, h.tgid);
+                let t = self.thread(&h);
                 t.in_futex_wait = true;
                 t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
             }
             Record::FutexExit(_) => {
-                let t = self.thread(h.tid, h.tgid);
+                let t = self.thread(&h);
                 if std::mem::take(&mut t.in_futex_wait) {
                     t.clock.end_blocking(h.ts_ns, h.cpu_ns);
                 }
             }
             Record::Exit(_) => {
-                self.cpu_ended += self.cpu_seen.remove(&h.tid).unwrap_or(0);
-                self.threads.remove(&h.tid);
-                self.cpu_mark.remove(&h.tid);
+                if let Some(t) = self.threads.remove(&h.tid) {
+                    self.cpu_ended += t.cpu - t.first_cpu;
+                }
                 let participant = self.participants.contains(&h.tgid);
                 self.engine.end_thread(h.tid, participant);
             }
@@ -229,25 +238,10 @@ impl Analyzer {
         }
     }
 
-    /// CPU time inside selected procedures (any thread), for the profile's CPU column.
-    fn account_cpu(&mut self, tid: u32, cpu_ns: u64) {
-        if let Some((mark, stack)) = self.cpu_mark.get_mut(&tid) {
-            let delta = cpu_ns.saturating_sub(*mark);
-            *mark = (*mark).max(cpu_ns);
-            let mut seen: Vec<ProcId> = Vec::new();
-            for &p in stack.iter() {
-                if !seen.contains(&p) {
-                    self.cpu_in[p] += delta;
-                    seen.push(p);
-                }
-            }
-        }
-    }
-
     fn call_enter(&mut self, e: &CallRecord) {
         let h = e.header;
         let (id, _) = split_call_field(h.call);
-        let t = self.thread(h.tid, h.tgid);
+        let t = self.thread(&h);
         let outermost = t.open.is_empty();
         t.open.push(OpenCall {
             entry: *e,
@@ -265,7 +259,7 @@ impl Analyzer {
 
     fn call_exit(&mut self, x: &CallRecord) {
         let h = x.header;
-        let t = self.thread(h.tid, h.tgid);
+        let t = self.thread(&h);
         let Some(open) = t.open.pop() else { return };
         if !t.open.is_empty() {
             return;
@@ -302,9 +296,14 @@ impl Analyzer {
                 .is_some_and(|p| self.participants.contains(p))
     }
 
-    /// CPU time of all traced threads.
+    /// CPU time of all traced threads while they were traced.
     pub fn cpu_total(&self) -> u64 {
-        self.cpu_ended + self.cpu_seen.values().sum::<u64>()
+        self.cpu_ended
+            + self
+                .threads
+                .values()
+                .map(|t| t.cpu - t.first_cpu)
+                .sum::<u64>()
     }
 
     /// The process of a thread, if it was seen.
@@ -341,9 +340,9 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(meta: &RecordingMeta, clock: ClockKind) -> Self {
+    pub fn new(clock: ClockKind) -> Self {
         Pipeline {
-            analyzer: Analyzer::new(meta, clock),
+            analyzer: Analyzer::new(clock),
             reorder: reorder::ReorderBuffer::new(REORDER_WINDOW_NS),
         }
     }
@@ -374,8 +373,8 @@ impl Pipeline {
 }
 
 /// Runs the whole analysis over a recording's items.
-pub fn analyze(meta: &RecordingMeta, items: &[Item], clock: ClockKind) -> Analyzer {
-    let mut p = Pipeline::new(meta, clock);
+pub fn analyze(items: &[Item], clock: ClockKind) -> Analyzer {
+    let mut p = Pipeline::new(clock);
     for item in items {
         p.item(item);
     }

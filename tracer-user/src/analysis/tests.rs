@@ -7,7 +7,7 @@ use super::workclock::ClockKind;
 use super::{analyze, Analyzer};
 use crate::calls::MPICH_COMM_WORLD;
 use crate::procfs::ProcessInfo;
-use crate::recording::{FunctionProbe, Item, RecordingMeta};
+use crate::recording::{FunctionProbe, Item};
 use crate::records::Record;
 
 /// xorshift64*: deterministic randomness without a dependency.
@@ -229,7 +229,7 @@ fn online_engine_equals_exhaustive_longest_path() {
         let procs = 2 + (seed % 4) as usize;
         let funcs = 1 + (seed % 3) as usize;
         let (items, len, shares) = random_run(seed, procs, funcs, 80, None);
-        let a = analyze(&RecordingMeta::default(), &items, ClockKind::Cpu);
+        let a = analyze(&items, ClockKind::Cpu);
         let (_, path) = a.critical().unwrap();
         assert_eq!(path.longest, len, "seed {seed}: length");
         assert_eq!(path.inclusive, shares, "seed {seed}: shares");
@@ -257,7 +257,7 @@ fn engine_memory_does_not_grow_with_run_length() {
                 s.message(r, (r + 1) % 4, round as i32);
             }
         }
-        let mut a = Analyzer::new(&RecordingMeta::default(), ClockKind::Cpu);
+        let mut a = Analyzer::new(ClockKind::Cpu);
         for i in &s.items {
             a.item(i);
         }

@@ -45,7 +45,7 @@ pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let clock = ClockKind::from(a.clock);
     // Streamed through the same reorder window as the live engine: memory stays bounded
     // by the program's shape, not the recording's length.
-    let mut pipeline = Pipeline::new(&reader.meta, clock);
+    let mut pipeline = Pipeline::new(clock);
     let mut commands: HashMap<u32, String> = HashMap::new();
     while let Some(item) = reader.next_item().with_context(context)? {
         if let Item::Process(p) = &item {

@@ -15,9 +15,9 @@ pub struct SummaryArgs {
 }
 
 pub fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
-    let (meta, items, trailer) =
+    let (_, items, trailer) =
         recording::read_all(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
-    let s = summary::summarize(&meta, &items, trailer.events_lost);
+    let s = summary::summarize(&items, trailer.events_lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
