@@ -21,11 +21,14 @@ fn profile(tag: &str, funcs: &[&str], command: &[String]) -> Run {
     std::fs::create_dir_all(&dir).unwrap();
     let rec = dir.join("r.trace");
     let online = dir.join("online.json");
+    let summary = dir.join("summary.json");
     let mut cmd = std::process::Command::new(tracer());
     cmd.args(["record", "-q", "-o"])
         .arg(&rec)
         .arg("--profile-json")
-        .arg(&online);
+        .arg(&online)
+        .arg("--summary-json")
+        .arg(&summary);
     for f in funcs {
         cmd.args(["--func", f]);
     }
@@ -49,6 +52,10 @@ fn profile(tag: &str, funcs: &[&str], command: &[String]) -> Run {
         online: serde_json::from_slice(&std::fs::read(&online).unwrap()).unwrap(),
         offline: serde_json::from_slice(&offline.stdout).unwrap(),
     };
+    // Shown only when the test fails: what the tracer saw (procedure entries, calls,
+    // processes) next to the profile.
+    eprintln!("profile: {:#}", run.online);
+    eprintln!("summary: {}", std::fs::read_to_string(&summary).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(
         run.online, run.offline,
