@@ -10,6 +10,7 @@
 pub mod analysis;
 pub mod calls;
 pub mod funcs;
+pub mod graph;
 pub mod libraries;
 pub mod probes;
 pub mod procfs;

@@ -5,6 +5,10 @@
 
 use std::collections::HashMap;
 
+use tracer_common::EventHeader;
+
+use super::model::PathModel;
+
 /// Index of a selected procedure in the profile.
 pub type ProcId = usize;
 
@@ -208,5 +212,34 @@ impl CriticalPathEngine {
     /// Entries held (threads), for the memory-bound tests.
     pub fn threads_held(&self) -> usize {
         self.threads.len()
+    }
+}
+
+impl PathModel for CriticalPathEngine {
+    type Mark = PathState;
+
+    fn set_procedures(&mut self, n: usize) {
+        CriticalPathEngine::set_procedures(self, n)
+    }
+    fn advance(&mut self, tid: u32, work: u64, _at: &EventHeader) {
+        CriticalPathEngine::advance(self, tid, work)
+    }
+    fn enter(&mut self, tid: u32, p: ProcId) {
+        CriticalPathEngine::enter(self, tid, p)
+    }
+    fn exit(&mut self, tid: u32, p: ProcId) {
+        CriticalPathEngine::exit(self, tid, p)
+    }
+    fn snapshot(&mut self, tid: u32) -> PathState {
+        CriticalPathEngine::snapshot(self, tid)
+    }
+    fn merge(&mut self, tid: u32, incoming: &PathState) {
+        CriticalPathEngine::merge(self, tid, incoming)
+    }
+    fn end_thread(&mut self, tid: u32, participant: bool) {
+        CriticalPathEngine::end_thread(self, tid, participant)
+    }
+    fn threads_held(&self) -> usize {
+        CriticalPathEngine::threads_held(self)
     }
 }

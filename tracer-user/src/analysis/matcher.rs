@@ -220,6 +220,12 @@ impl Directory {
     pub fn pvm_tid(&self, pid: u32) -> Option<i32> {
         self.procs.get(&pid)?.pvm_tid
     }
+
+    /// The MPI_COMM_WORLD rank of a process, from MPI_Comm_rank or the launcher.
+    pub fn world_rank(&self, pid: u32) -> Option<i32> {
+        let f = self.procs.get(&pid)?;
+        f.world_rank.or(f.env_rank)
+    }
 }
 
 /// Counts of what the matcher saw.

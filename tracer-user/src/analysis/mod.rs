@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod matcher;
+pub mod model;
 pub mod profile;
 pub mod reorder;
 pub mod workclock;
@@ -21,6 +22,7 @@ use crate::recording::{FunctionProbe, Item};
 use crate::records::Record;
 use engine::{CriticalPathEngine, PathState, ProcId};
 use matcher::{Directory, MessageMatcher};
+pub use model::PathModel;
 use workclock::{ClockKind, WorkClock};
 
 /// futex(2) operations that wait (FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET,
@@ -89,10 +91,12 @@ fn thread_state<'a>(
     })
 }
 
-pub struct Analyzer {
+/// Pairs calls, keeps work clocks and matches messages, and tells a [`PathModel`] (the
+/// online engine, or the graph builder) what depends on what.
+pub struct Analyzer<M: PathModel = CriticalPathEngine> {
     clock: ClockKind,
-    pub engine: CriticalPathEngine,
-    pub matcher: MessageMatcher<PathState>,
+    pub engine: M,
+    pub matcher: MessageMatcher<M::Mark>,
     pub procedures: Procedures,
     threads: HashMap<u32, ThreadCalls>,
     /// Process of every thread seen (kept after the thread ends, for the report).
@@ -113,9 +117,15 @@ pub struct Analyzer {
 
 impl Analyzer {
     pub fn new(clock: ClockKind) -> Self {
+        Analyzer::with_model(clock, CriticalPathEngine::new())
+    }
+}
+
+impl<M: PathModel> Analyzer<M> {
+    pub fn with_model(clock: ClockKind, model: M) -> Self {
         Analyzer {
             clock,
-            engine: CriticalPathEngine::new(),
+            engine: model,
             matcher: MessageMatcher::new(Directory::new()),
             procedures: Procedures::default(),
             threads: HashMap::new(),
@@ -177,7 +187,7 @@ impl Analyzer {
                 self.cpu_in[p] += delta;
             }
         }
-        self.engine.advance(h.tid, work);
+        self.engine.advance(h.tid, work, &h);
         if matches!(r, Record::CallEnter(_) | Record::FuncEnter(_)) {
             self.participants.insert(h.tgid);
         }
@@ -253,7 +263,7 @@ impl Analyzer {
         // Every MPI/PVM call is communication: its time is not work on the path.
         t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
         let state =
-            MessageMatcher::<PathState>::wants_snapshot(id).then(|| self.engine.snapshot(h.tid));
+            MessageMatcher::<M::Mark>::wants_snapshot(id).then(|| self.engine.snapshot(h.tid));
         self.matcher.on_enter(h.tgid, e, state);
     }
 
@@ -275,20 +285,18 @@ impl Analyzer {
         }
     }
 
-    /// The critical path so far: the thread it ends in and the path.
-    pub fn critical(&self) -> Option<(u32, PathState)> {
-        let only = !self.participants.is_empty();
-        self.engine.critical(&|tid| self.counts(tid, only), only)
+    /// Whether thread `tid` may end the critical path: when the trace has participants
+    /// (processes that call MPI/PVM or a selected procedure), only their threads may.
+    pub fn counts(&self, tid: u32) -> bool {
+        self.counts_if(tid, !self.participants.is_empty())
     }
 
-    /// Length of the critical path if procedure `p` took no time.
-    pub fn zeroed_length(&self, p: ProcId) -> u64 {
-        let only = !self.participants.is_empty();
-        self.engine
-            .zeroed_length(p, &|tid| self.counts(tid, only), only)
+    /// Whether the trace has participant processes.
+    pub fn has_participants(&self) -> bool {
+        !self.participants.is_empty()
     }
 
-    fn counts(&self, tid: u32, only_participants: bool) -> bool {
+    fn counts_if(&self, tid: u32, only_participants: bool) -> bool {
         !only_participants
             || self
                 .thread_pids
@@ -311,6 +319,11 @@ impl Analyzer {
         self.thread_pids.get(&tid).copied()
     }
 
+    /// Every thread seen and its process.
+    pub fn thread_pids(&self) -> &HashMap<u32, u32> {
+        &self.thread_pids
+    }
+
     /// CPU time spent inside procedure `p` by all threads.
     pub fn cpu_in(&self, p: ProcId) -> u64 {
         self.cpu_in.get(p).copied().unwrap_or(0)
@@ -328,21 +341,42 @@ impl Analyzer {
     }
 }
 
+impl Analyzer<CriticalPathEngine> {
+    /// The critical path so far: the thread it ends in and the path.
+    pub fn critical(&self) -> Option<(u32, PathState)> {
+        let only = !self.participants.is_empty();
+        self.engine.critical(&|tid| self.counts_if(tid, only), only)
+    }
+
+    /// Length of the critical path if procedure `p` took no time.
+    pub fn zeroed_length(&self, p: ProcId) -> u64 {
+        let only = !self.participants.is_empty();
+        self.engine
+            .zeroed_length(p, &|tid| self.counts_if(tid, only), only)
+    }
+}
+
 /// How far records may be out of timestamp order in the stream (one ring buffer, many
 /// CPUs); the engine sees them once they are this much older than the newest.
 pub const REORDER_WINDOW_NS: u64 = 50_000_000;
 
 /// Feeds a stream of items through the reorder window into an analyzer, the same way
 /// `tracer record` does live, so a recording analysed later gives the same result.
-pub struct Pipeline {
-    pub analyzer: Analyzer,
+pub struct Pipeline<M: PathModel = CriticalPathEngine> {
+    pub analyzer: Analyzer<M>,
     reorder: reorder::ReorderBuffer,
 }
 
 impl Pipeline {
     pub fn new(clock: ClockKind) -> Self {
+        Pipeline::with_model(clock, CriticalPathEngine::new())
+    }
+}
+
+impl<M: PathModel> Pipeline<M> {
+    pub fn with_model(clock: ClockKind, model: M) -> Self {
         Pipeline {
-            analyzer: Analyzer::new(clock),
+            analyzer: Analyzer::with_model(clock, model),
             reorder: reorder::ReorderBuffer::new(REORDER_WINDOW_NS),
         }
     }
@@ -360,7 +394,7 @@ impl Pipeline {
     }
 
     /// Everything still in the window, in order.
-    pub fn flush(&mut self) -> &Analyzer {
+    pub fn flush(&mut self) -> &Analyzer<M> {
         let a = &mut self.analyzer;
         self.reorder.flush(|r| a.record(r));
         &self.analyzer

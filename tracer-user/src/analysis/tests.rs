@@ -6,6 +6,8 @@ use tracer_common::{call, flavor, kind, CallRecord, EventHeader};
 use super::workclock::ClockKind;
 use super::{analyze, Analyzer};
 use crate::calls::MPICH_COMM_WORLD;
+use crate::graph::cpm::Schedule;
+use crate::graph::recorded::RecordedGraph;
 use crate::procfs::ProcessInfo;
 use crate::recording::{FunctionProbe, Item};
 use crate::records::Record;
@@ -238,9 +240,22 @@ fn online_engine_equals_exhaustive_longest_path() {
             "seed {seed}: no nesting, exclusive = inclusive"
         );
         assert_eq!(a.matcher.final_stats().unmatched, 0, "seed {seed}");
+        // The recorded graph of the same stream has the same longest path.
+        let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
+        let sched = Schedule::new(&rg.graph);
+        assert_eq!(sched.length, len, "seed {seed}: graph length");
         for f in 0..funcs {
             let (_, zeroed_len, _) = random_run(seed, procs, funcs, 80, Some(f));
             assert_eq!(a.zeroed_length(f), zeroed_len, "seed {seed}: zeroing f{f}");
+            let contexts = &rg.graph.contexts;
+            let zeroed = Schedule::with_weights(&rg.graph, |_, arc| {
+                if contexts[arc.context as usize].procedures.contains(&f) {
+                    0
+                } else {
+                    arc.weight
+                }
+            });
+            assert_eq!(zeroed.length, zeroed_len, "seed {seed}: graph zeroing f{f}");
         }
     }
 }

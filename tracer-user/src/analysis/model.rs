@@ -1,0 +1,29 @@
+//! What the analysis tells a path model: how far each thread's work clock has advanced,
+//! which selected procedures it enters and leaves, and which events wait for which. The
+//! online engine folds this into path lengths at once; the graph builder
+//! (`crate::graph::recorded`) keeps it as a program activity graph. Both see the same
+//! calls in the same order, so they describe the same graph.
+
+use tracer_common::EventHeader;
+
+use super::engine::ProcId;
+
+pub trait PathModel {
+    /// What a dependency's source leaves for its target (a path state, or a vertex).
+    type Mark: Clone;
+
+    /// Procedures `0..n` exist (they are discovered while tracing).
+    fn set_procedures(&mut self, n: usize);
+    /// Thread `tid` has done `work` (its work clock) by the event `at`.
+    fn advance(&mut self, tid: u32, work: u64, at: &EventHeader);
+    fn enter(&mut self, tid: u32, p: ProcId);
+    fn exit(&mut self, tid: u32, p: ProcId);
+    /// The thread's current event is the source of a dependency.
+    fn snapshot(&mut self, tid: u32) -> Self::Mark;
+    /// The thread's current event waited for `incoming`.
+    fn merge(&mut self, tid: u32, incoming: &Self::Mark);
+    /// The thread ended; `participant` says whether its process may end the path.
+    fn end_thread(&mut self, tid: u32, participant: bool);
+    /// Live threads held (for the memory-bound tests).
+    fn threads_held(&self) -> usize;
+}
