@@ -124,6 +124,7 @@ pub fn record(tag: &str, args: &[&str], command: &[String]) -> Traced {
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
     let (meta, items, trailer) = recording::read_all(&rec).expect("read recording");
     let _ = std::fs::remove_dir_all(&dir);
+    assert_graph_matches_engine(&items);
     Traced {
         summary,
         meta,
@@ -208,12 +209,45 @@ impl Traced {
 /// Reads a complete recording a test made itself; the summary is computed from it.
 pub fn read_recording(path: &Path) -> Traced {
     let (meta, items, trailer) = recording::read_all(path).expect("complete recording");
+    assert_graph_matches_engine(&items);
     let summary = tracer_user::summary::summarize(&items, trailer.events_lost);
     Traced {
         summary: serde_json::to_value(summary).unwrap(),
         meta,
         items,
         lost: trailer.events_lost,
+    }
+}
+
+/// The recorded graph of a recording has the online engine's critical path: the same
+/// length and the same zeroing value for every selected procedure (checked on every
+/// recording the integration tests make).
+pub fn assert_graph_matches_engine(items: &[Item]) {
+    use tracer_user::analysis::{analyze, workclock::ClockKind};
+    use tracer_user::graph::{cpm::Schedule, recorded::RecordedGraph, whatif};
+    for clock in [ClockKind::Cpu, ClockKind::Wall] {
+        let online = analyze(items, clock);
+        let length = online.critical().map(|(_, p)| p.longest).unwrap_or(0);
+        let rg = RecordedGraph::from_items(items, clock);
+        assert_eq!(
+            Schedule::new(&rg.graph).length,
+            length,
+            "{clock:?} clock: offline and online critical path lengths differ"
+        );
+        for (p, name) in rg.procedures.iter().enumerate() {
+            let zero = whatif::ScaledWeights::new(
+                &rg.graph,
+                &[whatif::Scale {
+                    procedure: p,
+                    factor: 0.0,
+                }],
+            );
+            assert_eq!(
+                zero.schedule(&rg.graph).length,
+                online.zeroed_length(p),
+                "{clock:?} clock: zeroing {name} offline and online differ"
+            );
+        }
     }
 }
 

@@ -12,7 +12,9 @@
 //! source-to-sink paths.
 
 pub mod cpm;
+pub mod path;
 pub mod recorded;
+pub mod whatif;
 
 /// Index of a vertex; ids are a topological order.
 pub type VertexId = u32;
