@@ -14,6 +14,57 @@ use tracer_tests::{mpich, openmpi, pvm, tracer};
 struct Run {
     online: Value,
     offline: Value,
+    /// `tracer report --json` on the recording.
+    report: Value,
+}
+
+fn tracer_json(args: &[&str], file: &std::path::Path) -> Value {
+    let out = std::process::Command::new(tracer())
+        .args(args)
+        .arg("--json")
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tracer {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The offline report agrees with the online profile: the same length, and per
+/// procedure the same share and zeroing value; the path's activities add up to its
+/// length; what-if with the top procedure scaled to 0 predicts the zeroing value.
+fn check_report(online: &Value, report: &Value, rec: &std::path::Path) {
+    let len = online["critical_path"]["length_ns"].as_u64().unwrap();
+    assert_eq!(report["critical_path"]["length_ns"], len, "report length");
+    let work: u64 = report["activities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["type"] == "work")
+        .map(|a| a["work_ns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(work, len, "the path's activities add up to its length");
+    let paths = report["near_critical_paths"].as_array().unwrap();
+    assert_eq!(paths[0]["length_ns"], len);
+    assert!(paths
+        .windows(2)
+        .all(|w| w[0]["length_ns"].as_u64() >= w[1]["length_ns"].as_u64()));
+    for row in online["procedures"].as_array().unwrap() {
+        let r = proc_row(report, row["name"].as_str().unwrap());
+        assert_eq!(r["cp_ns"], row["cp_ns"], "{}: share", row["name"]);
+        assert_eq!(r["zeroing_ns"], row["zeroing_ns"], "{}: zeroing", row["name"]);
+        let (mbm, zero) = (r["mbm_ns"].as_u64(), r["zeroing_ns"].as_u64());
+        assert!(mbm >= zero && mbm <= r["cp_ns"].as_u64(), "{}: mbm {r}", row["name"]);
+    }
+    if let Some(top) = online["procedures"][0]["name"].as_str() {
+        let scale = format!("{top}=0");
+        let w = tracer_json(&["report", "--scale", &scale], rec);
+        let zeroing = online["procedures"][0]["zeroing_ns"].as_u64().unwrap();
+        assert_eq!(w["whatif"]["predicted_ns"], len - zeroing, "what-if {scale}");
+    }
 }
 
 fn profile(tag: &str, funcs: &[&str], command: &[String]) -> Run {
@@ -51,7 +102,9 @@ fn profile(tag: &str, funcs: &[&str], command: &[String]) -> Run {
     let run = Run {
         online: serde_json::from_slice(&std::fs::read(&online).unwrap()).unwrap(),
         offline: serde_json::from_slice(&offline.stdout).unwrap(),
+        report: tracer_json(&["report", "--paths", "20"], &rec),
     };
+    check_report(&run.online, &run.report, &rec);
     // Shown only when the test fails: what the tracer saw (procedure entries, calls,
     // processes) next to the profile.
     eprintln!("profile: {:#}", run.online);
@@ -127,6 +180,17 @@ fn pipeline(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
         p["procedures"][0]["name"], "stage_slow",
         "sorted by critical-path time"
     );
+    // The recorded path runs through rank 1 for all its slow items.
+    let top = &run.report["processes"][0];
+    assert_eq!(top["rank"], 1, "{top}");
+    assert_near("rank 1 on the path", ms(&top["cp_ns"]), items * s);
+    let slow_work: Vec<&Value> = run.report["activities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["procedure"] == "stage_slow")
+        .collect();
+    assert!(slow_work.iter().all(|a| a["pid"] == top["pid"]), "{slow_work:?}");
 }
 
 #[test]

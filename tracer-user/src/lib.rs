@@ -9,6 +9,7 @@
 
 pub mod analysis;
 pub mod calls;
+pub mod export;
 pub mod funcs;
 pub mod graph;
 pub mod libraries;

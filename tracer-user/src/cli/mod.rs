@@ -2,7 +2,9 @@
 
 mod analyze;
 mod dump;
+mod export;
 mod record;
+mod report;
 mod summary;
 
 use std::process::ExitCode;
@@ -23,8 +25,14 @@ enum Command {
     Record(record::RecordArgs),
     /// Compute the critical path profile of a recording (no root needed).
     Analyze(analyze::AnalyzeArgs),
+    /// Offline analyses of a recording's graph: the path itself, slack, near-critical
+    /// paths, maximum benefit, what-if, phases (no root needed).
+    Report(report::ReportArgs),
     /// Print the events of a recording, one per line.
     Dump(dump::DumpArgs),
+    /// Write a recording as a timeline for Perfetto or chrome://tracing (calls,
+    /// procedures, messages as arrows, the critical path as its own track).
+    Export(export::ExportArgs),
     /// Summarize a recording (counts, processes, ranks).
     Summary(summary::SummaryArgs),
 }
@@ -33,7 +41,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Record(a) => record::run(a),
         Command::Analyze(a) => analyze::run(a),
+        Command::Report(a) => report::run(a),
         Command::Dump(a) => dump::run(a),
+        Command::Export(a) => export::run(a),
         Command::Summary(a) => summary::run(a),
     }
 }

@@ -12,9 +12,16 @@
 //! source-to-sink paths.
 
 pub mod cpm;
+pub mod kpaths;
+pub mod mbm;
 pub mod path;
+pub mod phases;
 pub mod recorded;
+pub mod report;
 pub mod whatif;
+
+#[cfg(test)]
+mod testgraphs;
 
 /// Index of a vertex; ids are a topological order.
 pub type VertexId = u32;

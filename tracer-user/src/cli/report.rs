@@ -1,0 +1,72 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use tracer_user::graph::recorded::RecordedGraph;
+use tracer_user::graph::report::{write_arcs_csv, Report, ReportOptions};
+use tracer_user::graph::whatif::parse_scale;
+use tracer_user::recording::RecordingReader;
+
+use super::analyze::Clock;
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// A recording made with `tracer record -o`.
+    file: PathBuf,
+    /// Which clock weighs the work between events.
+    #[arg(long, value_enum, default_value = "cpu")]
+    clock: Clock,
+    /// How many longest paths to find (near-critical paths and maximum benefit).
+    #[arg(long, value_name = "K", default_value_t = 10)]
+    paths: usize,
+    /// What-if: scale a selected procedure's time by FACTOR (0 removes it); repeatable,
+    /// the edits apply together.
+    #[arg(long, value_name = "PROCEDURE=FACTOR")]
+    scale: Vec<String>,
+    /// Phases: a repeated pattern on the path must occur at least this often.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    phase_support: usize,
+    /// Also write every arc of the graph with its early/late start and finish and its
+    /// total and free slack, as CSV.
+    #[arg(long, value_name = "FILE")]
+    arcs: Option<PathBuf>,
+    /// Print JSON (schema: docs/report-json.md) instead of the text report.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    if a.paths == 0 {
+        anyhow::bail!("--paths must be at least 1");
+    }
+    let context = || format!("reading {}", a.file.display());
+    let mut reader = RecordingReader::open(&a.file).with_context(context)?;
+    let rg = RecordedGraph::read(&mut reader, a.clock.into()).with_context(context)?;
+    let scales = a
+        .scale
+        .iter()
+        .map(|s| parse_scale(s, &rg.procedures))
+        .collect::<Result<Vec<_>, _>>()?;
+    let opts = ReportOptions {
+        paths: a.paths,
+        scales,
+        phase_support: a.phase_support,
+        ..Default::default()
+    };
+    if let Some(path) = &a.arcs {
+        let write = || -> std::io::Result<()> {
+            let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+            write_arcs_csv(&rg, &mut out)?;
+            std::io::Write::flush(&mut out)
+        };
+        write().with_context(|| format!("writing {}", path.display()))?;
+    }
+    let report = Report::new(&rg, &opts);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
