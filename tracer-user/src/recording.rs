@@ -31,7 +31,7 @@ const MAX_CHUNK: u32 = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
-    #[error("cannot open {path}: {source}")]
+    #[error("cannot open {path}")]
     Open { path: PathBuf, source: io::Error },
     #[error("{0} is being written by another tracer")]
     Busy(PathBuf),

@@ -114,6 +114,8 @@ impl ChromeExport {
         Ok(Self::new(&RecordedGraph::read(&mut reader, clock)?))
     }
 
+    /// What the timeline needs from a graph: the work arcs of its critical path and
+    /// both ends of every dependency arc.
     pub fn new(rg: &RecordedGraph) -> Self {
         let g = &rg.graph;
         let schedule = Schedule::new(g);
@@ -141,11 +143,13 @@ impl ChromeExport {
         let mut endpoints: HashMap<u32, VecDeque<Endpoint>> = HashMap::new();
         let mut flows = 0;
         for (i, a) in g.arcs.iter().enumerate() {
-            if a.kind != ArcKind::Dependency {
+            let (from, to) = (&g.vertices[a.from as usize], &g.vertices[a.to as usize]);
+            // A collective's exit also depends on the member's own entry: that is its
+            // program order, not an arrow worth drawing.
+            if a.kind != ArcKind::Dependency || from.tid == to.tid {
                 continue;
             }
             flows += 1;
-            let (from, to) = (&g.vertices[a.from as usize], &g.vertices[a.to as usize]);
             let call = split_call_field(to.label as u16).0;
             let end = Endpoint {
                 ts_ns: from.ts_ns,
@@ -202,41 +206,33 @@ impl ChromeExport {
         // The same reorder window as the analysis: the records reach the timeline in the
         // order the graph's vertices were made.
         let mut reorder = ReorderBuffer::new(REORDER_WINDOW_NS);
-        let mut failure = None;
+        let mut ready: Vec<Record> = Vec::new();
         for item in items {
             let item = item?;
             summary.item(&item);
             match item {
                 Item::Record(r) => {
                     reorder.push(r);
-                    reorder.ready(|r| {
-                        if failure.is_none() {
-                            failure = timeline.record(r, &mut out, &mut stats).err();
-                        }
-                    });
+                    reorder.ready(|r| ready.push(*r));
                 }
                 Item::Probe(p) => {
                     timeline.probe_names.insert(p.id, p.symbol);
                 }
                 Item::Process(_) => {}
             }
-            if let Some(e) = failure.take() {
-                return Err(e.into());
+            for r in ready.drain(..) {
+                timeline.record(&r, &mut out, &mut stats)?;
             }
         }
-        reorder.flush(|r| {
-            if failure.is_none() {
-                failure = timeline.record(r, &mut out, &mut stats).err();
-            }
-        });
-        if let Some(e) = failure {
-            return Err(e.into());
+        reorder.flush(|r| ready.push(*r));
+        for r in ready.drain(..) {
+            timeline.record(&r, &mut out, &mut stats)?;
         }
         timeline.finish(&mut out, &mut stats)?;
         self.write_names(&mut out, &summary.finish(0), &timeline.seen, &mut stats)?;
         let other = json!({
             "generator": concat!("tracer ", env!("CARGO_PKG_VERSION")),
-            "clock": match self.clock { ClockKind::Cpu => "cpu", ClockKind::Wall => "wall" },
+            "clock": clock_name(self.clock),
             "critical_path_ns": self.critical_length_ns,
             "time_zero_monotonic_ns": self.base_ns,
         });
@@ -248,10 +244,6 @@ impl ChromeExport {
         out: &mut EventWriter<W>,
         stats: &mut ExportStats,
     ) -> io::Result<()> {
-        let clock = match self.clock {
-            ClockKind::Cpu => "cpu",
-            ClockKind::Wall => "wall",
-        };
         let p = CRITICAL_PID;
         out.event(&Event::meta(
             "process_name",
@@ -265,7 +257,7 @@ impl ChromeExport {
             p,
             json!({ "sort_index": -1 }),
         ))?;
-        let thread = format!("critical path ({clock} clock)");
+        let thread = format!("critical path ({} clock)", clock_name(self.clock));
         out.event(&Event::meta("thread_name", p, p, json!({ "name": thread })))?;
         for s in &self.critical {
             let args = json!({
@@ -336,6 +328,13 @@ impl ChromeExport {
             stats.threads += 1;
         }
         Ok(())
+    }
+}
+
+fn clock_name(c: ClockKind) -> &'static str {
+    match c {
+        ClockKind::Cpu => "cpu",
+        ClockKind::Wall => "wall",
     }
 }
 
@@ -845,7 +844,13 @@ mod tests {
             .graph
             .arcs
             .iter()
-            .filter(|a| a.kind == ArcKind::Dependency)
+            .filter(|a| {
+                let (from, to) = (
+                    &rg.graph.vertices[a.from as usize],
+                    &rg.graph.vertices[a.to as usize],
+                );
+                a.kind == ArcKind::Dependency && from.tid != to.tid
+            })
             .count();
         assert_eq!(deps, 12);
         let starts = events(&v, "s");
