@@ -160,9 +160,15 @@ fn status_mib(field: &str) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-/// Starts a phase's memory measurement: resets the peak to the current RSS and
-/// returns that RSS.
+/// Starts a phase's memory measurement: returns freed heap memory to the kernel (else
+/// the phase could reuse pages an earlier step touched and look free), resets the peak
+/// to the current RSS and returns that RSS.
 fn reset_peak() -> f64 {
+    // SAFETY: malloc_trim only releases free memory of glibc's allocator, which is
+    // Rust's allocator here; no Rust object is touched.
+    unsafe {
+        libc::malloc_trim(0);
+    }
     if let Err(e) = std::fs::write("/proc/self/clear_refs", "5") {
         eprintln!("cannot reset the peak RSS ({e}): phase_peak_mib includes earlier phases");
     }
@@ -222,7 +228,13 @@ fn main() {
         }
         ("search", Some(s)) => {
             let found = NearCriticalPaths::search(&g, s, o.k);
-            lengths_summary(&found.lengths(), found.critical_length())
+            let arcs = if found.is_empty() {
+                0
+            } else {
+                found.arcs(&g, 0).len()
+            };
+            let summary = lengths_summary(&found.lengths(), found.critical_length());
+            format!("{summary} critical_arcs={arcs}")
         }
         ("mbm", Some(_)) => match &mbm_paths {
             Some(paths) => {

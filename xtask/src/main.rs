@@ -24,7 +24,8 @@ enum Cmd {
     Test,
     /// Trace a bundled MPI program and print what the tracer found.
     Demo,
-    /// Probe cost: per-call time of MPI calls traced vs untraced, alternating runs.
+    /// Probe cost (per-call time of MPI calls traced vs untraced, alternating runs),
+    /// engine throughput, and the offline graph analyses on a 10-million-arc graph.
     Bench {
         /// Runs of each configuration (medians are reported).
         #[arg(long, default_value_t = 5)]
@@ -32,6 +33,9 @@ enum Cmd {
         /// Calls per run.
         #[arg(long, default_value_t = 200_000)]
         calls: usize,
+        /// Only the offline graph analyses (no root or MPI needed).
+        #[arg(long)]
+        graph_only: bool,
     },
 }
 
@@ -62,7 +66,13 @@ fn main() -> Result<()> {
         }
         Cmd::Test => test(),
         Cmd::Demo => demo(),
-        Cmd::Bench { reps, calls } => bench(reps, calls),
+        Cmd::Bench {
+            graph_only: true, ..
+        } => graph_bench(),
+        Cmd::Bench { reps, calls, .. } => {
+            bench(reps, calls)?;
+            graph_bench()
+        }
     }
 }
 
@@ -369,6 +379,22 @@ fn bench(reps: usize, calls: usize) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The offline graph analyses (graph building, critical path method, k longest paths
+/// against a baseline, maximum benefit) on a synthetic 10-million-arc trace graph, each
+/// step in a process of its own (docs/benchmarks.md, "Offline graph analyses").
+fn graph_bench() -> Result<()> {
+    run(Command::new("cargo").current_dir(root()).args([
+        "run",
+        "--release",
+        "-p",
+        "tracer-user",
+        "--example",
+        "graph_bench",
+        "--",
+        "suite",
+    ]))
 }
 
 /// Engine throughput: record a large real run once, then time `tracer analyze` on it

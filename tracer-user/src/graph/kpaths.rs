@@ -39,13 +39,14 @@
 //! Walks are pruned: once the queue is full, a deviation is worth offering only if it
 //! costs less than the dearest candidate (the current bound). `suffix_min(x)`, the
 //! smallest rank-1 delta on the completion from `x`, ends a walk at once when nothing
-//! ahead can beat the bound. Completions of trace graphs are long (a path crosses most
-//! of the run) and only a few of their vertices have a cheap deviation, so walking them
-//! vertex by vertex would cost O(k n). Instead each tree vertex also has a skew-binary
-//! jump pointer (Myers, "An applicative random-access stack", 1983) with the smallest
-//! rank-1 delta it jumps over, so the next vertex whose deviation beats the bound is
-//! found in O(log n) steps. A walk thus costs O(log n) per candidate offered, and at
-//! most the O(n) walk of the paper.
+//! ahead can beat the bound. That is not enough on trace graphs: completions are long
+//! (a path crosses the whole run) and the few deviations cheap enough to beat the bound
+//! are spread all along them, so walking vertex by vertex costs O(n) per output path
+//! (30 s instead of 1 s for k = 100,000 in docs/benchmarks.md). Instead each tree
+//! vertex also has a skew-binary jump pointer (Myers, "An applicative random-access
+//! stack", 1983) with the smallest rank-1 delta it jumps over, so the next vertex whose
+//! deviation beats the bound is found in O(log n) steps. A walk thus costs O(log n) per
+//! candidate offered, and at most the O(n) walk of the paper.
 
 use std::collections::BTreeSet;
 
@@ -94,7 +95,9 @@ pub struct PathInfo {
 impl NearCriticalPaths {
     /// The `k` longest paths of `g`, weighted with its own weights; `s` must be
     /// `Schedule::new(g)`. Fewer when `g` has fewer paths (none when no vertex ends a
-    /// path). O(k e) time at worst, O(k + e) memory.
+    /// path). Memory O(k + e). Time: sorting the out-arcs, then per output path one walk
+    /// of at most its completion's length, O(log k) per candidate kept: O(k e log k) at
+    /// worst; on trace graphs the sort dominates up to k = 10,000 (docs/benchmarks.md).
     pub fn search(g: &Graph, s: &Schedule, k: usize) -> NearCriticalPaths {
         assert_eq!(s.tail.len(), g.vertex_count(), "schedule of another graph");
         // Path ids are u32.
