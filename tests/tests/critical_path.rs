@@ -55,15 +55,27 @@ fn check_report(online: &Value, report: &Value, rec: &std::path::Path) {
     for row in online["procedures"].as_array().unwrap() {
         let r = proc_row(report, row["name"].as_str().unwrap());
         assert_eq!(r["cp_ns"], row["cp_ns"], "{}: share", row["name"]);
-        assert_eq!(r["zeroing_ns"], row["zeroing_ns"], "{}: zeroing", row["name"]);
+        assert_eq!(
+            r["zeroing_ns"], row["zeroing_ns"],
+            "{}: zeroing",
+            row["name"]
+        );
         let (mbm, zero) = (r["mbm_ns"].as_u64(), r["zeroing_ns"].as_u64());
-        assert!(mbm >= zero && mbm <= r["cp_ns"].as_u64(), "{}: mbm {r}", row["name"]);
+        assert!(
+            mbm >= zero && mbm <= r["cp_ns"].as_u64(),
+            "{}: mbm {r}",
+            row["name"]
+        );
     }
     if let Some(top) = online["procedures"][0]["name"].as_str() {
         let scale = format!("{top}=0");
         let w = tracer_json(&["report", "--scale", &scale], rec);
         let zeroing = online["procedures"][0]["zeroing_ns"].as_u64().unwrap();
-        assert_eq!(w["whatif"]["predicted_ns"], len - zeroing, "what-if {scale}");
+        assert_eq!(
+            w["whatif"]["predicted_ns"],
+            len - zeroing,
+            "what-if {scale}"
+        );
     }
 }
 
@@ -190,7 +202,10 @@ fn pipeline(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
         .iter()
         .filter(|a| a["procedure"] == "stage_slow")
         .collect();
-    assert!(slow_work.iter().all(|a| a["pid"] == top["pid"]), "{slow_work:?}");
+    assert!(
+        slow_work.iter().all(|a| a["pid"] == top["pid"]),
+        "{slow_work:?}"
+    );
 }
 
 #[test]

@@ -77,7 +77,11 @@ pub fn arc_procedure(g: &Graph, rg: &RecordedGraph, a: ArcId) -> String {
 
 /// Turns a source-to-sink arc list into activities. `weight` gives each arc's weight
 /// (what-if edits change it).
-pub fn activities(rg: &RecordedGraph, arcs: &[ArcId], weight: &dyn Fn(ArcId) -> u64) -> Vec<Activity> {
+pub fn activities(
+    rg: &RecordedGraph,
+    arcs: &[ArcId],
+    weight: &dyn Fn(ArcId) -> u64,
+) -> Vec<Activity> {
     let g = &rg.graph;
     let mut out: Vec<Activity> = Vec::new();
     for &id in arcs {

@@ -88,6 +88,9 @@ pub struct ProcedureRow {
     /// the procedure can buy, judged by the paths found).
     pub mbm_ns: u64,
     pub mbm_pct: f64,
+    /// Whether `mbm_ns` is exactly the zeroing gain (the k paths cover every path that
+    /// could matter); otherwise it is an upper bound.
+    pub mbm_exact: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -208,6 +211,7 @@ impl Report {
                     zeroing_pct: pct(zeroing, length),
                     mbm_ns: b.mbm_ns,
                     mbm_pct: pct(b.mbm_ns, length),
+                    mbm_exact: b.exact,
                 }
             })
             .collect();
@@ -375,7 +379,11 @@ fn phase_rows(acts: &[Activity], length: u64, opts: &ReportOptions) -> Vec<Phase
     )
     .into_iter()
     .map(|p| PhaseRow {
-        pattern: p.pattern.iter().map(|&s| names[s as usize].clone()).collect(),
+        pattern: p
+            .pattern
+            .iter()
+            .map(|&s| names[s as usize].clone())
+            .collect(),
         count: p.count,
         score: p.score,
         starts_ns: p.positions.iter().map(|&i| start_of(i)).collect(),
@@ -533,7 +541,11 @@ impl Report {
             self.near_critical_paths.len()
         );
 
-        let _ = writeln!(s, "\n{:<9} {:>5} {:>11} {:>7}  command", "pid", "rank", "cp ms", "cp %");
+        let _ = writeln!(
+            s,
+            "\n{:<9} {:>5} {:>11} {:>7}  command",
+            "pid", "rank", "cp ms", "cp %"
+        );
         for p in &self.processes {
             let rank = p.rank.map(|r| r.to_string()).unwrap_or_else(|| "-".into());
             let _ = writeln!(
