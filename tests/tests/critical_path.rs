@@ -130,6 +130,24 @@ fn profile(tag: &str, funcs: &[&str], command: &[String]) -> Run {
     run
 }
 
+/// The report's diagnosis names `first` in its first finding, and finds each procedure
+/// of `off_path` off the critical path.
+fn assert_diagnosis(report: &Value, first: &[&str], off_path: &[&str]) {
+    let d = report["diagnosis"].as_array().unwrap();
+    let text = |f: &Value| f["text"].as_str().unwrap().to_string();
+    let top = d.first().map(text).unwrap_or_default();
+    for name in first {
+        assert!(top.contains(name), "first finding names {name}: {d:#?}");
+    }
+    for name in off_path {
+        assert!(
+            d.iter()
+                .any(|f| f["kind"] == "off_path" && text(f).starts_with(&format!("{name} "))),
+            "{name} is found off the path: {d:#?}"
+        );
+    }
+}
+
 fn ms(v: &Value) -> f64 {
     v.as_u64().unwrap() as f64 / 1e6
 }
@@ -206,6 +224,11 @@ fn pipeline(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
         slow_work.iter().all(|a| a["pid"] == top["pid"]),
         "{slow_work:?}"
     );
+    assert_diagnosis(
+        &run.report,
+        &["rank 1", "stage_slow", "sequential bottleneck"],
+        &[],
+    );
 }
 
 #[test]
@@ -246,6 +269,7 @@ fn imbalance(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
         "every rank's Allreduce exits"
     );
     assert_eq!(p["messages"]["collectives_incomplete"], 0);
+    assert_diagnosis(&run.report, &["heavy"], &["light"]);
 }
 
 #[test]
@@ -279,6 +303,7 @@ fn manager_worker_with_wildcard_receives() {
     assert_eq!(task["cp_ns"], 0);
     assert_near("task CPU", ms(&task["cpu_ns"]), (n - 2.0) * rounds * t);
     assert_near("zeroing slow_task", ms(&slow["zeroing_ns"]), rounds * t);
+    assert_diagnosis(&run.report, &["slow_task"], &["task"]);
 }
 
 #[test]
@@ -303,6 +328,7 @@ fn nonblocking_overlap() {
         rounds * (b - a),
     );
     assert_eq!(overlap["zeroing_ns"], 0);
+    assert_diagnosis(&run.report, &["produce"], &["overlap"]);
 }
 
 #[test]
@@ -428,6 +454,7 @@ fn fanout(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
     assert_near("zeroing prepare", ms(&prepare["zeroing_ns"]), iters * p_ms);
     assert_eq!(p["messages"]["collectives"], 4 * 4 * 2);
     assert_eq!(p["messages"]["collectives_incomplete"], 0);
+    assert_diagnosis(&run.report, &["work_slow"], &["work"]);
 }
 
 #[test]

@@ -12,6 +12,7 @@
 //! source-to-sink paths.
 
 pub mod cpm;
+pub mod diagnosis;
 pub mod kpaths;
 pub mod mbm;
 pub mod path;

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::cpm::Schedule;
+use super::diagnosis::{diagnose, Finding};
 use super::kpaths::NearCriticalPaths;
 use super::mbm::maximum_benefit;
 use super::path::{activities, Activity, PathTotals, OUTSIDE};
@@ -46,6 +47,8 @@ impl Default for ReportOptions {
 pub struct Report {
     pub schema_version: u32,
     pub clock: String,
+    /// Findings in words, most important first (see `diagnosis`).
+    pub diagnosis: Vec<Finding>,
     pub critical_path: PathHeader,
     /// The path itself, first activity first.
     pub activities: Vec<Activity>,
@@ -80,6 +83,10 @@ pub struct ProcedureRow {
     pub cp_ns: u64,
     pub cp_pct: f64,
     pub cp_exclusive_ns: u64,
+    /// Work in the procedure (callees included) by all threads, and its share of all
+    /// work.
+    pub work_ns: u64,
+    pub work_pct: f64,
     /// How much shorter the critical path gets if the procedure took no time (exact:
     /// the path recomputed on the graph with the procedure's arcs weighted 0).
     pub zeroing_ns: u64,
@@ -178,6 +185,7 @@ impl Report {
 
         let paths = NearCriticalPaths::search(g, &sched, opts.paths.max(1));
         let benefits = maximum_benefit(g, &paths, rg.procedures.len());
+        let (work_in, work_total) = work_by_procedure(rg);
         let mut procedures: Vec<ProcedureRow> = benefits
             .iter()
             .map(|b| {
@@ -198,7 +206,13 @@ impl Report {
                     }
                     None => length - zeroed_outside(rg).length,
                 };
+                let work = match b.class {
+                    Some(p) => work_in[p],
+                    None => work_in[rg.procedures.len()],
+                };
                 ProcedureRow {
+                    work_ns: work,
+                    work_pct: pct(work, work_total),
                     cp_exclusive_ns: totals
                         .by_procedure_exclusive
                         .get(&name)
@@ -266,8 +280,9 @@ impl Report {
         });
 
         let phases = phase_rows(&acts, length, opts);
-        Report {
+        let mut report = Report {
             schema_version: SCHEMA_VERSION,
+            diagnosis: Vec::new(),
             clock: match rg.clock {
                 ClockKind::Cpu => "cpu".into(),
                 ClockKind::Wall => "wall".into(),
@@ -296,8 +311,31 @@ impl Report {
             whatif,
             phases,
             messages: rg.messages.clone(),
+        };
+        report.diagnosis = diagnose(&report);
+        report
+    }
+}
+
+/// Work per procedure (inclusive) over all threads, the work outside every selected
+/// procedure last; and all work.
+fn work_by_procedure(rg: &RecordedGraph) -> (Vec<u64>, u64) {
+    let g = &rg.graph;
+    let n = rg.procedures.len();
+    let mut by_context = vec![0u64; g.contexts.len()];
+    for a in g.arcs.iter().filter(|a| a.kind == ArcKind::Program) {
+        by_context[a.context as usize] += a.weight;
+    }
+    let mut work = vec![0u64; n + 1];
+    for (c, ns) in g.contexts.iter().zip(&by_context) {
+        if c.procedures.is_empty() {
+            work[n] += ns;
+        }
+        for &p in &c.procedures {
+            work[p] += ns;
         }
     }
+    (work, by_context.iter().sum())
 }
 
 /// The path with all work outside selected procedures weighted 0.
@@ -452,6 +490,13 @@ impl Report {
             cp.ends_in_tid,
             cp.ends_in_command
         );
+        if !self.diagnosis.is_empty() {
+            let _ = writeln!(s, "\ndiagnosis:");
+            for (i, f) in self.diagnosis.iter().enumerate() {
+                let _ = writeln!(s, "  {}. {}", i + 1, f.text);
+            }
+            let _ = writeln!(s);
+        }
         let _ = writeln!(
             s,
             "graph: {} vertices, {} arcs from {} events ({} lost)",
