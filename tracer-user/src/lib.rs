@@ -20,3 +20,5 @@ pub mod records;
 pub mod session;
 pub mod summary;
 pub mod symbols;
+#[cfg(test)]
+pub(crate) mod synth;

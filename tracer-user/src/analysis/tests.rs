@@ -1,16 +1,14 @@
 //! Property tests on synthetic event streams: the online engine against an exhaustive
 //! longest-path computation over the same event graph, and the memory bound.
 
-use tracer_common::{call, flavor, kind, CallRecord, EventHeader};
+use tracer_common::call;
 
 use super::workclock::ClockKind;
 use super::{analyze, Analyzer};
-use crate::calls::MPICH_COMM_WORLD;
 use crate::graph::cpm::Schedule;
 use crate::graph::recorded::RecordedGraph;
-use crate::procfs::ProcessInfo;
-use crate::recording::{FunctionProbe, Item};
-use crate::records::Record;
+use crate::recording::Item;
+use crate::synth::SyntheticRun;
 
 /// xorshift64*: deterministic randomness without a dependency.
 struct Rng(u64);
@@ -26,12 +24,10 @@ impl Rng {
     }
 }
 
-/// A synthetic MPI run: single-threaded ranks (pid = 100 + rank) whose records the
-/// generator writes while it builds the same run's event graph by hand.
+/// A synthetic MPI run whose records the generator writes while it builds the same
+/// run's event graph by hand.
 struct Synth {
-    items: Vec<Item>,
-    ts: u64,
-    cpu: Vec<u64>,
+    run: SyntheticRun,
     funcs: usize,
     /// Reference graph: node values are computed as nodes are added (time order is a
     /// topological order). Per rank: its last node and the work since then, in total and
@@ -44,28 +40,10 @@ struct Synth {
 
 impl Synth {
     fn new(procs: usize, funcs: usize) -> Self {
-        let mut items = Vec::new();
-        for f in 0..funcs {
-            items.push(Item::Probe(FunctionProbe {
-                id: f as u16 + 1,
-                symbol: format!("f{f}"),
-                path: "/x".into(),
-                vaddr: 0,
-            }));
-        }
-        for r in 0..procs {
-            items.push(Item::Process(ProcessInfo {
-                pid: 100 + r as u32,
-                ppid: 1,
-                env_rank: Some(r as i32),
-                env_size: Some(procs as i32),
-                ..Default::default()
-            }));
-        }
+        let names: Vec<String> = (0..funcs).map(|f| format!("f{f}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut s = Synth {
-            items,
-            ts: 1000,
-            cpu: vec![0; procs],
+            run: SyntheticRun::new(procs, &names),
             funcs,
             value: Vec::new(),
             shares: Vec::new(),
@@ -79,39 +57,9 @@ impl Synth {
         s
     }
 
-    fn header(&mut self, rank: usize, kind: u16, callf: u16) -> EventHeader {
-        self.ts += 10;
-        let id = 100 + rank as u32;
-        EventHeader {
-            ts_ns: self.ts,
-            cpu_ns: self.cpu[rank],
-            tgid: id,
-            tid: id,
-            kind,
-            call: callf,
-            cpu: 0,
-        }
-    }
-
     /// `w` ns of CPU work on `rank`, inside procedure `f` if given.
     fn compute(&mut self, rank: usize, w: u64, f: Option<usize>) {
-        if let Some(f) = f {
-            let h = self.header(rank, kind::FUNC_ENTER, f as u16 + 1);
-            self.items.push(Item::Record(Record::FuncEnter(h)));
-        }
-        self.cpu[rank] += w;
-        let h = self.header(rank, kind::FUNC_EXIT, f.map(|f| f as u16 + 1).unwrap_or(0));
-        self.items.push(Item::Record(match f {
-            Some(_) => Record::FuncExit(h),
-            // Outside procedures, a switch-out record just carries the clock forward.
-            None => Record::SwitchOut(tracer_common::SwitchRecord {
-                header: EventHeader {
-                    kind: kind::SWITCH_OUT,
-                    ..h
-                },
-                prev_state: 1,
-            }),
-        }));
+        self.run.compute(rank, w, f);
         self.since[rank].0 += w;
         if let Some(f) = f {
             self.since[rank].1[f] += w;
@@ -145,39 +93,12 @@ impl Synth {
         self.value.len() - 1
     }
 
-    fn call(&mut self, rank: usize, id: u16, peer: i32, tag: i32, exit: bool) {
-        let k = if exit {
-            kind::CALL_EXIT
-        } else {
-            kind::CALL_ENTER
-        };
-        let h = self.header(rank, k, id | ((flavor::MPICH as u16) << 8));
-        let mut c = CallRecord::unset(h);
-        if exit {
-            c.ret = 0;
-            if id == call::MPI_RECV {
-                c.peer = peer;
-                c.tag = tag;
-            }
-        } else {
-            c.comm = MPICH_COMM_WORLD;
-            c.peer = peer;
-            c.tag = tag;
-        }
-        self.items.push(Item::Record(if exit {
-            Record::CallExit(c)
-        } else {
-            Record::CallEnter(c)
-        }));
-    }
-
     /// A message from `src` to `dst`, received right away (time order = causal order).
     fn message(&mut self, src: usize, dst: usize, tag: i32) {
-        self.call(src, call::MPI_SEND, dst as i32, tag, false);
+        self.run.call(src, call::MPI_SEND, dst as i32, tag, false);
         let sent = self.node(src, None);
-        self.call(src, call::MPI_SEND, 0, 0, true);
-        self.call(dst, call::MPI_RECV, src as i32, tag, false);
-        self.call(dst, call::MPI_RECV, src as i32, tag, true);
+        self.run.call(src, call::MPI_SEND, 0, 0, true);
+        self.run.recv(dst, src, tag);
         self.node(dst, Some(sent));
     }
 
@@ -222,7 +143,7 @@ fn random_run(
         }
     }
     let (len, shares) = s.finish();
-    (s.items, len, shares)
+    (s.run.items, len, shares)
 }
 
 #[test]
@@ -273,7 +194,7 @@ fn engine_memory_does_not_grow_with_run_length() {
             }
         }
         let mut a = Analyzer::new(ClockKind::Cpu);
-        for i in &s.items {
+        for i in &s.run.items {
             a.item(i);
         }
         a

@@ -670,122 +670,17 @@ impl<W: Write> EventWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::MPICH_COMM_WORLD;
     use crate::graph::path::OUTSIDE;
-    use crate::procfs::ProcessInfo;
-    use crate::recording::FunctionProbe;
-    use tracer_common::{call, flavor, kind, EventHeader, SwitchRecord};
-
-    /// A synthetic MPICH run: single-threaded ranks (pid = 100 + rank), as in
-    /// analysis/tests.rs, with one selected procedure `work`.
-    struct Synth {
-        items: Vec<Item>,
-        ts: u64,
-        cpu: Vec<u64>,
-    }
-
-    impl Synth {
-        fn new(ranks: usize) -> Self {
-            let mut items = vec![Item::Probe(FunctionProbe {
-                id: 1,
-                symbol: "work".into(),
-                path: "/x".into(),
-                vaddr: 0,
-            })];
-            for r in 0..ranks {
-                items.push(Item::Process(ProcessInfo {
-                    pid: 100 + r as u32,
-                    ppid: 1,
-                    command: "./app".into(),
-                    env_rank: Some(r as i32),
-                    env_size: Some(ranks as i32),
-                    ..Default::default()
-                }));
-            }
-            Synth {
-                items,
-                ts: 1_000_000,
-                cpu: vec![0; ranks],
-            }
-        }
-
-        fn header(&mut self, rank: usize, kind: u16, callf: u16) -> EventHeader {
-            self.ts += 1000;
-            let id = 100 + rank as u32;
-            EventHeader {
-                ts_ns: self.ts,
-                cpu_ns: self.cpu[rank],
-                tgid: id,
-                tid: id,
-                kind,
-                call: callf,
-                cpu: 0,
-            }
-        }
-
-        /// `w` ns of CPU work, inside `work` or not.
-        fn compute(&mut self, rank: usize, w: u64, in_procedure: bool) {
-            if in_procedure {
-                let h = self.header(rank, kind::FUNC_ENTER, 1);
-                self.items.push(Item::Record(Record::FuncEnter(h)));
-            }
-            self.cpu[rank] += w;
-            let h = self.header(rank, kind::FUNC_EXIT, 1);
-            self.items.push(Item::Record(if in_procedure {
-                Record::FuncExit(h)
-            } else {
-                Record::SwitchOut(SwitchRecord {
-                    header: EventHeader {
-                        kind: kind::SWITCH_OUT,
-                        ..h
-                    },
-                    prev_state: 1,
-                })
-            }));
-        }
-
-        fn call(&mut self, rank: usize, id: u16, peer: i32, tag: i32, exit: bool) {
-            let k = if exit {
-                kind::CALL_EXIT
-            } else {
-                kind::CALL_ENTER
-            };
-            let h = self.header(rank, k, id | ((flavor::MPICH as u16) << 8));
-            let mut c = CallRecord::unset(h);
-            if exit {
-                c.ret = 0;
-                if id == call::MPI_RECV {
-                    c.peer = peer;
-                    c.tag = tag;
-                }
-            } else {
-                c.comm = MPICH_COMM_WORLD;
-                c.peer = peer;
-                c.tag = tag;
-                c.bytes = 64;
-            }
-            self.items.push(Item::Record(if exit {
-                Record::CallExit(c)
-            } else {
-                Record::CallEnter(c)
-            }));
-        }
-
-        fn message(&mut self, src: usize, dst: usize, tag: i32) {
-            self.call(src, call::MPI_SEND, dst as i32, tag, false);
-            self.call(src, call::MPI_SEND, 0, 0, true);
-            self.call(dst, call::MPI_RECV, src as i32, tag, false);
-            self.call(dst, call::MPI_RECV, src as i32, tag, true);
-        }
-    }
+    use crate::synth::SyntheticRun;
+    use tracer_common::call;
 
     /// A ring over 3 ranks, 4 rounds, with work inside and outside `work`.
     fn ring() -> Vec<Item> {
-        let mut s = Synth::new(3);
+        let mut s = SyntheticRun::new(3, &["work"]);
         for round in 0..4 {
             for r in 0..3 {
-                s.compute(r, 10_000 + 1000 * r as u64, true);
-                s.compute(r, 500, false);
+                s.compute(r, 10_000 + 1000 * r as u64, Some(0));
+                s.compute(r, 500, None);
                 s.message(r, (r + 1) % 3, round);
             }
         }
@@ -921,8 +816,8 @@ mod tests {
 
     #[test]
     fn unclosed_calls_are_counted_not_drawn() {
-        let mut s = Synth::new(2);
-        s.compute(0, 1000, true);
+        let mut s = SyntheticRun::new(2, &["work"]);
+        s.compute(0, 1000, Some(0));
         s.call(0, call::MPI_SEND, 1, 0, false);
         let (stats, v, _) = export(&s.items);
         assert_eq!(

@@ -77,7 +77,7 @@ pub fn diagnose(r: &Report) -> Vec<Finding> {
     communication(r, &mut out);
     close_paths(r, len, &mut out);
     off_path(r, &mut out);
-    out.sort_by(|a, b| b.impact_ns.cmp(&a.impact_ns));
+    out.sort_by_key(|f| std::cmp::Reverse(f.impact_ns));
     out
 }
 
