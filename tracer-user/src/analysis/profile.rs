@@ -58,6 +58,14 @@ pub struct EventTotals {
     pub lost: u64,
 }
 
+/// The matcher's counts in one line (also in `tracer report`).
+pub fn messages_line(m: &MatchStats) -> String {
+    format!(
+        "messages: {} sent, {} received, {} matched, {} unmatched; {} collective exits ({} incomplete)",
+        m.sent, m.received, m.matched, m.unmatched, m.collectives, m.collectives_incomplete
+    )
+}
+
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
@@ -164,12 +172,7 @@ impl Profile {
                 );
             }
         }
-        let m = &self.messages;
-        let _ = writeln!(
-            s,
-            "messages: {} sent, {} received, {} matched, {} unmatched; {} collective exits ({} incomplete)",
-            m.sent, m.received, m.matched, m.unmatched, m.collectives, m.collectives_incomplete
-        );
+        let _ = writeln!(s, "{}", messages_line(&self.messages));
         let _ = writeln!(
             s,
             "events: {} analyzed, {} lost",

@@ -16,6 +16,7 @@ use super::recorded::RecordedGraph;
 use super::whatif::{Scale, ScaledWeights};
 use super::ArcKind;
 use crate::analysis::matcher::MatchStats;
+use crate::analysis::profile::messages_line;
 use crate::analysis::workclock::ClockKind;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -664,12 +665,7 @@ impl Report {
                 let _ = writeln!(s, "  {:>4} x  {}", p.count, p.pattern.join(" > "));
             }
         }
-        let m = &self.messages;
-        let _ = writeln!(
-            s,
-            "\nmessages: {} sent, {} received, {} matched, {} unmatched; {} collective exits ({} incomplete)",
-            m.sent, m.received, m.matched, m.unmatched, m.collectives, m.collectives_incomplete
-        );
+        let _ = writeln!(s, "\n{}", messages_line(&self.messages));
         s
     }
 }
