@@ -149,6 +149,10 @@ pub struct CallRecord {
     pub count: i32,
     /// Entry: element size in bytes when known, else [`UNSET`] (as i32).
     pub elem_size: i32,
+    /// Entry: the call site, i.e. the caller's return address (the u64 at the stack
+    /// pointer when the uprobe fires on the function's first instruction); 0 at exit or
+    /// when it could not be read. Symbolize `site - 1` to get the line of the call.
+    pub site: u64,
 }
 
 /// Marker for "not set / unknown" in signed fields.
@@ -172,6 +176,7 @@ impl CallRecord {
             tag2: UNSET32,
             count: UNSET32,
             elem_size: UNSET32,
+            site: 0,
         }
     }
 }
@@ -218,6 +223,12 @@ pub struct FutexRecord {
     pub val: u32,
     /// Exit: the syscall's result.
     pub ret: i64,
+    /// Entry: a user-space code address for the wait or wake: the first word on the user
+    /// stack that points outside libc's code and the stack, just after a call instruction
+    /// (the return address into the caller of pthreads), or the syscall instruction's
+    /// address when the scan found none; 0 at exit or when the user registers could not
+    /// be read. A bounded scan (see tracer-ebpf's `futex_site`), not an unwind.
+    pub site: u64,
 }
 
 #[repr(C)]
@@ -480,10 +491,10 @@ mod pod {
 const _: () = {
     use core::mem::size_of;
     assert!(size_of::<EventHeader>() == 32);
-    assert!(size_of::<CallRecord>() == 96);
+    assert!(size_of::<CallRecord>() == 104);
     assert!(size_of::<HandleArrayRecord>() == 104);
     assert!(size_of::<StatusArrayRecord>() == 168);
-    assert!(size_of::<FutexRecord>() == 56);
+    assert!(size_of::<FutexRecord>() == 64);
     assert!(size_of::<SwitchRecord>() == 40);
     assert!(size_of::<WakeRecord>() == 48);
     assert!(size_of::<ForkRecord>() == 40);

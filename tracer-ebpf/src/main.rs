@@ -9,11 +9,13 @@
 #![no_main]
 
 use aya_ebpf::{
-    bindings::pt_regs,
+    bindings::{pt_regs, task_struct},
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user,
-        generated::bpf_get_attach_cookie, generated::bpf_send_signal,
+        generated::bpf_find_vma, generated::bpf_get_attach_cookie,
+        generated::bpf_get_current_task_btf, generated::bpf_send_signal,
+        generated::bpf_task_pt_regs,
     },
     macros::{map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray, RingBuf},
@@ -24,7 +26,7 @@ use tracer_common::{
     call, count_mode, dtype_mode, flavor, kind, status_mode, CallLayout, CallRecord, EventHeader,
     ExecRecord, ExitRecord, FlavorConfig, ForkRecord, FutexRecord, HandleArrayRecord, ProbeConfig,
     StatusArrayRecord, SwitchRecord, ThreadClock, WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
-    EXEC_PATH_LEN, NO_ARG, UNSET, UNSET32,
+    NO_ARG, UNSET, UNSET32,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -47,6 +49,10 @@ static CONFIG: Array<ProbeConfig> = Array::with_max_entries(1, 0);
 static LAYOUTS: Array<CallLayout> = Array::with_max_entries(call::TABLE_SIZE, 0);
 #[map]
 static FLAVORS: Array<FlavorConfig> = Array::with_max_entries(flavor::COUNT, 0);
+/// Per CPU: the top of the user stack the futex probe scans for a call site (too big for
+/// the 512-byte BPF stack).
+#[map]
+static STACK_WORDS: PerCpuArray<[u64; SCAN_WORDS]> = PerCpuArray::with_max_entries(1, 0);
 
 const SIGSTOP: u32 = 19;
 /// Pointers below this are sentinels (MPI_STATUS_IGNORE is 0 in Open MPI, 1 in MPICH).
@@ -329,6 +335,8 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
     } else if layout.want_bias != 0 {
         rec.handle = bias;
     }
+    // At the function's first instruction the return address is on top of the stack.
+    rec.site = read_user::<u64>(regs.rsp).unwrap_or(0);
     emit(&rec);
 
     if layout.array != NO_ARG && rec.count > 0 {
@@ -807,16 +815,150 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
         op: 0,
         val: 0,
         ret: 0,
+        site: 0,
     };
     if kind == tracer_common::kind::FUTEX_ENTER {
         rec.uaddr = field(ctx, c.futex_uaddr)?;
         rec.op = field::<u64>(ctx, c.futex_op)? as u32;
         rec.val = field::<u64>(ctx, c.futex_val)? as u32;
+        rec.site = futex_site();
     } else {
         rec.ret = field(ctx, c.futex_ret)?;
     }
     emit(&rec);
     Ok(())
+}
+
+/// 64-bit words of user stack scanned above the stack pointer for a call site (glibc's
+/// condition-variable wait needs between 16 and 32).
+const SCAN_WORDS: usize = 64;
+/// Without the stack's mapping, words closer than this to the stack pointer are taken to
+/// point into the stack (saved frame pointers, addresses of locals), not at code.
+const STACK_SPAN: u64 = 1 << 20;
+/// Without libc's mapping, return addresses closer than this to the syscall instruction
+/// are taken to be in the same object (libc; its text is 1.3 MiB).
+const LIBRARY_SPAN: u64 = 2 << 20;
+/// Highest user-space address on x86-64 (4-level paging; 5-level is larger but rare).
+const USER_TOP: u64 = 0x0000_7fff_ffff_ffff;
+
+/// A user code address for the futex syscall being entered. The syscall instruction sits
+/// in libc, which says little; the first caller outside libc is what a user wants.
+/// `bpf_get_stack(BPF_F_USER_STACK)` walks frame pointers, and Debian's libc has none: on
+/// threads_pingpong no frame of 1,198 futex waits and wakes got out of libc. So the top
+/// of the user stack is scanned instead: the first word that is outside libc's code
+/// mapping and the thread's stack mapping (`bpf_find_vma`) and just after a call
+/// instruction is taken as the return address into the caller (threads_pingpong: every
+/// site on the line of the program's pthread call; docs/design-decisions.md). Bounded:
+/// `SCAN_WORDS` words read at once, and one 8-byte read of code per candidate. Falls back
+/// to the syscall instruction's address; 0 if the user registers cannot be read.
+fn futex_site() -> u64 {
+    let task = unsafe { bpf_get_current_task_btf() };
+    let regs = unsafe { bpf_task_pt_regs(task) } as *const pt_regs;
+    if regs.is_null() {
+        return 0;
+    }
+    let Ok(ip) = (unsafe { bpf_probe_read_kernel(&(*regs).rip) }) else {
+        return 0;
+    };
+    let Ok(sp) = (unsafe { bpf_probe_read_kernel(&(*regs).rsp) }) else {
+        return ip;
+    };
+    // The code mapping holding the syscall instruction (libc's text) and the thread's
+    // stack mapping; if the process's memory map is busy, everything within LIBRARY_SPAN
+    // of the instruction and STACK_SPAN of the stack pointer.
+    let libc = mapping_bounds(task, ip, LIBRARY_SPAN);
+    let stack = mapping_bounds(task, sp, STACK_SPAN);
+    let Some(buf) = STACK_WORDS.get_ptr_mut(0) else {
+        return ip;
+    };
+    let words = unsafe { &mut *buf };
+    // The whole window, or, near the top of a stack, its first eighth.
+    let valid = if read_user_words(words, sp, SCAN_WORDS) {
+        SCAN_WORDS
+    } else if read_user_words(words, sp, SCAN_WORDS / 8) {
+        SCAN_WORDS / 8
+    } else {
+        return ip;
+    };
+    for i in 0..SCAN_WORDS {
+        if i >= valid {
+            break;
+        }
+        let v = words[i];
+        if v < MIN_POINTER
+            || v > USER_TOP
+            || (v >= libc[0] && v < libc[1])
+            || (v >= stack[0] && v < stack[1])
+        {
+            continue;
+        }
+        if follows_call(v) {
+            return v;
+        }
+    }
+    ip
+}
+
+/// The bounds of the memory mapping of the current process that holds `addr`, or `addr`
+/// ± `span` when the kernel could not look (its memory map lock was taken).
+fn mapping_bounds(task: *mut task_struct, addr: u64, span: u64) -> [u64; 2] {
+    let mut bounds: [u64; 2] = [addr.saturating_sub(span), addr.saturating_add(span + 1)];
+    unsafe {
+        bpf_find_vma(
+            task,
+            addr,
+            vma_bounds as *mut core::ffi::c_void,
+            &mut bounds as *mut [u64; 2] as *mut core::ffi::c_void,
+            0,
+        )
+    };
+    bounds
+}
+
+/// `bpf_find_vma` callback: copies the mapping's bounds (`vm_start`, `vm_end`, the first
+/// two fields of `struct vm_area_struct`) to `out`.
+#[inline(never)]
+extern "C" fn vma_bounds(
+    _task: *mut core::ffi::c_void,
+    vma: *mut core::ffi::c_void,
+    out: *mut core::ffi::c_void,
+) -> i64 {
+    if let Ok(bounds) = unsafe { bpf_probe_read_kernel(vma as *const [u64; 2]) } {
+        unsafe { *(out as *mut [u64; 2]) = bounds };
+    }
+    0
+}
+
+fn read_user_words(words: &mut [u64; SCAN_WORDS], sp: u64, n: usize) -> bool {
+    let dst = words.as_mut_ptr() as *mut core::ffi::c_void;
+    let ret = unsafe {
+        aya_ebpf::helpers::generated::bpf_probe_read_user(
+            dst,
+            (n * 8) as u32,
+            sp as *const core::ffi::c_void,
+        )
+    };
+    ret == 0
+}
+
+/// Whether the instruction before `ret` is a call (x86-64): `call rel32`, or `call` with a
+/// register or memory operand (opcode FF /2) of 2, 3, 4, 6 or 7 bytes.
+fn follows_call(ret: u64) -> bool {
+    let Some(code) = read_user::<[u8; 8]>(ret - 8) else {
+        return false;
+    };
+    // FF /2: reg field of ModRM is 2; `len` is the instruction length, `m` its ModRM byte.
+    let ff2 = |len: usize, mod_bits: u8| {
+        let m = code[8 - len + 1];
+        code[8 - len] == 0xff && (m >> 3) & 7 == 2 && m >> 6 == mod_bits
+    };
+    code[3] == 0xe8
+        || ff2(2, 3)
+        || ff2(3, 1)
+        || (ff2(4, 1) && code[5] & 7 == 4)
+        || (ff2(6, 0) && code[3] & 7 == 5)
+        || ff2(6, 2)
+        || (ff2(7, 2) && code[2] & 7 == 4)
 }
 
 #[cfg(not(test))]

@@ -9,16 +9,19 @@
 
 pub mod analysis;
 pub mod calls;
+pub mod candidates;
 pub mod export;
 pub mod funcs;
 pub mod graph;
 pub mod libraries;
+pub mod metrics;
 pub mod probes;
 pub mod procfs;
 pub mod recording;
 pub mod records;
 pub mod session;
 pub mod summary;
+pub mod symbolize;
 pub mod symbols;
 #[cfg(test)]
 pub(crate) mod synth;

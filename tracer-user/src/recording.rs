@@ -18,7 +18,7 @@ use crate::procfs::ProcessInfo;
 use crate::records::{self, DecodeError, Record};
 
 pub const MAGIC: &[u8; 8] = b"CPTRACE\0";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 const TAG_META: u32 = 1;
 const TAG_EVENTS: u32 = 2;

@@ -244,6 +244,34 @@ pub struct MatchStats {
 type P2pKey = (u32, u32, u32, i32);
 type PvmKey = (i32, i32, i32);
 
+/// A point-to-point message the matcher paired, for traffic and latency accounting
+/// (`crate::metrics`). Logged only after [`MessageMatcher::log_matches`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatchedMessage {
+    pub from_pid: u32,
+    pub to_pid: u32,
+    /// Bytes as the send described them, else as the receive's status reported them;
+    /// None when neither knew.
+    pub bytes: Option<u64>,
+    /// Entry of the send.
+    pub send_ts: u64,
+    /// Exit of the call that completed the receive (Recv, Wait*, Test, pvm_*recv).
+    pub recv_ts: u64,
+}
+
+/// A message in flight: what the sender leaves for the receiver, and who sent it when
+/// (kept beside the path state so a match can be accounted).
+struct Sent<S> {
+    state: S,
+    from: u32,
+    ts: u64,
+    bytes: Option<u64>,
+}
+
+fn known_bytes(v: i64) -> Option<u64> {
+    u64::try_from(v).ok()
+}
+
 struct IrecvInfo {
     gid: Option<u32>,
     source: i32,
@@ -260,12 +288,17 @@ struct Collective<S> {
 /// Pairs dependencies. `S` is what a send carries (the engine's path state).
 pub struct MessageMatcher<S> {
     pub directory: Directory,
-    p2p: HashMap<P2pKey, VecDeque<S>>,
-    pvm: HashMap<PvmKey, VecDeque<S>>,
+    p2p: HashMap<P2pKey, VecDeque<Sent<S>>>,
+    pvm: HashMap<PvmKey, VecDeque<Sent<S>>>,
+    /// pvm_mcast entries by process: their time and size, for the copies posted when
+    /// the destinations arrive.
+    mcasts: HashMap<u32, (u64, Option<u64>)>,
     irecvs: HashMap<(u32, u64), IrecvInfo>,
     collectives: HashMap<(u32, u32), Collective<S>>,
     coll_seq: HashMap<(u32, u32), u32>,
     pub stats: MatchStats,
+    /// Every point-to-point match, when logging is on (see `log_matches`).
+    matches: Option<Vec<MatchedMessage>>,
 }
 
 fn set(v: i32) -> Option<i32> {
@@ -282,7 +315,22 @@ impl<S: Clone> MessageMatcher<S> {
             collectives: HashMap::new(),
             coll_seq: HashMap::new(),
             stats: MatchStats::default(),
+            mcasts: HashMap::new(),
+            matches: None,
         }
+    }
+
+    /// From now on, log every point-to-point match (drain with `take_matches`).
+    pub fn log_matches(&mut self) {
+        self.matches.get_or_insert_with(Vec::new);
+    }
+
+    /// The matches logged since the last call.
+    pub fn take_matches(&mut self) -> Vec<MatchedMessage> {
+        self.matches
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Whether the entry of this call needs the sender's path state.
@@ -299,28 +347,52 @@ impl<S: Clone> MessageMatcher<S> {
         let (id, flavor) = split_call_field(e.header.call);
         let flavor = Flavor::from_id(flavor);
         let Some(state) = state else { return };
+        let sent = Sent {
+            state,
+            from: pid,
+            ts: e.header.ts_ns,
+            bytes: known_bytes(e.bytes),
+        };
         match id {
             call::MPI_SEND
             | call::MPI_SSEND
             | call::MPI_BSEND
             | call::MPI_RSEND
             | call::MPI_ISEND
-            | call::MPI_SENDRECV => self.post_mpi(pid, e.comm, e.peer, e.tag, flavor, state),
-            call::PVM_SEND | call::PVM_PSEND => self.post_pvm(pid, e.peer, e.tag, state),
-            call::PVM_MCAST => {} // destinations arrive in the handle array
-            _ if is_collective(id) => self.collective_enter(pid, e.comm, flavor, state),
+            | call::MPI_SENDRECV => self.post_mpi(pid, e.comm, e.peer, e.tag, flavor, sent),
+            call::PVM_SEND | call::PVM_PSEND => self.post_pvm(pid, e.peer, e.tag, sent),
+            call::PVM_MCAST => {
+                // destinations arrive in the handle array
+                self.mcasts.insert(pid, (sent.ts, sent.bytes));
+            }
+            _ if is_collective(id) => self.collective_enter(pid, e.comm, flavor, sent.state),
             _ => {}
         }
     }
 
     /// pvm_mcast destinations (from the handle array that follows the entry).
     pub fn on_mcast_targets(&mut self, pid: u32, tag: i32, tids: &[u64], state: &S) {
+        let (ts, bytes) = self.mcasts.get(&pid).copied().unwrap_or_default();
         for &t in tids {
-            self.post_pvm(pid, t as u32 as i32, tag, state.clone());
+            let sent = Sent {
+                state: state.clone(),
+                from: pid,
+                ts,
+                bytes,
+            };
+            self.post_pvm(pid, t as u32 as i32, tag, sent);
         }
     }
 
-    fn post_mpi(&mut self, pid: u32, comm: u64, dest: i32, tag: i32, flavor: Option<Flavor>, s: S) {
+    fn post_mpi(
+        &mut self,
+        pid: u32,
+        comm: u64,
+        dest: i32,
+        tag: i32,
+        flavor: Option<Flavor>,
+        s: Sent<S>,
+    ) {
         if flavor.and_then(Flavor::proc_null) == Some(dest) {
             return; // MPI_PROC_NULL: nothing is sent
         }
@@ -337,7 +409,7 @@ impl<S: Clone> MessageMatcher<S> {
             .push_back(s);
     }
 
-    fn post_pvm(&mut self, pid: u32, dest: i32, tag: i32, s: S) {
+    fn post_pvm(&mut self, pid: u32, dest: i32, tag: i32, s: Sent<S>) {
         self.stats.sent += 1;
         let Some(src) = self.directory.pvm_tid(pid) else {
             return;
@@ -349,12 +421,14 @@ impl<S: Clone> MessageMatcher<S> {
     /// receive whose status was ignored), the match is only made when exactly one queue
     /// holds a candidate: every send that could match has started by now (records come in
     /// time order), so a single candidate is certain; several are counted as unmatched.
+    /// `x` is the record that completed the receive.
     fn take_mpi(
         &mut self,
         pid: u32,
         gid: Option<u32>,
         source: Option<i32>,
         tag: Option<i32>,
+        x: &CallRecord,
     ) -> Option<S> {
         self.stats.received += 1;
         let found = (|| {
@@ -382,16 +456,26 @@ impl<S: Clone> MessageMatcher<S> {
             };
             self.p2p.get_mut(&key)?.pop_front()
         })();
-        self.count(found)
+        self.count(found, pid, x)
     }
 
-    fn count(&mut self, found: Option<S>) -> Option<S> {
-        if found.is_some() {
-            self.stats.matched += 1;
-        } else {
+    /// Counts a receive completion `x` of process `pid` and logs its match.
+    fn count(&mut self, found: Option<Sent<S>>, pid: u32, x: &CallRecord) -> Option<S> {
+        let Some(sent) = found else {
             self.stats.unmatched += 1;
+            return None;
+        };
+        self.stats.matched += 1;
+        if let Some(log) = &mut self.matches {
+            log.push(MatchedMessage {
+                from_pid: sent.from,
+                to_pid: pid,
+                bytes: sent.bytes.or(known_bytes(x.bytes)),
+                send_ts: sent.ts,
+                recv_ts: x.header.ts_ns,
+            });
         }
-        found
+        Some(sent.state)
     }
 
     /// An outermost call's exit; `handles` are the request handles its entry named.
@@ -415,7 +499,7 @@ impl<S: Clone> MessageMatcher<S> {
                 let source = set(x.peer).or((!wildcard(req_src, flavor)).then_some(req_src));
                 let tag = set(x.tag).or((req_tag != -1).then_some(req_tag));
                 let gid = self.directory.comm_of(pid, e.comm, flavor);
-                out.extend(self.take_mpi(pid, gid, source, tag));
+                out.extend(self.take_mpi(pid, gid, source, tag, x));
             }
             call::MPI_IRECV if x.ret == 0 && flavor.and_then(Flavor::proc_null) != Some(e.peer) => {
                 let gid = self.directory.comm_of(pid, e.comm, flavor);
@@ -458,7 +542,7 @@ impl<S: Clone> MessageMatcher<S> {
                     let me = self.directory.pvm_tid(pid);
                     let found =
                         me.and_then(|me| self.pvm.get_mut(&(x.peer, me, x.tag))?.pop_front());
-                    out.extend(self.count(found));
+                    out.extend(self.count(found, pid, x));
                 }
             }
             _ if is_collective(id) => out.extend(self.collective_exit(pid, id, e, flavor)),
@@ -473,7 +557,7 @@ impl<S: Clone> MessageMatcher<S> {
         let wildcard = info.flavor.is_some_and(|f| info.source == f.any_source());
         let source = set(status.peer).or((!wildcard).then_some(info.source));
         let tag = set(status.tag).or((info.tag != -1).then_some(info.tag));
-        self.take_mpi(pid, info.gid, source, tag)
+        self.take_mpi(pid, info.gid, source, tag, status)
     }
 
     fn collective_enter(&mut self, pid: u32, comm: u64, flavor: Option<Flavor>, s: S) {

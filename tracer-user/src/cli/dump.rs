@@ -58,7 +58,7 @@ pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
                 );
                 let body = match &rec {
                     Record::CallEnter(c) | Record::CallExit(c) => format!(
-                        "{} peer={} tag={} comm={:#x} handle={:#x} bytes={} count={} ret={} out={}",
+                        "{} peer={} tag={} comm={:#x} handle={:#x} bytes={} count={} ret={} out={} site={:#x}",
                         calls::name(calls::split_call_field(h.call).0),
                         opt32(c.peer),
                         opt32(c.tag),
@@ -67,7 +67,8 @@ pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
                         opt64(c.bytes),
                         opt32(c.count),
                         opt64(c.ret),
-                        opt64(c.out)
+                        opt64(c.out),
+                        c.site
                     ),
                     Record::HandleArray(x) => {
                         format!("first={} total={} values={:x?}", x.first, x.total, x.values)
@@ -78,7 +79,10 @@ pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
                     ),
                     Record::FuncEnter(_) | Record::FuncExit(_) => format!("probe={}", h.call),
                     Record::FutexEnter(f) => {
-                        format!("uaddr={:#x} op={} val={}", f.uaddr, f.op, f.val)
+                        format!(
+                            "uaddr={:#x} op={} val={} site={:#x}",
+                            f.uaddr, f.op, f.val, f.site
+                        )
                     }
                     Record::FutexExit(f) => format!("ret={}", f.ret),
                     Record::SwitchOut(s) => format!("state={}", s.prev_state),

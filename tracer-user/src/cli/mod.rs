@@ -3,6 +3,8 @@
 mod analyze;
 mod dump;
 mod export;
+mod functions;
+mod metrics;
 mod record;
 mod report;
 mod summary;
@@ -35,6 +37,13 @@ enum Command {
     Export(export::ExportArgs),
     /// Summarize a recording (counts, processes, ranks).
     Summary(summary::SummaryArgs),
+    /// Metrics by level (program, machine, process, thread, procedure): CPU, work and
+    /// blocked time, CPU wait, parallelism, message traffic matrices and latency
+    /// percentiles (no root needed).
+    Metrics(metrics::MetricsArgs),
+    /// List the procedures of a process or binary that `--func` can select, with size and
+    /// source location; ranked by CPU time with `--profile`.
+    Functions(functions::FunctionsArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -45,6 +54,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dump(a) => dump::run(a),
         Command::Export(a) => export::run(a),
         Command::Summary(a) => summary::run(a),
+        Command::Metrics(a) => metrics::run(a),
+        Command::Functions(a) => functions::run(a),
     }
 }
 

@@ -1,0 +1,234 @@
+//! Call sites and symbols (issue 8): the sites the probes record symbolize, offline from
+//! the recording's mappings, to the program's own functions and source lines; `tracer
+//! functions` lists what `--func` can select.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use tracer_common::call;
+use tracer_tests::{mpich, openmpi, program, record, root, tracer, tracer_fails, Traced};
+use tracer_user::procfs::{Mapping, ProcessInfo};
+use tracer_user::recording::Item;
+use tracer_user::records::Record;
+use tracer_user::symbolize::{CodeLocation, Symbolizer};
+
+/// Each record with the mappings its process had then (the latest PROCESS chunk before
+/// it: a pid can be a launcher's helper before it execs the program).
+fn with_mappings(t: &Traced) -> Vec<(&Record, &[Mapping])> {
+    let mut current: HashMap<u32, &ProcessInfo> = HashMap::new();
+    let mut out = Vec::new();
+    for item in &t.items {
+        match item {
+            Item::Process(p) => {
+                current.insert(p.pid, p);
+            }
+            Item::Record(r) => {
+                if let Some(p) = current.get(&r.header().tgid) {
+                    out.push((r, p.mappings.as_slice()));
+                }
+            }
+            Item::Probe(_) => {}
+        }
+    }
+    out
+}
+
+/// Line numbers (1-based) of a source file's lines that contain `needle`.
+fn lines_with(file: &Path, needle: &str) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(needle))
+        .map(|(i, _)| i as u32 + 1)
+        .collect()
+}
+
+fn check_ring_sites(t: &Traced) {
+    let source = root().join("tests/programs/mpi_ring.c");
+    let send_lines = lines_with(&source, "MPI_Send(");
+    let recv_lines = lines_with(&source, "MPI_Recv(");
+    let mut symbolizer = Symbolizer::new();
+    let mut checked = HashMap::new();
+    for (r, mappings) in with_mappings(t) {
+        let Record::CallEnter(c) = r else { continue };
+        let id = tracer_user::calls::split_call_field(c.header.call).0;
+        let lines = match id {
+            call::MPI_SEND => &send_lines,
+            call::MPI_RECV => &recv_lines,
+            _ => continue,
+        };
+        assert_ne!(c.site, 0, "entry without a call site: {c:?}");
+        let loc: CodeLocation = symbolizer
+            .locate_return(mappings, c.site)
+            .unwrap_or_else(|| panic!("site {:#x} does not symbolize", c.site));
+        assert_eq!(loc.function, "main", "{loc:?}");
+        assert!(
+            loc.file
+                .as_deref()
+                .is_some_and(|f| f.ends_with("mpi_ring.c")),
+            "{loc:?}"
+        );
+        assert!(
+            loc.line.is_some_and(|l| lines.contains(&l)),
+            "call {id} at {loc}, expected one of lines {lines:?}"
+        );
+        *checked.entry(id).or_insert(0) += 1;
+    }
+    // 5 rounds over 2 ranks.
+    assert_eq!(checked.get(&call::MPI_SEND), Some(&10), "{checked:?}");
+    assert_eq!(checked.get(&call::MPI_RECV), Some(&10), "{checked:?}");
+    // Exits carry no site.
+    assert!(t
+        .records()
+        .all(|r| !matches!(r, Record::CallExit(c) if c.site != 0)));
+}
+
+#[test]
+fn mpi_call_sites_symbolize_to_the_calling_line_mpich() {
+    let t = record("sites-mpich", &[], &mpich(2, "mpi_ring", &["5", "64"]));
+    check_ring_sites(&t);
+}
+
+#[test]
+fn mpi_call_sites_symbolize_to_the_calling_line_openmpi() {
+    let t = record("sites-openmpi", &[], &openmpi(2, "mpi_ring", &["5", "64"]));
+    check_ring_sites(&t);
+}
+
+/// Futex sites are found by scanning the user stack (docs/design-decisions.md): the
+/// players' waits and wakes must name the program's line that called into pthreads, not
+/// libc.
+#[test]
+fn futex_sites_name_the_calling_line() {
+    let exe = program("threads_pingpong");
+    let t = record("futex-sites", &[], &[exe.clone(), "200".into()]);
+    let exe = Path::new(&exe).canonicalize().unwrap();
+    let pthread_lines = lines_with(
+        &root().join("tests/programs/threads_pingpong.c"),
+        "pthread_",
+    );
+    let mut symbolizer = Symbolizer::new();
+    let (mut total, mut in_program) = (0, 0);
+    let mut elsewhere: HashMap<String, usize> = HashMap::new();
+    for (r, mappings) in with_mappings(&t) {
+        let Record::FutexEnter(f) = r else { continue };
+        total += 1;
+        // Without MPI the recording has the mappings of exec time (the program and the
+        // dynamic linker): a site left in libc does not symbolize.
+        match symbolizer.locate_return(mappings, f.site) {
+            Some(loc) if Path::new(&loc.object).canonicalize().ok().as_ref() == Some(&exe) => {
+                assert!(
+                    loc.line.is_some_and(|l| pthread_lines.contains(&l)),
+                    "{loc} is not a pthread call (lines {pthread_lines:?})"
+                );
+                assert!(loc.function == "player" || loc.function == "main", "{loc}");
+                in_program += 1;
+            }
+            other => {
+                *elsewhere
+                    .entry(format!("{:#x} {other:?}", f.site))
+                    .or_default() += 1
+            }
+        }
+    }
+    eprintln!(
+        "futex entries: {total}, site in the program: {in_program}; elsewhere: {elsewhere:?}"
+    );
+    assert!(total > 100, "only {total} futex entries");
+    assert!(
+        in_program * 100 >= total * 95,
+        "only {in_program} of {total} futex sites in the program: {elsewhere:?}"
+    );
+}
+
+#[test]
+fn functions_lists_the_procedures_of_a_binary() {
+    let exe = program("mpi_pipeline.mpich");
+    let out = Command::new(tracer())
+        .args(["functions", &exe])
+        .output()
+        .expect("run tracer");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for f in ["stage_slow", "stage_fast", "main"] {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(f))
+            .unwrap_or_else(|| panic!("{f} missing:\n{text}"));
+        assert!(line.contains("mpi_pipeline.c:"), "{line}");
+    }
+    // JSON, ranked by a profile of a real run.
+    let dir = std::env::temp_dir().join(format!("tracer-it-{}-functions", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("profile.json");
+    let status = Command::new(tracer())
+        .args(["record", "--func", "stage_*", "--profile-json"])
+        .arg(&profile)
+        .arg("--")
+        .args(mpich(4, "mpi_pipeline", &["3", "1", "60", "10"]))
+        .output()
+        .expect("run tracer");
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let out = Command::new(tracer())
+        .args(["functions", &exe, "--json", "--profile"])
+        .arg(&profile)
+        .output()
+        .expect("run tracer");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = v["functions"].as_array().unwrap();
+    // stage_slow: 3 items x 60 ms; stage_fast: 3 ranks x 3 items x 10 ms.
+    assert_eq!(f[0]["name"], "stage_slow", "{v:#}");
+    assert_eq!(f[1]["name"], "stage_fast", "{v:#}");
+    assert!(f[0]["cpu_ns"].as_u64().unwrap() > 170_000_000, "{v:#}");
+    assert!(f[0]["cp_pct"].as_f64().unwrap() > 50.0, "{v:#}");
+    assert!(f[0]["file"].as_str().unwrap().ends_with("mpi_pipeline.c"));
+    assert!(
+        f[2]["cpu_ns"].is_null(),
+        "main is not in the profile: {v:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn functions_of_a_running_process_and_errors() {
+    let mut child = Command::new(program("threads_busy"))
+        .args(["1", "2000"])
+        .spawn()
+        .expect("start threads_busy");
+    let out = Command::new(tracer())
+        .args(["functions", &child.id().to_string()])
+        .output()
+        .expect("run tracer");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("threads_busy.c:"));
+
+    let (code, err) = tracer_fails(&["functions", "999999999"]);
+    assert_eq!(code, 1);
+    assert_eq!(err.trim(), "tracer: error: no process with PID 999999999");
+    let (_, err) = tracer_fails(&["functions", "/etc/passwd"]);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("not an ELF"), "{err}");
+    let (_, err) = tracer_fails(&["functions", "/no/such/binary"]);
+    assert_eq!(err.trim(), "tracer: error: no such file /no/such/binary");
+}

@@ -1,0 +1,29 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use tracer_user::metrics::Metrics;
+use tracer_user::recording::RecordingReader;
+
+#[derive(Args)]
+pub struct MetricsArgs {
+    /// A recording made with `tracer record -o`.
+    file: PathBuf,
+    /// Print JSON (schema: docs/metrics.md) instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: MetricsArgs) -> anyhow::Result<ExitCode> {
+    let context = || format!("reading {}", a.file.display());
+    let mut reader = RecordingReader::open(&a.file).with_context(context)?;
+    // Streamed: memory follows the program's shape, not the recording's length.
+    let m = Metrics::from_reader(&mut reader).with_context(context)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+    } else {
+        print!("{}", m.text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
