@@ -6,6 +6,7 @@ use clap::Args;
 use tracer_user::graph::recorded::RecordedGraph;
 use tracer_user::graph::report::{write_arcs_csv, Report, ReportOptions};
 use tracer_user::graph::whatif::parse_scale;
+use tracer_user::metrics::Metrics;
 use tracer_user::recording::RecordingReader;
 
 use super::analyze::Clock;
@@ -62,7 +63,10 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         };
         write().with_context(|| format!("writing {}", path.display()))?;
     }
-    let report = Report::new(&rg, &opts);
+    // A second pass for the metrics by level (they feed the diagnosis).
+    let mut reader = RecordingReader::open(&a.file).with_context(context)?;
+    let metrics = Metrics::from_reader(&mut reader).with_context(context)?;
+    let report = Report::new(&rg, &opts, Some(metrics));
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

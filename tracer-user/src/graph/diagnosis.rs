@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::path::{Activity, OUTSIDE};
 use super::report::Report;
+use crate::metrics::{Cause, Metrics};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -22,6 +23,10 @@ pub enum FindingKind {
     ClosePaths,
     /// A procedure takes much work but never limits the run.
     OffPath,
+    /// Threads wait for a CPU: more runnable threads than CPUs.
+    CpuContention,
+    /// The program's processes spend much of their time blocked in calls.
+    WaitingInCalls,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -66,7 +71,8 @@ fn figures(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
-pub fn diagnose(r: &Report) -> Vec<Finding> {
+/// The findings on a report, with the recording's metrics when they were computed.
+pub fn diagnose(r: &Report, m: Option<&Metrics>) -> Vec<Finding> {
     let len = r.critical_path.length_ns;
     let mut out = Vec::new();
     if len == 0 {
@@ -77,6 +83,11 @@ pub fn diagnose(r: &Report) -> Vec<Finding> {
     communication(r, &mut out);
     close_paths(r, len, &mut out);
     off_path(r, &mut out);
+    if let Some(m) = m {
+        waiting_in_calls(m, &mut out);
+        cpu_contention(m, &mut out);
+    }
+    // Stable: findings of equal impact keep the order of the rules above.
     out.sort_by_key(|f| std::cmp::Reverse(f.impact_ns));
     out
 }
@@ -295,5 +306,122 @@ fn off_path(r: &Report, out: &mut Vec<Finding>) {
                 ("cp_pct", p.cp_pct),
             ]),
         });
+    }
+}
+
+/// A load factor above this is worth a statement.
+const CONTENDED_LOAD: f64 = 1.2;
+/// Processes blocked this part of their time or more are worth a statement.
+const WAITING_PCT: f64 = 25.0;
+
+/// Runnable threads waited for a CPU: the CPU clock leaves that wait out of the path.
+fn cpu_contention(m: &Metrics, out: &mut Vec<Finding>) {
+    let p = &m.program;
+    let Some(load) = p.load_factor.filter(|l| *l >= CONTENDED_LOAD) else {
+        return;
+    };
+    out.push(Finding {
+        kind: FindingKind::CpuContention,
+        text: format!(
+            "the program's threads waited {:.1} ms for a CPU, {:.1} % of their CPU time (load factor {load:.2} on {} CPUs): more runnable threads than CPUs; the critical path's CPU clock leaves this wait out (--clock wall counts it)",
+            ms(p.cpu_wait_ns),
+            pct(p.cpu_wait_ns, p.cpu_ns),
+            m.cpus
+        ),
+        // Not part of the path's length under the CPU clock: listed after the findings
+        // about the path.
+        impact_ns: 0,
+        figures: figures(&[
+            ("cpu_wait_ms", ms(p.cpu_wait_ns)),
+            ("load_factor", load),
+            ("cpus", m.cpus as f64),
+        ]),
+    });
+}
+
+/// The program's processes wait in message and collective calls: name the call that
+/// holds them longest and its distribution.
+fn waiting_in_calls(m: &Metrics, out: &mut Vec<Finding>) {
+    let program: Vec<_> = m.processes.iter().filter(|p| p.participant).collect();
+    let elapsed: u64 = program.iter().map(|p| p.measures.elapsed_ns).sum();
+    let waiting: u64 = program
+        .iter()
+        .map(|p| p.measures.blocked.message_ns + p.measures.blocked.collective_ns)
+        .sum();
+    let share = pct(waiting, elapsed);
+    if share < WAITING_PCT {
+        return;
+    }
+    let Some(top) = m
+        .calls
+        .iter()
+        .filter(|c| matches!(c.cause, Cause::Message | Cause::Collective))
+        .max_by_key(|c| c.blocked.total_ns)
+    else {
+        return;
+    };
+    let d = &top.blocked;
+    out.push(Finding {
+        kind: FindingKind::WaitingInCalls,
+        text: format!(
+            "the program's {} processes spend {share:.1} % of their time blocked in messages and collectives, most in {} ({:.1} ms over {} calls; p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms): they wait for the critical path",
+            program.len(),
+            top.name,
+            ms(d.total_ns),
+            d.count,
+            ms(d.p50_ns),
+            ms(d.p99_ns),
+            ms(d.max_ns)
+        ),
+        impact_ns: waiting / program.len().max(1) as u64,
+        figures: figures(&[
+            ("blocked_pct", share),
+            ("call_blocked_ms", ms(d.total_ns)),
+            ("call_p50_ms", ms(d.p50_ns)),
+            ("call_p99_ms", ms(d.p99_ns)),
+        ]),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::workclock::ClockKind;
+    use crate::graph::recorded::RecordedGraph;
+    use crate::graph::report::ReportOptions;
+    use crate::synth::SyntheticRun;
+
+    /// A three-stage pipeline whose middle stage is slow, and a busy procedure on the
+    /// first rank that nothing waits for.
+    #[test]
+    fn names_the_planted_bottleneck() {
+        let mut s = SyntheticRun::new(3, &["fast", "slow", "busy"]);
+        for item in 0..3 {
+            s.compute(0, 10_000_000, Some(0));
+            s.send(0, 1, item);
+            s.recv(1, 0, item);
+            s.compute(1, 100_000_000, Some(1));
+            s.send(1, 2, item);
+            s.recv(2, 1, item);
+            s.compute(2, 10_000_000, Some(0));
+        }
+        s.compute(0, 200_000_000, Some(2));
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let r = Report::new(&rg, &ReportOptions::default(), None);
+        let d = &r.diagnosis;
+        assert_eq!(d[0].kind, FindingKind::SequentialBottleneck, "{d:#?}");
+        assert!(
+            d[0].text.starts_with("rank 1 (pid 101) runs slow"),
+            "{d:#?}"
+        );
+        assert_eq!(d[0].figures["procedure_cp_ms"], 300.0);
+        let busy = d.iter().find(|f| f.kind == FindingKind::OffPath).unwrap();
+        assert!(busy.text.starts_with("busy "), "{d:#?}");
+        let slow = d
+            .iter()
+            .find(|f| f.kind == FindingKind::ProcedureOnPath && f.text.starts_with("slow "))
+            .unwrap();
+        // Without `slow` the longest path is rank 0's: 3 x 10 ms, then busy's 200 ms.
+        assert_eq!(slow.figures["zeroing_ms"], 320.0 - 230.0, "{d:#?}");
     }
 }

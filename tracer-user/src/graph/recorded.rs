@@ -248,40 +248,61 @@ pub struct RecordedGraph {
 impl RecordedGraph {
     /// Reads a recording through the same pipeline as `tracer analyze`.
     pub fn read(reader: &mut RecordingReader, clock: ClockKind) -> Result<Self, RecordingError> {
-        let mut pipeline = Pipeline::with_model(clock, GraphModel::new());
-        let mut processes: HashMap<u32, ProcessLabel> = HashMap::new();
+        let mut b = Self::builder(clock);
         while let Some(item) = reader.next_item()? {
-            if let Item::Process(p) = &item {
-                let e = processes.entry(p.pid).or_default();
-                e.pid = p.pid;
-                if !p.command.is_empty() {
-                    e.command = p.command.clone();
-                }
-                e.rank = p.env_rank.or(e.rank);
-            }
-            pipeline.item(&item);
+            b.item(&item);
         }
         let lost = reader.trailer.as_ref().map(|t| t.events_lost).unwrap_or(0);
-        Ok(Self::from_pipeline(pipeline, clock, processes, lost))
+        Ok(b.finish(lost))
     }
 
     /// Builds the graph of items already in memory (tests, synthetic streams).
     pub fn from_items(items: &[Item], clock: ClockKind) -> Self {
-        let mut pipeline = Pipeline::with_model(clock, GraphModel::new());
+        let mut b = Self::builder(clock);
         for item in items {
-            pipeline.item(item);
+            b.item(item);
         }
-        Self::from_pipeline(pipeline, clock, HashMap::new(), 0)
+        b.finish(0)
     }
 
-    fn from_pipeline(
-        mut pipeline: Pipeline<GraphModel>,
-        clock: ClockKind,
-        mut processes: HashMap<u32, ProcessLabel>,
-        lost: u64,
-    ) -> Self {
-        pipeline.flush();
-        let a = pipeline.analyzer;
+    fn builder(clock: ClockKind) -> RecordedGraphBuilder {
+        RecordedGraphBuilder {
+            pipeline: Pipeline::with_model(clock, GraphModel::new()),
+            clock,
+            processes: HashMap::new(),
+        }
+    }
+
+    pub fn pid_of(&self, tid: u32) -> u32 {
+        self.thread_pids.get(&tid).copied().unwrap_or(0)
+    }
+}
+
+/// Items in, a [`RecordedGraph`] out: the analysis pipeline with the graph model, and
+/// the names of the processes.
+struct RecordedGraphBuilder {
+    pipeline: Pipeline<GraphModel>,
+    clock: ClockKind,
+    processes: HashMap<u32, ProcessLabel>,
+}
+
+impl RecordedGraphBuilder {
+    fn item(&mut self, item: &Item) {
+        if let Item::Process(p) = item {
+            let e = self.processes.entry(p.pid).or_default();
+            e.pid = p.pid;
+            if !p.command.is_empty() {
+                e.command = p.command.clone();
+            }
+            e.rank = p.env_rank.or(e.rank);
+        }
+        self.pipeline.item(item);
+    }
+
+    fn finish(mut self, lost: u64) -> RecordedGraph {
+        let (clock, mut processes) = (self.clock, self.processes);
+        self.pipeline.flush();
+        let a = self.pipeline.analyzer;
         let only = a.has_participants();
         let messages = a.matcher.final_stats();
         for (&pid, p) in processes.iter_mut() {
@@ -312,9 +333,5 @@ impl RecordedGraph {
             first_ts,
             last_ts,
         }
-    }
-
-    pub fn pid_of(&self, tid: u32) -> u32 {
-        self.thread_pids.get(&tid).copied().unwrap_or(0)
     }
 }

@@ -18,6 +18,7 @@ use super::ArcKind;
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::profile::messages_line;
 use crate::analysis::workclock::ClockKind;
+use crate::metrics::Metrics;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -62,6 +63,9 @@ pub struct Report {
     pub whatif: Option<WhatIf>,
     pub phases: Vec<PhaseRow>,
     pub messages: MatchStats,
+    /// Metrics by level (docs/metrics.md), when computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Metrics>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -170,7 +174,9 @@ fn activity_start(a: &Activity) -> u64 {
 }
 
 impl Report {
-    pub fn new(rg: &RecordedGraph, opts: &ReportOptions) -> Report {
+    /// The report on a recording's graph; `metrics` (of the same recording) adds the
+    /// findings about CPU contention and time blocked.
+    pub fn new(rg: &RecordedGraph, opts: &ReportOptions, metrics: Option<Metrics>) -> Report {
         let g = &rg.graph;
         let sched = Schedule::new(g);
         let own = |id| g.arc(id).weight;
@@ -312,8 +318,9 @@ impl Report {
             whatif,
             phases,
             messages: rg.messages.clone(),
+            metrics,
         };
-        report.diagnosis = diagnose(&report);
+        report.diagnosis = diagnose(&report, report.metrics.as_ref());
         report
     }
 }
