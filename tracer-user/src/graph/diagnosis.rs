@@ -361,10 +361,19 @@ fn waiting_in_calls(m: &Metrics, out: &mut Vec<Finding>) {
         return;
     };
     let d = &top.blocked;
+    // Where in the code, when the call's heaviest site has a name.
+    let site = m
+        .call_sites
+        .iter()
+        .filter(|s| s.name == top.name)
+        .max_by_key(|s| s.blocked.total_ns)
+        .and_then(|s| s.location.as_ref())
+        .map(|l| format!(" at {l}"))
+        .unwrap_or_default();
     out.push(Finding {
         kind: FindingKind::WaitingInCalls,
         text: format!(
-            "the program's {} processes spend {share:.1} % of their time blocked in messages and collectives, most in {} ({:.1} ms over {} calls; p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms): they wait for the critical path",
+            "the program's {} processes spend {share:.1} % of their time blocked in messages and collectives, most in {}{site} ({:.1} ms over {} calls; p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms): they wait for the critical path",
             program.len(),
             top.name,
             ms(d.total_ns),

@@ -73,6 +73,7 @@ impl BlockingDists {
                     address: format!("{address:#x}"),
                     pid,
                     blocked: h.summary(),
+                    location: None,
                 }
             })
             .collect();

@@ -30,7 +30,9 @@ pub use dist::Distribution;
 pub use thread::Cause;
 pub use traffic::{MachinePair, ProcessPair, Traffic};
 
+use crate::procfs::Mapping;
 use crate::recording::{Item, RecordingError, RecordingMeta, RecordingReader};
+use crate::symbolize::Symbolizer;
 
 /// Version of the JSON form (`tracer metrics --json`); fields are only added within one.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -173,6 +175,10 @@ pub struct CallSiteMetrics {
     pub address: String,
     pub pid: Option<u32>,
     pub blocked: Distribution,
+    /// Function, file and line of the call, when the object's symbols or debug info
+    /// name it (see [`Metrics::locate_sites`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -183,6 +189,24 @@ pub struct Events {
 }
 
 impl Metrics {
+    /// Names the function, file and line of every call site in an object file (the
+    /// object is read again: the recording keeps only its path and the offset).
+    pub fn locate_sites(&mut self, symbolizer: &mut Symbolizer) {
+        for s in &mut self.call_sites {
+            let Some(object) = &s.object else { continue };
+            let Ok(offset) = u64::from_str_radix(s.address.trim_start_matches("0x"), 16) else {
+                continue;
+            };
+            let mapping = [Mapping {
+                path: object.clone(),
+                bias: 0,
+            }];
+            s.location = symbolizer
+                .locate_return(&mapping, offset)
+                .map(|l| l.to_string());
+        }
+    }
+
     /// The metrics of a recording held in memory.
     pub fn from_items(items: &[Item], meta: &RecordingMeta) -> Metrics {
         let mut b = MetricsBuilder::new(meta);

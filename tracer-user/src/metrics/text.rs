@@ -209,6 +209,16 @@ pub fn render(m: &Metrics) -> String {
         );
         for s in &m.call_sites[..shown] {
             let at = match (&s.object, s.pid) {
+                // Function and file name: the directory is in the JSON.
+                _ if s.location.is_some() => {
+                    let l = s.location.as_deref().unwrap_or_default();
+                    match l.split_once(" at ") {
+                        Some((f, file)) => {
+                            format!("{f} at {}", file.rsplit('/').next().unwrap_or(file))
+                        }
+                        None => l.to_string(),
+                    }
+                }
                 (Some(o), _) => format!("{}+{}", o.rsplit('/').next().unwrap_or(o), s.address),
                 (None, Some(pid)) => format!("pid {pid} {}", s.address),
                 (None, None) => s.address.clone(),
