@@ -382,7 +382,8 @@ fn waiting_in_calls(m: &Metrics, out: &mut Vec<Finding>) {
             ms(d.p99_ns),
             ms(d.max_ns)
         ),
-        impact_ns: waiting / program.len().max(1) as u64,
+        // A symptom that the path findings explain: listed after them.
+        impact_ns: 0,
         figures: figures(&[
             ("blocked_pct", share),
             ("call_blocked_ms", ms(d.total_ns)),
