@@ -42,7 +42,9 @@ fn metrics(tag: &str, funcs: &[&str], command: &[String]) -> (Metrics, Traced) {
     let t = read_recording(&rec);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(t.lost, 0);
-    let m = Metrics::from_items(&t.items, &t.meta);
+    let mut m = Metrics::from_items(&t.items, &t.meta);
+    // The command also names the call sites (function, file and line).
+    m.locate_sites(&mut tracer_user::symbolize::Symbolizer::new());
     let cli: Value = serde_json::from_slice(&json).unwrap();
     let lib = serde_json::to_value(&m).unwrap();
     assert!(
@@ -242,6 +244,23 @@ fn ring(tag: &str, launch: fn(usize, &str, &[&str]) -> Vec<String>) {
         let c = m.calls.iter().find(|c| c.name == name).unwrap();
         assert_eq!(c.blocked.count, total, "{name}");
         assert_eq!(c.cause, tracer_user::metrics::Cause::Message);
+        // Two source lines per call in mpi_ring.c (rank 0's branch: `rounds` calls, the
+        // other ranks' branch: 3 x `rounds`), each one site across all ranks.
+        let mut sites: Vec<(u64, &str)> = m
+            .call_sites
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| (s.blocked.count, s.location.as_deref().unwrap_or_default()))
+            .collect();
+        sites.sort();
+        assert_eq!(sites.len(), 2, "{sites:#?}");
+        assert_eq!((sites[0].0, sites[1].0), (rounds, 3 * rounds), "{sites:#?}");
+        for (_, at) in &sites {
+            assert!(
+                at.starts_with("main at ") && at.contains("mpi_ring.c:"),
+                "{at}"
+            );
+        }
     }
     assert!(m.program.blocked.message_ns > 0);
     assert_eq!(m.program.blocked.collective_ns, 0);
