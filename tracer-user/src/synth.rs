@@ -2,7 +2,10 @@
 //! 100 + rank) whose records are written in causal order, with CPU clocks that advance
 //! only where the test says work happens.
 
-use tracer_common::{call, flavor, kind, CallRecord, EventHeader, SwitchRecord};
+use tracer_common::{
+    call, flavor, kind, CallRecord, EventHeader, ExitRecord, ForkRecord, FutexRecord, SwitchRecord,
+    WakeRecord,
+};
 
 use crate::calls::MPICH_COMM_WORLD;
 use crate::procfs::ProcessInfo;
@@ -129,5 +132,143 @@ impl SyntheticRun {
     pub fn message(&mut self, src: usize, dst: usize, tag: i32) {
         self.send(src, dst, tag);
         self.recv(dst, src, tag);
+    }
+}
+
+/// A synthetic multithreaded process (pid 500): threads are added with [`Self::clone`],
+/// block in futex waits, wake each other and exit.
+pub struct SyntheticThreads {
+    pub items: Vec<Item>,
+    pub ts: u64,
+    /// CPU clock per thread id.
+    pub cpu: std::collections::HashMap<u32, u64>,
+}
+
+/// The process id of [`SyntheticThreads`] (its main thread has the same id).
+pub const THREADS_PID: u32 = 500;
+
+impl SyntheticThreads {
+    pub fn new(procedures: &[&str]) -> Self {
+        let mut s = SyntheticThreads {
+            items: SyntheticRun::new(0, procedures).items,
+            ts: 1_000_000,
+            cpu: [(THREADS_PID, 0)].into_iter().collect(),
+        };
+        s.items.push(Item::Process(ProcessInfo {
+            pid: THREADS_PID,
+            ppid: 1,
+            command: "./threads".into(),
+            ..Default::default()
+        }));
+        s
+    }
+
+    pub fn header(&mut self, tid: u32, kind: u16, callf: u16) -> EventHeader {
+        self.ts += 1000;
+        EventHeader {
+            ts_ns: self.ts,
+            cpu_ns: self.cpu[&tid],
+            tgid: THREADS_PID,
+            tid,
+            kind,
+            call: callf,
+            cpu: 0,
+        }
+    }
+
+    /// `w` ns of work on `tid`, inside selected procedure `f` if given.
+    pub fn compute(&mut self, tid: u32, w: u64, f: Option<usize>) {
+        if let Some(f) = f {
+            let h = self.header(tid, kind::FUNC_ENTER, f as u16 + 1);
+            self.items.push(Item::Record(Record::FuncEnter(h)));
+        }
+        *self.cpu.get_mut(&tid).unwrap() += w;
+        let h = self.header(tid, kind::FUNC_EXIT, f.map(|f| f as u16 + 1).unwrap_or(0));
+        self.items.push(Item::Record(match f {
+            Some(_) => Record::FuncExit(h),
+            None => Record::SwitchOut(SwitchRecord {
+                header: EventHeader {
+                    kind: kind::SWITCH_OUT,
+                    ..h
+                },
+                prev_state: 1,
+            }),
+        }));
+    }
+
+    /// `parent` creates thread `child` (its clock starts at 0).
+    pub fn clone(&mut self, parent: u32, child: u32) {
+        let h = self.header(parent, kind::FORK, 0);
+        self.items.push(Item::Record(Record::Fork(ForkRecord {
+            header: h,
+            child_tid: child,
+            _reserved: 0,
+        })));
+        self.cpu.insert(child, 0);
+    }
+
+    fn futex(&mut self, tid: u32, op: u32, exit: bool) {
+        let k = if exit {
+            kind::FUTEX_EXIT
+        } else {
+            kind::FUTEX_ENTER
+        };
+        let header = self.header(tid, k, 0);
+        let r = FutexRecord {
+            header,
+            uaddr: 0x1000,
+            op,
+            val: 0,
+            ret: 0,
+            site: 0,
+        };
+        self.items.push(Item::Record(if exit {
+            Record::FutexExit(r)
+        } else {
+            Record::FutexEnter(r)
+        }));
+    }
+
+    /// `tid` blocks in FUTEX_WAIT (private).
+    pub fn wait(&mut self, tid: u32) {
+        self.futex(tid, 128, false);
+    }
+
+    /// `tid`'s wait returns.
+    pub fn resume(&mut self, tid: u32) {
+        self.futex(tid, 128, true);
+    }
+
+    /// A wakeup of `wakee` stamped by `waker` (a traced thread's header, or with
+    /// `untraced`, an interrupt's).
+    pub fn wakeup(&mut self, waker: u32, wakee: u32, untraced: bool) {
+        let mut header = self.header(waker, kind::WAKEUP, 0);
+        if untraced {
+            header.tgid = 1;
+            header.cpu_ns = 0;
+        }
+        self.items.push(Item::Record(Record::Wakeup(WakeRecord {
+            header,
+            wakee_tid: wakee,
+            wakee_tgid: THREADS_PID,
+            target_cpu: 0,
+            _reserved: 0,
+        })));
+    }
+
+    /// `waker` calls FUTEX_WAKE and wakes `wakee`.
+    pub fn wake(&mut self, waker: u32, wakee: u32) {
+        self.futex(waker, 129, false);
+        self.wakeup(waker, wakee, false);
+        self.futex(waker, 129, true);
+    }
+
+    pub fn exit(&mut self, tid: u32) {
+        let header = self.header(tid, kind::EXIT, 0);
+        self.items.push(Item::Record(Record::Exit(ExitRecord {
+            header,
+            group_dead: (tid == THREADS_PID) as u32,
+            _reserved: 0,
+        })));
     }
 }

@@ -7,6 +7,7 @@ pub mod matcher;
 pub mod model;
 pub mod profile;
 pub mod reorder;
+pub mod sync;
 pub mod workclock;
 
 #[cfg(test)]
@@ -23,6 +24,7 @@ use crate::records::Record;
 use engine::{CriticalPathEngine, PathState, ProcId};
 use matcher::{Directory, MessageMatcher};
 pub use model::PathModel;
+use sync::{futex_wakes, SyncTracker};
 use workclock::{ClockKind, WorkClock};
 
 /// futex(2) operations that wait (FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET,
@@ -41,7 +43,8 @@ struct ThreadCalls {
     clock: WorkClock,
     /// MPI/PVM calls in progress (calls nest inside libraries).
     open: Vec<OpenCall>,
-    in_futex_wait: bool,
+    /// The futex(2) operation in progress, if any.
+    futex: Option<u32>,
     /// CPU clock at the thread's first record and at its latest.
     first_cpu: u64,
     cpu: u64,
@@ -83,7 +86,7 @@ fn thread_state<'a>(
         ThreadCalls {
             clock: WorkClock::new(kind),
             open: Vec::new(),
-            in_futex_wait: false,
+            futex: None,
             first_cpu: h.cpu_ns,
             cpu: h.cpu_ns,
             active: Vec::new(),
@@ -97,6 +100,8 @@ pub struct Analyzer<M: PathModel = CriticalPathEngine> {
     clock: ClockKind,
     pub engine: M,
     pub matcher: MessageMatcher<M::Mark>,
+    /// Shared-memory dependencies: wakeups, thread creation, lock hand-offs.
+    pub sync: SyncTracker<M::Mark>,
     pub procedures: Procedures,
     threads: HashMap<u32, ThreadCalls>,
     /// Process of every thread seen (kept after the thread ends, for the report).
@@ -127,6 +132,7 @@ impl<M: PathModel> Analyzer<M> {
             clock,
             engine: model,
             matcher: MessageMatcher::new(Directory::new()),
+            sync: SyncTracker::default(),
             procedures: Procedures::default(),
             threads: HashMap::new(),
             thread_pids: HashMap::new(),
@@ -172,11 +178,19 @@ impl<M: PathModel> Analyzer<M> {
         self.first_ts.get_or_insert(h.ts_ns);
         self.last_ts = self.last_ts.max(h.ts_ns);
         match r {
-            // The header of a wakeup is the waker, possibly untraced; a switch-in may not
-            // know its process yet. Neither carries work of a traced thread we can use.
-            Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_) => return,
+            // The header of a wakeup is the waker: a traced thread goes on below; anything
+            // else (an untraced thread, an interrupt) matters only if it is a thread that
+            // just exited and wakes its joiner.
+            Record::Wakeup(w) if !self.threads.contains_key(&h.tid) => {
+                self.exit_wakeup(h.tid, w.wakee_tid);
+                return;
+            }
+            // A new thread's first wakeup (its creation is the fork record); a switch-in
+            // may not know its process yet.
+            Record::WakeupNew(_) | Record::SwitchIn(_) => return,
             _ => {}
         }
+        let first = !self.threads.contains_key(&h.tid);
         let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
         let work = t.clock.work(h.ts_ns, h.cpu_ns);
         // CPU time inside selected procedures (any thread), for the profile's CPU column.
@@ -185,6 +199,14 @@ impl<M: PathModel> Analyzer<M> {
         for (i, &p) in t.active.iter().enumerate() {
             if !t.active[..i].contains(&p) {
                 self.cpu_in[p] += delta;
+            }
+        }
+        if first {
+            // A thread its process created while traced starts where its creator cloned
+            // it, with all its work (its clock started at the clone).
+            if let Some(creator) = self.sync.first_event(h.tgid, h.tid) {
+                self.engine.advance(h.tid, 0, &h);
+                self.engine.merge(h.tid, &creator);
             }
         }
         self.engine.advance(h.tid, work, &h);
@@ -226,18 +248,30 @@ impl<M: PathModel> Analyzer<M> {
                     }
                 }
             }
-            Record::FutexEnter(f) if futex_waits(f.op) => {
+            Record::FutexEnter(f) => {
                 let t = self.thread(&h);
-                t.in_futex_wait = true;
-                t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+                t.futex = Some(f.op);
+                if futex_waits(f.op) {
+                    t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+                }
             }
             Record::FutexExit(_) => {
                 let t = self.thread(&h);
-                if std::mem::take(&mut t.in_futex_wait) {
+                if t.futex.take().is_some_and(futex_waits) {
                     t.clock.end_blocking(h.ts_ns, h.cpu_ns);
+                    if let Some(waker) = self.sync.wait_returned(h.tid) {
+                        self.engine.merge(h.tid, &waker);
+                    }
                 }
             }
+            Record::Wakeup(w) => self.futex_wakeup(h.tid, w.wakee_tid),
+            Record::Fork(f) => {
+                let creator = self.engine.snapshot(h.tid);
+                self.sync.clone_thread(h.tgid, f.child_tid, creator);
+            }
             Record::Exit(_) => {
+                let last = self.engine.snapshot(h.tid);
+                self.sync.exit(h.tid, last);
                 if let Some(t) = self.threads.remove(&h.tid) {
                     self.cpu_ended += t.cpu - t.first_cpu;
                 }
@@ -245,6 +279,36 @@ impl<M: PathModel> Analyzer<M> {
                 self.engine.end_thread(h.tid, participant);
             }
             _ => {}
+        }
+    }
+
+    /// Whether thread `tid` is blocked in a futex wait.
+    fn in_futex_wait(&self, tid: u32) -> bool {
+        self.threads
+            .get(&tid)
+            .is_some_and(|t| t.futex.is_some_and(futex_waits))
+    }
+
+    /// Traced thread `waker` (advanced to this event) woke `wakee`: a dependency when the
+    /// waker is in a futex wake call and the wakee in a futex wait.
+    fn futex_wakeup(&mut self, waker: u32, wakee: u32) {
+        let waking = self
+            .threads
+            .get(&waker)
+            .is_some_and(|t| t.futex.is_some_and(futex_wakes));
+        if waking && self.in_futex_wait(wakee) {
+            let mark = self.engine.snapshot(waker);
+            self.sync.wake(wakee, mark, false);
+        }
+    }
+
+    /// A thread that exited wakes `wakee` (a join on its thread-id futex).
+    fn exit_wakeup(&mut self, waker: u32, wakee: u32) {
+        if !self.in_futex_wait(wakee) {
+            return;
+        }
+        if let Some(mark) = self.sync.exited(waker).cloned() {
+            self.sync.wake(wakee, mark, true);
         }
     }
 
@@ -337,7 +401,10 @@ impl<M: PathModel> Analyzer<M> {
     /// Entries the analysis holds (threads, messages in flight, open requests and
     /// collectives): bounded by the program's shape, not by the length of the run.
     pub fn entries_held(&self) -> usize {
-        self.engine.threads_held() + self.threads.len() + self.matcher.entries_held()
+        self.engine.threads_held()
+            + self.threads.len()
+            + self.matcher.entries_held()
+            + self.sync.entries_held()
     }
 }
 

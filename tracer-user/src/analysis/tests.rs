@@ -206,3 +206,50 @@ fn engine_memory_does_not_grow_with_run_length() {
     assert_eq!(short.peak_entries(), long.peak_entries());
     assert_eq!(long.critical().unwrap().1.longest, 1000 * 4 * 1000);
 }
+
+/// Shared-memory dependencies on a fork/join with a condition-variable style hand-off:
+/// creation, a futex wake, and a join (the exiting thread's wakeup) carry the path
+/// across threads; an interrupt's wakeup carries nothing.
+#[test]
+fn wakeups_creation_and_joins_carry_the_path() {
+    use crate::synth::{SyntheticThreads, THREADS_PID as MAIN};
+    let ms = 1_000_000;
+    let mut s = SyntheticThreads::new(&["setup", "worker", "consume"]);
+    s.compute(MAIN, 2 * ms, Some(0));
+    s.clone(MAIN, 501);
+    s.clone(MAIN, 502);
+    // Main waits for a signal from 501; 502 works longer but only ends with an exit.
+    s.wait(MAIN);
+    s.compute(501, 10 * ms, Some(1));
+    s.compute(502, 15 * ms, Some(1));
+    // An interrupt wakes main spuriously first: no dependency.
+    s.wakeup(502, MAIN, true);
+    s.wake(501, MAIN);
+    s.resume(MAIN);
+    s.compute(MAIN, 3 * ms, Some(2));
+    // Join 502: main blocks until 502's exit wakes it.
+    s.wait(MAIN);
+    s.compute(502, 20 * ms, Some(1));
+    s.exit(502);
+    s.wakeup(502, MAIN, false);
+    s.resume(MAIN);
+    s.compute(MAIN, 1 * ms, None);
+    s.exit(501);
+    s.exit(MAIN);
+    let a = analyze(&s.items, ClockKind::Cpu);
+    let (tid, path) = a.critical().unwrap();
+    // setup 2, then 502's 15 + 20 ms of worker, then main's last 1 ms.
+    assert_eq!(path.longest, (2 + 35 + 1) * ms, "ends in {tid}");
+    assert_eq!(path.inclusive, vec![2 * ms, 35 * ms, 0]);
+    assert_eq!(a.sync.stats.creations, 2);
+    assert_eq!(
+        a.sync.stats.wakeups, 2,
+        "the signal and the join, not the interrupt"
+    );
+    assert_eq!(a.sync.stats.exit_wakeups, 1);
+    // Zeroing the workers leaves main's own path: 2 + 3 + 1 ms.
+    assert_eq!(a.zeroed_length(1), 6 * ms);
+    // The recorded graph agrees.
+    let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+    assert_eq!(Schedule::new(&rg.graph).length, path.longest);
+}

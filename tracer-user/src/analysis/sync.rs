@@ -1,0 +1,159 @@
+//! Shared-memory dependencies: which event of one thread another thread waited for.
+//!
+//! - **Wakeups.** A thread blocked in a futex wait resumes because another thread woke
+//!   it: the waker's event (inside a futex wake call, or its exit, which wakes a joiner
+//!   through the thread-id futex) is what the woken thread's resume depends on. Lock
+//!   hand-offs, condition variables, barriers and joins all reduce to this when they
+//!   block. Wakeups from anything else (an interrupt, a timer, a signal) carry no
+//!   dependency.
+//! - **Creation.** A new thread's first event depends on its creator's clone.
+//! - **Locks** (`--locks`, uprobes on the pthread calls): the n-th acquisition of a lock
+//!   depends on the (n-1)-th release even when no thread blocked; a condition wait's
+//!   return depends on the latest signal after it began.
+//!
+//! The tracker keeps only the latest mark per lock, per condition variable and per
+//! blocked thread: memory is bounded by the program's threads and locks.
+
+use std::collections::{HashMap, VecDeque};
+
+/// futex(2) operations that wake waiters (FUTEX_WAKE, FUTEX_REQUEUE,
+/// FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_UNLOCK_PI, FUTEX_WAKE_BITSET,
+/// FUTEX_CMP_REQUEUE_PI), without the private/clock flags.
+pub fn futex_wakes(op: u32) -> bool {
+    matches!(op & 0x7f, 1 | 3 | 4 | 5 | 7 | 10 | 12)
+}
+
+/// How many exited threads' last events are kept for the wakeups their exit causes
+/// (a joiner's wakeup follows the exit at once; this only bounds memory).
+const EXITED_KEPT: usize = 4096;
+
+pub struct SyncTracker<M> {
+    /// New thread id -> (creator's process, creator's mark at the clone).
+    created: HashMap<u32, (u32, M)>,
+    /// Last event of threads that exited, oldest first.
+    exited: HashMap<u32, M>,
+    exit_order: VecDeque<u32>,
+    /// Blocked thread -> the waker's mark, merged when its wait returns.
+    woken: HashMap<u32, M>,
+    /// Lock address (per process) -> mark of its latest release.
+    released: HashMap<(u32, u64), M>,
+    /// Condition variable (per process) -> (time, mark) of its latest signal.
+    signalled: HashMap<(u32, u64), (u64, M)>,
+    /// Dependencies added, by kind (for reports and tests).
+    pub stats: SyncStats,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SyncStats {
+    /// Futex wakeups that ended a traced thread's wait.
+    pub wakeups: u64,
+    /// Of those, wakeups by a thread's exit (joins).
+    pub exit_wakeups: u64,
+    /// Threads whose start depends on their creator.
+    pub creations: u64,
+    /// Lock acquisitions that depend on a previous release (`--locks`).
+    pub lock_handoffs: u64,
+    /// Condition waits that depend on a signal (`--locks`).
+    pub signals: u64,
+}
+
+impl<M: Clone> Default for SyncTracker<M> {
+    fn default() -> Self {
+        SyncTracker {
+            created: HashMap::new(),
+            exited: HashMap::new(),
+            exit_order: VecDeque::new(),
+            woken: HashMap::new(),
+            released: HashMap::new(),
+            signalled: HashMap::new(),
+            stats: SyncStats::default(),
+        }
+    }
+}
+
+impl<M: Clone> SyncTracker<M> {
+    /// Thread `child` was cloned by a thread of process `pid`, whose event is `mark`.
+    pub fn clone_thread(&mut self, pid: u32, child: u32, mark: M) {
+        self.created.insert(child, (pid, mark));
+    }
+
+    /// Thread `tid` of process `pid` is seen for the first time: its creator's mark if it
+    /// is a thread its process created while traced (a new process started by a launcher
+    /// begins its own path: the launcher's work is not the program's).
+    pub fn first_event(&mut self, pid: u32, tid: u32) -> Option<M> {
+        let (creator_pid, mark) = self.created.remove(&tid)?;
+        (creator_pid == pid && tid != pid).then(|| {
+            self.stats.creations += 1;
+            mark
+        })
+    }
+
+    /// Thread `tid` exited; `mark` is its last event.
+    pub fn exit(&mut self, tid: u32, mark: M) {
+        if self.exited.insert(tid, mark).is_none() {
+            self.exit_order.push_back(tid);
+        }
+        while self.exit_order.len() > EXITED_KEPT {
+            if let Some(old) = self.exit_order.pop_front() {
+                self.exited.remove(&old);
+            }
+        }
+        self.woken.remove(&tid);
+    }
+
+    /// The mark of an exited thread, if it is still kept (its exit may wake a joiner).
+    pub fn exited(&self, tid: u32) -> Option<&M> {
+        self.exited.get(&tid)
+    }
+
+    /// A waker (`mark`) woke thread `wakee`, which is blocked in a futex wait.
+    pub fn wake(&mut self, wakee: u32, mark: M, by_exit: bool) {
+        self.woken.insert(wakee, mark);
+        self.stats.wakeups += 1;
+        if by_exit {
+            self.stats.exit_wakeups += 1;
+        }
+    }
+
+    /// Thread `tid`'s futex wait returned: what woke it, if anything traced did.
+    pub fn wait_returned(&mut self, tid: u32) -> Option<M> {
+        self.woken.remove(&tid)
+    }
+
+    /// A lock was released.
+    pub fn release(&mut self, pid: u32, lock: u64, mark: M) {
+        self.released.insert((pid, lock), mark);
+    }
+
+    /// A lock was acquired: the release it depends on.
+    pub fn acquire(&mut self, pid: u32, lock: u64) -> Option<M> {
+        let m = self.released.get(&(pid, lock)).cloned();
+        if m.is_some() {
+            self.stats.lock_handoffs += 1;
+        }
+        m
+    }
+
+    /// A condition variable was signalled (or broadcast) at `ts`.
+    pub fn signal(&mut self, pid: u32, cond: u64, ts: u64, mark: M) {
+        self.signalled.insert((pid, cond), (ts, mark));
+    }
+
+    /// A wait on `cond` that began at `since` returned: the signal it depends on.
+    pub fn cond_returned(&mut self, pid: u32, cond: u64, since: u64) -> Option<M> {
+        let (ts, m) = self.signalled.get(&(pid, cond))?;
+        (*ts >= since).then(|| {
+            self.stats.signals += 1;
+            m.clone()
+        })
+    }
+
+    /// Entries held (for the memory-bound tests).
+    pub fn entries_held(&self) -> usize {
+        self.created.len()
+            + self.exited.len()
+            + self.woken.len()
+            + self.released.len()
+            + self.signalled.len()
+    }
+}
