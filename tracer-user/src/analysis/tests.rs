@@ -233,7 +233,7 @@ fn wakeups_creation_and_joins_carry_the_path() {
     s.exit(502);
     s.wakeup(502, MAIN, false);
     s.resume(MAIN);
-    s.compute(MAIN, 1 * ms, None);
+    s.compute(MAIN, ms, None);
     s.exit(501);
     s.exit(MAIN);
     let a = analyze(&s.items, ClockKind::Cpu);
