@@ -14,6 +14,9 @@ use crate::calls::{self, split_call_field};
 /// Name of the class of work outside every selected procedure.
 pub const OUTSIDE: &str = "(outside selected procedures)";
 
+/// What a new thread "waits in" for its creator.
+pub const THREAD_START: &str = "thread start";
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Activity {
@@ -52,7 +55,9 @@ impl Activity {
     }
 }
 
-/// Name of the event at a vertex (the call for MPI/PVM records).
+/// What a thread waited in, from the event where a dependency arrives: the call (an
+/// MPI/PVM receive, wait or collective, or a pthread call with `--locks`), a futex wait,
+/// or, for any other event, the start of a thread (its creator's clone).
 pub fn event_name(v: &Vertex) -> String {
     let k = (v.label >> 16) as u16;
     let c = v.label as u16;
@@ -60,10 +65,8 @@ pub fn event_name(v: &Vertex) -> String {
         kind::CALL_ENTER | kind::CALL_EXIT | kind::HANDLE_ARRAY | kind::STATUS_ARRAY => {
             calls::name(split_call_field(c).0)
         }
-        kind::FUTEX_ENTER | kind::FUTEX_EXIT => "futex".into(),
-        kind::FUNC_ENTER | kind::FUNC_EXIT => "procedure".into(),
-        kind::EXIT => "exit".into(),
-        _ => "event".into(),
+        kind::FUTEX_ENTER | kind::FUTEX_EXIT => "futex wait".into(),
+        _ => THREAD_START.into(),
     }
 }
 

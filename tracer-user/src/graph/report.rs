@@ -10,7 +10,7 @@ use super::cpm::Schedule;
 use super::diagnosis::{diagnose, Finding};
 use super::kpaths::NearCriticalPaths;
 use super::mbm::maximum_benefit;
-use super::path::{activities, Activity, PathTotals, OUTSIDE};
+use super::path::{activities, Activity, PathTotals, OUTSIDE, THREAD_START};
 use super::phases::find_phases;
 use super::recorded::RecordedGraph;
 use super::whatif::{Scale, ScaledWeights};
@@ -547,14 +547,26 @@ impl Report {
                 }
                 Activity::Wait {
                     from_pid,
+                    from_tid,
                     to_pid,
+                    to_tid,
                     call,
                     latency_ns,
-                    ..
                 } => {
+                    // Threads of one process are told apart by thread id.
+                    let (to, from) = if from_pid == to_pid {
+                        (format!("tid {to_tid}"), format!("tid {from_tid}"))
+                    } else {
+                        (format!("pid {to_pid}"), format!("pid {from_pid}"))
+                    };
+                    let what = if call == THREAD_START {
+                        format!("{to} is started by {from}")
+                    } else {
+                        format!("{to} waits in {call} for {from}")
+                    };
                     let _ = writeln!(
                         s,
-                        "  {:>13}  pid {to_pid} waits in {call} for pid {from_pid} ({:.3} ms latency)",
+                        "  {:>13}  {what} ({:.3} ms latency)",
                         "",
                         ms(*latency_ns)
                     );
