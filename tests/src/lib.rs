@@ -11,6 +11,8 @@ use tracer_user::calls::split_call_field;
 use tracer_user::recording::{self, Item, RecordingMeta};
 use tracer_user::records::Record;
 
+pub mod profile;
+
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
