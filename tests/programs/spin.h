@@ -12,3 +12,12 @@ static inline void spin_ms(double ms) {
     double end = thread_cpu_ms() + ms;
     while (thread_cpu_ms() < end) { }
 }
+
+/* Sleep, in naps of NAP_US microseconds, until *flag >= want. A napping thread is off CPU
+ * and outside any futex or MPI call: no dependency, and no work but the few microseconds
+ * of CPU each nap costs. The programs use it to force an order their construction needs,
+ * whatever the CPU sharing, without changing the answer. */
+static inline void nap_until(const int *flag, int want, long nap_us) {
+    struct timespec ts = {nap_us / 1000000, nap_us % 1000000 * 1000};
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < want) nanosleep(&ts, NULL);
+}

@@ -1,0 +1,149 @@
+//! Critical paths through shared-memory synchronization: condition variables, barriers,
+//! mutexes, fork/join, OpenMP and MPI ranks with threads. Every program spins known CPU
+//! times in named procedures (tests/programs/*.c derive the expected values in their
+//! headers); waiting threads block in futex waits, so the path crosses threads only
+//! through wakeups, creation and joins. Tolerance: 5 % or 10 ms, whichever is larger.
+//! Every run also checks online == offline == report (see `tracer_tests::profile`).
+
+use tracer_tests::profile::{assert_near, length, ms, proc_row, profile, profile_with};
+use tracer_tests::{mpich, openmpi, program};
+
+/// Expected share on the path and zeroing gain of a procedure, in ms.
+fn assert_procedure(p: &serde_json::Value, name: &str, share: f64, zeroing: f64) {
+    let row = proc_row(p, name);
+    assert_near(&format!("{name} on the path"), ms(&row["cp_ns"]), share);
+    assert_near(&format!("zeroing {name}"), ms(&row["zeroing_ns"]), zeroing);
+}
+
+fn args(prog: &str, a: &[&str]) -> Vec<String> {
+    std::iter::once(program(prog))
+        .chain(a.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+#[test]
+fn producer_consumer_over_a_condition_variable() {
+    // 10 items, produce 30 ms, consume 20 ms: the consumer waits for every item.
+    let run = profile(
+        "condvar",
+        &["produce", "consume"],
+        &args("threads_condvar", &["10", "30", "20"]),
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 320.0);
+    assert_procedure(p, "produce", 300.0, 120.0);
+    assert_procedure(p, "consume", 20.0, 20.0);
+}
+
+#[test]
+fn barrier_with_one_slow_thread() {
+    // 4 threads, 8 rounds; thread 0 runs slow_step (30 ms), the others fast_step (10).
+    let run = profile(
+        "barrier",
+        &["slow_step", "fast_step"],
+        &args("threads_barrier", &["4", "8", "30", "10", "0"]),
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 240.0);
+    assert_procedure(p, "slow_step", 240.0, 160.0);
+    assert_procedure(p, "fast_step", 0.0, 0.0);
+}
+
+#[test]
+fn barrier_with_a_rotating_slow_thread() {
+    // The slow thread rotates: no single thread's own work reaches the path's length
+    // (120 ms at most), so the path must cross the barrier's wakeups.
+    let run = profile(
+        "barrier-rot",
+        &["slow_step", "fast_step"],
+        &args("threads_barrier", &["4", "8", "30", "10", "1"]),
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 240.0);
+    assert_procedure(p, "slow_step", 240.0, 180.0);
+}
+
+#[test]
+fn contended_mutex_serializes_the_critical_sections() {
+    // 4 threads x 4 rounds of 10 ms outside and 20 ms inside one mutex; every hand-off
+    // but the first blocks, so the futex wakes chain all 16 critical sections.
+    let run = profile(
+        "mutex",
+        &["parallel_part", "critical_section"],
+        &args("threads_mutex", &["4", "4", "10", "20", "0"]),
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 330.0);
+    assert_procedure(p, "critical_section", 320.0, 290.0);
+    assert_procedure(p, "parallel_part", 10.0, 10.0);
+}
+
+#[test]
+fn fork_join_pipeline() {
+    // 5 stages of 3 workers (one slow: 40 ms, the others 10) and a 10 ms serial part.
+    let run = profile(
+        "forkjoin",
+        &["stage_slow", "stage_work", "serial_part"],
+        &args("threads_forkjoin", &["5", "3", "40", "10", "10"]),
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 250.0);
+    assert_procedure(p, "stage_slow", 200.0, 150.0);
+    assert_procedure(p, "serial_part", 50.0, 50.0);
+    assert_procedure(p, "stage_work", 0.0, 0.0);
+}
+
+#[test]
+fn openmp_parallel_for_with_one_slow_iteration() {
+    // libgomp, 3 threads, static schedule: 12 iterations of 5 ms, one of 40 ms, 6 times.
+    let run = profile_with(
+        "omp",
+        &[],
+        &["slow_iteration", "iteration"],
+        &args("omp_slow_iteration", &["12", "6", "5", "40"]),
+        &[
+            ("OMP_NUM_THREADS", "3"),
+            ("OMP_WAIT_POLICY", "passive"),
+            ("GOMP_SPINCOUNT", "0"),
+        ],
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 330.0);
+    assert_procedure(p, "slow_iteration", 240.0, 210.0);
+    assert_procedure(p, "iteration", 90.0, 90.0);
+}
+
+fn hybrid(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
+    // 2 ranks x 2 threads, 5 rounds; one thread of one rank (rotating) runs 40 ms, the
+    // others 10 ms; each rank joins its threads, then all ranks Allreduce. The path
+    // crosses thread creation, joins and the collective: one graph, one path.
+    let run = profile(
+        tag,
+        &["thread_slow", "thread_work"],
+        &launch(2, "hybrid_mpi_threads", &["2", "5", "40", "10", "-1"]),
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 200.0);
+    assert_procedure(p, "thread_slow", 200.0, 150.0);
+    assert_procedure(p, "thread_work", 0.0, 0.0);
+    // The path runs through both ranks' threads.
+    let threads: Vec<&serde_json::Value> = run.report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["cp_ns"].as_u64() > Some(1_000_000))
+        .collect();
+    let pids: std::collections::BTreeSet<u64> =
+        threads.iter().map(|t| t["pid"].as_u64().unwrap()).collect();
+    assert_eq!(pids.len(), 2, "both ranks are on the path: {threads:?}");
+}
+
+#[test]
+fn hybrid_mpi_threads_openmpi() {
+    hybrid(openmpi, "hybrid-ompi");
+}
+
+#[test]
+fn hybrid_mpi_threads_mpich() {
+    hybrid(mpich, "hybrid-mpich");
+}
