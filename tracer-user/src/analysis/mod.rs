@@ -282,20 +282,24 @@ impl<M: PathModel> Analyzer<M> {
         }
     }
 
-    /// Whether thread `tid` is blocked in a futex wait.
+    /// Whether thread `tid` is blocked in a futex wait of its own: one inside an MPI/PVM
+    /// call is the library's internal synchronization (with its helper threads), which
+    /// the matcher's dependencies stand for.
     fn in_futex_wait(&self, tid: u32) -> bool {
         self.threads
             .get(&tid)
-            .is_some_and(|t| t.futex.is_some_and(futex_waits))
+            .is_some_and(|t| t.open.is_empty() && t.futex.is_some_and(futex_waits))
     }
 
     /// Traced thread `waker` (advanced to this event) woke `wakee`: a dependency when the
-    /// waker is in a futex wake call and the wakee in a futex wait.
+    /// waker is in a futex wake call and the wakee in a futex wait, neither inside an
+    /// MPI/PVM call.
     fn futex_wakeup(&mut self, waker: u32, wakee: u32) {
+        // A wake from inside an MPI/PVM call is the library's own business too.
         let waking = self
             .threads
             .get(&waker)
-            .is_some_and(|t| t.futex.is_some_and(futex_wakes));
+            .is_some_and(|t| t.open.is_empty() && t.futex.is_some_and(futex_wakes));
         if waking && self.in_futex_wait(wakee) {
             let mark = self.engine.snapshot(waker);
             self.sync.wake(wakee, mark, false);
