@@ -147,3 +147,50 @@ fn hybrid_mpi_threads_openmpi() {
 fn hybrid_mpi_threads_mpich() {
     hybrid(mpich, "hybrid-mpich");
 }
+
+/// 2 threads, 5 rounds of 10 ms outside and 15 ms inside a mutex; thread 1 starts after
+/// thread 0 is done, so no hand-off blocks.
+fn sequential_mutex(locks: bool) -> tracer_tests::profile::Run {
+    let record_args: &[&str] = if locks { &["--locks"] } else { &[] };
+    profile_with(
+        if locks {
+            "mutex-seq-locks"
+        } else {
+            "mutex-seq"
+        },
+        record_args,
+        &["parallel_part", "critical_section"],
+        &args("threads_mutex", &["2", "5", "10", "15", "1"]),
+        &[],
+    )
+}
+
+#[test]
+fn uncontended_lock_handoffs_need_locks() {
+    // Without --locks the hand-offs never enter the kernel: each thread is its own path.
+    let run = sequential_mutex(false);
+    let p = &run.online;
+    assert_near("critical path without --locks", length(p), 125.0);
+    assert_procedure(p, "critical_section", 75.0, 75.0);
+    // With --locks the second thread's first acquisition follows the first thread's
+    // last release: the critical sections line up across both threads.
+    let run = sequential_mutex(true);
+    let p = &run.online;
+    assert_near("critical path with --locks", length(p), 240.0);
+    assert_procedure(p, "critical_section", 150.0, 150.0);
+    assert_procedure(p, "parallel_part", 90.0, 90.0);
+}
+
+#[test]
+fn contended_mutex_with_locks_gives_the_same_path() {
+    let run = profile_with(
+        "mutex-locks",
+        &["--locks"],
+        &["parallel_part", "critical_section"],
+        &args("threads_mutex", &["4", "4", "10", "20", "0"]),
+        &[],
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 330.0);
+    assert_procedure(p, "critical_section", 320.0, 290.0);
+}

@@ -46,11 +46,14 @@ pub mod flavor {
     pub const OPEN_MPI: u8 = 1;
     pub const MPICH: u8 = 2;
     pub const PVM: u8 = 3;
+    /// glibc's pthread calls (in libc.so.6 since glibc 2.34, libpthread.so.0 before).
+    pub const GLIBC_PTHREAD: u8 = 4;
     /// Number of slots in the flavor table (index 0 unused).
-    pub const COUNT: u32 = 4;
+    pub const COUNT: u32 = 5;
 }
 
-/// MPI and PVM call ids. Part of the recording format: never renumber, never reuse.
+/// MPI, PVM and pthread call ids. Part of the recording format: never renumber, never
+/// reuse.
 pub mod call {
     pub const MPI_INIT: u16 = 1;
     pub const MPI_INIT_THREAD: u16 = 2;
@@ -89,6 +92,21 @@ pub mod call {
     pub const PVM_TRECV: u16 = 106;
     pub const PVM_PRECV: u16 = 107;
     pub const PVM_EXIT: u16 = 108;
+    // pthread synchronization calls (`tracer record --locks`): `handle` is the object's
+    // address (lock, condition variable, barrier), `comm` the mutex of a condition wait.
+    pub const PTHREAD_MUTEX_LOCK: u16 = 110;
+    pub const PTHREAD_MUTEX_TRYLOCK: u16 = 111;
+    pub const PTHREAD_MUTEX_UNLOCK: u16 = 112;
+    pub const PTHREAD_RWLOCK_RDLOCK: u16 = 113;
+    pub const PTHREAD_RWLOCK_WRLOCK: u16 = 114;
+    pub const PTHREAD_RWLOCK_UNLOCK: u16 = 115;
+    pub const PTHREAD_SPIN_LOCK: u16 = 116;
+    pub const PTHREAD_SPIN_UNLOCK: u16 = 117;
+    pub const PTHREAD_COND_WAIT: u16 = 118;
+    pub const PTHREAD_COND_TIMEDWAIT: u16 = 119;
+    pub const PTHREAD_COND_SIGNAL: u16 = 120;
+    pub const PTHREAD_COND_BROADCAST: u16 = 121;
+    pub const PTHREAD_BARRIER_WAIT: u16 = 122;
     /// Size of the call layout table (ids are below this).
     pub const TABLE_SIZE: u32 = 128;
 }
@@ -118,17 +136,19 @@ pub struct EventHeader {
     pub cpu: u32,
 }
 
-/// Entry or exit of an MPI or PVM call. Which fields are set depends on the call; unset
-/// integers are [`UNSET`] (or 0 for handles).
+/// Entry or exit of an MPI, PVM or pthread call. Which fields are set depends on the call;
+/// unset integers are [`UNSET`] (or 0 for handles).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CallRecord {
     pub header: EventHeader,
     /// Communicator handle as the process sees it (Open MPI: pointer, MPICH: int).
+    /// Entry of pthread_cond_wait/timedwait: the mutex's address.
     pub comm: u64,
     /// Entry of Wait/Test: the request handle; exit of Isend/Irecv: the new request;
     /// exit of Comm_dup/split/create: the new communicator; entry of MPI_Init*: the load
-    /// bias of the MPI library; entry of the PVM calls: the load bias of libpvm3.
+    /// bias of the MPI library; entry of the PVM calls: the load bias of libpvm3; entry of
+    /// the pthread calls: the address of the lock, condition variable or barrier.
     pub handle: u64,
     /// Entry: message bytes (count x element size) when known. Exit: bytes received,
     /// from the status. [`UNSET`] when unknown.
@@ -342,7 +362,8 @@ pub struct CallLayout {
     pub comm: u8,
     pub count: u8,
     pub dtype: u8,
-    /// Pointer to a request handle read at entry (Wait, Test).
+    /// Pointer to a request handle read at entry (Wait, Test); for a flavor with
+    /// `handle_by_value`, the argument is the handle itself (a lock's address).
     pub handle_in: u8,
     /// Pointer to a handle the call writes (Isend/Irecv request, new communicator).
     pub handle_out: u8,
@@ -420,7 +441,9 @@ pub struct FlavorConfig {
     pub pmsg_src_off: u32,
     pub pmsg_tag_off: u32,
     pub pmsg_len_off: u32,
-    pub _reserved: u32,
+    /// 1: a layout's `handle_in` argument is the handle itself, not a pointer to it (the
+    /// pthread calls take the address of the lock, which is what identifies it).
+    pub handle_by_value: u32,
 }
 
 /// Global probe settings, including tracepoint field offsets read from tracefs (they

@@ -228,8 +228,8 @@ fn read_user<T>(addr: u64) -> Option<T> {
 }
 
 // ---------------------------------------------------------------------------------------
-// MPI and PVM calls: one entry and one exit program for every call; the cookie says which
-// call and library family, the layout table says where each argument is.
+// MPI, PVM and pthread calls: one entry and one exit program for every call; the cookie
+// says which call and library family, the layout table says where each argument is.
 
 fn arg(regs: &pt_regs, index: u8) -> u64 {
     match index {
@@ -331,7 +331,13 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         }
     }
     if layout.handle_in != NO_ARG {
-        rec.handle = read_handle(arg(regs, layout.handle_in), flavor);
+        let a = arg(regs, layout.handle_in);
+        // pthread calls: the lock's address is its identity; MPI: a pointer to a request.
+        rec.handle = if flavor.handle_by_value != 0 {
+            a
+        } else {
+            read_handle(a, flavor)
+        };
     } else if layout.want_bias != 0 {
         rec.handle = bias;
     }
@@ -456,7 +462,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         tgid,
         tid,
     ));
-    // PVM and MPI calls both return int.
+    // PVM, MPI and pthread calls all return int.
     rec.ret = ret as i32 as i64;
     if frame.handle_out != 0 {
         rec.handle = read_handle(frame.handle_out, flavor);

@@ -1,5 +1,5 @@
-//! The MPI and PVM calls we probe: their symbols, where their arguments are (the layout
-//! table the probes read), and the per-library facts (handle sizes, status layouts).
+//! The MPI, PVM and pthread calls we probe: their symbols, where their arguments are (the
+//! layout table the probes read), and the per-library facts (handle sizes, status layouts).
 
 use tracer_common::{call, count_mode, dtype_mode, flavor, status_mode, CallLayout, FlavorConfig};
 
@@ -9,6 +9,8 @@ use tracer_common::{call, count_mode, dtype_mode, flavor, status_mode, CallLayou
 pub enum Family {
     Mpi,
     Pvm,
+    /// The C library's pthread synchronization calls (`tracer record --locks`).
+    Threads,
 }
 
 /// What a call does, for the matcher and the work clock.
@@ -20,6 +22,16 @@ pub enum Role {
     SendRecv,
     Completion,
     Collective,
+    /// Takes a lock (mutex, rwlock, spinlock; trylock too: `ret` 0 means it was taken).
+    LockAcquire,
+    /// Releases a lock.
+    LockRelease,
+    /// Waits on a condition variable (`handle`), releasing and retaking a mutex (`comm`).
+    CondWait,
+    /// Wakes waiters of a condition variable.
+    CondSignal,
+    /// Waits until every thread of a barrier arrived.
+    BarrierWait,
 }
 
 pub struct CallSpec {
@@ -103,6 +115,32 @@ pub static CALLS: &[CallSpec] = &[
         { peer: 0, tag: 1, count: 3, dtype: 4, status: 5,
           status_mode: status_mode::INT_POINTERS, want_bias: 1 }),
     spec!(call::PVM_EXIT, "pvm_exit", Pvm, Setup, { want_bias: 1 }),
+    // pthreads (the C library): the object's address is argument 0, taken by value
+    // (`FlavorConfig::handle_by_value`); a condition wait's mutex is argument 1.
+    spec!(call::PTHREAD_MUTEX_LOCK, "pthread_mutex_lock", Threads, LockAcquire, { handle_in: 0 }),
+    spec!(call::PTHREAD_MUTEX_TRYLOCK, "pthread_mutex_trylock", Threads, LockAcquire,
+        { handle_in: 0 }),
+    spec!(call::PTHREAD_MUTEX_UNLOCK, "pthread_mutex_unlock", Threads, LockRelease,
+        { handle_in: 0 }),
+    spec!(call::PTHREAD_RWLOCK_RDLOCK, "pthread_rwlock_rdlock", Threads, LockAcquire,
+        { handle_in: 0 }),
+    spec!(call::PTHREAD_RWLOCK_WRLOCK, "pthread_rwlock_wrlock", Threads, LockAcquire,
+        { handle_in: 0 }),
+    spec!(call::PTHREAD_RWLOCK_UNLOCK, "pthread_rwlock_unlock", Threads, LockRelease,
+        { handle_in: 0 }),
+    spec!(call::PTHREAD_SPIN_LOCK, "pthread_spin_lock", Threads, LockAcquire, { handle_in: 0 }),
+    spec!(call::PTHREAD_SPIN_UNLOCK, "pthread_spin_unlock", Threads, LockRelease,
+        { handle_in: 0 }),
+    spec!(call::PTHREAD_COND_WAIT, "pthread_cond_wait", Threads, CondWait,
+        { handle_in: 0, comm: 1 }),
+    spec!(call::PTHREAD_COND_TIMEDWAIT, "pthread_cond_timedwait", Threads, CondWait,
+        { handle_in: 0, comm: 1 }),
+    spec!(call::PTHREAD_COND_SIGNAL, "pthread_cond_signal", Threads, CondSignal,
+        { handle_in: 0 }),
+    spec!(call::PTHREAD_COND_BROADCAST, "pthread_cond_broadcast", Threads, CondSignal,
+        { handle_in: 0 }),
+    spec!(call::PTHREAD_BARRIER_WAIT, "pthread_barrier_wait", Threads, BarrierWait,
+        { handle_in: 0 }),
 ];
 
 pub fn spec(id: u16) -> Option<&'static CallSpec> {
@@ -128,6 +166,8 @@ pub enum Flavor {
     OpenMpi,
     Mpich,
     Pvm,
+    /// glibc's pthread calls.
+    Glibc,
 }
 
 impl Flavor {
@@ -136,6 +176,7 @@ impl Flavor {
             Flavor::OpenMpi => flavor::OPEN_MPI,
             Flavor::Mpich => flavor::MPICH,
             Flavor::Pvm => flavor::PVM,
+            Flavor::Glibc => flavor::GLIBC_PTHREAD,
         }
     }
 
@@ -144,6 +185,7 @@ impl Flavor {
             flavor::OPEN_MPI => Some(Flavor::OpenMpi),
             flavor::MPICH => Some(Flavor::Mpich),
             flavor::PVM => Some(Flavor::Pvm),
+            flavor::GLIBC_PTHREAD => Some(Flavor::Glibc),
             _ => None,
         }
     }
@@ -152,6 +194,7 @@ impl Flavor {
         match self {
             Flavor::OpenMpi | Flavor::Mpich => Family::Mpi,
             Flavor::Pvm => Family::Pvm,
+            Flavor::Glibc => Family::Threads,
         }
     }
 
@@ -160,7 +203,7 @@ impl Flavor {
         match self {
             Flavor::OpenMpi => Some(-2),
             Flavor::Mpich => Some(-1),
-            Flavor::Pvm => None,
+            Flavor::Pvm | Flavor::Glibc => None,
         }
     }
 
@@ -211,6 +254,12 @@ impl Flavor {
                 pmsg_src_off: 64,
                 ..Default::default()
             },
+            // Pointers to the objects, taken as they are: no datatype, no status.
+            Flavor::Glibc => FlavorConfig {
+                handle_size: 8,
+                handle_by_value: 1,
+                ..Default::default()
+            },
         }
     }
 }
@@ -236,6 +285,45 @@ mod tests {
         assert!(ids
             .iter()
             .all(|&id| (id as u32) < call::TABLE_SIZE && id < 256));
+    }
+
+    #[test]
+    fn pthread_calls_read_only_the_object_and_a_condition_waits_mutex() {
+        let threads: Vec<&CallSpec> = CALLS
+            .iter()
+            .filter(|c| c.family == Family::Threads)
+            .collect();
+        assert_eq!(threads.len(), 13);
+        for c in threads {
+            let l = &c.layout;
+            assert_eq!(l.handle_in, 0, "{}: the object is argument 0", c.symbol);
+            let cond_wait = c.role == Role::CondWait;
+            assert_eq!(l.comm, if cond_wait { 1 } else { NO_ARG }, "{}", c.symbol);
+            for a in [
+                l.peer,
+                l.tag,
+                l.peer2,
+                l.tag2,
+                l.count,
+                l.dtype,
+                l.handle_out,
+                l.out,
+            ]
+            .into_iter()
+            .chain([l.array, l.status])
+            {
+                assert_eq!(a, NO_ARG, "{}", c.symbol);
+            }
+            assert_eq!(l.status_mode, status_mode::NONE);
+            assert_eq!(l.want_bias, 0);
+        }
+        let f = Flavor::Glibc;
+        assert_eq!(Flavor::from_id(f.id()), Some(f));
+        assert_eq!(f.family(), Family::Threads);
+        assert!((f.id() as u32) < flavor::COUNT);
+        let cfg = f.config(0);
+        assert_eq!((cfg.handle_size, cfg.handle_by_value), (8, 1));
+        assert_eq!(cfg.dtype_mode, dtype_mode::NONE);
     }
 
     #[test]

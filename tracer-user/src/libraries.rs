@@ -1,12 +1,13 @@
-//! Finding the MPI and PVM libraries to probe, and telling which family each one is.
+//! Finding the MPI and PVM libraries to probe, and telling which family each one is; and
+//! the C library whose pthread calls `--locks` probes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use crate::calls::{Flavor, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL};
+use crate::calls::{Family, Flavor, CALLS, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL};
 use crate::procfs;
 use crate::recording::LibraryInfo;
-use crate::symbols::{SymbolError, SymbolTable};
+use crate::symbols::{Symbol, SymbolError, SymbolTable};
 
 /// File name prefixes of the libraries that define the MPI and PVM entry points.
 const LIBRARY_PREFIXES: &[&str] = &["libmpi.so", "libmpich.so", "libpvm3.so"];
@@ -200,6 +201,263 @@ impl LibrarySet {
     }
 }
 
+/// File name prefixes of the libraries that may define the pthread calls: libpthread
+/// before glibc 2.34, libc itself since (libpthread.so.0 is then an empty stub).
+const THREAD_LIBRARY_PREFIXES: &[&str] = &["libpthread.so", "libc.so"];
+
+/// The C library's pthread synchronization calls (`Family::Threads`) in one file.
+pub struct ThreadLibrary {
+    pub path: PathBuf,
+    /// (call id, where to probe) of each call the file defines: the symbol of the default
+    /// version (glibc keeps old versions of some calls: `pthread_cond_wait@GLIBC_2.2.5`
+    /// is the LinuxThreads-compatible one, `@@GLIBC_2.3.2` the one programs link against),
+    /// moved past a first instruction uprobes cannot step over (see [`probe_point`]).
+    pub calls: Vec<(u16, Symbol)>,
+}
+
+impl ThreadLibrary {
+    /// Reads `path`; None if it defines no pthread call we probe.
+    pub fn open(path: &Path) -> Result<Option<ThreadLibrary>, SymbolError> {
+        let table = SymbolTable::read(path)?;
+        let data = std::fs::read(path).map_err(|source| SymbolError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let defaults = default_version_addresses(path, &data)?;
+        let mut calls = Vec::new();
+        for c in CALLS.iter().filter(|c| c.family == Family::Threads) {
+            // Without version information every definition is a default one; take the
+            // first then, as the dynamic linker would.
+            let sym = match defaults.get(c.symbol) {
+                Some(&vaddr) => table
+                    .symbols
+                    .iter()
+                    .find(|s| s.name == c.symbol && s.vaddr == vaddr),
+                None => table.get(c.symbol),
+            };
+            let Some(sym) = sym.filter(|s| s.is_function) else {
+                continue;
+            };
+            match probe_point(sym, &data) {
+                Some(at) => calls.push((c.id, at)),
+                None => log::warn!(
+                    "--locks: cannot probe {} in {}: its first instruction is one uprobes \
+                     refuse",
+                    c.symbol,
+                    path.display()
+                ),
+            }
+        }
+        if calls.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(ThreadLibrary {
+            path: path.to_path_buf(),
+            calls,
+        }))
+    }
+}
+
+/// Where to put the entry probe of a function. The kernel refuses to place a uprobe on a
+/// `lock`-prefixed instruction (x86 `is_prefix_bad`), and where the file is not mapped yet
+/// when the probe is attached (a process held at exec) it leaves the breakpoint out
+/// without a word. glibc's `pthread_spin_lock` starts with `lock decl (%rdi)`: such a
+/// function is probed on its second instruction, which it reaches with its arguments and
+/// return address untouched. (A spin that loops back to the locked instruction passes the
+/// probe again: the retries show as calls nested in the first.) None if the locked
+/// instruction is not one [`locked_instruction_len`] knows.
+fn probe_point(sym: &Symbol, data: &[u8]) -> Option<Symbol> {
+    let code = data.get(sym.file_offset as usize..)?;
+    if code.first() != Some(&0xf0) {
+        return Some(sym.clone());
+    }
+    let len = locked_instruction_len(code)? as u64;
+    Some(Symbol {
+        vaddr: sym.vaddr + len,
+        file_offset: sym.file_offset + len,
+        ..sym.clone()
+    })
+}
+
+/// Length of a `lock`-prefixed x86-64 instruction (the read-modify-write forms `lock` is
+/// allowed on, with a memory operand): None if `code` does not start with one we know.
+fn locked_instruction_len(code: &[u8]) -> Option<usize> {
+    let byte = |i: usize| code.get(i).copied();
+    if byte(0)? != 0xf0 {
+        return None;
+    }
+    let mut i = 1;
+    let mut operand16 = false;
+    while byte(i)? == 0x66 {
+        operand16 = true;
+        i += 1;
+    }
+    if byte(i)? & 0xf0 == 0x40 {
+        i += 1; // REX
+    }
+    let imm = match byte(i)? {
+        0x0f => {
+            i += 1;
+            match byte(i)? {
+                // cmpxchg, xadd, bts/btr/btc, cmpxchg8b/16b
+                0xb0 | 0xb1 | 0xc0 | 0xc1 | 0xab | 0xb3 | 0xbb | 0xc7 => 0,
+                0xba => 1, // bt* r/m, imm8
+                _ => return None,
+            }
+        }
+        // add, or, adc, sbb, and, sub, xor r/m, reg; xchg; inc/dec; not/neg
+        0x00 | 0x01 | 0x08 | 0x09 | 0x10 | 0x11 | 0x18 | 0x19 | 0x20 | 0x21 | 0x28 | 0x29
+        | 0x30 | 0x31 | 0x86 | 0x87 | 0xfe | 0xff | 0xf6 | 0xf7 => 0,
+        0x80 | 0x83 => 1,
+        0x81 if operand16 => 2,
+        0x81 => 4,
+        _ => return None,
+    };
+    i += 1;
+    let modrm = byte(i)?;
+    i += 1;
+    let (md, rm) = (modrm >> 6, modrm & 7);
+    if md == 3 {
+        return None; // `lock` needs a memory operand
+    }
+    if rm == 4 {
+        let sib = byte(i)?;
+        i += 1;
+        if md == 0 && sib & 7 == 5 {
+            i += 4;
+        }
+    } else if md == 0 && rm == 5 {
+        i += 4; // rip-relative
+    }
+    i += match md {
+        1 => 1,
+        2 => 4,
+        _ => 0,
+    };
+    Some(i + imm)
+}
+
+/// Address of the default version (`name@@VERSION`, what the static linker binds new
+/// programs to) of every versioned dynamic symbol of an ELF file.
+fn default_version_addresses(
+    path: &Path,
+    data: &[u8],
+) -> Result<HashMap<String, u64>, SymbolError> {
+    use object::read::elf::ElfFile64;
+    use object::{Object, ObjectSymbol};
+    let parse_error = |source| SymbolError::Parse {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = ElfFile64::<object::Endianness>::parse(data).map_err(parse_error)?;
+    let endian = file.endian();
+    let Some(versions) = file
+        .elf_section_table()
+        .versions(endian, data)
+        .map_err(parse_error)?
+    else {
+        return Ok(HashMap::new());
+    };
+    let mut out = HashMap::new();
+    for sym in file.dynamic_symbols() {
+        if sym.is_undefined() || sym.address() == 0 {
+            continue;
+        }
+        let version = versions.version_index(endian, sym.index());
+        if version.is_hidden() || version.is_local() {
+            continue;
+        }
+        if let Ok(name) = sym.name() {
+            out.insert(name.to_string(), sym.address());
+        }
+    }
+    Ok(out)
+}
+
+fn is_thread_library_name(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    THREAD_LIBRARY_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Which processes `--locks` probes, and in which file. Files are read once and kept.
+#[derive(Default)]
+pub struct ThreadLibraries {
+    /// By canonical path; None: the file defines no pthread call.
+    read: HashMap<PathBuf, Option<ThreadLibrary>>,
+    /// By canonical path: whether the file calls a probed pthread function through its
+    /// dynamic symbols (false for files that are not ELF).
+    imports: HashMap<PathBuf, bool>,
+}
+
+impl ThreadLibraries {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The library whose pthread calls to probe in a program made of `files` (canonical
+    /// paths: the executable and the shared libraries it loads or has mapped): libpthread
+    /// if it defines them (glibc before 2.34), else libc. None when no file imports one
+    /// of the probed calls (a shell, `sleep`: no probes, nothing to detach at the end)
+    /// or there is no C library among them (a static executable).
+    pub fn for_program(&mut self, files: &BTreeSet<PathBuf>) -> Option<&ThreadLibrary> {
+        let uses_threads = files.iter().any(|p| {
+            *self
+                .imports
+                .entry(p.clone())
+                .or_insert_with(|| imports_thread_calls(p))
+        });
+        if !uses_threads {
+            return None;
+        }
+        let mut candidates: Vec<&PathBuf> =
+            files.iter().filter(|p| is_thread_library_name(p)).collect();
+        // libpthread first: when it defines the calls, libc's are forwarders or absent.
+        candidates.sort_by_key(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libpthread"))
+        });
+        let path = candidates.into_iter().find(|p| {
+            self.read
+                .entry(p.to_path_buf())
+                .or_insert_with(|| ThreadLibrary::open(p).ok().flatten())
+                .is_some()
+        })?;
+        self.read.get(path)?.as_ref()
+    }
+
+    /// [`Self::for_program`] of a running process, from the files it has mapped.
+    pub fn of_process(&mut self, pid: u32) -> Option<&ThreadLibrary> {
+        let mapped: BTreeSet<PathBuf> = procfs::mappings(pid)
+            .into_iter()
+            .filter_map(|m| PathBuf::from(m.path).canonicalize().ok())
+            .collect();
+        self.for_program(&mapped)
+    }
+}
+
+/// Whether an ELF file has an undefined dynamic symbol naming a probed pthread call. Calls
+/// the C library makes to itself (and the dynamic linker's locks, which go through a
+/// pointer to pthread_mutex_lock) are probed too, but only in processes where this holds.
+fn imports_thread_calls(path: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = std::fs::read(path) else {
+        return false;
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return false;
+    };
+    let names: Vec<&str> = CALLS
+        .iter()
+        .filter(|c| c.family == Family::Threads)
+        .map(|c| c.symbol)
+        .collect();
+    let found = file
+        .dynamic_symbols()
+        .any(|s| s.is_undefined() && s.name().is_ok_and(|n| names.contains(&n)));
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,5 +476,101 @@ mod tests {
         assert!(ompi.info().comm_world_vaddr.is_some());
         let pvm = libs.iter().find(|l| l.flavor == Flavor::Pvm).unwrap();
         assert!(pvm.pvm_rbuf_vaddr() != 0);
+    }
+
+    #[test]
+    fn lengths_of_locked_instructions() {
+        for (code, len) in [
+            (&[0xf0, 0xff, 0x0f, 0x75][..], 3),             // lock decl (%rdi)
+            (&[0xf0, 0x0f, 0xb1, 0x0f][..], 4),             // lock cmpxchg %ecx,(%rdi)
+            (&[0xf0, 0x48, 0x0f, 0xb1, 0x57, 0x08][..], 6), // lock cmpxchg %rdx,8(%rdi)
+            (&[0xf0, 0x83, 0x07, 0x01][..], 4),             // lock addl $1,(%rdi)
+            (&[0xf0, 0x0f, 0xc1, 0x44, 0x24, 0x10][..], 6), // lock xadd %eax,0x10(%rsp)
+            (&[0xf0, 0x81, 0x05, 1, 0, 0, 0, 2, 0, 0, 0][..], 11), // lock addl $2,x(%rip)
+        ] {
+            assert_eq!(locked_instruction_len(code), Some(len), "{code:02x?}");
+        }
+        assert_eq!(locked_instruction_len(&[0x41, 0x57]), None);
+        assert_eq!(locked_instruction_len(&[0xf0, 0xff, 0xc0]), None); // register operand
+    }
+
+    #[test]
+    fn only_programs_that_call_pthreads_are_probed() {
+        let mut libs = ThreadLibraries::new();
+        let files = |names: &[&str]| -> BTreeSet<PathBuf> {
+            names
+                .iter()
+                .map(|p| Path::new(p).canonicalize().expect(p))
+                .collect()
+        };
+        let libc = "/lib/x86_64-linux-gnu/libc.so.6";
+        // `sleep` calls no pthread function; libstdc++ takes pthread mutexes.
+        assert!(libs.for_program(&files(&["/bin/sleep", libc])).is_none());
+        let lib = libs
+            .for_program(&files(&[
+                "/bin/sleep",
+                "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+                libc,
+            ]))
+            .expect("probed");
+        assert_eq!(lib.path, Path::new(libc).canonicalize().unwrap());
+        // No C library among the files (a static program): nothing to probe.
+        let static_like = files(&["/usr/lib/x86_64-linux-gnu/libstdc++.so.6"]);
+        assert!(libs.for_program(&static_like).is_none());
+    }
+
+    #[test]
+    fn pthread_calls_at_their_default_versions() {
+        // The C library this test runs with.
+        let libc = procfs::mappings(std::process::id())
+            .into_iter()
+            .filter_map(|m| Path::new(&m.path).canonicalize().ok())
+            .find(|p| p.file_name().is_some_and(|n| n == "libc.so.6"))
+            .expect("libc mapped");
+        let lib = ThreadLibrary::open(&libc).unwrap().expect("pthread calls");
+        let table = SymbolTable::read(&lib.path).unwrap();
+        // Every probed call is found (glibc 2.34+ defines all of them in libc.so.6).
+        for c in CALLS.iter().filter(|c| c.family == Family::Threads) {
+            assert!(
+                lib.calls.iter().any(|(id, _)| *id == c.id),
+                "{} missing in {}",
+                c.symbol,
+                lib.path.display()
+            );
+        }
+        // pthread_cond_wait has two versions at different addresses; the default one is
+        // the one this very test binary was linked against.
+        let (_, wait) = lib
+            .calls
+            .iter()
+            .find(|(id, _)| *id == tracer_common::call::PTHREAD_COND_WAIT)
+            .unwrap();
+        let versions: Vec<u64> = table
+            .symbols
+            .iter()
+            .filter(|s| s.name == "pthread_cond_wait")
+            .map(|s| s.vaddr)
+            .collect();
+        assert!(versions.contains(&wait.vaddr));
+        let bias = procfs::mappings(std::process::id())
+            .into_iter()
+            .find(|m| Path::new(&m.path).canonicalize().ok().as_deref() == Some(&*lib.path))
+            .map(|m| m.bias)
+            .expect("libc mapped");
+        let linked = libc::pthread_cond_wait as *const () as u64;
+        assert_eq!(
+            bias.wrapping_sub(table.base_vaddr).wrapping_add(wait.vaddr),
+            linked,
+            "the probe would sit on the compatibility version"
+        );
+        // glibc's pthread_spin_lock starts with `lock decl (%rdi)` (3 bytes).
+        let (_, spin) = lib
+            .calls
+            .iter()
+            .find(|(id, _)| *id == tracer_common::call::PTHREAD_SPIN_LOCK)
+            .unwrap();
+        let sym = table.get("pthread_spin_lock").unwrap();
+        assert_eq!(spin.file_offset - sym.file_offset, spin.vaddr - sym.vaddr);
+        assert!(spin.file_offset - sym.file_offset <= 3);
     }
 }

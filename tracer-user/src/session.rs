@@ -2,7 +2,7 @@
 //! we launch, or the whole system), stream the ring buffer into the recording and the
 //! summary, and stop cleanly when the targets are gone, at the deadline or on a signal.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use crate::analysis::profile::Profile;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Pipeline;
 use crate::funcs::{FuncError, FunctionSelector};
-use crate::libraries::{self, Library, LibrarySet};
+use crate::libraries::{self, Library, LibrarySet, ThreadLibraries};
 use crate::probes::{ProbeError, ProbeOptions, Probes};
 use crate::procfs;
 use crate::recording::{
@@ -60,6 +60,9 @@ pub struct RecordOptions {
     pub profile_json: Option<PathBuf>,
     pub funcs: Vec<String>,
     pub libs: Vec<PathBuf>,
+    /// Probe the C library's pthread lock, condition variable and barrier calls in every
+    /// traced process (per-process probes).
+    pub locks: bool,
     pub ring_mib: u32,
     /// Work clock of the critical path engine.
     pub clock: ClockKind,
@@ -142,6 +145,12 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     libs.probe(&mut probes, |p| {
         opts.system_wide || user_libs.contains(p) || mapped.contains(p)
     })?;
+    let mut locks = opts.locks.then(LockProbes::new);
+    if let Some(locks) = &mut locks {
+        for &pid in &targets {
+            locks.attach_running(&mut probes, pid);
+        }
+    }
     let mut new_probes = funcs.attach_fixed_paths(&mut probes)?;
     for &pid in &targets {
         new_probes.extend(funcs.attach_in_process(&mut probes, pid)?);
@@ -197,6 +206,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         probes,
         funcs,
         libs,
+        locks,
         sink,
         child,
         command_status: None,
@@ -208,6 +218,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         mut probes,
         funcs,
         libs,
+        locks,
         sink,
         command_status,
         ..
@@ -217,10 +228,15 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let (summary, profile) = sink.finish(lost)?;
     write_json(opts.summary_json.as_deref(), &summary)?;
     write_json(opts.profile_json.as_deref(), &profile)?;
+    let detacher = locks.map(|l| l.detacher);
     if let Some(detaching) = opts.on_detach {
-        detaching(probes.attach_count);
+        let pending = detacher.as_ref().map_or(0, Detacher::pending);
+        detaching(probes.attach_count + pending);
     }
     drop(probes);
+    if let Some(d) = detacher {
+        d.finish();
+    }
     Ok(RecordOutcome {
         summary,
         profile,
@@ -304,11 +320,7 @@ impl Sink {
 
     fn record(&mut self, raw: &[u8], rec: &Record) -> Result<(), SessionError> {
         let h = rec.header();
-        let traced_thread = !matches!(
-            rec,
-            Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_)
-        );
-        if traced_thread {
+        if from_traced_thread(rec) {
             self.see_process(h.tgid)?;
         }
         match rec {
@@ -350,10 +362,151 @@ impl Sink {
     }
 }
 
+/// Whether a record's header is a traced thread (the waker of a wakeup may be untraced;
+/// a switch-in record's header is the thread that leaves the CPU).
+fn from_traced_thread(rec: &Record) -> bool {
+    !matches!(
+        rec,
+        Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_)
+    )
+}
+
+/// `--locks`: probes on the C library's pthread calls, scoped to each traced process
+/// (uprobes with a pid: the kernel sets the breakpoints in that process's pages only, so
+/// the rest of the machine never traps). A process is probed when the session first sees
+/// it (at exec, while it is held, or at its first event after a fork), if its program or
+/// libraries import one of the calls, and its probes are detached, on a thread of their
+/// own, when it exits.
+struct LockProbes {
+    libs: ThreadLibraries,
+    /// Processes seen (probed, or with nothing to probe), until they exit.
+    probed: HashSet<u32>,
+    detacher: Detacher,
+}
+
+impl LockProbes {
+    fn new() -> Self {
+        LockProbes {
+            libs: ThreadLibraries::new(),
+            probed: HashSet::new(),
+            detacher: Detacher::spawn(),
+        }
+    }
+
+    /// A running process: the C library it has mapped. (Records of a process that
+    /// exited can still arrive: the switch away from its last thread.)
+    fn attach_running(&mut self, probes: &mut Probes, pid: u32) {
+        if !self.probed.contains(&pid) && procfs::is_alive(pid) {
+            self.probed.insert(pid);
+            let lib = self.libs.of_process(pid);
+            Self::attach(probes, lib, pid);
+        }
+    }
+
+    /// A process held at exec: the C library its new program loads. The probes of a
+    /// process follow it through exec (they filter by process, and the kernel sets them
+    /// in the new program's copy of the library when it maps it), so only a new library
+    /// file adds probes.
+    fn attach_exec(&mut self, probes: &mut Probes, pid: u32, needed: &BTreeSet<PathBuf>) {
+        self.probed.insert(pid);
+        let mut files = needed.clone();
+        files.extend(
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .ok()
+                .and_then(|p| p.canonicalize().ok()),
+        );
+        let lib = self.libs.for_program(&files);
+        Self::attach(probes, lib, pid);
+    }
+
+    fn attach(probes: &mut Probes, lib: Option<&libraries::ThreadLibrary>, pid: u32) {
+        let Some(lib) = lib else { return };
+        match probes.attach_thread_calls(lib, pid) {
+            Ok(n) if n > 0 => log::debug!(
+                "probed {n} pthread calls of {} in pid {pid}",
+                lib.path.display()
+            ),
+            Ok(_) => {}
+            // It may have exited meanwhile; lock records of a process are best effort.
+            Err(e) if procfs::is_alive(pid) => log::warn!("--locks in pid {pid}: {e}"),
+            Err(_) => {}
+        }
+    }
+
+    /// The process is gone: its probes go (on the detacher's thread).
+    fn exited(&mut self, probes: &mut Probes, pid: u32) {
+        if self.probed.remove(&pid) {
+            self.detacher.detach(probes.take_process_links(pid));
+        }
+    }
+}
+
+/// Drops probe links on a thread of its own: the kernel takes 0.1-0.2 s per probe, and the
+/// event loop must not wait for it.
+struct Detacher {
+    tx: Option<std::sync::mpsc::Sender<Vec<aya::programs::uprobe::UProbeLink>>>,
+    pending: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Detacher {
+    fn spawn() -> Self {
+        use std::sync::atomic::Ordering;
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<aya::programs::uprobe::UProbeLink>>();
+        let pending = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let left = pending.clone();
+        let thread = std::thread::Builder::new()
+            .name("tracer-detach".into())
+            .spawn(move || {
+                for links in rx {
+                    for link in links {
+                        drop(link);
+                        left.fetch_sub(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            .ok();
+        Detacher {
+            tx: Some(tx),
+            pending,
+            thread,
+        }
+    }
+
+    fn detach(&self, links: Vec<aya::programs::uprobe::UProbeLink>) {
+        if links.is_empty() {
+            return;
+        }
+        let n = links.len();
+        self.pending
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        // Without the thread (it could not start) the links go here and now.
+        if let Some(Err(e)) = self.tx.as_ref().map(|tx| tx.send(links)) {
+            drop(e.0);
+            self.pending
+                .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Probes handed over and not detached yet.
+    fn pending(&self) -> usize {
+        self.pending.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until every probe handed over is detached.
+    fn finish(mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 struct LoopContext {
     probes: Probes,
     funcs: FunctionSelector,
     libs: LibrarySet,
+    locks: Option<LockProbes>,
     sink: Sink,
     child: Option<u32>,
     command_status: Option<i32>,
@@ -370,6 +523,9 @@ impl LoopContext {
             // The probes stopped the process at exec: probe the MPI/PVM libraries and the
             // procedures the new program needs, then let it run.
             let needed = libraries::needed_by(pid);
+            if let Some(locks) = &mut self.locks {
+                locks.attach_exec(&mut self.probes, pid, &needed);
+            }
             let libs = self.libs.probe(&mut self.probes, |p| needed.contains(p));
             let attached = libs.map_err(SessionError::from).and_then(|()| {
                 self.funcs
@@ -382,6 +538,16 @@ impl LoopContext {
             }
             for p in attached? {
                 self.sink.probe(&p)?;
+            }
+        }
+        if let Some(locks) = &mut self.locks {
+            let pid = rec.header().tgid;
+            match &rec {
+                Record::Exit(x) if x.group_dead != 0 => locks.exited(&mut self.probes, pid),
+                // A process forked by a traced one (it runs already: calls before this
+                // point are not seen), or one that became traced in system-wide mode.
+                _ if from_traced_thread(&rec) => locks.attach_running(&mut self.probes, pid),
+                _ => {}
             }
         }
         Ok(())

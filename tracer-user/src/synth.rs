@@ -15,6 +15,21 @@ use crate::records::Record;
 /// Bytes of every synthetic message.
 pub const MESSAGE_BYTES: i64 = 64;
 
+/// The record that ends a stretch of work: procedure `f`'s exit, or outside any
+/// procedure, a switch-out (it carries the CPU clock forward and nothing else).
+fn work_end(h: EventHeader, f: Option<usize>) -> Record {
+    match f {
+        Some(_) => Record::FuncExit(h),
+        None => Record::SwitchOut(SwitchRecord {
+            header: EventHeader {
+                kind: kind::SWITCH_OUT,
+                ..h
+            },
+            prev_state: 1,
+        }),
+    }
+}
+
 pub struct SyntheticRun {
     pub items: Vec<Item>,
     pub ts: u64,
@@ -74,16 +89,7 @@ impl SyntheticRun {
         }
         self.cpu[rank] += w;
         let h = self.header(rank, kind::FUNC_EXIT, f.map(|f| f as u16 + 1).unwrap_or(0));
-        self.items.push(Item::Record(match f {
-            Some(_) => Record::FuncExit(h),
-            None => Record::SwitchOut(SwitchRecord {
-                header: EventHeader {
-                    kind: kind::SWITCH_OUT,
-                    ..h
-                },
-                prev_state: 1,
-            }),
-        }));
+        self.items.push(Item::Record(work_end(h, f)));
     }
 
     /// Entry or exit of MPI call `id` on `rank` (MPI_COMM_WORLD; peer and tag on entry,
@@ -184,16 +190,7 @@ impl SyntheticThreads {
         }
         *self.cpu.get_mut(&tid).unwrap() += w;
         let h = self.header(tid, kind::FUNC_EXIT, f.map(|f| f as u16 + 1).unwrap_or(0));
-        self.items.push(Item::Record(match f {
-            Some(_) => Record::FuncExit(h),
-            None => Record::SwitchOut(SwitchRecord {
-                header: EventHeader {
-                    kind: kind::SWITCH_OUT,
-                    ..h
-                },
-                prev_state: 1,
-            }),
-        }));
+        self.items.push(Item::Record(work_end(h, f)));
     }
 
     /// `parent` creates thread `child` (its clock starts at 0).
@@ -261,6 +258,35 @@ impl SyntheticThreads {
         self.futex(waker, 129, false);
         self.wakeup(waker, wakee, false);
         self.futex(waker, 129, true);
+    }
+
+    /// Entry or exit of pthread call `id` (`--locks`) on object `addr`; a condition
+    /// wait's mutex is `mutex`.
+    pub fn pthread_call(&mut self, tid: u32, id: u16, addr: u64, mutex: u64, exit: bool) {
+        let k = if exit {
+            kind::CALL_EXIT
+        } else {
+            kind::CALL_ENTER
+        };
+        let h = self.header(tid, k, id | ((flavor::GLIBC_PTHREAD as u16) << 8));
+        let mut c = CallRecord::unset(h);
+        if exit {
+            c.ret = 0;
+        } else {
+            c.handle = addr;
+            c.comm = mutex;
+        }
+        self.items.push(Item::Record(if exit {
+            Record::CallExit(c)
+        } else {
+            Record::CallEnter(c)
+        }));
+    }
+
+    /// A whole pthread call that does not block.
+    pub fn pthread(&mut self, tid: u32, id: u16, addr: u64) {
+        self.pthread_call(tid, id, addr, 0, false);
+        self.pthread_call(tid, id, addr, 0, true);
     }
 
     pub fn exit(&mut self, tid: u32) {

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use tracer_common::{call, CallRecord, EventHeader};
 
-use crate::calls::{self, split_call_field, Role};
+use crate::calls::{self, split_call_field, Family, Role};
 use crate::procfs::ProcessInfo;
 use crate::recording::{FunctionProbe, Item};
 use crate::records::Record;
@@ -50,6 +50,34 @@ struct ThreadCalls {
     cpu: u64,
     /// Selected procedures active now, for the CPU column.
     active: Vec<ProcId>,
+}
+
+impl ThreadCalls {
+    /// Inside an MPI/PVM call (a pthread call probed with `--locks` does not count: its
+    /// futex waits and wakes are the program's own synchronization).
+    fn in_library_call(&self) -> bool {
+        self.open
+            .first()
+            .is_some_and(|c| thread_call_role(split_call_field(c.entry.header.call).0).is_none())
+    }
+}
+
+/// Whether a record shows its process is part of the program (it may end the critical
+/// path): an MPI/PVM call or a selected procedure. Launchers call pthreads too
+/// (`--locks`), which does not make them part of the program.
+pub fn makes_participant(r: &Record) -> bool {
+    match r {
+        Record::CallEnter(e) => thread_call_role(split_call_field(e.header.call).0).is_none(),
+        Record::FuncEnter(_) => true,
+        _ => false,
+    }
+}
+
+/// The role of a pthread call (`--locks`); None for MPI/PVM calls.
+fn thread_call_role(id: u16) -> Option<Role> {
+    calls::spec(id)
+        .filter(|s| s.family == Family::Threads)
+        .map(|s| s.role)
 }
 
 /// Procedures selected with `--func`, by name (one symbol probed in two files is one
@@ -210,7 +238,7 @@ impl<M: PathModel> Analyzer<M> {
             }
         }
         self.engine.advance(h.tid, work, &h);
-        if matches!(r, Record::CallEnter(_) | Record::FuncEnter(_)) {
+        if makes_participant(r) {
             self.participants.insert(h.tgid);
         }
         match r {
@@ -288,7 +316,7 @@ impl<M: PathModel> Analyzer<M> {
     fn in_futex_wait(&self, tid: u32) -> bool {
         self.threads
             .get(&tid)
-            .is_some_and(|t| t.open.is_empty() && t.futex.is_some_and(futex_waits))
+            .is_some_and(|t| !t.in_library_call() && t.futex.is_some_and(futex_waits))
     }
 
     /// Traced thread `waker` (advanced to this event) woke `wakee`: a dependency when the
@@ -299,7 +327,7 @@ impl<M: PathModel> Analyzer<M> {
         let waking = self
             .threads
             .get(&waker)
-            .is_some_and(|t| t.open.is_empty() && t.futex.is_some_and(futex_wakes));
+            .is_some_and(|t| !t.in_library_call() && t.futex.is_some_and(futex_wakes));
         if waking && self.in_futex_wait(wakee) {
             let mark = self.engine.snapshot(waker);
             self.sync.wake(wakee, mark, false);
@@ -328,11 +356,59 @@ impl<M: PathModel> Analyzer<M> {
         if !outermost {
             return; // a call made by the library itself
         }
-        // Every MPI/PVM call is communication: its time is not work on the path.
+        // Every MPI/PVM call is communication, and a pthread call (`--locks`) waits: its
+        // time is not work on the path.
         t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+        if let Some(role) = thread_call_role(id) {
+            self.lock_call_enter(role, e);
+            return;
+        }
         let state =
             MessageMatcher::<M::Mark>::wants_snapshot(id).then(|| self.engine.snapshot(h.tid));
         self.matcher.on_enter(h.tgid, e, state);
+    }
+
+    /// A pthread call begins: a release (an unlock, or the mutex a condition wait gives
+    /// up) or a signal is what the next acquisition or wake-up depends on.
+    fn lock_call_enter(&mut self, role: Role, e: &CallRecord) {
+        let h = e.header;
+        match role {
+            Role::LockRelease => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.release(h.tgid, e.handle, mark);
+            }
+            Role::CondWait => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.release(h.tgid, e.comm, mark);
+            }
+            Role::CondSignal => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.signal(h.tgid, e.handle, h.ts_ns, mark);
+            }
+            _ => {}
+        }
+    }
+
+    /// A pthread call returns: an acquisition depends on the lock's previous release, a
+    /// condition wait on the signal since it began and on its mutex's release.
+    fn lock_call_exit(&mut self, role: Role, entry: &CallRecord, x: &CallRecord) {
+        let h = x.header;
+        let mut incoming = Vec::new();
+        match role {
+            // Trylock returns non-zero when it did not take the lock.
+            Role::LockAcquire if x.ret == 0 => {
+                incoming.extend(self.sync.acquire(h.tgid, entry.handle));
+            }
+            Role::CondWait => {
+                let since = entry.header.ts_ns;
+                incoming.extend(self.sync.cond_returned(h.tgid, entry.handle, since));
+                incoming.extend(self.sync.acquire(h.tgid, entry.comm));
+            }
+            _ => {}
+        }
+        for m in &incoming {
+            self.engine.merge(h.tid, m);
+        }
     }
 
     fn call_exit(&mut self, x: &CallRecord) {
@@ -345,6 +421,10 @@ impl<M: PathModel> Analyzer<M> {
         t.clock.end_blocking(h.ts_ns, h.cpu_ns);
         let pid = h.tgid;
         let (id, _) = split_call_field(open.entry.header.call);
+        if let Some(role) = thread_call_role(id) {
+            self.lock_call_exit(role, &open.entry, x);
+            return;
+        }
         if calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
             self.matcher.directory.setup_call(pid, &open.entry, x);
         }

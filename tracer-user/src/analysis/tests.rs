@@ -253,3 +253,32 @@ fn wakeups_creation_and_joins_carry_the_path() {
     let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
     assert_eq!(Schedule::new(&rg.graph).length, path.longest);
 }
+
+/// `--locks`: an uncontended hand-off (the second thread takes the mutex after the first
+/// released it, without blocking) still orders the critical sections.
+#[test]
+fn uncontended_lock_handoffs_order_critical_sections() {
+    use crate::synth::{SyntheticThreads, THREADS_PID as MAIN};
+    use tracer_common::call::{PTHREAD_MUTEX_LOCK as LOCK, PTHREAD_MUTEX_UNLOCK as UNLOCK};
+    let ms = 1_000_000;
+    let mutex = 0x7000;
+    let mut s = SyntheticThreads::new(&["critical"]);
+    s.clone(MAIN, 501);
+    s.clone(MAIN, 502);
+    s.compute(501, 5 * ms, None);
+    s.pthread(501, LOCK, mutex);
+    s.compute(501, 10 * ms, Some(0));
+    s.pthread(501, UNLOCK, mutex);
+    s.compute(502, 2 * ms, None);
+    s.pthread(502, LOCK, mutex);
+    s.compute(502, 10 * ms, Some(0));
+    s.pthread(502, UNLOCK, mutex);
+    let a = analyze(&s.items, ClockKind::Cpu);
+    let (tid, path) = a.critical().unwrap();
+    // 501's 5 + 10 ms, then 502's critical section: 25 ms, not 502's own 12.
+    assert_eq!((tid, path.longest), (502, 25 * ms));
+    assert_eq!(path.inclusive, vec![20 * ms]);
+    assert_eq!(a.sync.stats.lock_handoffs, 1);
+    let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+    assert_eq!(Schedule::new(&rg.graph).length, 25 * ms);
+}

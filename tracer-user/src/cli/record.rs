@@ -30,6 +30,11 @@ pub struct RecordArgs {
     /// Also probe this MPI or PVM library (repeatable); installed ones are found anyway.
     #[arg(long = "lib", value_name = "PATH")]
     libs: Vec<PathBuf>,
+    /// Also probe the pthread mutex, rwlock, spinlock, condition variable and barrier calls
+    /// of the C library, in the traced processes only, so that lock hand-offs without
+    /// contention are seen (every such call then costs about 3 us; docs/benchmarks.md).
+    #[arg(long)]
+    locks: bool,
     /// Ring buffer size in MiB (a power of two).
     #[arg(long, value_name = "MIB", default_value_t = 16)]
     buffer_mib: u32,
@@ -86,6 +91,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         }),
         funcs: a.funcs,
         libs: a.libs,
+        locks: a.locks,
         ring_mib: a.buffer_mib,
         on_ready: (!a.quiet).then(|| {
             Box::new(|r: &session::Ready| {

@@ -567,6 +567,7 @@ fn call_slice(e: &CallRecord, x: &CallRecord) -> Closed {
         cat: match spec.map(|s| s.family) {
             Some(Family::Mpi) => "mpi",
             Some(Family::Pvm) => "pvm",
+            Some(Family::Threads) => "pthread",
             None => "call",
         },
         start_ns: e.header.ts_ns,

@@ -273,7 +273,7 @@ impl Accounts {
             }
             _ => {}
         }
-        if matches!(r, Record::CallEnter(_) | Record::FuncEnter(_)) {
+        if crate::analysis::makes_participant(r) {
             self.participants.insert(pid);
         }
         if let (Record::FuncEnter(_), Some(p)) = (r, procedure) {

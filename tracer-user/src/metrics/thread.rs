@@ -19,7 +19,8 @@ pub enum Cause {
     Message,
     /// MPI collectives.
     Collective,
-    /// futex(2) waits outside MPI/PVM calls (locks, condition variables, joins).
+    /// futex(2) waits outside MPI/PVM calls (locks, condition variables, joins), and
+    /// the pthread calls probed with `--locks`.
     Futex,
     /// Other MPI/PVM calls: init, finalize, rank/size, communicator creation, pvm_mytid.
     Other,
@@ -39,6 +40,14 @@ impl Cause {
             Some(Role::Send | Role::Recv | Role::SendRecv | Role::Completion) => Cause::Message,
             Some(Role::Collective) => Cause::Collective,
             Some(Role::Setup) | None => Cause::Other,
+            // pthread calls (--locks): synchronization between threads, as futex waits.
+            Some(
+                Role::LockAcquire
+                | Role::LockRelease
+                | Role::CondWait
+                | Role::CondSignal
+                | Role::BarrierWait,
+            ) => Cause::Futex,
         }
     }
 

@@ -5,16 +5,19 @@ pub mod btf;
 pub mod tracefs;
 
 use std::collections::HashSet;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
-use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope};
+use aya::programs::uprobe::{
+    UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeLinkId, UProbeScope,
+};
 use aya::programs::{TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, call_cookie, maps, ProbeConfig, ThreadClock};
 
 use crate::calls::{Flavor, CALLS};
-use crate::libraries::Library;
+use crate::libraries::{Library, ThreadLibrary};
 
 static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
 
@@ -58,8 +61,11 @@ pub struct ProbeOptions {
 /// the number of threads closing them, so sessions write their outputs first.
 pub struct Probes {
     ebpf: Ebpf,
-    /// (file, offset) pairs already probed, so a file seen twice is probed once.
-    attached: HashSet<(PathBuf, u64)>,
+    /// (file, offset, process) already probed, so a file seen twice is probed once;
+    /// the process is None for probes that fire in every process.
+    attached: HashSet<(PathBuf, u64, Option<u32>)>,
+    /// Probes that fire in one process only (`--locks`), by process: (program, link).
+    process_links: std::collections::HashMap<u32, Vec<(&'static str, UProbeLinkId)>>,
     pub attach_count: usize,
 }
 
@@ -122,6 +128,7 @@ impl Probes {
         Ok(Probes {
             ebpf,
             attached: HashSet::new(),
+            process_links: std::collections::HashMap::new(),
             attach_count: 0,
         })
     }
@@ -159,10 +166,58 @@ impl Probes {
                 c.symbol,
                 sym.file_offset,
                 cookie,
+                None,
             )?;
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Attaches entry and exit probes to the pthread calls of `lib` that fire in process
+    /// `pid` only (all its threads: they share its address space; also after it execs).
+    /// The kernel puts the breakpoints in that process's copy of the library's pages, so
+    /// other processes never trap. Returns the number of calls newly probed.
+    pub fn attach_thread_calls(
+        &mut self,
+        lib: &ThreadLibrary,
+        pid: u32,
+    ) -> Result<usize, ProbeError> {
+        self.configure_flavor(Flavor::Glibc, 0)?;
+        let mut n = 0;
+        for (id, sym) in &lib.calls {
+            let cookie = call_cookie(*id, Flavor::Glibc.id(), sym.vaddr as u32);
+            if self.attach_pair(
+                ("call_enter", "call_exit"),
+                &lib.path,
+                &sym.name,
+                sym.file_offset,
+                cookie,
+                Some(pid),
+            )? {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Hands over the links of the probes that fire in `pid` only (the process is gone):
+    /// dropping them detaches the probes, which takes the kernel 0.1-0.2 s each, so the
+    /// caller may drop them on another thread.
+    pub fn take_process_links(&mut self, pid: u32) -> Vec<UProbeLink> {
+        let Some(links) = self.process_links.remove(&pid) else {
+            return Vec::new();
+        };
+        self.attached.retain(|(_, _, p)| *p != Some(pid));
+        let mut out = Vec::with_capacity(links.len());
+        for (name, id) in links {
+            if let Ok(p) = program::<UProbe>(&mut self.ebpf, name) {
+                if let Ok(link) = p.take_link(id) {
+                    out.push(link);
+                }
+            }
+        }
+        self.attach_count -= out.len();
+        out
     }
 
     /// Attaches the selected-procedure probes with `probe_id` at a function.
@@ -180,6 +235,7 @@ impl Probes {
             symbol,
             file_offset,
             probe_id as u64,
+            None,
         )
     }
 
@@ -190,27 +246,49 @@ impl Probes {
         symbol: &str,
         offset: u64,
         cookie: u64,
+        pid: Option<u32>,
     ) -> Result<bool, ProbeError> {
         let key = (
             path.canonicalize().unwrap_or_else(|_| path.to_path_buf()),
             offset,
+            pid,
         );
-        if !self.attached.insert(key) {
+        if !self.attached.insert(key.clone()) {
             return Ok(false);
         }
+        let scope = match pid.and_then(NonZeroU32::new) {
+            Some(pid) => UProbeScope::OneProcess(pid),
+            None => UProbeScope::AllProcesses,
+        };
+        let mut links = Vec::with_capacity(2);
         for name in [programs.0, programs.1] {
             let p: &mut UProbe = program(&mut self.ebpf, name)?;
             let point = UProbeAttachPoint {
                 location: UProbeAttachLocation::AbsoluteOffset(offset),
                 cookie: Some(cookie),
             };
-            p.attach(point, path, UProbeScope::AllProcesses)
-                .map_err(|source| ProbeError::Attach {
-                    symbol: symbol.to_string(),
-                    path: path.to_path_buf(),
-                    source,
-                })?;
-            self.attach_count += 1;
+            match p.attach(point, path, scope) {
+                Ok(link) => links.push((name, link)),
+                Err(source) => {
+                    // An entry probe without its exit probe would leave a frame behind at
+                    // every call (a process can exit while we attach to it).
+                    for (name, link) in links {
+                        if let Ok(p) = program::<UProbe>(&mut self.ebpf, name) {
+                            let _ = p.detach(link);
+                        }
+                    }
+                    self.attached.remove(&key);
+                    return Err(ProbeError::Attach {
+                        symbol: symbol.to_string(),
+                        path: path.to_path_buf(),
+                        source,
+                    });
+                }
+            }
+        }
+        self.attach_count += links.len();
+        if let Some(pid) = pid {
+            self.process_links.entry(pid).or_default().extend(links);
         }
         Ok(true)
     }
