@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use tracer_common::{CallRecord, UNSET, UNSET32};
+use tracer_common::{kind, CallRecord, UNSET, UNSET32};
 
 use super::ExportError;
 use crate::analysis::reorder::ReorderBuffer;
@@ -23,7 +23,7 @@ use crate::calls::{self, split_call_field, Family, Role};
 use crate::graph::cpm::Schedule;
 use crate::graph::path::arc_procedure;
 use crate::graph::recorded::RecordedGraph;
-use crate::graph::{ArcId, ArcKind};
+use crate::graph::{ArcId, ArcKind, Vertex};
 use crate::recording::{Item, RecordingError, RecordingReader};
 use crate::records::Record;
 use crate::summary::SummaryBuilder;
@@ -72,17 +72,30 @@ struct Endpoint {
     start: bool,
     /// Time from the source event to the target event.
     span_ns: u64,
-    collective: bool,
+    /// What the dependency is (the flow's name).
+    name: &'static str,
     critical: bool,
+}
+
+/// What a dependency arriving at `to` is: what the waiting thread was in.
+fn dependency_name(to: &Vertex) -> &'static str {
+    let k = (to.label >> 16) as u16;
+    if matches!(k, kind::FUTEX_ENTER | kind::FUTEX_EXIT) {
+        return "wakeup";
+    }
+    if !matches!(k, kind::CALL_ENTER | kind::CALL_EXIT) {
+        return "thread start";
+    }
+    match calls::spec(split_call_field(to.label as u16).0) {
+        Some(s) if s.role == Role::Collective => "collective",
+        Some(s) if s.family == Family::Threads => "lock",
+        _ => "message",
+    }
 }
 
 impl Endpoint {
     fn name(&self) -> &'static str {
-        if self.collective {
-            "collective"
-        } else {
-            "message"
-        }
+        self.name
     }
 
     fn cat(&self) -> &'static str {
@@ -150,14 +163,13 @@ impl ChromeExport {
                 continue;
             }
             flows += 1;
-            let call = split_call_field(to.label as u16).0;
             let end = Endpoint {
                 ts_ns: from.ts_ns,
                 pid: rg.pid_of(from.tid),
                 id: flows,
                 start: true,
                 span_ns: to.ts_ns.saturating_sub(from.ts_ns),
-                collective: calls::spec(call).is_some_and(|s| s.role == Role::Collective),
+                name: dependency_name(to),
                 critical: on_path.contains(&(i as ArcId)),
             };
             endpoints.entry(from.tid).or_default().push_back(end);
