@@ -28,7 +28,7 @@ use std::time::Instant;
 use tracer_user::graph::cpm::Schedule;
 use tracer_user::graph::kpaths::{k_longest_lengths_baseline_within, NearCriticalPaths};
 use tracer_user::graph::mbm::maximum_benefit;
-use tracer_user::graph::{ArcKind, Context, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
+use tracer_user::graph::{ArcKind, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
 
 const USAGE: &str =
     "usage: graph_bench build|cpm|search|baseline|mbm|suite [--arcs N] [--threads P] \
@@ -103,13 +103,7 @@ fn synthetic(o: &Options) -> (Graph, f64) {
     let mut b = GraphBuilder::new();
     let contexts: Vec<_> = [vec![0], vec![0, 1], vec![2], vec![3]]
         .into_iter()
-        .map(|procedures| {
-            let innermost = procedures.last().copied();
-            b.context(Context {
-                procedures,
-                innermost,
-            })
-        })
+        .map(|procedures| b.context_of(procedures))
         .collect();
     let mut last: Vec<Option<VertexId>> = vec![None; o.threads];
     let mut inbox: Vec<VecDeque<VertexId>> = vec![VecDeque::new(); o.threads];

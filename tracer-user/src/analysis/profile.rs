@@ -58,6 +58,24 @@ pub struct EventTotals {
     pub lost: u64,
 }
 
+/// The first line of the profile and of `tracer report`: the path's length and where it
+/// ends.
+pub fn headline(
+    length_ns: u64,
+    clock: &str,
+    elapsed_ns: u64,
+    ends: (u32, u32),
+    command: &str,
+) -> String {
+    format!(
+        "critical path: {:.3} ms ({clock} clock) of {:.3} ms elapsed, ends in pid {} tid {} {command}",
+        length_ns as f64 / 1e6,
+        elapsed_ns as f64 / 1e6,
+        ends.0,
+        ends.1
+    )
+}
+
 /// The matcher's counts in one line (also in `tracer report`).
 pub fn messages_line(m: &MatchStats) -> String {
     format!(
@@ -136,13 +154,14 @@ impl Profile {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "critical path: {:.3} ms ({} clock) of {:.3} ms elapsed, ends in pid {} tid {} {}",
-            ms(cp.length_ns),
-            self.clock,
-            ms(cp.elapsed_ns),
-            cp.ends_in_pid,
-            cp.ends_in_tid,
-            cp.ends_in_command
+            "{}",
+            headline(
+                cp.length_ns,
+                &self.clock,
+                cp.elapsed_ns,
+                (cp.ends_in_pid, cp.ends_in_tid),
+                &cp.ends_in_command
+            )
         );
         if !self.procedures.is_empty() {
             let _ = writeln!(

@@ -199,6 +199,18 @@ impl GraphBuilder {
         id
     }
 
+    /// The id of the context where `procedures` are active, the last one innermost.
+    pub fn context_of(&mut self, procedures: Vec<usize>) -> ContextId {
+        let innermost = procedures.last().copied();
+        let mut procedures = procedures;
+        procedures.sort_unstable();
+        procedures.dedup();
+        self.context(Context {
+            procedures,
+            innermost,
+        })
+    }
+
     pub fn vertex_count(&self) -> usize {
         self.vertices.len()
     }

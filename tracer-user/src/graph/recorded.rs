@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use tracer_common::EventHeader;
 
-use super::{ArcKind, Context, ContextId, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
+use super::{ArcKind, ContextId, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{PathModel, Pipeline};
@@ -85,15 +85,7 @@ impl GraphModel {
     }
 
     fn set_context(&mut self, tid: u32) {
-        let t = &self.threads[&tid];
-        let mut procedures = t.stack.clone();
-        procedures.sort_unstable();
-        procedures.dedup();
-        let c = Context {
-            procedures,
-            innermost: t.stack.last().copied(),
-        };
-        let id = self.b.context(c);
+        let id = self.b.context_of(self.threads[&tid].stack.clone());
         self.threads.get_mut(&tid).unwrap().context = id;
     }
 

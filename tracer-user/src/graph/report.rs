@@ -16,7 +16,7 @@ use super::recorded::RecordedGraph;
 use super::whatif::{Scale, ScaledWeights};
 use super::ArcKind;
 use crate::analysis::matcher::MatchStats;
-use crate::analysis::profile::messages_line;
+use crate::analysis::profile::{headline, messages_line};
 use crate::analysis::workclock::ClockKind;
 use crate::metrics::Metrics;
 
@@ -490,13 +490,14 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "critical path: {:.3} ms ({} clock) of {:.3} ms elapsed, ends in pid {} tid {} {}",
-            ms(cp.length_ns),
-            self.clock,
-            ms(cp.elapsed_ns),
-            cp.ends_in_pid,
-            cp.ends_in_tid,
-            cp.ends_in_command
+            "{}",
+            headline(
+                cp.length_ns,
+                &self.clock,
+                cp.elapsed_ns,
+                (cp.ends_in_pid, cp.ends_in_tid),
+                &cp.ends_in_command
+            )
         );
         if !self.diagnosis.is_empty() {
             let _ = writeln!(s, "\ndiagnosis:");
