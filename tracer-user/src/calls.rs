@@ -143,8 +143,20 @@ pub static CALLS: &[CallSpec] = &[
         { handle_in: 0 }),
 ];
 
+/// The call with id `id` (looked up on every call record: an index, not a search).
 pub fn spec(id: u16) -> Option<&'static CallSpec> {
-    CALLS.iter().find(|c| c.id == id)
+    static BY_ID: std::sync::OnceLock<Vec<Option<&'static CallSpec>>> = std::sync::OnceLock::new();
+    BY_ID
+        .get_or_init(|| {
+            let mut by_id = vec![None; call::TABLE_SIZE as usize];
+            for c in CALLS {
+                by_id[c.id as usize] = Some(c);
+            }
+            by_id
+        })
+        .get(id as usize)
+        .copied()
+        .flatten()
 }
 
 /// Name of a call id, or "call#N".
