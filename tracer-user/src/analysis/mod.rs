@@ -50,6 +50,8 @@ struct ThreadCalls {
     cpu: u64,
     /// Selected procedures active now, for the CPU column.
     active: Vec<ProcId>,
+    /// Whether a record of the thread went through [`Analyzer::record`] yet.
+    analysed: bool,
 }
 
 impl ThreadCalls {
@@ -118,6 +120,7 @@ fn thread_state<'a>(
             first_cpu: h.cpu_ns,
             cpu: h.cpu_ns,
             active: Vec::new(),
+            analysed: false,
         }
     })
 }
@@ -218,8 +221,8 @@ impl<M: PathModel> Analyzer<M> {
             Record::WakeupNew(_) | Record::SwitchIn(_) => return,
             _ => {}
         }
-        let first = !self.threads.contains_key(&h.tid);
         let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
+        let first = !std::mem::replace(&mut t.analysed, true);
         let work = t.clock.work(h.ts_ns, h.cpu_ns);
         // CPU time inside selected procedures (any thread), for the profile's CPU column.
         let delta = h.cpu_ns.saturating_sub(t.cpu);
