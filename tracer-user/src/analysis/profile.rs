@@ -58,22 +58,19 @@ pub struct EventTotals {
     pub lost: u64,
 }
 
-/// The first line of the profile and of `tracer report`: the path's length and where it
-/// ends.
-pub fn headline(
-    length_ns: u64,
-    clock: &str,
-    elapsed_ns: u64,
-    ends: (u32, u32),
-    command: &str,
-) -> String {
-    format!(
-        "critical path: {:.3} ms ({clock} clock) of {:.3} ms elapsed, ends in pid {} tid {} {command}",
-        length_ns as f64 / 1e6,
-        elapsed_ns as f64 / 1e6,
-        ends.0,
-        ends.1
-    )
+impl CriticalPath {
+    /// The first line of the profile and of `tracer report`: the path's length and where
+    /// it ends.
+    pub fn headline(&self, clock: &str) -> String {
+        format!(
+            "critical path: {:.3} ms ({clock} clock) of {:.3} ms elapsed, ends in pid {} tid {} {}",
+            self.length_ns as f64 / 1e6,
+            self.elapsed_ns as f64 / 1e6,
+            self.ends_in_pid,
+            self.ends_in_tid,
+            self.ends_in_command
+        )
+    }
 }
 
 /// The matcher's counts in one line (also in `tracer report`).
@@ -152,17 +149,7 @@ impl Profile {
         let ms = |ns: u64| ns as f64 / 1e6;
         let cp = &self.critical_path;
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "{}",
-            headline(
-                cp.length_ns,
-                &self.clock,
-                cp.elapsed_ns,
-                (cp.ends_in_pid, cp.ends_in_tid),
-                &cp.ends_in_command
-            )
-        );
+        let _ = writeln!(s, "{}", cp.headline(&self.clock));
         if !self.procedures.is_empty() {
             let _ = writeln!(
                 s,

@@ -73,7 +73,7 @@ fn figures(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
 
 /// The findings on a report, with the recording's metrics when they were computed.
 pub fn diagnose(r: &Report, m: Option<&Metrics>) -> Vec<Finding> {
-    let len = r.critical_path.length_ns;
+    let len = r.critical_path.path.length_ns;
     let mut out = Vec::new();
     if len == 0 {
         return out;
@@ -164,7 +164,7 @@ fn procedures_on_path(r: &Report, out: &mut Vec<Finding>) {
             ms(p.cp_ns)
         );
         let text = if close {
-            let rest = r.critical_path.length_ns - p.zeroing_ns;
+            let rest = r.critical_path.path.length_ns - p.zeroing_ns;
             format!(
                 "{share}, but removing it entirely would gain {:.1} % ({:.1} ms), not its full share: without it another path of {:.1} ms becomes critical",
                 p.zeroing_pct,

@@ -16,7 +16,7 @@ use super::recorded::RecordedGraph;
 use super::whatif::{Scale, ScaledWeights};
 use super::ArcKind;
 use crate::analysis::matcher::MatchStats;
-use crate::analysis::profile::{headline, messages_line};
+use crate::analysis::profile::{messages_line, CriticalPath};
 use crate::analysis::workclock::ClockKind;
 use crate::metrics::Metrics;
 
@@ -70,11 +70,9 @@ pub struct Report {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PathHeader {
-    pub length_ns: u64,
-    pub elapsed_ns: u64,
-    pub ends_in_pid: u32,
-    pub ends_in_tid: u32,
-    pub ends_in_command: String,
+    /// Length, elapsed time and where the path ends, as in the online profile.
+    #[serde(flatten)]
+    pub path: CriticalPath,
     pub vertices: usize,
     pub arcs: usize,
     pub events: u64,
@@ -295,15 +293,17 @@ impl Report {
                 ClockKind::Wall => "wall".into(),
             },
             critical_path: PathHeader {
-                length_ns: length,
-                elapsed_ns: rg.last_ts.saturating_sub(rg.first_ts),
-                ends_in_pid: end_pid,
-                ends_in_tid: end_tid,
-                ends_in_command: rg
-                    .processes
-                    .get(&end_pid)
-                    .map(|p| p.command.clone())
-                    .unwrap_or_default(),
+                path: CriticalPath {
+                    length_ns: length,
+                    ends_in_pid: end_pid,
+                    ends_in_tid: end_tid,
+                    ends_in_command: rg
+                        .processes
+                        .get(&end_pid)
+                        .map(|p| p.command.clone())
+                        .unwrap_or_default(),
+                    elapsed_ns: rg.last_ts.saturating_sub(rg.first_ts),
+                },
                 vertices: g.vertex_count(),
                 arcs: g.arcs.len(),
                 events: rg.events,
@@ -488,17 +488,7 @@ impl Report {
         let ms = |ns: u64| ns as f64 / 1e6;
         let cp = &self.critical_path;
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "{}",
-            headline(
-                cp.length_ns,
-                &self.clock,
-                cp.elapsed_ns,
-                (cp.ends_in_pid, cp.ends_in_tid),
-                &cp.ends_in_command
-            )
-        );
+        let _ = writeln!(s, "{}", cp.path.headline(&self.clock));
         if !self.diagnosis.is_empty() {
             let _ = writeln!(s, "\ndiagnosis:");
             for (i, f) in self.diagnosis.iter().enumerate() {
