@@ -197,13 +197,9 @@ fn procedure_in(m: &Metrics, name: &str, pid: u32) -> (u64, f64, f64) {
         .unwrap_or((0, 0.0, 0.0))
 }
 
-fn ring(tag: &str, launch: fn(usize, &str, &[&str]) -> Vec<String>) {
-    let (n, rounds, bytes) = (4usize, 10u64, 256u64);
-    let (m, _) = metrics(tag, &[], &launch(n, "mpi_ring", &["10", "256"]));
-    let ranks = ranks(&m, n);
-    let t = &m.traffic;
-    // Exactly one pair per rank: rank i sends `rounds` messages of `bytes` to i + 1.
-    let mut pairs: Vec<(i32, i32, u64, u64)> = t
+/// The message matrix as (from rank, to rank, messages, bytes), in matrix order.
+fn rank_pairs(m: &Metrics) -> Vec<(i32, i32, u64, u64)> {
+    m.traffic
         .processes
         .iter()
         .map(|p| {
@@ -214,7 +210,16 @@ fn ring(tag: &str, launch: fn(usize, &str, &[&str]) -> Vec<String>) {
                 p.bytes,
             )
         })
-        .collect();
+        .collect()
+}
+
+fn ring(tag: &str, launch: fn(usize, &str, &[&str]) -> Vec<String>) {
+    let (n, rounds, bytes) = (4usize, 10u64, 256u64);
+    let (m, _) = metrics(tag, &[], &launch(n, "mpi_ring", &["10", "256"]));
+    let ranks = ranks(&m, n);
+    let t = &m.traffic;
+    // Exactly one pair per rank: rank i sends `rounds` messages of `bytes` to i + 1.
+    let mut pairs = rank_pairs(&m);
     pairs.sort();
     let want: Vec<(i32, i32, u64, u64)> = (0..n as i32)
         .map(|i| (i, (i + 1) % n as i32, rounds, rounds * bytes))
@@ -369,19 +374,7 @@ fn mpi_busy_work_time_and_call_counts() {
     assert_eq!(procedure(&m, "compute").calls, 2 * iters);
     assert_eq!(procedure(&m, "compute").duration.count, 2 * iters);
     // The token: one message each way per iteration.
-    let pairs: Vec<(i32, i32, u64, u64)> = m
-        .traffic
-        .processes
-        .iter()
-        .map(|p| {
-            (
-                p.from_rank.unwrap(),
-                p.to_rank.unwrap(),
-                p.messages,
-                p.bytes,
-            )
-        })
-        .collect();
+    let pairs = rank_pairs(&m);
     assert_eq!(pairs, vec![(0, 1, iters, iters), (1, 0, iters, iters)]);
 }
 
