@@ -431,8 +431,13 @@ impl<M: PathModel> Analyzer<M> {
         if calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
             self.matcher.directory.setup_call(pid, &open.entry, x);
         }
+        // Bytes received (from the status), else the bytes the call was given.
+        let bytes = [x.bytes, open.entry.bytes]
+            .into_iter()
+            .find(|&b| b >= 0)
+            .map(|b| b as u64);
         for incoming in self.matcher.on_exit(pid, &open.entry, &open.handles, x) {
-            self.engine.merge(h.tid, &incoming);
+            self.engine.merge_message(h.tid, &incoming, bytes);
         }
     }
 
@@ -440,6 +445,11 @@ impl<M: PathModel> Analyzer<M> {
     /// (processes that call MPI/PVM or a selected procedure), only their threads may.
     pub fn counts(&self, tid: u32) -> bool {
         self.counts_if(tid, !self.participants.is_empty())
+    }
+
+    /// Processes of the program itself (see `participants`).
+    pub fn participants(&self) -> &std::collections::HashSet<u32> {
+        &self.participants
     }
 
     /// Whether the trace has participant processes.

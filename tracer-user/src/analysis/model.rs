@@ -22,6 +22,12 @@ pub trait PathModel {
     fn snapshot(&mut self, tid: u32) -> Self::Mark;
     /// The thread's current event waited for `incoming`.
     fn merge(&mut self, tid: u32, incoming: &Self::Mark);
+    /// The thread's current event received a message (or took part in a collective) of
+    /// `bytes`, when known, that `incoming` sent: a dependency the network carries.
+    fn merge_message(&mut self, tid: u32, incoming: &Self::Mark, bytes: Option<u64>) {
+        let _ = bytes;
+        self.merge(tid, incoming);
+    }
     /// The thread ended; `participant` says whether its process may end the path.
     fn end_thread(&mut self, tid: u32, participant: bool);
     /// Live threads held (for the memory-bound tests).

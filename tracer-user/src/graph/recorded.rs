@@ -44,6 +44,8 @@ pub struct GraphModel {
     /// The record being analysed: its stamp and serial number.
     at: EventHeader,
     serial: u64,
+    /// Dependency arcs that are messages or collectives, with their bytes when known.
+    message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
 }
 
 impl Default for GraphModel {
@@ -64,6 +66,7 @@ impl GraphModel {
             ended: Vec::new(),
             at: EventHeader::default(),
             serial: 0,
+            message_arcs: HashMap::new(),
         }
     }
 
@@ -92,6 +95,12 @@ impl GraphModel {
     /// Ends the graph: the last events of live threads for which `counts` holds, and of
     /// ended threads of participant processes (of any process without participants), may
     /// end the critical path.
+    /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
+    /// when known.
+    pub fn message_arcs(&self) -> &HashMap<(VertexId, VertexId), Option<u64>> {
+        &self.message_arcs
+    }
+
     pub fn finish(mut self, only_participants: bool, counts: &dyn Fn(u32) -> bool) -> Graph {
         let mut live: Vec<u32> = self.threads.keys().copied().collect();
         live.sort_unstable();
@@ -199,6 +208,14 @@ impl PathModel for GraphModel {
         }
     }
 
+    fn merge_message(&mut self, tid: u32, incoming: &VertexId, bytes: Option<u64>) {
+        self.merge(tid, incoming);
+        let v = self.threads[&tid].cur;
+        if *incoming < v {
+            self.message_arcs.insert((*incoming, v), bytes);
+        }
+    }
+
     fn end_thread(&mut self, tid: u32, participant: bool) {
         if !self.threads.contains_key(&tid) {
             return;
@@ -230,7 +247,12 @@ pub struct RecordedGraph {
     /// Process of every thread seen.
     pub thread_pids: HashMap<u32, u32>,
     pub processes: HashMap<u32, ProcessLabel>,
+    /// Processes of the program (they call MPI/PVM or a selected procedure), sorted.
+    pub participants: Vec<u32>,
     pub messages: MatchStats,
+    /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
+    /// when known (what a network cost table applies to).
+    pub message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
     pub events: u64,
     pub lost: u64,
     pub first_ts: u64,
@@ -312,6 +334,9 @@ impl RecordedGraphBuilder {
             .collect();
         let procedures = a.procedures.names.clone();
         let (events, first_ts, last_ts) = (a.events, a.first_ts.unwrap_or(0), a.last_ts);
+        let message_arcs = a.engine.message_arcs().clone();
+        let mut participants: Vec<u32> = a.participants().iter().copied().collect();
+        participants.sort_unstable();
         let graph = a.engine.finish(only, &|tid| counted.contains(&tid));
         RecordedGraph {
             graph,
@@ -319,7 +344,9 @@ impl RecordedGraphBuilder {
             procedures,
             thread_pids,
             processes,
+            participants,
             messages,
+            message_arcs,
             events,
             lost,
             first_ts,

@@ -1,0 +1,276 @@
+//! A placement: which processes share which CPUs (and on which node) in the run being
+//! predicted. Parsed from `--placement SPEC`:
+//!
+//! ```text
+//! SPEC   := ITEM (';' ITEM)*          later items override earlier ones
+//! ITEM   := PROCS '@' [NODE ':'] CPUS
+//! PROCS  := '*' | RANKS               '*' is every process of the program; RANKS are
+//!                                     MPI_COMM_WORLD ranks: 0-3,5
+//! CPUS   := CPU list: 0 | 0-1 | 0,2
+//! ```
+//!
+//! `*@0` puts every rank on CPU 0; `*@0-1` shares two CPUs among all of them;
+//! `0@0;1@1` gives ranks 0 and 1 a CPU each; `0-1@a:0;2-3@b:0` puts two ranks on each of
+//! two nodes. The keyword `each` gives every process of the program a CPU of its own.
+//! Processes the spec does not name (launchers, daemons) keep a CPU per thread.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Why a placement could not be parsed or applied.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlacementError {
+    #[error("placement item `{0}`: expected PROCS@CPUS, e.g. 0-3@0 or *@0-1")]
+    Item(String),
+    #[error("placement item `{item}`: `{what}` is not a number or range")]
+    Number { item: String, what: String },
+    #[error("placement names rank {0}, but the recording has no process with that rank")]
+    NoSuchRank(i32),
+    #[error("placement: CPU sets {0} and {1} on node `{2}` overlap; give processes that share CPUs the same set")]
+    Overlap(String, String, String),
+    #[error("placement is empty")]
+    Empty,
+}
+
+/// Which processes an item places.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Procs {
+    All,
+    Ranks(BTreeSet<i32>),
+}
+
+/// A CPU set on a node: the unit that processes share.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CpuSet {
+    pub node: String,
+    pub cpus: BTreeSet<u32>,
+}
+
+impl std::fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cpus: Vec<String> = self.cpus.iter().map(|c| c.to_string()).collect();
+        if self.node.is_empty() {
+            write!(f, "cpu {}", cpus.join(","))
+        } else {
+            write!(f, "{} cpu {}", self.node, cpus.join(","))
+        }
+    }
+}
+
+/// A parsed `--placement`, not yet bound to a recording's processes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacementSpec {
+    items: Vec<(Procs, Option<CpuSet>)>,
+}
+
+fn numbers(item: &str, list: &str) -> Result<BTreeSet<i64>, PlacementError> {
+    let bad = |what: &str| PlacementError::Number {
+        item: item.to_string(),
+        what: what.to_string(),
+    };
+    let mut out = BTreeSet::new();
+    for part in list.split(',') {
+        let part = part.trim();
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let lo: i64 = lo.parse().map_err(|_| bad(part))?;
+        let hi: i64 = hi.parse().map_err(|_| bad(part))?;
+        if lo < 0 || hi < lo || hi - lo > 65_536 {
+            return Err(bad(part));
+        }
+        out.extend(lo..=hi);
+    }
+    Ok(out)
+}
+
+impl std::str::FromStr for PlacementSpec {
+    type Err = PlacementError;
+
+    fn from_str(spec: &str) -> Result<Self, PlacementError> {
+        let spec = spec.trim();
+        if spec == "each" {
+            return Ok(PlacementSpec {
+                items: vec![(Procs::All, None)],
+            });
+        }
+        let mut items = Vec::new();
+        for item in spec.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            let (procs, target) = item
+                .split_once('@')
+                .ok_or_else(|| PlacementError::Item(item.to_string()))?;
+            let procs = match procs.trim() {
+                "*" => Procs::All,
+                "" => return Err(PlacementError::Item(item.to_string())),
+                list => Procs::Ranks(numbers(item, list)?.into_iter().map(|r| r as i32).collect()),
+            };
+            let (node, cpus) = match target.split_once(':') {
+                Some((node, cpus)) => (node.trim().to_string(), cpus),
+                None => (String::new(), target),
+            };
+            if cpus.trim().is_empty() {
+                return Err(PlacementError::Item(item.to_string()));
+            }
+            let cpus = numbers(item, cpus)?.into_iter().map(|c| c as u32).collect();
+            items.push((procs, Some(CpuSet { node, cpus })));
+        }
+        if items.is_empty() {
+            return Err(PlacementError::Empty);
+        }
+        Ok(PlacementSpec { items })
+    }
+}
+
+/// Index of a CPU group in [`Placement::groups`].
+pub type GroupId = usize;
+
+/// A placement bound to a recording: the CPU group of every placed process.
+#[derive(Clone, Debug, Default)]
+pub struct Placement {
+    pub groups: Vec<CpuSet>,
+    pub of_pid: HashMap<u32, GroupId>,
+}
+
+impl Placement {
+    /// No constraint: every thread has a CPU of its own.
+    pub fn unconstrained() -> Self {
+        Self::default()
+    }
+
+    /// Binds `spec` to the processes of a recording: `program` are the processes of the
+    /// program (pid, MPI rank if any).
+    pub fn bind(
+        spec: &PlacementSpec,
+        program: &[(u32, Option<i32>)],
+    ) -> Result<Self, PlacementError> {
+        let mut chosen: BTreeMap<u32, CpuSet> = BTreeMap::new();
+        for (i, (procs, set)) in spec.items.iter().enumerate() {
+            let pids: Vec<(u32, Option<i32>)> = match procs {
+                Procs::All => program.to_vec(),
+                Procs::Ranks(ranks) => {
+                    for r in ranks {
+                        if !program.iter().any(|&(_, rank)| rank == Some(*r)) {
+                            return Err(PlacementError::NoSuchRank(*r));
+                        }
+                    }
+                    program
+                        .iter()
+                        .copied()
+                        .filter(|(_, rank)| rank.is_some_and(|r| ranks.contains(&r)))
+                        .collect()
+                }
+            };
+            for (k, (pid, _)) in pids.iter().enumerate() {
+                // `each`: a CPU per process, on a node of its own name space.
+                let set = set.clone().unwrap_or_else(|| CpuSet {
+                    node: format!("#each{i}"),
+                    cpus: [k as u32].into_iter().collect(),
+                });
+                chosen.insert(*pid, set);
+            }
+        }
+        let mut groups: Vec<CpuSet> = chosen.values().cloned().collect();
+        groups.sort();
+        groups.dedup();
+        for (i, a) in groups.iter().enumerate() {
+            for b in &groups[i + 1..] {
+                if a.node == b.node && !a.cpus.is_disjoint(&b.cpus) {
+                    return Err(PlacementError::Overlap(
+                        a.to_string(),
+                        b.to_string(),
+                        a.node.clone(),
+                    ));
+                }
+            }
+        }
+        let of_pid = chosen
+            .into_iter()
+            .map(|(pid, set)| (pid, groups.binary_search(&set).expect("group listed")))
+            .collect();
+        Ok(Placement { groups, of_pid })
+    }
+
+    /// How many CPUs a group has.
+    pub fn capacity(&self, g: GroupId) -> f64 {
+        self.groups[g].cpus.len() as f64
+    }
+
+    /// The node a process runs on ("" for the recorded machine).
+    pub fn node_of(&self, pid: u32) -> &str {
+        self.of_pid
+            .get(&pid)
+            .map(|&g| self.groups[g].node.as_str())
+            .filter(|n| !n.starts_with("#each"))
+            .unwrap_or("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROGRAM: &[(u32, Option<i32>)] = &[
+        (100, Some(0)),
+        (101, Some(1)),
+        (102, Some(2)),
+        (103, Some(3)),
+    ];
+
+    #[test]
+    fn ranks_share_the_cpus_they_are_given() {
+        let p = Placement::bind(&"*@0-1".parse().unwrap(), PROGRAM).unwrap();
+        assert_eq!(p.groups.len(), 1);
+        assert_eq!(p.capacity(0), 2.0);
+        assert_eq!(p.of_pid.len(), 4);
+
+        let p = Placement::bind(&"0-1@0; 2-3@1".parse().unwrap(), PROGRAM).unwrap();
+        assert_eq!(p.groups.len(), 2);
+        assert_eq!(p.of_pid[&100], p.of_pid[&101]);
+        assert_ne!(p.of_pid[&100], p.of_pid[&102]);
+
+        // A later item overrides an earlier one.
+        let p = Placement::bind(&"*@0;3@1".parse().unwrap(), PROGRAM).unwrap();
+        assert_eq!(p.groups.len(), 2);
+        assert_ne!(p.of_pid[&103], p.of_pid[&100]);
+
+        let p = Placement::bind(&"0-1@a:0;2-3@b:0".parse().unwrap(), PROGRAM).unwrap();
+        assert_eq!(p.node_of(100), "a");
+        assert_eq!(p.node_of(103), "b");
+        assert_eq!(p.node_of(999), "");
+
+        let p = Placement::bind(&"each".parse().unwrap(), PROGRAM).unwrap();
+        assert_eq!(p.groups.len(), 4);
+        assert_eq!(p.node_of(100), "");
+    }
+
+    #[test]
+    fn bad_specs_say_what_is_wrong() {
+        assert_eq!("".parse::<PlacementSpec>(), Err(PlacementError::Empty));
+        assert!(matches!(
+            "0-3".parse::<PlacementSpec>(),
+            Err(PlacementError::Item(_))
+        ));
+        assert!(matches!(
+            "x@0".parse::<PlacementSpec>(),
+            Err(PlacementError::Number { .. })
+        ));
+        assert!(matches!(
+            "0@".parse::<PlacementSpec>(),
+            Err(PlacementError::Item(_))
+        ));
+        assert!(matches!(
+            "3-1@0".parse::<PlacementSpec>(),
+            Err(PlacementError::Number { .. })
+        ));
+        let spec = "0@0;1@0-1".parse().unwrap();
+        assert!(matches!(
+            Placement::bind(&spec, PROGRAM),
+            Err(PlacementError::Overlap(..))
+        ));
+        let spec = "7@0".parse().unwrap();
+        assert_eq!(
+            Placement::bind(&spec, PROGRAM).unwrap_err(),
+            PlacementError::NoSuchRank(7)
+        );
+    }
+}

@@ -1,0 +1,772 @@
+//! Replays a recorded program activity graph under another placement of processes on
+//! CPUs and/or another network (Eom and Hollingsworth's LBF and NF).
+//!
+//! Every thread is a chain of its events. Between two events it has
+//! - `work`: CPU time outside blocking calls (the cpu work clock), which needs a CPU;
+//! - `off`: time off CPU outside blocking calls (sleeping, I/O) and, when nothing the
+//!   thread waited for explains it, the time inside a blocking call (MPI_Init, an
+//!   unmatched receive): it passes whatever the placement;
+//! - then, at an event that depends on others (a receive's completion, a collective's
+//!   exit, a wakeup), a wait until every source event has happened plus its latency.
+//!
+//! Time advances from event to event. The threads of processes placed on one CPU set
+//! share it equally (processor sharing: each of n runnable threads on c CPUs runs at
+//! min(1, c/n)); a thread is runnable while it works, and while it waits inside an
+//! MPI call if its process busy-polls (as Open MPI and MPICH do by default: measured
+//! from the recording). Threads of processes the placement does not name have a CPU
+//! each.
+//!
+//! The latency of a dependency is what the recording shows: the time from the source
+//! event to the target when the target was already waiting; when the target arrived
+//! after the source, the time it then still took. A network cost function replaces it
+//! for messages. With no change, the replay reproduces every recorded event time.
+
+use std::collections::{HashMap, HashSet};
+
+use tracer_common::{call, kind};
+
+use super::placement::{GroupId, Placement};
+use crate::calls::split_call_field;
+use crate::graph::recorded::RecordedGraph;
+use crate::graph::{ArcId, ArcKind, ContextId, Graph, VertexId};
+
+/// Why a replay cannot run.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReplayError {
+    #[error("the recording has no events of the program")]
+    Empty,
+    #[error(
+        "the cpu and wall graphs of the recording differ (arc {0}); the recording may be corrupt"
+    )]
+    GraphsDiffer(usize),
+    #[error(
+        "the network table has no {scope} rows, but messages go {scope} (pids {from} -> {to})"
+    )]
+    NoCost {
+        scope: &'static str,
+        from: u32,
+        to: u32,
+    },
+}
+
+/// The cost of a message in the predicted network: (remote?, bytes) -> one-way latency
+/// in ns, or None when the cost model has nothing for that scope.
+pub type MessageCost<'a> = &'a dyn Fn(bool, u64) -> Option<u64>;
+
+/// A dependency of an event: the source event and the latency after it.
+#[derive(Clone, Copy, Debug)]
+struct Dep {
+    arc: ArcId,
+    from: VertexId,
+    latency: f64,
+}
+
+/// What a thread does before reaching one of its events.
+#[derive(Clone, Debug, Default)]
+struct Step {
+    work: f64,
+    off: f64,
+    deps: Vec<Dep>,
+    /// The thread waits inside an MPI/PVM call of a busy-polling process.
+    spins: bool,
+    /// The program arc from the thread's previous event (none for its first event).
+    program: Option<ArcId>,
+}
+
+/// The replay's view of a recording.
+pub struct Replay<'g> {
+    g: &'g Graph,
+    /// Per vertex (indexed by id; the virtual source and sink are unused).
+    steps: Vec<Step>,
+    /// Each thread's events, in program order.
+    chains: Vec<Vec<VertexId>>,
+    /// Process of each chain.
+    chain_pid: Vec<u32>,
+    /// Vertices that may end the run.
+    ends: Vec<VertexId>,
+    t0: u64,
+    /// Processes whose threads spin inside blocking calls.
+    pub polling: HashSet<u32>,
+}
+
+/// Which constraint decided when an event happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    Start,
+    Program(ArcId),
+    Dependency(ArcId),
+}
+
+/// One piece of the predicted critical path.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PathPiece {
+    /// A thread between two of its events: its work (`work_ns` of CPU, stretched to
+    /// `running_ns` by sharing the CPU) and its time off CPU.
+    Thread {
+        pid: u32,
+        tid: u32,
+        context: ContextId,
+        start_ns: f64,
+        end_ns: f64,
+        work_ns: f64,
+        running_ns: f64,
+        off_ns: f64,
+    },
+    /// The path moves to the thread that sent a message or woke this one.
+    Dependency {
+        from_pid: u32,
+        to_pid: u32,
+        latency_ns: f64,
+        message: bool,
+    },
+}
+
+/// The outcome of a replay.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Prediction {
+    /// Recorded time from the first event to the last event that may end the run.
+    pub measured_ns: u64,
+    /// The same span in the replay.
+    pub predicted_ns: f64,
+    /// The predicted critical path, from its first piece to its last.
+    pub path: Vec<PathPiece>,
+    /// Largest difference between a replayed event time and its recorded time (only
+    /// meaningful for an unchanged replay, where it should be about 0).
+    pub max_shift_ns: f64,
+}
+
+fn is_mpi_or_pvm_exit(label: u32) -> bool {
+    let (k, field) = ((label >> 16) as u16, label as u16);
+    k == kind::CALL_EXIT && split_call_field(field).0 < call::PTHREAD_MUTEX_LOCK
+}
+
+impl<'g> Replay<'g> {
+    /// `cpu` and `wall` are the same recording's graph with the cpu and wall work clocks;
+    /// `polling` the processes that busy-poll inside blocking calls.
+    pub fn new(
+        cpu: &'g RecordedGraph,
+        wall: &RecordedGraph,
+        polling: HashSet<u32>,
+    ) -> Result<Self, ReplayError> {
+        let (g, gw) = (&cpu.graph, &wall.graph);
+        if g.vertex_count() != gw.vertex_count() || g.arcs.len() != gw.arcs.len() {
+            return Err(ReplayError::GraphsDiffer(0));
+        }
+        for (i, (a, b)) in g.arcs.iter().zip(&gw.arcs).enumerate() {
+            if (a.from, a.to, a.kind) != (b.from, b.to, b.kind) {
+                return Err(ReplayError::GraphsDiffer(i));
+            }
+        }
+        let n = g.vertex_count();
+        if n <= 2 {
+            return Err(ReplayError::Empty);
+        }
+        let ts = |v: VertexId| g.vertices[v as usize].ts_ns;
+        let t0 = (1..n as VertexId - 1).map(ts).min().unwrap_or(0);
+        let mut steps = vec![Step::default(); n];
+        let mut chain_of: HashMap<u32, usize> = HashMap::new();
+        let (mut chains, mut chain_pid) = (Vec::new(), Vec::new());
+        for v in 1..n as VertexId - 1 {
+            let tid = g.vertices[v as usize].tid;
+            let c = *chain_of.entry(tid).or_insert_with(|| {
+                chains.push(Vec::new());
+                chain_pid.push(cpu.pid_of(tid));
+                chains.len() - 1
+            });
+            chains[c].push(v);
+            let s = &mut steps[v as usize];
+            let mut deps = Vec::new();
+            for &a in g.in_arcs(v) {
+                let arc = g.arc(a);
+                match arc.kind {
+                    ArcKind::Program => s.program = Some(a),
+                    ArcKind::Dependency => deps.push((a, arc.from)),
+                    ArcKind::Virtual => {}
+                }
+            }
+            let Some(p) = s.program else {
+                // A thread's first event: it starts when it started, or its creator's
+                // clone plus the measured creation time.
+                s.off = (ts(v) - t0) as f64;
+                s.deps = deps
+                    .into_iter()
+                    .map(|(arc, from)| Dep {
+                        arc,
+                        from,
+                        latency: ts(v).saturating_sub(ts(from)) as f64,
+                    })
+                    .collect();
+                continue;
+            };
+            let u = g.arc(p).from;
+            let elapsed = ts(v).saturating_sub(ts(u));
+            let work = g.arc(p).weight.min(elapsed);
+            let outside = gw.arc(p).weight.clamp(work, elapsed);
+            let blocked = elapsed - outside;
+            // The waiting thread arrived `blocked` before its event; a source that
+            // happened after that arrival is what it waited for.
+            let waited = deps
+                .iter()
+                .any(|&(_, from)| ts(v).saturating_sub(ts(from)) <= blocked);
+            s.work = work as f64;
+            // Time in a blocking call that no source explains passes as it did.
+            let unexplained = if waited { 0 } else { blocked };
+            s.off = (outside - work + unexplained) as f64;
+            s.deps = deps
+                .into_iter()
+                .map(|(arc, from)| Dep {
+                    arc,
+                    from,
+                    latency: ts(v).saturating_sub(ts(from)).min(blocked) as f64,
+                })
+                .collect();
+            s.spins = !s.deps.is_empty()
+                && is_mpi_or_pvm_exit(g.vertices[v as usize].label)
+                && polling.contains(&cpu.pid_of(g.vertices[v as usize].tid));
+        }
+        let ends = g.in_arcs(g.sink()).iter().map(|&a| g.arc(a).from).collect();
+        Ok(Replay {
+            g,
+            steps,
+            chains,
+            chain_pid,
+            ends,
+            t0,
+            polling,
+        })
+    }
+
+    /// Replaces the latency of every message with `cost` (remote when the placement puts
+    /// its two processes on different nodes).
+    pub fn set_network(
+        &mut self,
+        rg: &RecordedGraph,
+        placement: &Placement,
+        cost: MessageCost,
+    ) -> Result<(), ReplayError> {
+        for v in 1..self.g.vertex_count() - 1 {
+            let to_pid = rg.pid_of(self.g.vertices[v].tid);
+            for d in &mut self.steps[v].deps {
+                let Some(bytes) = rg.message_arcs.get(&(d.from, v as VertexId)) else {
+                    continue;
+                };
+                let from_pid = rg.pid_of(self.g.vertices[d.from as usize].tid);
+                let remote = placement.node_of(from_pid) != placement.node_of(to_pid);
+                let latency = cost(remote, bytes.unwrap_or(0)).ok_or(ReplayError::NoCost {
+                    scope: if remote { "remote" } else { "local" },
+                    from: from_pid,
+                    to: to_pid,
+                })?;
+                d.latency = latency as f64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the replay with `placement`.
+    pub fn run(&self, placement: &Placement) -> Prediction {
+        let sim = Simulation::new(self, placement).run();
+        let g = self.g;
+        let recorded = |v: VertexId| (g.vertices[v as usize].ts_ns - self.t0) as f64;
+        let max_shift_ns = (1..g.vertex_count() as VertexId - 1)
+            .map(|v| (sim.at[v as usize] - recorded(v)).abs())
+            .fold(0.0, f64::max);
+        let last = |at: &dyn Fn(VertexId) -> f64| {
+            self.ends
+                .iter()
+                .copied()
+                .max_by(|&a, &b| at(a).total_cmp(&at(b)))
+        };
+        let measured_ns = last(&recorded).map(recorded).unwrap_or(0.0) as u64;
+        let end = last(&|v| sim.at[v as usize]);
+        let predicted_ns = end.map(|v| sim.at[v as usize]).unwrap_or(0.0);
+        let path = end.map(|v| self.path(&sim, v)).unwrap_or_default();
+        Prediction {
+            measured_ns,
+            predicted_ns,
+            path,
+            max_shift_ns,
+        }
+    }
+
+    /// Walks back from `end` along the constraints that decided each event's time.
+    fn path(&self, sim: &Outcome, end: VertexId) -> Vec<PathPiece> {
+        let g = self.g;
+        let pid = |v: VertexId| self.chain_pid[sim.chain_of[v as usize]];
+        let mut pieces = Vec::new();
+        let mut v = end;
+        loop {
+            match sim.cause[v as usize] {
+                Cause::Start => break,
+                Cause::Dependency(a) => {
+                    let from = g.arc(a).from;
+                    pieces.push(PathPiece::Dependency {
+                        from_pid: pid(from),
+                        to_pid: pid(v),
+                        latency_ns: sim.at[v as usize] - sim.at[from as usize],
+                        message: is_mpi_or_pvm_exit(g.vertices[v as usize].label),
+                    });
+                    v = from;
+                }
+                Cause::Program(a) => {
+                    let u = g.arc(a).from;
+                    let s = &self.steps[v as usize];
+                    pieces.push(PathPiece::Thread {
+                        pid: pid(v),
+                        tid: g.vertices[v as usize].tid,
+                        context: g.arc(a).context,
+                        start_ns: sim.at[u as usize],
+                        end_ns: sim.at[v as usize],
+                        work_ns: s.work,
+                        running_ns: sim.running[v as usize],
+                        off_ns: s.off,
+                    });
+                    v = u;
+                }
+            }
+        }
+        pieces.reverse();
+        pieces
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    /// Before the thread's next event: CPU work left.
+    Work(f64),
+    /// Off CPU until this time.
+    Off(f64),
+    /// Waiting for the dependencies of the next event, since this time.
+    Wait,
+    Done,
+}
+
+struct Outcome {
+    /// Replayed time of every vertex (ns from the recording's first event).
+    at: Vec<f64>,
+    cause: Vec<Cause>,
+    /// Time each event's work took to run, CPU sharing included.
+    running: Vec<f64>,
+    chain_of: Vec<usize>,
+}
+
+struct Simulation<'r, 'g> {
+    r: &'r Replay<'g>,
+    /// CPU group of each chain (None: a CPU of its own).
+    group: Vec<Option<GroupId>>,
+    capacity: Vec<f64>,
+    /// Index in its chain of each chain's next event.
+    next: Vec<usize>,
+    phase: Vec<Phase>,
+    /// When the current phase began (for the Work phase: when the work began).
+    since: Vec<f64>,
+    passed: Vec<bool>,
+    out: Outcome,
+}
+
+impl<'r, 'g> Simulation<'r, 'g> {
+    fn new(r: &'r Replay<'g>, placement: &Placement) -> Self {
+        let n = r.g.vertex_count();
+        let mut chain_of = vec![usize::MAX; n];
+        for (c, chain) in r.chains.iter().enumerate() {
+            for &v in chain {
+                chain_of[v as usize] = c;
+            }
+        }
+        let chains = r.chains.len();
+        let mut s = Simulation {
+            r,
+            group: r
+                .chain_pid
+                .iter()
+                .map(|p| placement.of_pid.get(p).copied())
+                .collect(),
+            capacity: (0..placement.groups.len())
+                .map(|g| placement.capacity(g))
+                .collect(),
+            next: vec![0; chains],
+            phase: vec![Phase::Done; chains],
+            since: vec![0.0; chains],
+            passed: vec![false; n],
+            out: Outcome {
+                at: vec![0.0; n],
+                cause: vec![Cause::Start; n],
+                running: vec![0.0; n],
+                chain_of,
+            },
+        };
+        for c in 0..chains {
+            s.begin(c, 0.0);
+        }
+        s
+    }
+
+    /// Chain `c` heads for its next event at time `t`.
+    fn begin(&mut self, c: usize, t: f64) {
+        let Some(&v) = self.r.chains[c].get(self.next[c]) else {
+            self.phase[c] = Phase::Done;
+            return;
+        };
+        let s = &self.r.steps[v as usize];
+        self.since[c] = t;
+        self.phase[c] = if s.work > 0.0 {
+            Phase::Work(s.work)
+        } else if s.off > 0.0 {
+            Phase::Off(t + s.off)
+        } else {
+            Phase::Wait
+        };
+    }
+
+    fn head(&self, c: usize) -> VertexId {
+        self.r.chains[c][self.next[c]]
+    }
+
+    fn runnable(&self, c: usize) -> bool {
+        match self.phase[c] {
+            Phase::Work(_) => true,
+            Phase::Wait => self.r.steps[self.head(c) as usize].spins,
+            _ => false,
+        }
+    }
+
+    /// When the dependencies of chain `c`'s next event are met, if all sources happened.
+    fn ready_at(&self, c: usize) -> Option<(f64, Option<ArcId>)> {
+        let mut best: (f64, Option<ArcId>) = (f64::NEG_INFINITY, None);
+        for d in &self.r.steps[self.head(c) as usize].deps {
+            if !self.passed[d.from as usize] {
+                return None;
+            }
+            let t = self.out.at[d.from as usize] + d.latency;
+            if t > best.0 {
+                best = (t, Some(d.arc));
+            }
+        }
+        Some(best)
+    }
+
+    fn run(mut self) -> Outcome {
+        let chains = self.r.chains.len();
+        let mut t = 0.0f64;
+        let mut rate = vec![1.0f64; chains];
+        let mut load = vec![0usize; self.capacity.len()];
+        loop {
+            load.iter_mut().for_each(|l| *l = 0);
+            for c in 0..chains {
+                if let (Some(g), true) = (self.group[c], self.runnable(c)) {
+                    load[g] += 1;
+                }
+            }
+            for c in 0..chains {
+                rate[c] = match self.group[c] {
+                    Some(g) if load[g] > 0 => (self.capacity[g] / load[g] as f64).min(1.0),
+                    _ => 1.0,
+                };
+            }
+            // The next moment a phase ends.
+            let mut next = f64::INFINITY;
+            let mut live = false;
+            for c in 0..chains {
+                let end = match self.phase[c] {
+                    Phase::Work(left) => t + left / rate[c],
+                    Phase::Off(until) => until,
+                    Phase::Wait => self.ready_at(c).map_or(f64::INFINITY, |(r, _)| r.max(t)),
+                    Phase::Done => continue,
+                };
+                live = true;
+                next = next.min(end);
+            }
+            if !live {
+                break;
+            }
+            assert!(
+                next.is_finite(),
+                "replay stalled: a dependency is never met"
+            );
+            let dt = next - t;
+            t = next;
+            for c in 0..chains {
+                if let Phase::Work(left) = &mut self.phase[c] {
+                    *left -= dt * rate[c];
+                }
+            }
+            for c in 0..chains {
+                self.settle(c, t);
+            }
+        }
+        self.out
+    }
+
+    /// Moves chain `c` through every phase that has ended by time `t`.
+    fn settle(&mut self, c: usize, t: f64) {
+        // Work left below a picosecond is rounding.
+        const EPS: f64 = 1e-3;
+        loop {
+            let v = match self.phase[c] {
+                Phase::Done => return,
+                _ => self.head(c),
+            };
+            let s = &self.r.steps[v as usize];
+            match self.phase[c] {
+                Phase::Work(left) if left <= EPS => {
+                    self.out.running[v as usize] = t - self.since[c];
+                    self.phase[c] = if s.off > 0.0 {
+                        Phase::Off(t + s.off)
+                    } else {
+                        Phase::Wait
+                    };
+                }
+                Phase::Off(until) if until <= t => self.phase[c] = Phase::Wait,
+                Phase::Wait => {
+                    let Some((ready, arc)) = self.ready_at(c) else {
+                        return;
+                    };
+                    if ready > t {
+                        return;
+                    }
+                    let v = v as usize;
+                    self.out.at[v] = t;
+                    self.out.cause[v] = match (arc, s.program) {
+                        // A dependency decided the time when the thread had arrived earlier.
+                        (Some(a), _) if ready >= self.arrival(c, t) => Cause::Dependency(a),
+                        (_, Some(p)) => Cause::Program(p),
+                        (Some(a), None) => Cause::Dependency(a),
+                        (None, None) => Cause::Start,
+                    };
+                    self.passed[v] = true;
+                    self.next[c] += 1;
+                    self.begin(c, t);
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// When chain `c` finished its work and time off before its next event (at most `t`).
+    fn arrival(&self, c: usize, t: f64) -> f64 {
+        let v = self.head(c) as usize;
+        let s = &self.r.steps[v];
+        if s.program.is_none() {
+            return s.off;
+        }
+        let prev = self.r.chains[c][self.next[c] - 1] as usize;
+        (self.out.at[prev] + self.out.running[v] + s.off).min(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::workclock::ClockKind;
+    use crate::graph::recorded::RecordedGraph;
+    use crate::predict::placement::PlacementSpec;
+    use crate::recording::Item;
+    use crate::synth::SyntheticRun;
+    use tracer_common::call;
+
+    const MS: u64 = 1_000_000;
+
+    /// Ranks with clocks of their own: work takes wall time, a receive returns no
+    /// earlier than the message's send.
+    struct Timed {
+        s: SyntheticRun,
+        clock: Vec<u64>,
+    }
+
+    impl Timed {
+        /// Ranks that all start (with a first record) at the same time.
+        fn new(ranks: usize) -> Self {
+            let mut t = Timed {
+                s: SyntheticRun::new(ranks, &[]),
+                clock: vec![1_000_000; ranks],
+            };
+            (0..ranks).for_each(|r| t.work(r, 0));
+            t
+        }
+
+        fn on(&mut self, r: usize, f: impl FnOnce(&mut SyntheticRun)) {
+            self.s.ts = self.clock[r];
+            f(&mut self.s);
+            self.clock[r] = self.s.ts;
+        }
+
+        fn work(&mut self, r: usize, ns: u64) {
+            self.clock[r] += ns;
+            self.on(r, |s| s.compute(r, ns, None));
+        }
+
+        /// Sends to `dst`; returns the send's time.
+        fn send(&mut self, r: usize, dst: usize) -> u64 {
+            self.on(r, |s| s.send(r, dst, 7));
+            self.clock[r]
+        }
+
+        fn recv_enter(&mut self, r: usize, src: usize) {
+            self.on(r, |s| s.call(r, call::MPI_RECV, src as i32, 7, false));
+        }
+
+        fn recv_exit(&mut self, r: usize, src: usize, sent: u64) {
+            self.clock[r] = self.clock[r].max(sent);
+            self.on(r, |s| s.call(r, call::MPI_RECV, src as i32, 7, true));
+        }
+
+        fn graphs(self) -> (RecordedGraph, RecordedGraph) {
+            let mut items = self.s.items;
+            let ts = |i: &Item| match i {
+                Item::Record(r) => r.header().ts_ns,
+                _ => 0,
+            };
+            items.sort_by_key(ts);
+            (
+                RecordedGraph::from_items(&items, ClockKind::Cpu),
+                RecordedGraph::from_items(&items, ClockKind::Wall),
+            )
+        }
+    }
+
+    fn predict(t: Timed, spec: Option<&str>, polling: &[u32]) -> Prediction {
+        let (cpu, wall) = t.graphs();
+        let replay = Replay::new(&cpu, &wall, polling.iter().copied().collect()).unwrap();
+        let placement = match spec {
+            Some(s) => {
+                let spec: PlacementSpec = s.parse().unwrap();
+                let program: Vec<(u32, Option<i32>)> = cpu
+                    .participants
+                    .iter()
+                    .map(|&p| (p, cpu.processes[&p].rank))
+                    .collect();
+                Placement::bind(&spec, &program).unwrap()
+            }
+            None => Placement::unconstrained(),
+        };
+        replay.run(&placement)
+    }
+
+    fn near(a: f64, b: f64) {
+        assert!((a - b).abs() < 20_000.0, "{a} is not {b} within 20 us");
+    }
+
+    /// Rank 0 works 100 ms and sends to rank 1, which works 100 ms meanwhile, receives
+    /// and works 50 ms more.
+    fn overlapped() -> Timed {
+        let mut t = Timed::new(2);
+        t.work(0, 100 * MS);
+        t.work(1, 100 * MS);
+        let sent = t.send(0, 1);
+        t.recv_enter(1, 0);
+        t.recv_exit(1, 0, sent);
+        t.work(1, 50 * MS);
+        t
+    }
+
+    /// Rank 1 waits in a receive while rank 0 works 100 ms; then rank 1 works 100 ms.
+    fn handoff() -> Timed {
+        let mut t = Timed::new(2);
+        t.recv_enter(1, 0);
+        t.work(0, 100 * MS);
+        let sent = t.send(0, 1);
+        t.recv_exit(1, 0, sent + 30_000);
+        t.work(1, 100 * MS);
+        t
+    }
+
+    #[test]
+    fn an_unchanged_replay_reproduces_the_recording() {
+        for t in [overlapped(), handoff()] {
+            let p = predict(t, None, &[]);
+            assert!(p.max_shift_ns < 1.0, "shift {}", p.max_shift_ns);
+            assert_eq!(p.predicted_ns.round() as u64, p.measured_ns);
+        }
+        // Each rank on a CPU of its own is no change either.
+        let p = predict(overlapped(), Some("0@0;1@1"), &[100, 101]);
+        assert!(p.max_shift_ns < 1.0);
+    }
+
+    #[test]
+    fn ranks_on_one_cpu_share_it() {
+        let p = predict(overlapped(), None, &[]);
+        near(p.measured_ns as f64, 150.0 * MS as f64);
+        // Both work at half speed until both are done, then rank 1 alone.
+        let p = predict(overlapped(), Some("*@0"), &[]);
+        near(p.predicted_ns, 250.0 * MS as f64);
+        // 150 ms of work on the path (whichever rank it runs through first) took 250 ms
+        // to run.
+        let (work, running) = p.path.iter().fold((0.0, 0.0), |(w, r), x| match x {
+            PathPiece::Thread {
+                work_ns,
+                running_ns,
+                ..
+            } => (w + work_ns, r + running_ns),
+            _ => (w, r),
+        });
+        near(work, 150.0 * MS as f64);
+        near(running, 250.0 * MS as f64);
+        // Two CPUs for the two ranks: no change.
+        let p = predict(overlapped(), Some("*@0-1"), &[]);
+        near(p.predicted_ns, p.measured_ns as f64);
+    }
+
+    #[test]
+    fn a_polling_receiver_takes_its_share_of_the_cpu() {
+        // Blocked receivers leave the CPU to the sender: no slower on one CPU.
+        let p = predict(handoff(), Some("*@0"), &[]);
+        near(p.predicted_ns, p.measured_ns as f64);
+        // A polling receiver halves the sender's speed while it waits.
+        let p = predict(handoff(), Some("*@0"), &[100, 101]);
+        near(p.predicted_ns, p.measured_ns as f64 + 100.0 * MS as f64);
+        // The path runs through rank 0's work, then the message, then rank 1.
+        let pids: Vec<u32> = p
+            .path
+            .iter()
+            .filter_map(|x| match x {
+                PathPiece::Thread {
+                    pid, running_ns, ..
+                } if *running_ns > 0.0 => Some(*pid),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pids.first(), Some(&100));
+        assert_eq!(pids.last(), Some(&101));
+        assert!(p.path.iter().any(|x| matches!(
+            x,
+            PathPiece::Dependency {
+                from_pid: 100,
+                to_pid: 101,
+                message: true,
+                ..
+            }
+        )));
+    }
+
+    #[test]
+    fn a_network_table_replaces_message_latency() {
+        let (cpu, wall) = handoff().graphs();
+        let mut replay = Replay::new(&cpu, &wall, HashSet::new()).unwrap();
+        let placement = Placement::unconstrained();
+        let before = replay.run(&placement);
+        let cost = |remote: bool, bytes: u64| {
+            assert!(!remote);
+            assert_eq!(bytes, crate::synth::MESSAGE_BYTES as u64);
+            Some(5 * MS)
+        };
+        replay.set_network(&cpu, &placement, &cost).unwrap();
+        let after = replay.run(&placement);
+        // The recorded latency (30 us plus the exit's 1 us) becomes 5 ms.
+        near(
+            after.predicted_ns - before.predicted_ns,
+            5.0 * MS as f64 - 31_000.0,
+        );
+        // Moving a rank to another node needs remote costs.
+        let spec: PlacementSpec = "0@a:0;1@b:0".parse().unwrap();
+        let far = Placement::bind(&spec, &[(100, Some(0)), (101, Some(1))]).unwrap();
+        let local_only = |remote: bool, _| (!remote).then_some(MS);
+        assert!(matches!(
+            replay.set_network(&cpu, &far, &local_only),
+            Err(ReplayError::NoCost {
+                scope: "remote",
+                ..
+            })
+        ));
+    }
+}
