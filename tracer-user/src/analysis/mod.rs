@@ -23,7 +23,7 @@ use crate::recording::{FunctionProbe, Item};
 use crate::records::Record;
 use engine::{CriticalPathEngine, PathState, ProcId};
 use matcher::{Directory, MessageMatcher};
-pub use model::PathModel;
+pub use model::{Milestone, PathModel};
 use sync::{futex_wakes, SyncTracker};
 use workclock::{ClockKind, WorkClock};
 
@@ -218,7 +218,13 @@ impl<M: PathModel> Analyzer<M> {
             }
             // A new thread's first wakeup (its creation is the fork record); a switch-in
             // may not know its process yet.
-            Record::WakeupNew(_) | Record::SwitchIn(_) => return,
+            Record::WakeupNew(_) => return,
+            Record::SwitchIn(_) => {
+                if let Some(t) = self.threads.get_mut(&h.tid) {
+                    t.clock.switched_in(h.ts_ns);
+                }
+                return;
+            }
             _ => {}
         }
         let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
@@ -296,6 +302,7 @@ impl<M: PathModel> Analyzer<M> {
                 }
             }
             Record::Wakeup(w) => self.futex_wakeup(h.tid, w.wakee_tid),
+            Record::SwitchOut(s) => self.thread(&h).clock.switched_out(h.ts_ns, s.prev_state),
             Record::Fork(f) => {
                 let creator = self.engine.snapshot(h.tid);
                 self.sync.clone_thread(h.tgid, f.child_tid, creator);
@@ -362,6 +369,9 @@ impl<M: PathModel> Analyzer<M> {
         // Every MPI/PVM call is communication, and a pthread call (`--locks`) waits: its
         // time is not work on the path.
         t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+        if id == call::MPI_FINALIZE {
+            self.engine.milestone(h.tid, Milestone::Finalizing);
+        }
         if let Some(role) = thread_call_role(id) {
             self.lock_call_enter(role, e);
             return;
@@ -430,6 +440,9 @@ impl<M: PathModel> Analyzer<M> {
         }
         if calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
             self.matcher.directory.setup_call(pid, &open.entry, x);
+            if matches!(id, call::MPI_INIT | call::MPI_INIT_THREAD) {
+                self.engine.milestone(h.tid, Milestone::Initialized);
+            }
         }
         // Bytes received (from the status), else the bytes the call was given.
         let bytes = [x.bytes, open.entry.bytes]

@@ -8,6 +8,15 @@ use tracer_common::EventHeader;
 
 use super::engine::ProcId;
 
+/// Where a process's parallel section begins and ends (MPI_Init returns, MPI_Finalize is
+/// called): the span the what-if predictions compare, without launch and setup time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Milestone {
+    Initialized,
+    Finalizing,
+}
+
 pub trait PathModel {
     /// What a dependency's source leaves for its target (a path state, or a vertex).
     type Mark: Clone;
@@ -28,6 +37,8 @@ pub trait PathModel {
         let _ = bytes;
         self.merge(tid, incoming);
     }
+    /// The thread's current event is a milestone.
+    fn milestone(&mut self, _tid: u32, _m: Milestone) {}
     /// The thread ended; `participant` says whether its process may end the path.
     fn end_thread(&mut self, tid: u32, participant: bool);
     /// Live threads held (for the memory-bound tests).

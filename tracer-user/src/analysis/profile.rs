@@ -124,10 +124,7 @@ impl Profile {
         procedures.sort_by(|x, y| y.cp_ns.cmp(&x.cp_ns).then(x.name.cmp(&y.name)));
         Profile {
             schema_version: SCHEMA_VERSION,
-            clock: match clock {
-                ClockKind::Cpu => "cpu".into(),
-                ClockKind::Wall => "wall".into(),
-            },
+            clock: clock.name().into(),
             critical_path: CriticalPath {
                 length_ns: length,
                 ends_in_pid: pid,

@@ -10,6 +10,28 @@ pub enum ClockKind {
     Cpu,
     /// Elapsed time; runnable-but-not-running time then counts as work.
     Wall,
+    /// Elapsed time minus time runnable but not running: on CPU or asleep. (The what-if
+    /// replay tells sleep, which any placement keeps, from CPU contention, which it
+    /// recomputes.)
+    Awake,
+}
+
+impl ClockKind {
+    /// The clock's name in reports (as `--clock` spells it).
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockKind::Cpu => "cpu",
+            ClockKind::Wall => "wall",
+            ClockKind::Awake => "awake",
+        }
+    }
+}
+
+/// `prev_state` of a switch-out: the kernel reports 0 (TASK_RUNNING) for a task that
+/// gave up the CPU while runnable, and TASK_REPORT_MAX (0x100 on current kernels) for a
+/// preempted one; the sleeping and stopped states are the bits below 0x100.
+pub fn still_runnable(prev_state: i64) -> bool {
+    prev_state & 0xff == 0
 }
 
 #[derive(Clone, Debug, Default)]
@@ -23,6 +45,9 @@ pub struct WorkClock {
     block_start: u64,
     /// Largest work value handed out (the clock never runs backwards).
     last: u64,
+    /// Time runnable but not running so far, and since when the thread is (if it is).
+    runnable: u64,
+    preempted_at: Option<u64>,
 }
 
 impl WorkClock {
@@ -37,6 +62,24 @@ impl WorkClock {
         match self.kind {
             ClockKind::Cpu => cpu_ns,
             ClockKind::Wall => ts_ns,
+            ClockKind::Awake => {
+                let waiting = self.preempted_at.map_or(0, |p| ts_ns.saturating_sub(p));
+                ts_ns.saturating_sub(self.runnable + waiting)
+            }
+        }
+    }
+
+    /// The thread left its CPU with state `prev_state`.
+    pub fn switched_out(&mut self, ts_ns: u64, prev_state: i64) {
+        if still_runnable(prev_state) {
+            self.preempted_at = Some(ts_ns);
+        }
+    }
+
+    /// The thread got a CPU again.
+    pub fn switched_in(&mut self, ts_ns: u64) {
+        if let Some(p) = self.preempted_at.take() {
+            self.runnable += ts_ns.saturating_sub(p);
         }
     }
 
@@ -88,5 +131,12 @@ mod tests {
         assert_eq!(c.work(0, 230), 130);
         let mut w = WorkClock::new(ClockKind::Wall);
         assert_eq!(w.work(1000, 5), 1000);
+        // Preempted from 1100 to 1400, asleep from 1500 to 1900.
+        let mut a = WorkClock::new(ClockKind::Awake);
+        a.switched_out(1100, 0x100);
+        a.switched_in(1400);
+        a.switched_out(1500, 1);
+        a.switched_in(1900);
+        assert_eq!(a.work(2000, 5), 2000 - 300);
     }
 }

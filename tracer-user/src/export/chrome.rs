@@ -244,7 +244,7 @@ impl ChromeExport {
         self.write_names(&mut out, &summary.finish(0), &timeline.seen, &mut stats)?;
         let other = json!({
             "generator": concat!("tracer ", env!("CARGO_PKG_VERSION")),
-            "clock": clock_name(self.clock),
+            "clock": ClockKind::name(self.clock),
             "critical_path_ns": self.critical_length_ns,
             "time_zero_monotonic_ns": self.base_ns,
         });
@@ -269,7 +269,7 @@ impl ChromeExport {
             p,
             json!({ "sort_index": -1 }),
         ))?;
-        let thread = format!("critical path ({} clock)", clock_name(self.clock));
+        let thread = format!("critical path ({} clock)", ClockKind::name(self.clock));
         out.event(&Event::meta("thread_name", p, p, json!({ "name": thread })))?;
         for s in &self.critical {
             let args = json!({
@@ -343,12 +343,6 @@ impl ChromeExport {
     }
 }
 
-fn clock_name(c: ClockKind) -> &'static str {
-    match c {
-        ClockKind::Cpu => "cpu",
-        ClockKind::Wall => "wall",
-    }
-}
 
 /// Microseconds from `base_ns` to `ts_ns` (negative for a record older than the base).
 fn us(ts_ns: u64, base_ns: u64) -> f64 {

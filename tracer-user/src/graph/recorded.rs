@@ -10,7 +10,7 @@ use tracer_common::EventHeader;
 use super::{ArcKind, ContextId, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::workclock::ClockKind;
-use crate::analysis::{PathModel, Pipeline};
+use crate::analysis::{Milestone, PathModel, Pipeline};
 use crate::recording::{Item, RecordingError, RecordingReader};
 
 /// Which operation made a thread's latest vertex, at which record.
@@ -46,6 +46,7 @@ pub struct GraphModel {
     serial: u64,
     /// Dependency arcs that are messages or collectives, with their bytes when known.
     message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
+    milestones: Vec<(VertexId, Milestone)>,
 }
 
 impl Default for GraphModel {
@@ -67,6 +68,7 @@ impl GraphModel {
             at: EventHeader::default(),
             serial: 0,
             message_arcs: HashMap::new(),
+            milestones: Vec::new(),
         }
     }
 
@@ -99,6 +101,11 @@ impl GraphModel {
     /// when known.
     pub fn message_arcs(&self) -> &HashMap<(VertexId, VertexId), Option<u64>> {
         &self.message_arcs
+    }
+
+    /// Vertices where a process's parallel section begins or ends.
+    pub fn milestones(&self) -> &[(VertexId, Milestone)] {
+        &self.milestones
     }
 
     pub fn finish(mut self, only_participants: bool, counts: &dyn Fn(u32) -> bool) -> Graph {
@@ -216,6 +223,11 @@ impl PathModel for GraphModel {
         }
     }
 
+    fn milestone(&mut self, tid: u32, m: Milestone) {
+        let v = self.cut(tid, Made::Cut);
+        self.milestones.push((v, m));
+    }
+
     fn end_thread(&mut self, tid: u32, participant: bool) {
         if !self.threads.contains_key(&tid) {
             return;
@@ -253,6 +265,9 @@ pub struct RecordedGraph {
     /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
     /// when known (what a network cost table applies to).
     pub message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
+    /// Vertices where a process's parallel section begins (MPI_Init returns) or ends
+    /// (MPI_Finalize is called).
+    pub milestones: Vec<(VertexId, Milestone)>,
     pub events: u64,
     pub lost: u64,
     pub first_ts: u64,
@@ -335,6 +350,7 @@ impl RecordedGraphBuilder {
         let procedures = a.procedures.names.clone();
         let (events, first_ts, last_ts) = (a.events, a.first_ts.unwrap_or(0), a.last_ts);
         let message_arcs = a.engine.message_arcs().clone();
+        let milestones = a.engine.milestones().to_vec();
         let mut participants: Vec<u32> = a.participants().iter().copied().collect();
         participants.sort_unstable();
         let graph = a.engine.finish(only, &|tid| counted.contains(&tid));
@@ -347,6 +363,7 @@ impl RecordedGraphBuilder {
             participants,
             messages,
             message_arcs,
+            milestones,
             events,
             lost,
             first_ts,

@@ -17,7 +17,6 @@ use super::whatif::{Scale, ScaledWeights};
 use super::ArcKind;
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::profile::{messages_line, CriticalPath};
-use crate::analysis::workclock::ClockKind;
 use crate::metrics::Metrics;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -288,10 +287,7 @@ impl Report {
         let mut report = Report {
             schema_version: SCHEMA_VERSION,
             diagnosis: Vec::new(),
-            clock: match rg.clock {
-                ClockKind::Cpu => "cpu".into(),
-                ClockKind::Wall => "wall".into(),
-            },
+            clock: rg.clock.name().into(),
             critical_path: PathHeader {
                 path: CriticalPath {
                     length_ns: length,

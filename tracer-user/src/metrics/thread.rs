@@ -126,12 +126,7 @@ enum Sched {
     Runnable(u64),
 }
 
-/// `prev_state` of a switch-out: the kernel reports 0 (TASK_RUNNING) for a task that
-/// gave up the CPU while runnable, and TASK_REPORT_MAX (0x100 on current kernels) for a
-/// preempted one; the sleeping and stopped states are the bits below 0x100.
-pub fn still_runnable(prev_state: i64) -> bool {
-    prev_state & 0xff == 0
-}
+pub use crate::analysis::workclock::still_runnable;
 
 /// Per-thread accounting, fed the thread's own records in timestamp order.
 #[derive(Clone, Debug)]

@@ -11,8 +11,8 @@ use std::path::Path;
 use serde::Serialize;
 use tracer_common::call;
 
-use crate::analysis::workclock::ClockKind;
-use crate::calls::split_call_field;
+use crate::analysis::workclock::{still_runnable, ClockKind};
+use crate::calls::{self, split_call_field, Role};
 use crate::graph::path::OUTSIDE;
 use crate::graph::recorded::RecordedGraph;
 use crate::recording::{Item, RecordingError, RecordingReader};
@@ -23,20 +23,30 @@ use replay::{PathPiece, Prediction};
 /// inside MPI/PVM calls.
 const POLLING_SHARE: f64 = 0.5;
 
-/// What a replay needs from a recording: its graph with both work clocks, and which
-/// processes poll inside blocking calls.
+/// What a replay needs from a recording: its graph with three work clocks (CPU time,
+/// awake time, elapsed time; see [`replay`]), and which processes poll inside blocking
+/// calls.
 pub struct RecordedRun {
     pub cpu: RecordedGraph,
+    pub awake: RecordedGraph,
     pub wall: RecordedGraph,
     pub polling: HashSet<u32>,
 }
 
 impl RecordedRun {
     pub fn read(path: &Path) -> Result<Self, RecordingError> {
-        let cpu = RecordedGraph::read(&mut RecordingReader::open(path)?, ClockKind::Cpu)?;
-        let wall = RecordedGraph::read(&mut RecordingReader::open(path)?, ClockKind::Wall)?;
-        let polling = polling_processes(&mut RecordingReader::open(path)?)?;
-        Ok(RecordedRun { cpu, wall, polling })
+        let graph = |clock| RecordedGraph::read(&mut RecordingReader::open(path)?, clock);
+        Ok(RecordedRun {
+            cpu: graph(ClockKind::Cpu)?,
+            awake: graph(ClockKind::Awake)?,
+            wall: graph(ClockKind::Wall)?,
+            polling: polling_processes(&mut RecordingReader::open(path)?)?,
+        })
+    }
+
+    /// The replay of this run.
+    pub fn replay(&self) -> Result<replay::Replay<'_>, replay::ReplayError> {
+        replay::Replay::new(&self.cpu, &self.awake, &self.wall, self.polling.clone())
     }
 
     /// The processes a placement's `*` and ranks refer to: the program's, with ranks.
@@ -49,39 +59,67 @@ impl RecordedRun {
     }
 }
 
-/// Processes that stay on CPU inside their MPI/PVM calls (busy-polling).
+/// Processes that stay on CPU inside their MPI/PVM calls (busy-polling): on CPU for at
+/// least [`POLLING_SHARE`] of the time they are awake inside them (time runnable but
+/// preempted by other work on the machine does not count either way).
 pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, RecordingError> {
-    // Per thread: depth of MPI/PVM calls and the outermost entry's (ts, cpu).
-    let mut open: HashMap<u32, (u32, u64, u64)> = HashMap::new();
-    // Per process: (wall, cpu) inside outermost calls.
+    #[derive(Default)]
+    struct Thread {
+        /// Depth of MPI/PVM calls, and the outermost entry's (ts, cpu).
+        depth: u32,
+        entry: (u64, u64),
+        /// Preempted since; runnable time inside the current outermost call.
+        preempted: Option<u64>,
+        runnable: u64,
+    }
+    let mut threads: HashMap<u32, Thread> = HashMap::new();
+    // Per process: (awake, cpu) inside outermost calls.
     let mut inside: HashMap<u32, (u64, u64)> = HashMap::new();
     while let Some(item) = reader.next_item()? {
         let Item::Record(r) = item else { continue };
-        let (Record::CallEnter(c) | Record::CallExit(c)) = &r else {
-            continue;
+        let h = *r.header();
+        let c = match &r {
+            Record::SwitchOut(s) => {
+                if let Some(t) = threads.get_mut(&h.tid) {
+                    t.preempted = still_runnable(s.prev_state).then_some(h.ts_ns);
+                }
+                continue;
+            }
+            Record::SwitchIn(_) => {
+                if let Some(t) = threads.get_mut(&h.tid) {
+                    if let (Some(p), true) = (t.preempted.take(), t.depth > 0) {
+                        t.runnable += h.ts_ns.saturating_sub(p);
+                    }
+                }
+                continue;
+            }
+            Record::CallEnter(c) | Record::CallExit(c) => c,
+            _ => continue,
         };
-        let h = c.header;
-        if split_call_field(h.call).0 >= call::PTHREAD_MUTEX_LOCK {
+        // Communication calls only: setup calls (MPI_Init waits for the launcher) and
+        // pthread calls say nothing about how the library waits for messages.
+        let id = split_call_field(c.header.call).0;
+        if id >= call::PTHREAD_MUTEX_LOCK || calls::spec(id).is_none_or(|s| s.role == Role::Setup) {
             continue;
         }
-        let e = open.entry(h.tid).or_insert((0, 0, 0));
+        let t = threads.entry(h.tid).or_default();
         if matches!(r, Record::CallEnter(_)) {
-            if e.0 == 0 {
-                (e.1, e.2) = (h.ts_ns, h.cpu_ns);
+            if t.depth == 0 {
+                (t.entry, t.runnable) = ((h.ts_ns, h.cpu_ns), 0);
             }
-            e.0 += 1;
-        } else if e.0 > 0 {
-            e.0 -= 1;
-            if e.0 == 0 {
-                let t = inside.entry(h.tgid).or_default();
-                t.0 += h.ts_ns.saturating_sub(e.1);
-                t.1 += h.cpu_ns.saturating_sub(e.2);
+            t.depth += 1;
+        } else if t.depth > 0 {
+            t.depth -= 1;
+            if t.depth == 0 {
+                let e = inside.entry(h.tgid).or_default();
+                e.0 += h.ts_ns.saturating_sub(t.entry.0).saturating_sub(t.runnable);
+                e.1 += h.cpu_ns.saturating_sub(t.entry.1);
             }
         }
     }
     Ok(inside
         .into_iter()
-        .filter(|&(_, (wall, cpu))| wall > 0 && cpu as f64 >= POLLING_SHARE * wall as f64)
+        .filter(|&(_, (awake, cpu))| awake > 0 && cpu as f64 >= POLLING_SHARE * awake as f64)
         .map(|(pid, _)| pid)
         .collect())
 }

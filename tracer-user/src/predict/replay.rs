@@ -3,9 +3,11 @@
 //!
 //! Every thread is a chain of its events. Between two events it has
 //! - `work`: CPU time outside blocking calls (the cpu work clock), which needs a CPU;
-//! - `off`: time off CPU outside blocking calls (sleeping, I/O) and, when nothing the
-//!   thread waited for explains it, the time inside a blocking call (MPI_Init, an
-//!   unmatched receive): it passes whatever the placement;
+//! - `off`: time asleep outside blocking calls (the awake clock minus the cpu clock:
+//!   sleep, I/O) and, when nothing the thread waited for explains it, the time inside a
+//!   blocking call (MPI_Init, an unmatched receive): it passes whatever the placement.
+//!   Time the thread was runnable but not running (the wall clock minus the awake clock)
+//!   is dropped: the replay works out CPU contention anew;
 //! - then, at an event that depends on others (a receive's completion, a collective's
 //!   exit, a wakeup), a wait until every source event has happened plus its latency.
 //!
@@ -26,6 +28,7 @@ use std::collections::{HashMap, HashSet};
 use tracer_common::{call, kind};
 
 use super::placement::{GroupId, Placement};
+use crate::analysis::Milestone;
 use crate::calls::split_call_field;
 use crate::graph::recorded::RecordedGraph;
 use crate::graph::{ArcId, ArcKind, ContextId, Graph, VertexId};
@@ -84,6 +87,10 @@ pub struct Replay<'g> {
     chain_pid: Vec<u32>,
     /// Vertices that may end the run.
     ends: Vec<VertexId>,
+    /// Where processes' parallel sections begin and end (MPI_Init returns, MPI_Finalize
+    /// is called).
+    initialized: Vec<VertexId>,
+    finalizing: Vec<VertexId>,
     t0: u64,
     /// Processes whose threads spin inside blocking calls.
     pub polling: HashSet<u32>,
@@ -122,14 +129,35 @@ pub enum PathPiece {
     },
 }
 
+/// The parallel section of a run: from `start` to the event `end` (at `end_at`); and
+/// the whole run's length, `total`.
+struct Span {
+    start: f64,
+    end: Option<VertexId>,
+    end_at: f64,
+    total: f64,
+}
+
+impl Span {
+    fn length(&self) -> f64 {
+        (self.end_at - self.start).max(0.0)
+    }
+}
+
 /// The outcome of a replay.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Prediction {
-    /// Recorded time from the first event to the last event that may end the run.
+    /// Recorded runtime of the parallel section: from the first MPI_Init return to the
+    /// last MPI_Finalize call (for programs without them, the whole run).
     pub measured_ns: u64,
     /// The same span in the replay.
     pub predicted_ns: f64,
-    /// The predicted critical path, from its first piece to its last.
+    /// Recorded time from the first event to the last event that may end the run
+    /// (launch and setup included).
+    pub measured_total_ns: u64,
+    pub predicted_total_ns: f64,
+    /// The predicted critical path of the parallel section, from its first piece to its
+    /// last.
     pub path: Vec<PathPiece>,
     /// Largest difference between a replayed event time and its recorded time (only
     /// meaningful for an unchanged replay, where it should be about 0).
@@ -142,20 +170,23 @@ fn is_mpi_or_pvm_exit(label: u32) -> bool {
 }
 
 impl<'g> Replay<'g> {
-    /// `cpu` and `wall` are the same recording's graph with the cpu and wall work clocks;
-    /// `polling` the processes that busy-poll inside blocking calls.
+    /// `cpu`, `awake` and `wall` are the same recording's graph with the cpu, awake and
+    /// wall work clocks; `polling` the processes that busy-poll inside blocking calls.
     pub fn new(
         cpu: &'g RecordedGraph,
+        awake: &RecordedGraph,
         wall: &RecordedGraph,
         polling: HashSet<u32>,
     ) -> Result<Self, ReplayError> {
-        let (g, gw) = (&cpu.graph, &wall.graph);
-        if g.vertex_count() != gw.vertex_count() || g.arcs.len() != gw.arcs.len() {
-            return Err(ReplayError::GraphsDiffer(0));
-        }
-        for (i, (a, b)) in g.arcs.iter().zip(&gw.arcs).enumerate() {
-            if (a.from, a.to, a.kind) != (b.from, b.to, b.kind) {
-                return Err(ReplayError::GraphsDiffer(i));
+        let (g, ga, gw) = (&cpu.graph, &awake.graph, &wall.graph);
+        for other in [ga, gw] {
+            if g.vertex_count() != other.vertex_count() || g.arcs.len() != other.arcs.len() {
+                return Err(ReplayError::GraphsDiffer(0));
+            }
+            for (i, (a, b)) in g.arcs.iter().zip(&other.arcs).enumerate() {
+                if (a.from, a.to, a.kind) != (b.from, b.to, b.kind) {
+                    return Err(ReplayError::GraphsDiffer(i));
+                }
             }
         }
         let n = g.vertex_count();
@@ -181,7 +212,12 @@ impl<'g> Replay<'g> {
                 let arc = g.arc(a);
                 match arc.kind {
                     ArcKind::Program => s.program = Some(a),
-                    ArcKind::Dependency => deps.push((a, arc.from)),
+                    // A collective's exit also depends on the thread's own entry, which
+                    // program order already implies.
+                    ArcKind::Dependency if g.vertices[arc.from as usize].tid != tid => {
+                        deps.push((a, arc.from))
+                    }
+                    ArcKind::Dependency => {}
                     ArcKind::Virtual => {}
                 }
             }
@@ -203,6 +239,7 @@ impl<'g> Replay<'g> {
             let elapsed = ts(v).saturating_sub(ts(u));
             let work = g.arc(p).weight.min(elapsed);
             let outside = gw.arc(p).weight.clamp(work, elapsed);
+            let awake = ga.arc(p).weight.clamp(work, outside);
             let blocked = elapsed - outside;
             // The waiting thread arrived `blocked` before its event; a source that
             // happened after that arrival is what it waited for.
@@ -212,7 +249,7 @@ impl<'g> Replay<'g> {
             s.work = work as f64;
             // Time in a blocking call that no source explains passes as it did.
             let unexplained = if waited { 0 } else { blocked };
-            s.off = (outside - work + unexplained) as f64;
+            s.off = (awake - work + unexplained) as f64;
             s.deps = deps
                 .into_iter()
                 .map(|(arc, from)| Dep {
@@ -226,12 +263,21 @@ impl<'g> Replay<'g> {
                 && polling.contains(&cpu.pid_of(g.vertices[v as usize].tid));
         }
         let ends = g.in_arcs(g.sink()).iter().map(|&a| g.arc(a).from).collect();
+        let milestones = |which| {
+            cpu.milestones
+                .iter()
+                .filter(|&&(_, m)| m == which)
+                .map(|&(v, _)| v)
+                .collect()
+        };
         Ok(Replay {
             g,
             steps,
             chains,
             chain_pid,
             ends,
+            initialized: milestones(Milestone::Initialized),
+            finalizing: milestones(Milestone::Finalizing),
             t0,
             polling,
         })
@@ -272,31 +318,51 @@ impl<'g> Replay<'g> {
         let max_shift_ns = (1..g.vertex_count() as VertexId - 1)
             .map(|v| (sim.at[v as usize] - recorded(v)).abs())
             .fold(0.0, f64::max);
-        let last = |at: &dyn Fn(VertexId) -> f64| {
-            self.ends
-                .iter()
-                .copied()
-                .max_by(|&a, &b| at(a).total_cmp(&at(b)))
-        };
-        let measured_ns = last(&recorded).map(recorded).unwrap_or(0.0) as u64;
-        let end = last(&|v| sim.at[v as usize]);
-        let predicted_ns = end.map(|v| sim.at[v as usize]).unwrap_or(0.0);
-        let path = end.map(|v| self.path(&sim, v)).unwrap_or_default();
+        let simulated = |v: VertexId| sim.at[v as usize];
+        let measured = self.span(&recorded);
+        let predicted = self.span(&simulated);
+        let path = predicted
+            .end
+            .map(|v| self.path(&sim, v, predicted.start))
+            .unwrap_or_default();
         Prediction {
-            measured_ns,
-            predicted_ns,
+            measured_ns: measured.length().round() as u64,
+            predicted_ns: predicted.length(),
+            measured_total_ns: measured.total.round() as u64,
+            predicted_total_ns: predicted.total,
             path,
             max_shift_ns,
         }
     }
 
-    /// Walks back from `end` along the constraints that decided each event's time.
-    fn path(&self, sim: &Outcome, end: VertexId) -> Vec<PathPiece> {
+    /// The parallel section's span with event times `at`: from the first MPI_Init return
+    /// to the last MPI_Finalize call (without them, the whole run).
+    fn span(&self, at: &dyn Fn(VertexId) -> f64) -> Span {
+        let latest = |vs: &[VertexId]| vs.iter().copied().max_by(|&a, &b| at(a).total_cmp(&at(b)));
+        let last = latest(&self.ends);
+        let total = last.map(at).unwrap_or(0.0);
+        let end = latest(&self.finalizing).or(last);
+        let start = self
+            .initialized
+            .iter()
+            .map(|&v| at(v))
+            .fold(f64::INFINITY, f64::min);
+        Span {
+            start: if start.is_finite() { start } else { 0.0 },
+            end,
+            end_at: end.map(at).unwrap_or(0.0),
+            total,
+        }
+    }
+
+    /// Walks back from `end` along the constraints that decided each event's time, until
+    /// the time `start`.
+    fn path(&self, sim: &Outcome, end: VertexId, start: f64) -> Vec<PathPiece> {
         let g = self.g;
         let pid = |v: VertexId| self.chain_pid[sim.chain_of[v as usize]];
         let mut pieces = Vec::new();
         let mut v = end;
-        loop {
+        while sim.at[v as usize] > start {
             match sim.cause[v as usize] {
                 Cause::Start => break,
                 Cause::Dependency(a) => {
@@ -611,7 +677,7 @@ mod tests {
             self.on(r, |s| s.call(r, call::MPI_RECV, src as i32, 7, true));
         }
 
-        fn graphs(self) -> (RecordedGraph, RecordedGraph) {
+        fn graphs(self) -> (RecordedGraph, RecordedGraph, RecordedGraph) {
             let mut items = self.s.items;
             let ts = |i: &Item| match i {
                 Item::Record(r) => r.header().ts_ns,
@@ -620,14 +686,15 @@ mod tests {
             items.sort_by_key(ts);
             (
                 RecordedGraph::from_items(&items, ClockKind::Cpu),
+                RecordedGraph::from_items(&items, ClockKind::Awake),
                 RecordedGraph::from_items(&items, ClockKind::Wall),
             )
         }
     }
 
     fn predict(t: Timed, spec: Option<&str>, polling: &[u32]) -> Prediction {
-        let (cpu, wall) = t.graphs();
-        let replay = Replay::new(&cpu, &wall, polling.iter().copied().collect()).unwrap();
+        let (cpu, awake, wall) = t.graphs();
+        let replay = Replay::new(&cpu, &awake, &wall, polling.iter().copied().collect()).unwrap();
         let placement = match spec {
             Some(s) => {
                 let spec: PlacementSpec = s.parse().unwrap();
@@ -741,8 +808,8 @@ mod tests {
 
     #[test]
     fn a_network_table_replaces_message_latency() {
-        let (cpu, wall) = handoff().graphs();
-        let mut replay = Replay::new(&cpu, &wall, HashSet::new()).unwrap();
+        let (cpu, awake, wall) = handoff().graphs();
+        let mut replay = Replay::new(&cpu, &awake, &wall, HashSet::new()).unwrap();
         let placement = Placement::unconstrained();
         let before = replay.run(&placement);
         let cost = |remote: bool, bytes: u64| {

@@ -1,0 +1,186 @@
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use tracer_user::predict::network::{NetworkTable, Scope};
+use tracer_user::predict::placement::{Placement, PlacementSpec};
+use tracer_user::predict::{PathProfile, RecordedRun};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Polling {
+    /// From the recording: processes on CPU for at least half their time in MPI/PVM calls.
+    Auto,
+    /// Every process busy-polls while it waits.
+    Yes,
+    /// No process uses a CPU while it waits.
+    No,
+}
+
+#[derive(Args)]
+pub struct WhatifArgs {
+    /// A recording made with `tracer record -o`.
+    file: PathBuf,
+    /// Where processes run, e.g. `*@0` (all ranks share CPU 0), `*@0-1`, `0-1@0;2-3@1`,
+    /// `0-1@a:0;2-3@b:0` (two nodes), `each` (a CPU per process); see docs/whatif.md.
+    #[arg(long, value_name = "SPEC")]
+    placement: Option<String>,
+    /// Message costs from a table (CSV `scope,bytes,latency_ns`, as `tracer calibrate`
+    /// writes it) instead of the recorded latencies.
+    #[arg(long, value_name = "TABLE")]
+    network: Option<PathBuf>,
+    /// Whether waiting processes use their CPU (busy-polling MPI libraries do).
+    #[arg(long, value_enum, default_value = "auto")]
+    polling: Polling,
+    /// Print JSON (schema: docs/whatif.md) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Output {
+    schema: u32,
+    placement: Option<String>,
+    network: Option<String>,
+    /// Processes that use their CPU while they wait.
+    polling_pids: Vec<u32>,
+    /// The parallel section: first MPI_Init return to last MPI_Finalize call.
+    measured_ns: u64,
+    predicted_ns: u64,
+    change_percent: f64,
+    /// The whole run, launch and setup included.
+    measured_total_ns: u64,
+    predicted_total_ns: u64,
+    predicted_path: PathProfile,
+    /// The predicted critical path piece by piece (times in ns from the first event).
+    path: Vec<tracer_user::predict::replay::PathPiece>,
+}
+
+pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
+    let spec: Option<PlacementSpec> = a
+        .placement
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .context("--placement")?;
+    let table = a
+        .network
+        .as_deref()
+        .map(NetworkTable::load)
+        .transpose()
+        .context("--network")?;
+    let context = || format!("reading {}", a.file.display());
+    let mut run = RecordedRun::read(&a.file).with_context(context)?;
+    match a.polling {
+        Polling::Auto => {}
+        Polling::Yes => run.polling = run.cpu.participants.iter().copied().collect(),
+        Polling::No => run.polling.clear(),
+    }
+    let placement = match &spec {
+        Some(s) => Placement::bind(s, &run.program())?,
+        None => Placement::unconstrained(),
+    };
+    let mut replay = run
+        .replay()
+        .with_context(|| format!("replaying {}", a.file.display()))?;
+    if let Some(t) = &table {
+        let scope = |remote| if remote { Scope::Remote } else { Scope::Local };
+        replay.set_network(&run.cpu, &placement, &|remote, bytes| {
+            t.latency_ns(scope(remote), bytes)
+        })?;
+    }
+    let p = replay.run(&placement);
+    let mut polling_pids: Vec<u32> = run.polling.iter().copied().collect();
+    polling_pids.sort_unstable();
+    let out = Output {
+        schema: 1,
+        placement: a.placement.clone(),
+        network: a.network.as_ref().map(|p| p.display().to_string()),
+        polling_pids,
+        measured_ns: p.measured_ns,
+        predicted_ns: p.predicted_ns.round() as u64,
+        change_percent: 100.0 * (p.predicted_ns / p.measured_ns.max(1) as f64 - 1.0),
+        measured_total_ns: p.measured_total_ns,
+        predicted_total_ns: p.predicted_total_ns.round() as u64,
+        predicted_path: PathProfile::of(&p, &run.cpu),
+        path: p.path.clone(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", text(&out, &run));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ms(ns: f64) -> String {
+    format!("{:.1} ms", ns / 1e6)
+}
+
+fn text(o: &Output, run: &RecordedRun) -> String {
+    let mut s = String::new();
+    let what = match (&o.placement, &o.network) {
+        (Some(p), Some(n)) => format!("placement {p}, network {n}"),
+        (Some(p), None) => format!("placement {p}"),
+        (None, Some(n)) => format!("network {n}"),
+        (None, None) => "no change (a replay of the recording as it ran)".to_string(),
+    };
+    let _ = writeln!(s, "what if: {what}");
+    let polling = if o.polling_pids.is_empty() {
+        "none".to_string()
+    } else {
+        format!("{} of {}", o.polling_pids.len(), run.cpu.participants.len())
+    };
+    let _ = writeln!(s, "processes polling while they wait: {polling}");
+    let section = if run.cpu.milestones.is_empty() {
+        "first event to last"
+    } else {
+        "MPI_Init return to MPI_Finalize call"
+    };
+    let _ = writeln!(s, "runtime ({section}):");
+    let _ = writeln!(s, "  measured   {}", ms(o.measured_ns as f64));
+    let _ = writeln!(
+        s,
+        "  predicted  {} ({:+.1} %)",
+        ms(o.predicted_ns as f64),
+        o.change_percent
+    );
+    let _ = writeln!(
+        s,
+        "whole run, launch included: measured {}, predicted {}",
+        ms(o.measured_total_ns as f64),
+        ms(o.predicted_total_ns as f64)
+    );
+    let p = &o.predicted_path;
+    let _ = writeln!(s, "\npredicted critical path: {}", ms(p.length_ns));
+    let _ = writeln!(
+        s,
+        "  work        {} of CPU, {} to run ({} waiting for a shared CPU)",
+        ms(p.work_ns),
+        ms(p.running_ns),
+        ms(p.running_ns - p.work_ns)
+    );
+    let _ = writeln!(s, "  off CPU     {}", ms(p.off_ns));
+    let _ = writeln!(s, "  messages    {}", ms(p.message_ns));
+    let _ = writeln!(s, "  wakeups     {}", ms(p.wakeup_ns));
+    let _ = writeln!(s, "  by process:");
+    for r in p.processes.iter().take(8) {
+        let who = match r.rank {
+            Some(rank) => format!("rank {rank} (pid {})", r.pid),
+            None => format!("pid {}", r.pid),
+        };
+        let _ = writeln!(s, "    {:>10}  {who}  {}", ms(r.ns), r.command);
+    }
+    if p.procedures
+        .iter()
+        .any(|r| r.procedure != tracer_user::graph::path::OUTSIDE)
+    {
+        let _ = writeln!(s, "  by procedure (running time, inclusive):");
+        for r in p.procedures.iter().take(8) {
+            let _ = writeln!(s, "    {:>10}  {}", ms(r.ns), r.procedure);
+        }
+    }
+    s
+}
