@@ -11,6 +11,7 @@ use tracer_user::calls::split_call_field;
 use tracer_user::recording::{self, Item, RecordingMeta};
 use tracer_user::records::Record;
 
+pub mod netlab;
 pub mod profile;
 
 pub fn root() -> PathBuf {
@@ -42,7 +43,9 @@ pub fn program(name: &str) -> String {
 
 /// The tracer binary (`cargo xtask test` builds it before the tests).
 pub fn tracer() -> PathBuf {
-    let p = root().join("target/debug/tracer");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or(root().join("target"), |d| root().join(d));
+    let p = target.join("debug/tracer");
     assert!(
         p.exists(),
         "{} is missing: run `cargo build -p tracer-user` first",

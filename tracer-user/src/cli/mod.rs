@@ -1,6 +1,7 @@
 //! Command-line front end: one file per subcommand; errors become one line with context.
 
 mod analyze;
+mod calibrate;
 mod dump;
 mod export;
 mod functions;
@@ -8,6 +9,7 @@ mod metrics;
 mod record;
 mod report;
 mod summary;
+mod whatif;
 
 use std::process::ExitCode;
 
@@ -44,6 +46,12 @@ enum Command {
     /// List the procedures of a process or binary that `--func` can select, with size and
     /// source location; ranked by CPU time with `--profile`.
     Functions(functions::FunctionsArgs),
+    /// Measure a network cost table (message size -> one-way latency) for `tracer whatif
+    /// --network` with an MPI ping-pong run by the given launcher (docs/network-table.md).
+    Calibrate(calibrate::CalibrateArgs),
+    /// Predict the runtime and critical path under another placement of processes on
+    /// CPUs and/or another network, by replaying a recording (docs/whatif.md).
+    Whatif(whatif::WhatifArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -56,6 +64,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Summary(a) => summary::run(a),
         Command::Metrics(a) => metrics::run(a),
         Command::Functions(a) => functions::run(a),
+        Command::Calibrate(a) => calibrate::run(a),
+        Command::Whatif(a) => whatif::run(a),
     }
 }
 

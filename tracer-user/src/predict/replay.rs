@@ -515,7 +515,6 @@ impl<'r, 'g> Simulation<'r, 'g> {
     fn run(mut self) -> Outcome {
         let chains = self.r.chains.len();
         let mut t = 0.0f64;
-        let mut rate = vec![1.0f64; chains];
         let mut load = vec![0usize; self.capacity.len()];
         loop {
             load.iter_mut().for_each(|l| *l = 0);
@@ -524,18 +523,20 @@ impl<'r, 'g> Simulation<'r, 'g> {
                     load[g] += 1;
                 }
             }
-            for c in 0..chains {
-                rate[c] = match self.group[c] {
+            let rates: Vec<f64> = self
+                .group
+                .iter()
+                .map(|g| match *g {
                     Some(g) if load[g] > 0 => (self.capacity[g] / load[g] as f64).min(1.0),
                     _ => 1.0,
-                };
-            }
+                })
+                .collect();
             // The next moment a phase ends.
             let mut next = f64::INFINITY;
             let mut live = false;
-            for c in 0..chains {
-                let end = match self.phase[c] {
-                    Phase::Work(left) => t + left / rate[c],
+            for (c, (&phase, &rate)) in self.phase.iter().zip(&rates).enumerate() {
+                let end = match phase {
+                    Phase::Work(left) => t + left / rate,
                     Phase::Off(until) => until,
                     Phase::Wait => self.ready_at(c).map_or(f64::INFINITY, |(r, _)| r.max(t)),
                     Phase::Done => continue,
@@ -552,9 +553,9 @@ impl<'r, 'g> Simulation<'r, 'g> {
             );
             let dt = next - t;
             t = next;
-            for c in 0..chains {
-                if let Phase::Work(left) = &mut self.phase[c] {
-                    *left -= dt * rate[c];
+            for (phase, rate) in self.phase.iter_mut().zip(&rates) {
+                if let Phase::Work(left) = phase {
+                    *left -= dt * rate;
                 }
             }
             for c in 0..chains {
