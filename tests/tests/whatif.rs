@@ -1,0 +1,194 @@
+//! What-if predictions against real reruns (LBF): record a run with one placement of
+//! ranks on CPUs, predict another with `tracer whatif --placement`, run that placement
+//! for real (recorded the same way) and compare the parallel sections (first MPI_Init
+//! return to last MPI_Finalize call). Tolerance: 5 % of the real runtime.
+//!
+//! Ranks are pinned with `pin_rank.sh CPUS` (rank r on the r-th CPU of the list).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use tracer_tests::{program, tracer};
+
+/// A recording kept on disk until dropped.
+struct Recording {
+    dir: PathBuf,
+}
+
+impl Recording {
+    fn path(&self) -> PathBuf {
+        self.dir.join("rec.trace")
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `mpirun` of `prog` (Open MPI or MPICH build) with rank r on the r-th CPU of `cpus`.
+fn pinned(mpi: &str, cpus: &str, prog: &str, args: &[&str]) -> Vec<String> {
+    let np = cpus.split(',').count().to_string();
+    let mut v: Vec<String> = match mpi {
+        "openmpi" => [
+            "mpirun.openmpi",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            "-np",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        _ => vec![
+            "mpirun.mpich".into(),
+            "-bind-to".into(),
+            "none".into(),
+            "-np".into(),
+        ],
+    };
+    v.push(np);
+    v.push(program("pin_rank.sh"));
+    v.push(cpus.into());
+    v.push(program(&format!("{prog}.{mpi}")));
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+fn record(tag: &str, command: &[String]) -> Recording {
+    let dir = std::env::temp_dir().join(format!("tracer-whatif-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = Recording { dir };
+    let out = Command::new(tracer())
+        .args(["record", "-q", "-o"])
+        .arg(rec.path())
+        .arg("--")
+        .args(command)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tracer record: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    rec
+}
+
+fn whatif(file: &Path, args: &[&str]) -> Value {
+    let out = Command::new(tracer())
+        .arg("whatif")
+        .arg(file)
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tracer whatif {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn ns(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+/// Records `prog` with ranks on `recorded` CPUs, predicts `spec`, runs `real` CPUs for
+/// real; returns (predicted, real) parallel sections in ns after checking they agree.
+fn predict_and_rerun(
+    mpi: &str,
+    prog: &str,
+    args: &[&str],
+    recorded: &str,
+    spec: &str,
+    real: &str,
+) -> (f64, f64) {
+    let rec = record("recorded", &pinned(mpi, recorded, prog, args));
+    let prediction = whatif(&rec.path(), &["--placement", spec]);
+    let rerun = record("real", &pinned(mpi, real, prog, args));
+    let measured = whatif(&rerun.path(), &[]);
+    let (predicted, real_ns) = (
+        ns(&prediction, "predicted_ns"),
+        ns(&measured, "measured_ns"),
+    );
+    let error = (predicted - real_ns) / real_ns;
+    eprintln!(
+        "{prog}.{mpi}: recorded on cpus {recorded} ({:.1} ms), predicted {spec}: {:.1} ms, \
+         real on cpus {real}: {:.1} ms, error {:+.1} %",
+        ns(&prediction, "measured_ns") / 1e6,
+        predicted / 1e6,
+        real_ns / 1e6,
+        100.0 * error
+    );
+    assert!(
+        error.abs() <= 0.05,
+        "{prog}.{mpi}: predicted {spec} {predicted} ns, real run {real_ns} ns"
+    );
+    (predicted, real_ns)
+}
+
+const MS: f64 = 1e6;
+
+/// mpi_imbalance: 4 rounds of rank 0 working 250 ms and rank 1 150 ms, then an
+/// allreduce. On CPUs of their own: 4 x 250 = 1000 ms. On one CPU, Open MPI's polling
+/// rank 1 takes half the CPU while it waits: 4 x 500 = 2000 ms.
+const IMBALANCE: &[&str] = &["4", "250", "150"];
+
+#[test]
+fn two_ranks_moved_onto_one_cpu_openmpi() {
+    let (predicted, _) =
+        predict_and_rerun("openmpi", "mpi_imbalance", IMBALANCE, "0,1", "*@0", "0,0");
+    assert!(predicted > 1900.0 * MS, "polling ranks share the CPU");
+}
+
+#[test]
+fn two_ranks_spread_over_two_cpus_openmpi() {
+    let (predicted, _) =
+        predict_and_rerun("openmpi", "mpi_imbalance", IMBALANCE, "0,0", "each", "0,1");
+    assert!(predicted < 1100.0 * MS, "a CPU per rank");
+}
+
+#[test]
+fn two_ranks_moved_onto_one_cpu_mpich() {
+    predict_and_rerun("mpich", "mpi_imbalance", IMBALANCE, "0,1", "*@0", "0,0");
+}
+
+/// mpi_pipeline: 4 ranks, 6 items, rank 1 slow (150 ms per item), the others 60 ms.
+/// Recorded with ranks 0,1 and 2,3 sharing a CPU; predicted with 0,2 and 1,3 sharing.
+#[test]
+fn four_ranks_on_two_cpus_regrouped() {
+    predict_and_rerun(
+        "openmpi",
+        "mpi_pipeline",
+        &["6", "1", "150", "60"],
+        "0,0,1,1",
+        "0,2@0;1,3@1",
+        "0,1,0,1",
+    );
+}
+
+#[test]
+fn placement_errors_are_one_line() {
+    let rec = record(
+        "errors",
+        &pinned("openmpi", "0,1", "mpi_imbalance", &["1", "5", "5"]),
+    );
+    let file = rec.path();
+    let file = file.to_str().unwrap();
+    for (args, want) in [
+        (vec!["--placement", "7@0"], "no process with that rank"),
+        (vec!["--placement", "0-1"], "expected PROCS@CPUS"),
+        (vec!["--placement", "0@0;1@0-1"], "overlap"),
+    ] {
+        let mut all = vec!["whatif", file];
+        all.extend(args);
+        let (code, err) = tracer_tests::tracer_fails(&all);
+        assert_ne!(code, 0);
+        assert!(err.contains(want), "{all:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
