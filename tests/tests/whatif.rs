@@ -192,3 +192,60 @@ fn placement_errors_are_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 }
+
+/// NF: record two ranks exchanging 64 KiB messages over the unshaped two-namespace lab,
+/// measure the table of a 20 Mbit/s link with `tracer calibrate`, predict the run on
+/// that link as if the ranks were on two nodes, and run it for real on the shaped lab.
+/// Per round 2 x 20 ms of work and two messages of about 27 ms each on the slow link
+/// (about 0.05 ms on the fast one).
+#[test]
+fn network_table_predicts_a_slower_link() {
+    use tracer_tests::netlab::NetLab;
+    let args = ["12", "65536", "20", "20"];
+    let fast = NetLab::unshaped();
+    let rec = record("fast-link", &fast.openmpi(2, "mpi_exchange", &args));
+    drop(fast);
+
+    let slow = NetLab::shaped(20_000_000);
+    let table = rec.dir.join("slow.csv");
+    let out = Command::new(tracer())
+        .args(["calibrate", "--mpicc", "mpicc.openmpi", "--scope", "remote"])
+        .args(["--sizes", "0,1024,32768,65536,131072", "-o"])
+        .arg(&table)
+        .arg("--")
+        .args(slow.openmpi_launcher(2))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let real = record("slow-link", &slow.openmpi(2, "mpi_exchange", &args));
+    drop(slow);
+
+    let table = table.to_str().unwrap();
+    let two_nodes = ["--placement", "0@a:0;1@b:0", "--network", table];
+    let predicted = ns(&whatif(&rec.path(), &two_nodes), "predicted_ns");
+    let unchanged = ns(&whatif(&rec.path(), &[]), "predicted_ns");
+    let real_ns = ns(&whatif(&real.path(), &[]), "measured_ns");
+    let error = (predicted - real_ns) / real_ns;
+    eprintln!(
+        "mpi_exchange: recorded on the fast link {:.1} ms, predicted on the slow one {:.1} ms, \
+         real {:.1} ms, error {:+.1} %",
+        unchanged / 1e6,
+        predicted / 1e6,
+        real_ns / 1e6,
+        100.0 * error
+    );
+    assert!(real_ns > 1.8 * unchanged, "the slow link is slower");
+    assert!(
+        error.abs() <= 0.05,
+        "predicted {predicted} ns, real {real_ns} ns"
+    );
+
+    // The table has only remote rows: messages between ranks on one node have no cost.
+    let (_, err) =
+        tracer_tests::tracer_fails(&["whatif", rec.path().to_str().unwrap(), "--network", table]);
+    assert!(err.contains("no local rows"), "{err}");
+}

@@ -23,6 +23,11 @@ pub struct ProcessInfo {
     /// as the dynamic linker resolved it), when the library was mapped.
     #[serde(default)]
     pub mpi_world_handle: Option<u64>,
+    /// The job the launcher says the process belongs to (PMIX_NAMESPACE, Open MPI's
+    /// OMPI_MCA_ess_base_jobid): ranks started by daemons on two "nodes" have different
+    /// parents but one job.
+    #[serde(default)]
+    pub env_job: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -113,13 +118,22 @@ pub fn processes_mapping(needles: &[&str]) -> Vec<u32> {
         .collect()
 }
 
+fn env_str(env: &[u8], names: &[&str]) -> Option<String> {
+    env_find(env, names, |v| Some(v.to_string()))
+}
+
 fn env_int(env: &[u8], names: &[&str]) -> Option<i32> {
+    env_find(env, names, |v| v.parse().ok())
+}
+
+/// The first variable of `names` (in the environment's order) that `parse` accepts.
+fn env_find<T>(env: &[u8], names: &[&str], parse: impl Fn(&str) -> Option<T>) -> Option<T> {
     for var in env.split(|b| *b == 0) {
         let var = String::from_utf8_lossy(var);
         for name in names {
             if let Some(v) = var.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
-                if let Ok(n) = v.parse() {
-                    return Some(n);
+                if let Some(x) = parse(v) {
+                    return Some(x);
                 }
             }
         }
@@ -180,6 +194,7 @@ pub fn inspect(pid: u32) -> ProcessInfo {
         env_size: env_int(&env, &["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]),
         mappings: mappings(pid),
         mpi_world_handle: None,
+        env_job: env_str(&env, &["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"]),
     }
 }
 

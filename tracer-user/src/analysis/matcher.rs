@@ -15,9 +15,9 @@ use crate::procfs::ProcessInfo;
 /// A communicator as every member knows it, interned to a small id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum CommDef {
-    /// MPI_COMM_WORLD of the job whose ranks share this launcher process.
+    /// MPI_COMM_WORLD of a job (see [`job_key`]).
     World {
-        job: u32,
+        job: u64,
     },
     Dup {
         parent: u32,
@@ -30,9 +30,24 @@ enum CommDef {
     },
 }
 
+/// The job of a process: the one its launcher names in the environment, else the
+/// ranks that share a parent (the launcher or its daemon) are one job.
+fn job_key(info: &ProcessInfo) -> u64 {
+    use std::hash::{Hash, Hasher};
+    match &info.env_job {
+        Some(name) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            name.hash(&mut h);
+            // Named jobs never collide with parent pids (below 2^32).
+            h.finish() | 1 << 63
+        }
+        None => info.ppid as u64,
+    }
+}
+
 #[derive(Default, Clone, Debug)]
 struct ProcFacts {
-    job: u32,
+    job: u64,
     world_rank: Option<i32>,
     env_rank: Option<i32>,
     world_size: Option<i32>,
@@ -64,7 +79,7 @@ impl Directory {
 
     pub fn process(&mut self, info: &ProcessInfo) {
         let f = self.procs.entry(info.pid).or_default();
-        f.job = info.ppid;
+        f.job = job_key(info);
         f.env_rank = info.env_rank.or(f.env_rank);
         f.world_size = f.world_size.or(info.env_size);
         f.world_handle = info.mpi_world_handle.or(f.world_handle);
