@@ -23,7 +23,7 @@ use crate::recording::{FunctionProbe, Item};
 use crate::records::Record;
 use engine::{CriticalPathEngine, PathState, ProcId};
 use matcher::{Directory, MessageMatcher};
-pub use model::{Milestone, PathModel};
+pub use model::{Clocks, Milestone, PathModel, Sched};
 use sync::{futex_wakes, SyncTracker};
 use workclock::{ClockKind, WorkClock};
 
@@ -222,6 +222,7 @@ impl<M: PathModel> Analyzer<M> {
             Record::SwitchIn(_) => {
                 if let Some(t) = self.threads.get_mut(&h.tid) {
                     t.clock.switched_in(h.ts_ns);
+                    self.engine.scheduled(h.tid, Sched::Running);
                 }
                 return;
             }
@@ -229,6 +230,12 @@ impl<M: PathModel> Analyzer<M> {
         }
         let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
         let first = !std::mem::replace(&mut t.analysed, true);
+        t.clock.ran();
+        let clocks = if M::ALL_CLOCKS {
+            t.clock.clocks(h.ts_ns, h.cpu_ns)
+        } else {
+            Clocks::default()
+        };
         let work = t.clock.work(h.ts_ns, h.cpu_ns);
         // CPU time inside selected procedures (any thread), for the profile's CPU column.
         let delta = h.cpu_ns.saturating_sub(t.cpu);
@@ -242,11 +249,11 @@ impl<M: PathModel> Analyzer<M> {
             // A thread its process created while traced starts where its creator cloned
             // it, with all its work (its clock started at the clone).
             if let Some(creator) = self.sync.first_event(h.tgid, h.tid) {
-                self.engine.advance(h.tid, 0, &h);
+                self.engine.advance_clocks(h.tid, 0, &Clocks::default(), &h);
                 self.engine.merge(h.tid, &creator);
             }
         }
-        self.engine.advance(h.tid, work, &h);
+        self.engine.advance_clocks(h.tid, work, &clocks, &h);
         if makes_participant(r) {
             self.participants.insert(h.tgid);
         }
@@ -302,7 +309,15 @@ impl<M: PathModel> Analyzer<M> {
                 }
             }
             Record::Wakeup(w) => self.futex_wakeup(h.tid, w.wakee_tid),
-            Record::SwitchOut(s) => self.thread(&h).clock.switched_out(h.ts_ns, s.prev_state),
+            Record::SwitchOut(s) => {
+                self.thread(&h).clock.switched_out(h.ts_ns, s.prev_state);
+                let what = if workclock::still_runnable(s.prev_state) {
+                    Sched::Preempted
+                } else {
+                    Sched::Asleep
+                };
+                self.engine.scheduled(h.tid, what);
+            }
             Record::Fork(f) => {
                 let creator = self.engine.snapshot(h.tid);
                 self.sync.clone_thread(h.tgid, f.child_tid, creator);

@@ -17,7 +17,29 @@ pub enum Milestone {
     Finalizing,
 }
 
+/// Every work clock of a thread at an event (cpu, awake, wall; see
+/// [`super::workclock::WorkClock::clocks`]) and the raw clocks they are built on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Clocks {
+    pub work: [u64; 3],
+    pub raw: [u64; 3],
+}
+
+/// What the scheduler did with a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sched {
+    /// Off CPU, asleep (it waits for something).
+    Asleep,
+    /// Off CPU but runnable (preempted).
+    Preempted,
+    /// Back on a CPU.
+    Running,
+}
+
 pub trait PathModel {
+    /// Whether the model wants every clock in [`Self::advance_clocks`] (computing them
+    /// costs a little on every event).
+    const ALL_CLOCKS: bool = false;
     /// What a dependency's source leaves for its target (a path state, or a vertex).
     type Mark: Clone;
 
@@ -25,6 +47,12 @@ pub trait PathModel {
     fn set_procedures(&mut self, n: usize);
     /// Thread `tid` has done `work` (its work clock) by the event `at`.
     fn advance(&mut self, tid: u32, work: u64, at: &EventHeader);
+    /// [`Self::advance`] with every clock (zeros unless [`Self::ALL_CLOCKS`]).
+    fn advance_clocks(&mut self, tid: u32, work: u64, _clocks: &Clocks, at: &EventHeader) {
+        self.advance(tid, work, at);
+    }
+    /// The scheduler switched thread `tid` (an already advanced thread) out or in.
+    fn scheduled(&mut self, _tid: u32, _what: Sched) {}
     fn enter(&mut self, tid: u32, p: ProcId);
     fn exit(&mut self, tid: u32, p: ProcId);
     /// The thread's current event is the source of a dependency.

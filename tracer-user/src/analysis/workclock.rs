@@ -34,20 +34,35 @@ pub fn still_runnable(prev_state: i64) -> bool {
     prev_state & 0xff == 0
 }
 
+/// The work clocks of one thread, all three kept (the what-if replay needs them all;
+/// the critical path uses one, its `kind`).
 #[derive(Clone, Debug, Default)]
 pub struct WorkClock {
     kind: ClockKind,
-    /// Raw clock spent blocked so far.
-    blocked: u64,
+    /// Per raw clock (indexed by [`ClockKind::index`]): time spent blocked so far, when
+    /// the outermost blocking interval began, and the largest work value handed out (a
+    /// clock never runs backwards).
+    blocked: [u64; 3],
+    block_start: [u64; 3],
+    last: [u64; 3],
     /// Nesting depth of blocking intervals (an MPI call may futex-wait inside).
     depth: u32,
-    /// Raw clock when the outermost blocking interval began.
-    block_start: u64,
-    /// Largest work value handed out (the clock never runs backwards).
-    last: u64,
     /// Time runnable but not running so far, and since when the thread is (if it is).
     runnable: u64,
     preempted_at: Option<u64>,
+}
+
+const KINDS: [ClockKind; 3] = [ClockKind::Cpu, ClockKind::Awake, ClockKind::Wall];
+
+impl ClockKind {
+    /// Position in [`WorkClock::works`]: cpu, awake, wall.
+    pub fn index(self) -> usize {
+        match self {
+            ClockKind::Cpu => 0,
+            ClockKind::Awake => 1,
+            ClockKind::Wall => 2,
+        }
+    }
 }
 
 impl WorkClock {
@@ -58,14 +73,64 @@ impl WorkClock {
         }
     }
 
-    fn raw(&self, ts_ns: u64, cpu_ns: u64) -> u64 {
-        match self.kind {
+    fn raw(&self, kind: ClockKind, ts_ns: u64, cpu_ns: u64) -> u64 {
+        match kind {
             ClockKind::Cpu => cpu_ns,
             ClockKind::Wall => ts_ns,
             ClockKind::Awake => {
                 let waiting = self.preempted_at.map_or(0, |p| ts_ns.saturating_sub(p));
                 ts_ns.saturating_sub(self.runnable + waiting)
             }
+        }
+    }
+
+    fn work_of(&mut self, kind: ClockKind, ts_ns: u64, cpu_ns: u64) -> u64 {
+        let (k, raw) = (kind.index(), self.raw(kind, ts_ns, cpu_ns));
+        let blocked = if self.depth > 0 {
+            self.blocked[k] + raw.saturating_sub(self.block_start[k])
+        } else {
+            self.blocked[k]
+        };
+        self.last[k] = self.last[k].max(raw.saturating_sub(blocked));
+        self.last[k]
+    }
+
+    /// Work done so far on the thread's clock, as of an event stamped (ts_ns, cpu_ns).
+    pub fn work(&mut self, ts_ns: u64, cpu_ns: u64) -> u64 {
+        self.work_of(self.kind, ts_ns, cpu_ns)
+    }
+
+    /// Work done so far on every clock: cpu, awake, wall.
+    pub fn works(&mut self, ts_ns: u64, cpu_ns: u64) -> [u64; 3] {
+        KINDS.map(|k| self.work_of(k, ts_ns, cpu_ns))
+    }
+
+    /// Every work clock and the raw clocks under them.
+    pub fn clocks(&mut self, ts_ns: u64, cpu_ns: u64) -> super::model::Clocks {
+        super::model::Clocks {
+            work: self.works(ts_ns, cpu_ns),
+            raw: KINDS.map(|k| self.raw(k, ts_ns, cpu_ns)),
+        }
+    }
+
+    pub fn begin_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
+        if self.depth == 0 {
+            self.block_start = KINDS.map(|k| self.raw(k, ts_ns, cpu_ns));
+        }
+        self.depth += 1;
+    }
+
+    pub fn end_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
+        match self.depth {
+            0 => {}
+            1 => {
+                for k in KINDS {
+                    let raw = self.raw(k, ts_ns, cpu_ns);
+                    self.blocked[k.index()] += raw.saturating_sub(self.block_start[k.index()]);
+                }
+                self.depth = 0;
+            }
+            _ => self.depth -= 1,
         }
     }
 
@@ -76,40 +141,16 @@ impl WorkClock {
         }
     }
 
+    /// The thread made a record of its own, so it is on a CPU: a switch-in that was
+    /// missed ends no wait (runnable time is never over-counted).
+    pub fn ran(&mut self) {
+        self.preempted_at = None;
+    }
+
     /// The thread got a CPU again.
     pub fn switched_in(&mut self, ts_ns: u64) {
         if let Some(p) = self.preempted_at.take() {
             self.runnable += ts_ns.saturating_sub(p);
-        }
-    }
-
-    /// Work done so far, as of an event stamped (ts_ns, cpu_ns).
-    pub fn work(&mut self, ts_ns: u64, cpu_ns: u64) -> u64 {
-        let raw = self.raw(ts_ns, cpu_ns);
-        let blocked = if self.depth > 0 {
-            self.blocked + raw.saturating_sub(self.block_start)
-        } else {
-            self.blocked
-        };
-        self.last = self.last.max(raw.saturating_sub(blocked));
-        self.last
-    }
-
-    pub fn begin_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
-        if self.depth == 0 {
-            self.block_start = self.raw(ts_ns, cpu_ns);
-        }
-        self.depth += 1;
-    }
-
-    pub fn end_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
-        match self.depth {
-            0 => {}
-            1 => {
-                self.blocked += self.raw(ts_ns, cpu_ns).saturating_sub(self.block_start);
-                self.depth = 0;
-            }
-            _ => self.depth -= 1,
         }
     }
 }
@@ -138,5 +179,6 @@ mod tests {
         a.switched_out(1500, 1);
         a.switched_in(1900);
         assert_eq!(a.work(2000, 5), 2000 - 300);
+        assert_eq!(a.works(2000, 5), [5, 1700, 2000]);
     }
 }

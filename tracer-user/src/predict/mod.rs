@@ -2,6 +2,7 @@
 //! replayed with its processes on other CPUs and/or with message costs from a table.
 
 pub mod network;
+pub mod online;
 pub mod placement;
 pub mod replay;
 
@@ -21,7 +22,7 @@ use replay::{PathPiece, Prediction};
 
 /// A process busy-polls when it is on CPU for at least this share of the time it spends
 /// inside MPI/PVM calls.
-const POLLING_SHARE: f64 = 0.5;
+pub(crate) const POLLING_SHARE: f64 = 0.5;
 
 /// What a replay needs from a recording: its graph with three work clocks (CPU time,
 /// awake time, elapsed time; see [`replay`]), and which processes poll inside blocking

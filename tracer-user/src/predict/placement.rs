@@ -121,6 +121,27 @@ impl std::str::FromStr for PlacementSpec {
     }
 }
 
+impl PlacementSpec {
+    /// The CPU set of the `k`-th process of the program, of MPI rank `rank` if any (the
+    /// last item naming it wins), or None when the spec leaves it alone.
+    pub fn cpu_set(&self, k: usize, rank: Option<i32>) -> Option<CpuSet> {
+        let (i, (_, set)) =
+            self.items
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(_, (procs, _))| match procs {
+                    Procs::All => true,
+                    Procs::Ranks(ranks) => rank.is_some_and(|r| ranks.contains(&r)),
+                })?;
+        // `each`: a CPU per process, on a node name of its own.
+        Some(set.clone().unwrap_or_else(|| CpuSet {
+            node: format!("#each{i}"),
+            cpus: [k as u32].into_iter().collect(),
+        }))
+    }
+}
+
 /// Index of a CPU group in [`Placement::groups`].
 pub type GroupId = usize;
 
@@ -143,32 +164,21 @@ impl Placement {
         spec: &PlacementSpec,
         program: &[(u32, Option<i32>)],
     ) -> Result<Self, PlacementError> {
-        let mut chosen: BTreeMap<u32, CpuSet> = BTreeMap::new();
-        for (i, (procs, set)) in spec.items.iter().enumerate() {
-            let pids: Vec<(u32, Option<i32>)> = match procs {
-                Procs::All => program.to_vec(),
-                Procs::Ranks(ranks) => {
-                    for r in ranks {
-                        if !program.iter().any(|&(_, rank)| rank == Some(*r)) {
-                            return Err(PlacementError::NoSuchRank(*r));
-                        }
-                    }
-                    program
-                        .iter()
-                        .copied()
-                        .filter(|(_, rank)| rank.is_some_and(|r| ranks.contains(&r)))
-                        .collect()
+        for (procs, _) in &spec.items {
+            if let Procs::Ranks(ranks) = procs {
+                if let Some(r) = ranks
+                    .iter()
+                    .find(|&&r| !program.iter().any(|&(_, rank)| rank == Some(r)))
+                {
+                    return Err(PlacementError::NoSuchRank(*r));
                 }
-            };
-            for (k, (pid, _)) in pids.iter().enumerate() {
-                // `each`: a CPU per process, on a node of its own name space.
-                let set = set.clone().unwrap_or_else(|| CpuSet {
-                    node: format!("#each{i}"),
-                    cpus: [k as u32].into_iter().collect(),
-                });
-                chosen.insert(*pid, set);
             }
         }
+        let chosen: BTreeMap<u32, CpuSet> = program
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &(pid, rank))| Some((pid, spec.cpu_set(k, rank)?)))
+            .collect();
         let mut groups: Vec<CpuSet> = chosen.values().cloned().collect();
         groups.sort();
         groups.dedup();

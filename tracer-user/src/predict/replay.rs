@@ -56,6 +56,43 @@ pub enum ReplayError {
 /// in ns, or None when the cost model has nothing for that scope.
 pub type MessageCost<'a> = &'a dyn Fn(bool, u64) -> Option<u64>;
 
+/// What a thread did between two of its events, as the replay takes it: `work` needs a
+/// CPU, `off` passes as it did, and each dependency's latency follows.
+pub(super) struct Shape {
+    pub work: f64,
+    pub off: f64,
+    /// Time inside blocking calls before the event.
+    blocked: u64,
+}
+
+impl Shape {
+    /// From the recorded elapsed time between the events, the work on each clock (cpu,
+    /// awake, wall) and the recorded latency of each dependency (the target's time minus
+    /// the source's).
+    pub fn new(elapsed: u64, [work, awake, outside]: [u64; 3], latencies: &[u64]) -> Shape {
+        let work = work.min(elapsed);
+        let outside = outside.clamp(work, elapsed);
+        let awake = awake.clamp(work, outside);
+        let blocked = elapsed - outside;
+        // The waiting thread arrived `blocked` before its event; a source that happened
+        // after that arrival is what it waited for.
+        let waited = latencies.iter().any(|&l| l <= blocked);
+        // Time in a blocking call that no source explains passes as it did.
+        let unexplained = if waited { 0 } else { blocked };
+        Shape {
+            work: work as f64,
+            off: (awake - work + unexplained) as f64,
+            blocked,
+        }
+    }
+
+    /// The latency of a dependency recorded at `latency`: all of it if the thread waited
+    /// for it, else no more than the call took after the thread arrived.
+    pub fn latency(&self, latency: u64) -> f64 {
+        latency.min(self.blocked) as f64
+    }
+}
+
 /// A dependency of an event: the source event and the latency after it.
 #[derive(Clone, Copy, Debug)]
 struct Dep {
@@ -164,7 +201,7 @@ pub struct Prediction {
     pub max_shift_ns: f64,
 }
 
-fn is_mpi_or_pvm_exit(label: u32) -> bool {
+pub(super) fn is_mpi_or_pvm_exit(label: u32) -> bool {
     let (k, field) = ((label >> 16) as u16, label as u16);
     k == kind::CALL_EXIT && split_call_field(field).0 < call::PTHREAD_MUTEX_LOCK
 }
@@ -236,26 +273,24 @@ impl<'g> Replay<'g> {
                 continue;
             };
             let u = g.arc(p).from;
-            let elapsed = ts(v).saturating_sub(ts(u));
-            let work = g.arc(p).weight.min(elapsed);
-            let outside = gw.arc(p).weight.clamp(work, elapsed);
-            let awake = ga.arc(p).weight.clamp(work, outside);
-            let blocked = elapsed - outside;
-            // The waiting thread arrived `blocked` before its event; a source that
-            // happened after that arrival is what it waited for.
-            let waited = deps
+            let lats: Vec<u64> = deps
                 .iter()
-                .any(|&(_, from)| ts(v).saturating_sub(ts(from)) <= blocked);
-            s.work = work as f64;
-            // Time in a blocking call that no source explains passes as it did.
-            let unexplained = if waited { 0 } else { blocked };
-            s.off = (awake - work + unexplained) as f64;
+                .map(|&(_, from)| ts(v).saturating_sub(ts(from)))
+                .collect();
+            let arc = |g: &Graph| g.arc(p).weight;
+            let shape = Shape::new(
+                ts(v).saturating_sub(ts(u)),
+                [arc(g), arc(ga), arc(gw)],
+                &lats,
+            );
+            (s.work, s.off) = (shape.work, shape.off);
             s.deps = deps
                 .into_iter()
-                .map(|(arc, from)| Dep {
+                .zip(lats)
+                .map(|((arc, from), lat)| Dep {
                     arc,
                     from,
-                    latency: ts(v).saturating_sub(ts(from)).min(blocked) as f64,
+                    latency: shape.latency(lat),
                 })
                 .collect();
             s.spins = !s.deps.is_empty()
@@ -629,8 +664,9 @@ mod tests {
     use crate::graph::recorded::RecordedGraph;
     use crate::predict::placement::PlacementSpec;
     use crate::recording::Item;
+    use crate::records::Record;
     use crate::synth::SyntheticRun;
-    use tracer_common::call;
+    use tracer_common::{call, kind, SwitchRecord};
 
     const MS: u64 = 1_000_000;
 
@@ -658,7 +694,16 @@ mod tests {
             self.clock[r] = self.s.ts;
         }
 
+        /// Switched in, `ns` of work, switched out asleep.
         fn work(&mut self, r: usize, ns: u64) {
+            self.on(r, |s| {
+                let header = s.header(r, kind::SWITCH_IN, 0);
+                let switch = SwitchRecord {
+                    header,
+                    prev_state: 0,
+                };
+                s.items.push(Item::Record(Record::SwitchIn(switch)));
+            });
             self.clock[r] += ns;
             self.on(r, |s| s.compute(r, ns, None));
         }
@@ -678,13 +723,19 @@ mod tests {
             self.on(r, |s| s.call(r, call::MPI_RECV, src as i32, 7, true));
         }
 
-        fn graphs(self) -> (RecordedGraph, RecordedGraph, RecordedGraph) {
+        /// The records in timestamp order.
+        fn items(self) -> Vec<Item> {
             let mut items = self.s.items;
             let ts = |i: &Item| match i {
                 Item::Record(r) => r.header().ts_ns,
                 _ => 0,
             };
             items.sort_by_key(ts);
+            items
+        }
+
+        fn graphs(self) -> (RecordedGraph, RecordedGraph, RecordedGraph) {
+            let items = self.items();
             (
                 RecordedGraph::from_items(&items, ClockKind::Cpu),
                 RecordedGraph::from_items(&items, ClockKind::Awake),
@@ -805,6 +856,38 @@ mod tests {
                 ..
             }
         )));
+    }
+
+    /// The online replay (bounded memory, steps as they come) against the offline one.
+    #[test]
+    fn online_and_offline_replays_agree() {
+        use crate::predict::online::{OnlineReplay, OnlineWhatIf};
+        type Case = (fn() -> Timed, Option<&'static str>, bool);
+        let cases: [Case; 6] = [
+            (overlapped, None, false),
+            (overlapped, Some("*@0"), false),
+            (overlapped, Some("*@0-1"), true),
+            (handoff, None, true),
+            (handoff, Some("*@0"), false),
+            (handoff, Some("*@0"), true),
+        ];
+        for (run, spec, polls) in cases {
+            let polling: &[u32] = if polls { &[100, 101] } else { &[] };
+            let offline = predict(run(), spec, polling);
+            let replay = OnlineReplay::new(spec.map(|s| s.parse().unwrap()), None, Some(polls));
+            let mut online = OnlineWhatIf::new(replay);
+            for item in run().items() {
+                online.item(&item);
+            }
+            let online = online.finish().unwrap();
+            assert!(
+                (online.predicted_ns - offline.predicted_ns).abs() < 1.0,
+                "{spec:?} polling {polls}: online {} offline {}",
+                online.predicted_ns,
+                offline.predicted_ns
+            );
+            assert_eq!(online.measured_ns, offline.measured_ns);
+        }
     }
 
     #[test]
