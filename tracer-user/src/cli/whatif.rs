@@ -1,16 +1,18 @@
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tracer_user::predict::network::{NetworkTable, Scope};
+use tracer_user::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf, OwnedCost};
 use tracer_user::predict::placement::{Placement, PlacementSpec};
 use tracer_user::predict::{PathProfile, RecordedRun};
+use tracer_user::recording::RecordingReader;
 
 #[derive(Clone, Copy, ValueEnum)]
-enum Polling {
+pub(super) enum Polling {
     /// From the recording: processes on CPU for at least half their time in MPI/PVM calls.
     Auto,
     /// Every process busy-polls while it waits.
@@ -34,9 +36,35 @@ pub struct WhatifArgs {
     /// Whether waiting processes use their CPU (busy-polling MPI libraries do).
     #[arg(long, value_enum, default_value = "auto")]
     polling: Polling,
+    /// Run the online replay (what `tracer record --whatif-placement` runs while it
+    /// traces) instead of the offline one: the predicted runtime only, no path.
+    #[arg(long)]
+    online: bool,
     /// Print JSON (schema: docs/whatif.md) instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// `--online`: the recording's items through the online replay.
+fn online(
+    a: &WhatifArgs,
+    spec: Option<PlacementSpec>,
+    table: Option<NetworkTable>,
+) -> anyhow::Result<ExitCode> {
+    let context = || format!("reading {}", a.file.display());
+    let mut reader = RecordingReader::open(&a.file).with_context(context)?;
+    let replay = OnlineReplay::new(spec, table.map(cost_of), a.polling.forced());
+    let mut w = OnlineWhatIf::new(replay);
+    while let Some(item) = reader.next_item().with_context(context)? {
+        w.item(&item);
+    }
+    let p = w.finish()?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&p)?);
+    } else {
+        println!("{}", online_line(&p));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Serialize)]
@@ -58,25 +86,85 @@ struct Output {
     path: Vec<tracer_user::predict::replay::PathPiece>,
 }
 
+impl Polling {
+    /// None: decide from the recording.
+    fn forced(self) -> Option<bool> {
+        match self {
+            Polling::Auto => None,
+            Polling::Yes => Some(true),
+            Polling::No => Some(false),
+        }
+    }
+}
+
+/// `--placement` (or `--whatif-placement`) parsed.
+pub(super) fn parse_placement(
+    spec: Option<&str>,
+    flag: &str,
+) -> anyhow::Result<Option<PlacementSpec>> {
+    let spec = spec
+        .map(str::parse::<PlacementSpec>)
+        .transpose()
+        .context(flag.to_string())?;
+    if let Some(s) = &spec {
+        s.validate().context(flag.to_string())?;
+    }
+    Ok(spec)
+}
+
+/// `--network` (or `--whatif-network`) loaded.
+pub(super) fn load_table(path: Option<&Path>, flag: &str) -> anyhow::Result<Option<NetworkTable>> {
+    path.map(NetworkTable::load)
+        .transpose()
+        .context(flag.to_string())
+}
+
+/// A network table as the replay's message cost.
+pub(super) fn cost_of(table: NetworkTable) -> OwnedCost {
+    Box::new(move |remote, bytes| {
+        table.latency_ns(if remote { Scope::Remote } else { Scope::Local }, bytes)
+    })
+}
+
+/// The online replay that `tracer record --whatif-*` runs, or None when not asked for.
+pub(super) fn online_replay(
+    placement: Option<&str>,
+    network: Option<&Path>,
+) -> anyhow::Result<Option<OnlineReplay>> {
+    let spec = parse_placement(placement, "--whatif-placement")?;
+    let table = load_table(network, "--whatif-network")?;
+    if spec.is_none() && table.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(OnlineReplay::new(spec, table.map(cost_of), None)))
+}
+
+/// One line for a person: the online prediction.
+pub(super) fn online_line(p: &OnlinePrediction) -> String {
+    format!(
+        "what-if (online): parallel section measured {}, predicted {} ({:+.1} %); \
+         whole run measured {}, predicted {}; at most {} steps held",
+        ms(p.measured_ns as f64),
+        ms(p.predicted_ns),
+        100.0 * (p.predicted_ns / p.measured_ns.max(1) as f64 - 1.0),
+        ms(p.measured_total_ns as f64),
+        ms(p.predicted_total_ns),
+        p.peak_steps
+    )
+}
+
 pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
-    let spec: Option<PlacementSpec> = a
-        .placement
-        .as_deref()
-        .map(str::parse)
-        .transpose()
-        .context("--placement")?;
-    let table = a
-        .network
-        .as_deref()
-        .map(NetworkTable::load)
-        .transpose()
-        .context("--network")?;
+    let spec = parse_placement(a.placement.as_deref(), "--placement")?;
+    let table = load_table(a.network.as_deref(), "--network")?;
+    if a.online {
+        return online(&a, spec, table);
+    }
     let context = || format!("reading {}", a.file.display());
     let mut run = RecordedRun::read(&a.file).with_context(context)?;
-    match a.polling {
-        Polling::Auto => {}
-        Polling::Yes => run.polling = run.cpu.participants.iter().copied().collect(),
-        Polling::No => run.polling.clear(),
+    match a.polling.forced() {
+        None => {}
+        Some(true) => run.polling = run.cpu.participants.iter().copied().collect(),
+        Some(false) => run.polling.clear(),
     }
     let placement = match &spec {
         Some(s) => Placement::bind(s, &run.program())?,
@@ -85,11 +173,8 @@ pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
     let mut replay = run
         .replay()
         .with_context(|| format!("replaying {}", a.file.display()))?;
-    if let Some(t) = &table {
-        let scope = |remote| if remote { Scope::Remote } else { Scope::Local };
-        replay.set_network(&run.cpu, &placement, &|remote, bytes| {
-            t.latency_ns(scope(remote), bytes)
-        })?;
+    if let Some(t) = table {
+        replay.set_network(&run.cpu, &placement, &cost_of(t))?;
     }
     let p = replay.run(&placement);
     let mut polling_pids: Vec<u32> = run.polling.iter().copied().collect();

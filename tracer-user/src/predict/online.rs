@@ -107,6 +107,8 @@ struct Chain {
     phase: Phase,
     /// When the current Work phase began.
     since: f64,
+    /// When the chain passed its latest event.
+    prev_at: f64,
     ended: bool,
     asleep: bool,
 }
@@ -118,6 +120,7 @@ impl Chain {
             queue: VecDeque::new(),
             phase: Phase::Idle,
             since: 0.0,
+            prev_at: 0.0,
             ended: false,
             asleep: false,
         }
@@ -426,9 +429,14 @@ impl OnlineReplay {
             };
             match c.phase {
                 Phase::Idle => {
+                    // A step that comes after the simulation went past its start (the
+                    // thread slept meanwhile) has slept that long already.
+                    let late = (t - c.prev_at).max(0.0);
+                    let step = c.queue.front_mut().unwrap();
+                    step.off = (step.off - late).max(0.0);
                     c.since = t;
                     c.phase = if step.first {
-                        Phase::Off(step.off)
+                        Phase::Off(step.off + late)
                     } else if step.work > 0.0 {
                         Phase::Work(step.work)
                     } else if step.off > 0.0 {
@@ -453,6 +461,7 @@ impl OnlineReplay {
                     let c = self.chains.get_mut(&tid).unwrap();
                     let step = c.queue.pop_front().unwrap();
                     c.phase = Phase::Idle;
+                    c.prev_at = t;
                     self.steps_held -= 1;
                     self.passed(&step, t);
                 }

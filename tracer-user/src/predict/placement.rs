@@ -25,8 +25,8 @@ pub enum PlacementError {
     Number { item: String, what: String },
     #[error("placement names rank {0}, but the recording has no process with that rank")]
     NoSuchRank(i32),
-    #[error("placement: CPU sets {0} and {1} on node `{2}` overlap; give processes that share CPUs the same set")]
-    Overlap(String, String, String),
+    #[error("placement: {0} and {1} overlap; processes that share CPUs need the same set")]
+    Overlap(String, String),
     #[error("placement is empty")]
     Empty,
 }
@@ -122,6 +122,19 @@ impl std::str::FromStr for PlacementSpec {
 }
 
 impl PlacementSpec {
+    /// Checks that CPU sets given on one node are equal or disjoint.
+    pub fn validate(&self) -> Result<(), PlacementError> {
+        let sets: Vec<&CpuSet> = self.items.iter().filter_map(|(_, s)| s.as_ref()).collect();
+        for (i, a) in sets.iter().enumerate() {
+            for b in &sets[i + 1..] {
+                if a.node == b.node && a != b && !a.cpus.is_disjoint(&b.cpus) {
+                    return Err(PlacementError::Overlap(a.to_string(), b.to_string()));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The CPU set of the `k`-th process of the program, of MPI rank `rank` if any (the
     /// last item naming it wins), or None when the spec leaves it alone.
     pub fn cpu_set(&self, k: usize, rank: Option<i32>) -> Option<CpuSet> {
@@ -185,11 +198,7 @@ impl Placement {
         for (i, a) in groups.iter().enumerate() {
             for b in &groups[i + 1..] {
                 if a.node == b.node && !a.cpus.is_disjoint(&b.cpus) {
-                    return Err(PlacementError::Overlap(
-                        a.to_string(),
-                        b.to_string(),
-                        a.node.clone(),
-                    ));
+                    return Err(PlacementError::Overlap(a.to_string(), b.to_string()));
                 }
             }
         }
