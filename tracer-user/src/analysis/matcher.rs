@@ -48,6 +48,9 @@ fn job_key(info: &ProcessInfo) -> u64 {
 #[derive(Default, Clone, Debug)]
 struct ProcFacts {
     job: u64,
+    /// The process called MPI (a rank, not a helper the launcher started with the same
+    /// environment, such as a wrapper script's subshell).
+    calls_mpi: bool,
     world_rank: Option<i32>,
     env_rank: Option<i32>,
     world_size: Option<i32>,
@@ -84,6 +87,15 @@ impl Directory {
         f.world_size = f.world_size.or(info.env_size);
         f.world_handle = info.mpi_world_handle.or(f.world_handle);
         self.members_cache.clear();
+    }
+
+    /// Process `pid` entered an MPI call.
+    pub fn calls_mpi(&mut self, pid: u32) {
+        let f = self.procs.entry(pid).or_default();
+        if !f.calls_mpi {
+            f.calls_mpi = true;
+            self.members_cache.clear();
+        }
     }
 
     /// Facts learned from setup calls (init, rank, task id, communicator creation).
@@ -187,13 +199,17 @@ impl Directory {
         }
         let m = match self.comms.get(gid as usize).copied() {
             Some(CommDef::World { job }) => {
-                let mut v: Vec<(i32, u32)> = self
+                // A rank claimed by several processes of the job (the launcher's
+                // environment reaches wrapper scripts too) is the one that calls MPI.
+                let mut v: Vec<(i32, bool, u32)> = self
                     .procs
                     .iter()
                     .filter(|(_, f)| f.job == job)
-                    .filter_map(|(&pid, _)| Some((self.rank_in_world(pid)?, pid)))
+                    .filter_map(|(&pid, f)| Some((self.rank_in_world(pid)?, !f.calls_mpi, pid)))
                     .collect();
                 v.sort_unstable();
+                v.dedup_by(|b, a| a.0 == b.0 && !a.1 && b.1);
+                let v: Vec<(i32, u32)> = v.into_iter().map(|(r, _, p)| (r, p)).collect();
                 // Ranks must be exactly 0..size for rank -> process to mean anything;
                 // until every member is known the world stays unresolved (and uncached).
                 let size = self
@@ -361,6 +377,9 @@ impl<S: Clone> MessageMatcher<S> {
     pub fn on_enter(&mut self, pid: u32, e: &CallRecord, state: Option<S>) {
         let (id, flavor) = split_call_field(e.header.call);
         let flavor = Flavor::from_id(flavor);
+        if matches!(flavor, Some(Flavor::OpenMpi | Flavor::Mpich)) {
+            self.directory.calls_mpi(pid);
+        }
         let Some(state) = state else { return };
         let sent = Sent {
             state,
