@@ -231,7 +231,7 @@ impl<M: PathModel> Analyzer<M> {
         let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
         let first = !std::mem::replace(&mut t.analysed, true);
         t.clock.ran();
-        let clocks = if M::ALL_CLOCKS {
+        let clocks = if self.engine.all_clocks() {
             t.clock.clocks(h.ts_ns, h.cpu_ns)
         } else {
             Clocks::default()

@@ -39,7 +39,9 @@ pub enum Sched {
 pub trait PathModel {
     /// Whether the model wants every clock in [`Self::advance_clocks`] (computing them
     /// costs a little on every event).
-    const ALL_CLOCKS: bool = false;
+    fn all_clocks(&self) -> bool {
+        false
+    }
     /// What a dependency's source leaves for its target (a path state, or a vertex).
     type Mark: Clone;
 
@@ -47,7 +49,7 @@ pub trait PathModel {
     fn set_procedures(&mut self, n: usize);
     /// Thread `tid` has done `work` (its work clock) by the event `at`.
     fn advance(&mut self, tid: u32, work: u64, at: &EventHeader);
-    /// [`Self::advance`] with every clock (zeros unless [`Self::ALL_CLOCKS`]).
+    /// [`Self::advance`] with every clock (zeros unless [`Self::all_clocks`]).
     fn advance_clocks(&mut self, tid: u32, work: u64, _clocks: &Clocks, at: &EventHeader) {
         self.advance(tid, work, at);
     }

@@ -10,7 +10,7 @@ use tracer_common::EventHeader;
 use super::{ArcKind, ContextId, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::workclock::ClockKind;
-use crate::analysis::{Milestone, PathModel, Pipeline};
+use crate::analysis::{Clocks, Milestone, PathModel, Pipeline};
 use crate::recording::{Item, RecordingError, RecordingReader};
 
 /// Which operation made a thread's latest vertex, at which record.
@@ -47,6 +47,15 @@ pub struct GraphModel {
     /// Dependency arcs that are messages or collectives, with their bytes when known.
     message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
     milestones: Vec<(VertexId, Milestone)>,
+    /// With [`Self::with_clocks`]: every clock per thread (latest, and pending since the
+    /// thread's latest vertex), and per vertex the clocks of its program arc.
+    clock_log: Option<ClockLog>,
+}
+
+#[derive(Default)]
+struct ClockLog {
+    threads: HashMap<u32, (Clocks, Clocks)>,
+    per_vertex: Vec<Clocks>,
 }
 
 impl Default for GraphModel {
@@ -69,6 +78,16 @@ impl GraphModel {
             serial: 0,
             message_arcs: HashMap::new(),
             milestones: Vec::new(),
+            clock_log: None,
+        }
+    }
+
+    /// A model that also keeps, per vertex, the work on every clock (cpu, awake, wall)
+    /// and the raw clocks of the program arc that ends there (for the what-if replay).
+    pub fn with_clocks() -> Self {
+        GraphModel {
+            clock_log: Some(ClockLog::default()),
+            ..Self::new()
         }
     }
 
@@ -79,6 +98,11 @@ impl GraphModel {
             tid,
             label: label(&self.at),
         });
+        if let Some(log) = &mut self.clock_log {
+            let pending = log.threads.get_mut(&tid).map(|p| std::mem::take(&mut p.1));
+            log.per_vertex.resize(v as usize + 1, Clocks::default());
+            log.per_vertex[v as usize] = pending.unwrap_or_default();
+        }
         let t = self.threads.get_mut(&tid).expect("thread advanced first");
         self.b
             .add_arc(t.cur, v, t.pending, t.context, ArcKind::Program);
@@ -108,7 +132,17 @@ impl GraphModel {
         &self.milestones
     }
 
-    pub fn finish(mut self, only_participants: bool, counts: &dyn Fn(u32) -> bool) -> Graph {
+    pub fn finish(self, only_participants: bool, counts: &dyn Fn(u32) -> bool) -> Graph {
+        self.finish_with_clocks(only_participants, counts).0
+    }
+
+    /// [`Self::finish`], and per vertex the clocks of the program arc ending there (empty
+    /// without [`Self::with_clocks`]).
+    pub fn finish_with_clocks(
+        mut self,
+        only_participants: bool,
+        counts: &dyn Fn(u32) -> bool,
+    ) -> (Graph, Vec<Clocks>) {
         let mut live: Vec<u32> = self.threads.keys().copied().collect();
         live.sort_unstable();
         for tid in live {
@@ -128,7 +162,12 @@ impl GraphModel {
                 self.b.mark_end(v);
             }
         }
-        self.b.finish()
+        let clocks = self
+            .clock_log
+            .take()
+            .map(|l| l.per_vertex)
+            .unwrap_or_default();
+        (self.b.finish(), clocks)
     }
 
     pub fn vertex_count(&self) -> usize {
@@ -144,6 +183,26 @@ impl PathModel for GraphModel {
     type Mark = VertexId;
 
     fn set_procedures(&mut self, _n: usize) {}
+
+    fn all_clocks(&self) -> bool {
+        self.clock_log.is_some()
+    }
+
+    fn advance_clocks(&mut self, tid: u32, work: u64, clocks: &Clocks, at: &EventHeader) {
+        if let Some(log) = &mut self.clock_log {
+            let (last, pending) = log
+                .threads
+                .entry(tid)
+                .or_insert((*clocks, Clocks::default()));
+            for k in 0..3 {
+                pending.work[k] += clocks.work[k].saturating_sub(last.work[k]);
+                pending.raw[k] += clocks.raw[k].saturating_sub(last.raw[k]);
+                last.work[k] = last.work[k].max(clocks.work[k]);
+                last.raw[k] = last.raw[k].max(clocks.raw[k]);
+            }
+        }
+        self.advance(tid, work, at);
+    }
 
     fn advance(&mut self, tid: u32, work: u64, at: &EventHeader) {
         self.at = *at;
@@ -234,6 +293,9 @@ impl PathModel for GraphModel {
         }
         let v = self.cut(tid, Made::Cut);
         self.threads.remove(&tid);
+        if let Some(log) = &mut self.clock_log {
+            log.threads.remove(&tid);
+        }
         self.ended.push((v, participant));
     }
 
@@ -268,6 +330,9 @@ pub struct RecordedGraph {
     /// Vertices where a process's parallel section begins (MPI_Init returns) or ends
     /// (MPI_Finalize is called).
     pub milestones: Vec<(VertexId, Milestone)>,
+    /// With [`Self::read_with_clocks`]: per vertex, the work on every clock and the raw
+    /// clocks of the program arc ending there (see [`GraphModel::with_clocks`]).
+    pub vertex_clocks: Vec<Clocks>,
     pub events: u64,
     pub lost: u64,
     pub first_ts: u64,
@@ -277,7 +342,21 @@ pub struct RecordedGraph {
 impl RecordedGraph {
     /// Reads a recording through the same pipeline as `tracer analyze`.
     pub fn read(reader: &mut RecordingReader, clock: ClockKind) -> Result<Self, RecordingError> {
-        let mut b = Self::builder(clock);
+        Self::read_model(reader, clock, GraphModel::new())
+    }
+
+    /// [`Self::read`] with the cpu clock, keeping every clock per vertex
+    /// ([`Self::vertex_clocks`], for the what-if replay).
+    pub fn read_with_clocks(reader: &mut RecordingReader) -> Result<Self, RecordingError> {
+        Self::read_model(reader, ClockKind::Cpu, GraphModel::with_clocks())
+    }
+
+    fn read_model(
+        reader: &mut RecordingReader,
+        clock: ClockKind,
+        model: GraphModel,
+    ) -> Result<Self, RecordingError> {
+        let mut b = Self::builder(clock, model);
         while let Some(item) = reader.next_item()? {
             b.item(&item);
         }
@@ -287,16 +366,25 @@ impl RecordedGraph {
 
     /// Builds the graph of items already in memory (tests, synthetic streams).
     pub fn from_items(items: &[Item], clock: ClockKind) -> Self {
-        let mut b = Self::builder(clock);
+        Self::from_items_model(items, clock, GraphModel::new())
+    }
+
+    /// [`Self::from_items`] with every clock per vertex (see [`Self::read_with_clocks`]).
+    pub fn from_items_with_clocks(items: &[Item]) -> Self {
+        Self::from_items_model(items, ClockKind::Cpu, GraphModel::with_clocks())
+    }
+
+    fn from_items_model(items: &[Item], clock: ClockKind, model: GraphModel) -> Self {
+        let mut b = Self::builder(clock, model);
         for item in items {
             b.item(item);
         }
         b.finish(0)
     }
 
-    fn builder(clock: ClockKind) -> RecordedGraphBuilder {
+    fn builder(clock: ClockKind, model: GraphModel) -> RecordedGraphBuilder {
         RecordedGraphBuilder {
-            pipeline: Pipeline::with_model(clock, GraphModel::new()),
+            pipeline: Pipeline::with_model(clock, model),
             clock,
             processes: HashMap::new(),
         }
@@ -353,7 +441,9 @@ impl RecordedGraphBuilder {
         let milestones = a.engine.milestones().to_vec();
         let mut participants: Vec<u32> = a.participants().iter().copied().collect();
         participants.sort_unstable();
-        let graph = a.engine.finish(only, &|tid| counted.contains(&tid));
+        let (graph, vertex_clocks) = a
+            .engine
+            .finish_with_clocks(only, &|tid| counted.contains(&tid));
         RecordedGraph {
             graph,
             clock,
@@ -364,6 +454,7 @@ impl RecordedGraphBuilder {
             messages,
             message_arcs,
             milestones,
+            vertex_clocks,
             events,
             lost,
             first_ts,

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::Serialize;
 use tracer_common::call;
 
-use crate::analysis::workclock::{still_runnable, ClockKind};
+use crate::analysis::workclock::still_runnable;
 use crate::calls::{self, split_call_field, Role};
 use crate::graph::path::OUTSIDE;
 use crate::graph::recorded::RecordedGraph;
@@ -24,30 +24,24 @@ use replay::{PathPiece, Prediction};
 /// inside MPI/PVM calls.
 pub(crate) const POLLING_SHARE: f64 = 0.5;
 
-/// What a replay needs from a recording: its graph with three work clocks (CPU time,
-/// awake time, elapsed time; see [`replay`]), and which processes poll inside blocking
-/// calls.
+/// What a replay needs from a recording: its graph with every clock per vertex, and
+/// which processes poll inside blocking calls.
 pub struct RecordedRun {
     pub cpu: RecordedGraph,
-    pub awake: RecordedGraph,
-    pub wall: RecordedGraph,
     pub polling: HashSet<u32>,
 }
 
 impl RecordedRun {
     pub fn read(path: &Path) -> Result<Self, RecordingError> {
-        let graph = |clock| RecordedGraph::read(&mut RecordingReader::open(path)?, clock);
         Ok(RecordedRun {
-            cpu: graph(ClockKind::Cpu)?,
-            awake: graph(ClockKind::Awake)?,
-            wall: graph(ClockKind::Wall)?,
+            cpu: RecordedGraph::read_with_clocks(&mut RecordingReader::open(path)?)?,
             polling: polling_processes(&mut RecordingReader::open(path)?)?,
         })
     }
 
     /// The replay of this run.
     pub fn replay(&self) -> Result<replay::Replay<'_>, replay::ReplayError> {
-        replay::Replay::new(&self.cpu, &self.awake, &self.wall, self.polling.clone())
+        replay::Replay::new(&self.cpu, self.polling.clone())
     }
 
     /// The processes a placement's `*` and ranks refer to: the program's, with ranks.

@@ -51,9 +51,7 @@ struct Open {
     /// Since the thread's previous event: elapsed time, work on each clock, and time
     /// inside blocking calls on the cpu and awake raw clocks.
     elapsed: u64,
-    work: [u64; 3],
-    blocked_cpu: u64,
-    blocked_awake: u64,
+    clocks: Clocks,
     deps: Vec<OpenDep>,
     source: Option<Mark>,
     milestone: Option<Milestone>,
@@ -264,9 +262,7 @@ impl OnlineReplay {
             label: ((at.kind as u32) << 16) | at.call as u32,
             first: false,
             elapsed: at.ts_ns.saturating_sub(t.last_ts),
-            work: p.work,
-            blocked_cpu: p.raw[0].saturating_sub(p.work[0]),
-            blocked_awake: p.raw[1].saturating_sub(p.work[1]),
+            clocks: p,
             deps: Vec::new(),
             source: None,
             milestone: None,
@@ -289,8 +285,8 @@ impl OnlineReplay {
         let mpi_wait = !o.deps.is_empty() && is_mpi_or_pvm_exit(o.label);
         if mpi_wait {
             let w = self.waits.entry(pid).or_default();
-            w.0 += o.blocked_cpu;
-            w.1 += o.blocked_awake;
+            w.0 += o.clocks.raw[0].saturating_sub(o.clocks.work[0]);
+            w.1 += o.clocks.raw[1].saturating_sub(o.clocks.work[1]);
         }
         let (work, off, shape) = if o.first {
             (
@@ -299,7 +295,7 @@ impl OnlineReplay {
                 None,
             )
         } else {
-            let shape = Shape::new(o.elapsed, o.work, &lats);
+            let shape = Shape::new(o.elapsed, &o.clocks, &lats);
             (shape.work, shape.off, Some(shape))
         };
         let mut deps = Vec::with_capacity(o.deps.len());
@@ -524,7 +520,10 @@ impl OnlineReplay {
 
 impl PathModel for OnlineReplay {
     type Mark = Mark;
-    const ALL_CLOCKS: bool = true;
+
+    fn all_clocks(&self) -> bool {
+        true
+    }
 
     fn set_procedures(&mut self, _n: usize) {}
 
@@ -569,9 +568,7 @@ impl PathModel for OnlineReplay {
                     label: ((at.kind as u32) << 16) | at.call as u32,
                     first: true,
                     elapsed: 0,
-                    work: [0; 3],
-                    blocked_cpu: 0,
-                    blocked_awake: 0,
+                    clocks: Clocks::default(),
                     deps: Vec::new(),
                     source: None,
                     milestone: None,

@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet};
 use tracer_common::{call, kind};
 
 use super::placement::{GroupId, Placement};
-use crate::analysis::Milestone;
+use crate::analysis::{Clocks, Milestone};
 use crate::calls::split_call_field;
 use crate::graph::recorded::RecordedGraph;
 use crate::graph::{ArcId, ArcKind, ContextId, Graph, VertexId};
@@ -38,10 +38,8 @@ use crate::graph::{ArcId, ArcKind, ContextId, Graph, VertexId};
 pub enum ReplayError {
     #[error("the recording has no events of the program")]
     Empty,
-    #[error(
-        "the cpu and wall graphs of the recording differ (arc {0}); the recording may be corrupt"
-    )]
-    GraphsDiffer(usize),
+    #[error("the graph was built without the clocks the replay needs")]
+    NoClocks,
     #[error(
         "the network table has no {scope} rows, but messages go {scope} (pids {from} -> {to})"
     )]
@@ -61,35 +59,44 @@ pub type MessageCost<'a> = &'a dyn Fn(bool, u64) -> Option<u64>;
 pub(super) struct Shape {
     pub work: f64,
     pub off: f64,
-    /// Time inside blocking calls before the event.
-    blocked: u64,
+    /// Time inside blocking calls before the event: awake (on CPU or asleep), and
+    /// runnable but preempted (CPU contention when it was recorded).
+    awake_blocked: u64,
+    runnable_blocked: u64,
 }
 
 impl Shape {
-    /// From the recorded elapsed time between the events, the work on each clock (cpu,
-    /// awake, wall) and the recorded latency of each dependency (the target's time minus
+    /// From the recorded elapsed time between the events, the clocks of the thread over
+    /// that time, and the recorded latency of each dependency (the target's time minus
     /// the source's).
-    pub fn new(elapsed: u64, [work, awake, outside]: [u64; 3], latencies: &[u64]) -> Shape {
+    pub fn new(elapsed: u64, c: &Clocks, latencies: &[u64]) -> Shape {
+        let [work, awake, outside] = c.work;
         let work = work.min(elapsed);
         let outside = outside.clamp(work, elapsed);
         let awake = awake.clamp(work, outside);
         let blocked = elapsed - outside;
+        let awake_blocked = c.raw[1].saturating_sub(c.work[1]).min(blocked);
         // The waiting thread arrived `blocked` before its event; a source that happened
         // after that arrival is what it waited for.
         let waited = latencies.iter().any(|&l| l <= blocked);
-        // Time in a blocking call that no source explains passes as it did.
-        let unexplained = if waited { 0 } else { blocked };
+        // Time in a blocking call that no source explains passes as it did (but for
+        // time the thread was preempted: the replay works contention out anew).
+        let unexplained = if waited { 0 } else { awake_blocked };
         Shape {
             work: work as f64,
             off: (awake - work + unexplained) as f64,
-            blocked,
+            awake_blocked,
+            runnable_blocked: blocked - awake_blocked,
         }
     }
 
     /// The latency of a dependency recorded at `latency`: all of it if the thread waited
-    /// for it, else no more than the call took after the thread arrived.
+    /// for it, else no more than the call took after the thread arrived; without the
+    /// time the waiting thread was preempted.
     pub fn latency(&self, latency: u64) -> f64 {
-        latency.min(self.blocked) as f64
+        latency
+            .saturating_sub(self.runnable_blocked)
+            .min(self.awake_blocked) as f64
     }
 }
 
@@ -207,24 +214,13 @@ pub(super) fn is_mpi_or_pvm_exit(label: u32) -> bool {
 }
 
 impl<'g> Replay<'g> {
-    /// `cpu`, `awake` and `wall` are the same recording's graph with the cpu, awake and
-    /// wall work clocks; `polling` the processes that busy-poll inside blocking calls.
-    pub fn new(
-        cpu: &'g RecordedGraph,
-        awake: &RecordedGraph,
-        wall: &RecordedGraph,
-        polling: HashSet<u32>,
-    ) -> Result<Self, ReplayError> {
-        let (g, ga, gw) = (&cpu.graph, &awake.graph, &wall.graph);
-        for other in [ga, gw] {
-            if g.vertex_count() != other.vertex_count() || g.arcs.len() != other.arcs.len() {
-                return Err(ReplayError::GraphsDiffer(0));
-            }
-            for (i, (a, b)) in g.arcs.iter().zip(&other.arcs).enumerate() {
-                if (a.from, a.to, a.kind) != (b.from, b.to, b.kind) {
-                    return Err(ReplayError::GraphsDiffer(i));
-                }
-            }
+    /// `cpu`: a recording's graph with every clock per vertex
+    /// ([`RecordedGraph::read_with_clocks`]); `polling`: the processes that busy-poll
+    /// inside blocking calls.
+    pub fn new(cpu: &'g RecordedGraph, polling: HashSet<u32>) -> Result<Self, ReplayError> {
+        let g = &cpu.graph;
+        if cpu.vertex_clocks.is_empty() {
+            return Err(ReplayError::NoClocks);
         }
         let n = g.vertex_count();
         if n <= 2 {
@@ -277,12 +273,12 @@ impl<'g> Replay<'g> {
                 .iter()
                 .map(|&(_, from)| ts(v).saturating_sub(ts(from)))
                 .collect();
-            let arc = |g: &Graph| g.arc(p).weight;
-            let shape = Shape::new(
-                ts(v).saturating_sub(ts(u)),
-                [arc(g), arc(ga), arc(gw)],
-                &lats,
-            );
+            let clocks = cpu
+                .vertex_clocks
+                .get(v as usize)
+                .copied()
+                .unwrap_or_default();
+            let shape = Shape::new(ts(v).saturating_sub(ts(u)), &clocks, &lats);
             (s.work, s.off) = (shape.work, shape.off);
             s.deps = deps
                 .into_iter()
@@ -660,7 +656,6 @@ impl<'r, 'g> Simulation<'r, 'g> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::workclock::ClockKind;
     use crate::graph::recorded::RecordedGraph;
     use crate::predict::placement::PlacementSpec;
     use crate::recording::Item;
@@ -734,19 +729,14 @@ mod tests {
             items
         }
 
-        fn graphs(self) -> (RecordedGraph, RecordedGraph, RecordedGraph) {
-            let items = self.items();
-            (
-                RecordedGraph::from_items(&items, ClockKind::Cpu),
-                RecordedGraph::from_items(&items, ClockKind::Awake),
-                RecordedGraph::from_items(&items, ClockKind::Wall),
-            )
+        fn graph(self) -> RecordedGraph {
+            RecordedGraph::from_items_with_clocks(&self.items())
         }
     }
 
     fn predict(t: Timed, spec: Option<&str>, polling: &[u32]) -> Prediction {
-        let (cpu, awake, wall) = t.graphs();
-        let replay = Replay::new(&cpu, &awake, &wall, polling.iter().copied().collect()).unwrap();
+        let cpu = t.graph();
+        let replay = Replay::new(&cpu, polling.iter().copied().collect()).unwrap();
         let placement = match spec {
             Some(s) => {
                 let spec: PlacementSpec = s.parse().unwrap();
@@ -892,8 +882,8 @@ mod tests {
 
     #[test]
     fn a_network_table_replaces_message_latency() {
-        let (cpu, awake, wall) = handoff().graphs();
-        let mut replay = Replay::new(&cpu, &awake, &wall, HashSet::new()).unwrap();
+        let cpu = handoff().graph();
+        let mut replay = Replay::new(&cpu, HashSet::new()).unwrap();
         let placement = Placement::unconstrained();
         let before = replay.run(&placement);
         let cost = |remote: bool, bytes: u64| {
