@@ -59,22 +59,40 @@ fn pinned(mpi: &str, cpus: &str, prog: &str, args: &[&str]) -> Vec<String> {
 }
 
 fn record(tag: &str, command: &[String]) -> Recording {
+    record_with(tag, &["-q"], command).0
+}
+
+/// `tracer record -o FILE ARGS -- COMMAND`; also returns what it printed.
+fn record_with(tag: &str, args: &[&str], command: &[String]) -> (Recording, String) {
     let dir = std::env::temp_dir().join(format!("tracer-whatif-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rec = Recording { dir };
     let out = Command::new(tracer())
-        .args(["record", "-q", "-o"])
+        .args(["record", "-o"])
         .arg(rec.path())
+        .args(args)
         .arg("--")
         .args(command)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "tracer record: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    rec
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "tracer record: {err}");
+    (rec, err)
+}
+
+/// The predicted parallel section `tracer record --whatif-placement` printed, in ns.
+fn online_prediction(stderr: &str) -> f64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("what-if (online)"))
+        .unwrap_or_else(|| panic!("no online prediction in: {stderr}"));
+    let ms: f64 = line
+        .split("predicted ")
+        .nth(1)
+        .and_then(|r| r.split(" ms").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    ms * 1e6
 }
 
 fn whatif(file: &Path, args: &[&str]) -> Value {
@@ -107,8 +125,19 @@ fn predict_and_rerun(
     spec: &str,
     real: &str,
 ) -> (f64, f64) {
-    let rec = record("recorded", &pinned(mpi, recorded, prog, args));
+    // The online replay runs while the first placement is recorded.
+    let (rec, printed) = record_with(
+        "recorded",
+        &["--whatif-placement", spec],
+        &pinned(mpi, recorded, prog, args),
+    );
     let prediction = whatif(&rec.path(), &["--placement", spec]);
+    let online = online_prediction(&printed);
+    let offline = ns(&prediction, "predicted_ns");
+    assert!(
+        (online - offline).abs() <= 0.03 * offline,
+        "online {online} ns, offline {offline} ns"
+    );
     let rerun = record("real", &pinned(mpi, real, prog, args));
     let measured = whatif(&rerun.path(), &[]);
     let (predicted, real_ns) = (

@@ -311,10 +311,10 @@ impl<M: PathModel> Analyzer<M> {
             Record::Wakeup(w) => self.futex_wakeup(h.tid, w.wakee_tid),
             Record::SwitchOut(s) => {
                 self.thread(&h).clock.switched_out(h.ts_ns, s.prev_state);
-                let what = if workclock::still_runnable(s.prev_state) {
-                    Sched::Preempted
-                } else {
-                    Sched::Asleep
+                let what = match s.prev_state {
+                    0 => Sched::Yielded,
+                    p if workclock::still_runnable(p) => Sched::Preempted,
+                    _ => Sched::Asleep,
                 };
                 self.engine.scheduled(h.tid, what);
             }

@@ -30,8 +30,10 @@ pub struct Clocks {
 pub enum Sched {
     /// Off CPU, asleep (it waits for something).
     Asleep,
-    /// Off CPU but runnable (preempted).
+    /// Off CPU but runnable: preempted.
     Preempted,
+    /// Off CPU but runnable: it gave the CPU away (sched_yield).
+    Yielded,
     /// Back on a CPU.
     Running,
 }

@@ -20,9 +20,24 @@ use crate::recording::{Item, RecordingError, RecordingReader};
 use crate::records::Record;
 use replay::{PathPiece, Prediction};
 
-/// A process busy-polls when it is on CPU for at least this share of the time it spends
-/// inside MPI/PVM calls.
+/// A process busy-polls when it is on CPU for at least this share of the time it is
+/// awake inside MPI/PVM calls...
 pub(crate) const POLLING_SHARE: f64 = 0.5;
+/// ...and does not switch out runnable this often per second of it. A library that
+/// yields while it polls (Open MPI when it knows the node is oversubscribed) leaves a
+/// shared CPU to the processes that work, and switches out at every poll when another
+/// process wants the CPU (tens of thousands of times a second); one that is merely
+/// preempted switches out at most at the scheduler's tick rate. (The kernel reports a
+/// yield and a preemption in user mode alike, as state 0: only the rate tells them apart.)
+pub(crate) const YIELDS_PER_S: f64 = 5000.0;
+
+/// Whether a process polls, from its time inside MPI/PVM waits: CPU time, awake time,
+/// and how many times it yielded.
+pub(crate) fn polls(cpu: u64, awake: u64, yields: u64) -> bool {
+    awake > 0
+        && cpu as f64 >= POLLING_SHARE * awake as f64
+        && (yields as f64) < YIELDS_PER_S * awake as f64 / 1e9
+}
 
 /// What a replay needs from a recording: its graph with every clock per vertex, and
 /// which processes poll inside blocking calls.
@@ -66,10 +81,11 @@ pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, R
         /// Preempted since; runnable time inside the current outermost call.
         preempted: Option<u64>,
         runnable: u64,
+        yields: u64,
     }
     let mut threads: HashMap<u32, Thread> = HashMap::new();
-    // Per process: (awake, cpu) inside outermost calls.
-    let mut inside: HashMap<u32, (u64, u64)> = HashMap::new();
+    // Per process: (awake, cpu, yields) inside outermost calls.
+    let mut inside: HashMap<u32, (u64, u64, u64)> = HashMap::new();
     while let Some(item) = reader.next_item()? {
         let Item::Record(r) = item else { continue };
         let h = *r.header();
@@ -77,6 +93,9 @@ pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, R
             Record::SwitchOut(s) => {
                 if let Some(t) = threads.get_mut(&h.tid) {
                     t.preempted = still_runnable(s.prev_state).then_some(h.ts_ns);
+                    if s.prev_state == 0 && t.depth > 0 {
+                        t.yields += 1;
+                    }
                 }
                 continue;
             }
@@ -100,7 +119,7 @@ pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, R
         let t = threads.entry(h.tid).or_default();
         if matches!(r, Record::CallEnter(_)) {
             if t.depth == 0 {
-                (t.entry, t.runnable) = ((h.ts_ns, h.cpu_ns), 0);
+                (t.entry, t.runnable, t.yields) = ((h.ts_ns, h.cpu_ns), 0, 0);
             }
             t.depth += 1;
         } else if t.depth > 0 {
@@ -109,12 +128,13 @@ pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, R
                 let e = inside.entry(h.tgid).or_default();
                 e.0 += h.ts_ns.saturating_sub(t.entry.0).saturating_sub(t.runnable);
                 e.1 += h.cpu_ns.saturating_sub(t.entry.1);
+                e.2 += t.yields;
             }
         }
     }
     Ok(inside
         .into_iter()
-        .filter(|&(_, (awake, cpu))| awake > 0 && cpu as f64 >= POLLING_SHARE * awake as f64)
+        .filter(|&(_, (awake, cpu, yields))| polls(cpu, awake, yields))
         .map(|(pid, _)| pid)
         .collect())
 }

@@ -74,6 +74,8 @@ struct Track {
     last: Clocks,
     /// Work and raw clock time since the latest event.
     pending: Clocks,
+    /// The thread's latest record came inside a blocking call.
+    in_call: bool,
     stack: Vec<usize>,
 }
 
@@ -147,8 +149,10 @@ pub struct OnlineReplay {
     ranks: HashMap<u32, i32>,
     /// Processes of the program, in the order they became so.
     program: Vec<u32>,
-    /// Per process: (cpu, awake) time inside the waits of MPI/PVM calls so far.
+    /// Per process: (cpu, awake) time inside the waits of MPI/PVM calls so far, and how
+    /// often its threads yielded the CPU.
     waits: HashMap<u32, (u64, u64)>,
+    yields: HashMap<u32, u64>,
     tracks: HashMap<u32, Track>,
     chains: HashMap<u32, Chain>,
     steps_held: usize,
@@ -180,6 +184,7 @@ impl OnlineReplay {
             ranks: HashMap::new(),
             program: Vec::new(),
             waits: HashMap::new(),
+            yields: HashMap::new(),
             tracks: HashMap::new(),
             chains: HashMap::new(),
             steps_held: 0,
@@ -245,9 +250,10 @@ impl OnlineReplay {
 
     fn polls(&self, pid: u32) -> bool {
         self.polling.unwrap_or_else(|| {
-            self.waits.get(&pid).is_some_and(|&(cpu, awake)| {
-                awake > 0 && cpu as f64 >= super::POLLING_SHARE * awake as f64
-            })
+            let yields = self.yields.get(&pid).copied().unwrap_or(0);
+            self.waits
+                .get(&pid)
+                .is_some_and(|&(cpu, awake)| super::polls(cpu, awake, yields))
         })
     }
 
@@ -546,6 +552,9 @@ impl PathModel for OnlineReplay {
             self.participant(at.tgid);
         }
         if let Some(t) = self.tracks.get_mut(&tid) {
+            // Blocked time grew since the previous record: the thread is in a call.
+            let blocked = |c: &Clocks| c.raw[2].saturating_sub(c.work[2]);
+            t.in_call = blocked(clocks) > blocked(&t.last);
             for k in 0..3 {
                 t.pending.work[k] += clocks.work[k].saturating_sub(t.last.work[k]);
                 t.pending.raw[k] += clocks.raw[k].saturating_sub(t.last.raw[k]);
@@ -578,12 +587,18 @@ impl PathModel for OnlineReplay {
                 last_ts: at.ts_ns,
                 last: *clocks,
                 pending: Clocks::default(),
+                in_call: false,
                 stack: Vec::new(),
             },
         );
     }
 
     fn scheduled(&mut self, tid: u32, what: Sched) {
+        if let (Sched::Yielded, Some(t)) = (what, self.tracks.get(&tid)) {
+            if t.in_call {
+                *self.yields.entry(t.pid).or_default() += 1;
+            }
+        }
         if what != Sched::Asleep {
             // Running, or runnable: it may work before its next record.
             if let Some(c) = self.chains.get_mut(&tid) {
