@@ -143,12 +143,10 @@ pub(super) fn online_replay(
 pub(super) fn online_line(p: &OnlinePrediction) -> String {
     format!(
         "what-if (online): parallel section measured {}, predicted {} ({:+.1} %); \
-         whole run measured {}, predicted {}; at most {} steps held",
+         at most {} steps held",
         ms(p.measured_ns as f64),
         ms(p.predicted_ns),
         100.0 * (p.predicted_ns / p.measured_ns.max(1) as f64 - 1.0),
-        ms(p.measured_total_ns as f64),
-        ms(p.predicted_total_ns),
         p.peak_steps
     )
 }
@@ -232,12 +230,7 @@ fn text(o: &Output, run: &RecordedRun) -> String {
         ms(o.predicted_ns as f64),
         o.change_percent
     );
-    let _ = writeln!(
-        s,
-        "whole run, launch included: measured {}, predicted {}",
-        ms(o.measured_total_ns as f64),
-        ms(o.predicted_total_ns as f64)
-    );
+
     let p = &o.predicted_path;
     let _ = writeln!(s, "\npredicted critical path: {}", ms(p.length_ns));
     let _ = writeln!(
