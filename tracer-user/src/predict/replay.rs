@@ -880,6 +880,41 @@ mod tests {
         }
     }
 
+    /// The online replay forgets what it simulated: a ten times longer run holds no
+    /// more steps at once.
+    #[test]
+    fn online_replay_memory_does_not_grow_with_run_length() {
+        use crate::predict::online::{OnlineReplay, OnlineWhatIf};
+        let peak = |rounds: usize| {
+            let mut t = Timed::new(2);
+            for _ in 0..rounds {
+                t.work(0, 10 * MS);
+                let sent = t.send(0, 1);
+                t.recv_enter(1, 0);
+                t.recv_exit(1, 0, sent);
+                t.work(1, 10 * MS);
+                let sent = t.send(1, 0);
+                t.recv_enter(0, 1);
+                t.recv_exit(0, 1, sent);
+            }
+            let spec = Some("*@0".parse().unwrap());
+            let mut online = OnlineWhatIf::new(OnlineReplay::new(spec, None, Some(true)));
+            for item in t.items() {
+                online.item(&item);
+            }
+            let p = online.finish().unwrap();
+            // Each rank's 10 ms of work takes 20 ms while the other polls.
+            let want = (rounds as u64 * 40 * MS) as f64;
+            assert!((p.predicted_ns - want).abs() < 0.001 * want, "{p:?}");
+            p.peak_steps
+        };
+        let (short, long) = (peak(20), peak(200));
+        assert!(
+            short > 0 && long <= short,
+            "{short} steps held, then {long}"
+        );
+    }
+
     #[test]
     fn a_network_table_replaces_message_latency() {
         let cpu = handoff().graph();
