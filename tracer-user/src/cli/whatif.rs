@@ -8,6 +8,7 @@ use serde::Serialize;
 use tracer_user::predict::network::{NetworkTable, Scope};
 use tracer_user::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf, OwnedCost};
 use tracer_user::predict::placement::{Placement, PlacementSpec};
+use tracer_user::predict::replay::DEFAULT_SLICE_NS;
 use tracer_user::predict::{PathProfile, RecordedRun};
 use tracer_user::recording::RecordingReader;
 
@@ -36,6 +37,10 @@ pub struct WhatifArgs {
     /// Whether waiting processes use their CPU (busy-polling MPI libraries do).
     #[arg(long, value_enum, default_value = "auto")]
     polling: Polling,
+    /// The scheduler's time slice: a polling rank on a shared CPU notices a message half
+    /// a slice late on average.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_SLICE_NS / 1e6)]
+    slice_ms: f64,
     /// Run the online replay (what `tracer record --whatif-placement` runs while it
     /// traces) instead of the offline one: the predicted runtime only, no path.
     #[arg(long)]
@@ -53,7 +58,8 @@ fn online(
 ) -> anyhow::Result<ExitCode> {
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
-    let replay = OnlineReplay::new(spec, table.map(cost_of), a.polling.forced());
+    let replay = OnlineReplay::new(spec, table.map(cost_of), a.polling.forced())
+        .with_slice(a.slice_ms * 1e6);
     let mut w = OnlineWhatIf::new(replay);
     while let Some(item) = reader.next_item().with_context(context)? {
         w.item(&item);
@@ -152,6 +158,9 @@ pub(super) fn online_line(p: &OnlinePrediction) -> String {
 }
 
 pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
+    if !(a.slice_ms >= 0.0 && a.slice_ms.is_finite()) {
+        anyhow::bail!("--slice-ms must be a number of milliseconds >= 0");
+    }
     let spec = parse_placement(a.placement.as_deref(), "--placement")?;
     let table = load_table(a.network.as_deref(), "--network")?;
     if a.online {
@@ -171,6 +180,7 @@ pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
     let mut replay = run
         .replay()
         .with_context(|| format!("replaying {}", a.file.display()))?;
+    replay.slice_ns = a.slice_ms * 1e6;
     if let Some(t) = table {
         replay.set_network(&run.cpu, &placement, &cost_of(t))?;
     }

@@ -156,6 +156,9 @@ pub struct OnlineReplay {
     tracks: HashMap<u32, Track>,
     chains: HashMap<u32, Chain>,
     steps_held: usize,
+    /// Runnable threads in each group now, and the scheduler's time slice.
+    load: Vec<usize>,
+    slice_ns: f64,
     serial: u64,
     at: EventHeader,
     t0: Option<u64>,
@@ -188,6 +191,8 @@ impl OnlineReplay {
             tracks: HashMap::new(),
             chains: HashMap::new(),
             steps_held: 0,
+            load: Vec::new(),
+            slice_ns: super::replay::DEFAULT_SLICE_NS,
             serial: 0,
             at: EventHeader::default(),
             t0: None,
@@ -368,6 +373,7 @@ impl OnlineReplay {
                     load[g] += 1;
                 }
             }
+            self.load.clone_from(&load);
             let rate = |g: Option<usize>, groups: &[(CpuSet, f64)]| match g {
                 Some(g) if load[g] > 0 => (groups[g].1 / load[g] as f64).min(1.0),
                 _ => 1.0,
@@ -412,6 +418,13 @@ impl OnlineReplay {
         let mut ready = f64::NEG_INFINITY;
         for (mark, lat) in &step.deps {
             ready = ready.max(mark.at.get()? + lat);
+        }
+        // As offline: a polling thread on an oversubscribed CPU set notices what it
+        // waited for half a time slice later on average.
+        let group = self.group_of.get(&c.pid).copied().flatten();
+        let busy = group.is_some_and(|g| self.load.get(g).is_some_and(|&l| l as f64 > self.groups[g].1));
+        if busy && step.spins {
+            ready += self.slice_ns / 2.0;
         }
         Some(ready)
     }
@@ -489,6 +502,12 @@ impl OnlineReplay {
             }
             None => {}
         }
+    }
+
+    /// The scheduler's time slice (default [`super::replay::DEFAULT_SLICE_NS`]).
+    pub fn with_slice(mut self, slice_ns: f64) -> Self {
+        self.slice_ns = slice_ns;
+        self
     }
 
     /// Replays what is left and returns the prediction.
