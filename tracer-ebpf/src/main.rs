@@ -34,6 +34,9 @@ use tracer_common::{
 static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
 #[map]
 static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+/// Per CPU: bytes of records written, to wake the reader every `WAKEUP_BYTES`.
+#[map]
+static WRITTEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// Traced tgids (and the tids of threads forked by traced threads).
 #[map]
 static TRACED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
@@ -200,14 +203,30 @@ fn header(kind: u16, call: u16, tgid: u32, tid: u32) -> EventHeader {
 
 const BPF_RB_NO_WAKEUP: u64 = 1;
 const BPF_RB_FORCE_WAKEUP: u64 = 2;
-const BPF_RB_AVAIL_DATA: u64 = 0;
-/// Wake the reader only once this much is waiting; it also drains on a short timer.
-/// Waking it for every record would make it preempt the traced threads all the time
-/// (and each wakeup shows up as scheduler records of its own).
-const WAKEUP_BYTES: u64 = 256 << 10;
+/// Wake the reader each time a CPU has written another this much; it also drains on a
+/// short timer. Waking it for every record would make it preempt the traced threads all
+/// the time (and each wakeup shows up as scheduler records of its own).
+const WAKEUP_BYTES: u64 = 128 << 10;
+/// Ring-buffer space of a record: an 8-byte header, then the record rounded up to 8.
+const fn ring_size<T>() -> u64 {
+    (8 + core::mem::size_of::<T>() as u64 + 7) & !7
+}
 
-fn wakeup_flags() -> u64 {
-    if EVENTS.query(BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES {
+/// A wakeup only when this CPU's records cross another multiple of `WAKEUP_BYTES`.
+/// (Waking for every record once 256 KiB waited, as the first version did, sent an
+/// interrupt per record while the reader was behind: on this VM an APIC write that exits
+/// to the hypervisor, about 1 us per record; docs/benchmarks.md.)
+fn wakeup_flags(size: u64) -> u64 {
+    // A per-CPU count of bytes written (an array lookup the verifier inlines) rather
+    // than `bpf_ringbuf_query`, which reads the reader's position: a cache line the
+    // reader's CPU keeps writing.
+    let Some(written) = WRITTEN.get_ptr_mut(0) else {
+        return BPF_RB_NO_WAKEUP;
+    };
+    let written = unsafe { &mut *written };
+    let before = *written;
+    *written += size;
+    if before / WAKEUP_BYTES != *written / WAKEUP_BYTES {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
@@ -215,7 +234,10 @@ fn wakeup_flags() -> u64 {
 }
 
 fn emit<T: 'static>(record: &T) {
-    if EVENTS.output::<T>(record, wakeup_flags()).is_err() {
+    if EVENTS
+        .output::<T>(record, wakeup_flags(ring_size::<T>()))
+        .is_err()
+    {
         count_lost();
     }
 }
@@ -405,11 +427,16 @@ fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
 }
 
 fn push_frame(tid: u32, frame: &Frame) {
-    if unsafe { PENDING.get(&tid) }.is_none() {
-        let _ = PENDING.insert(&tid, &EMPTY_STACK, 0);
-    }
-    let Some(stack) = PENDING.get_ptr_mut(&tid) else {
-        return;
+    // One lookup per call; the insert only at a thread's first call.
+    let stack = match PENDING.get_ptr_mut(&tid) {
+        Some(s) => s,
+        None => {
+            let _ = PENDING.insert(&tid, &EMPTY_STACK, 0);
+            match PENDING.get_ptr_mut(&tid) {
+                Some(s) => s,
+                None => return,
+            }
+        }
     };
     let stack = unsafe { &mut *stack };
     let depth = stack.depth as usize;
@@ -443,12 +470,11 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
 
 fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
-    if !is_traced(tgid) {
-        return Ok(());
-    }
+    // Only threads of traced processes have frames (the entry probe admitted them), so
+    // the frame stack is the filter: no lookup in TRACED.
+    let frame = pop_frame(tid).ok_or(())?;
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     let call_id = cookie as u16 & 0xff;
-    let frame = pop_frame(tid).ok_or(())?;
     if frame.call != call_id {
         return Err(());
     }
@@ -965,6 +991,26 @@ fn follows_call(ret: u64) -> bool {
         || (ff2(6, 0) && code[3] & 7 == 5)
         || ff2(6, 2)
         || (ff2(7, 2) && code[2] & 7 == 4)
+}
+
+// ---------------------------------------------------------------------------------------
+// The floor (`tracer record --probes floor`, for `cargo xtask bench`): empty programs that
+// userspace attaches where the real probes attach, so the benchmarks can set the cost of
+// our probes against the cost of a probe that does nothing.
+
+#[uprobe]
+pub fn floor_uprobe(_ctx: ProbeContext) -> u32 {
+    0
+}
+
+#[uretprobe]
+pub fn floor_uretprobe(_ctx: RetProbeContext) -> u32 {
+    0
+}
+
+#[tracepoint]
+pub fn floor_tracepoint(_ctx: TracePointContext) -> u32 {
+    0
 }
 
 #[cfg(not(test))]

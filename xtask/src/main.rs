@@ -1,6 +1,8 @@
 //! Project automation. `cargo xtask setup` installs everything a fresh machine lacks
 //! (idempotent and quick when it is all there); `test`, `demo` and `bench` run setup first.
 
+mod bench;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -24,16 +26,30 @@ enum Cmd {
     Test,
     /// Trace a bundled MPI program and print what the tracer found.
     Demo,
-    /// Probe cost (per-call time of MPI calls traced vs untraced, alternating runs),
-    /// engine throughput, and the offline graph analyses on a 10-million-arc graph.
+    /// The overhead and throughput suite (docs/benchmarks.md): probe cost against empty
+    /// programs, application slowdown, analyzer throughput, a live event flood, memory,
+    /// recording size; then the offline graph analyses on a 10-million-arc graph.
     Bench {
-        /// Runs of each configuration (medians are reported).
-        #[arg(long, default_value_t = 5)]
-        reps: usize,
-        /// Calls per run.
-        #[arg(long, default_value_t = 200_000)]
-        calls: usize,
-        /// Only the offline graph analyses (no root or MPI needed).
+        /// Only these stages (comma-separated or repeated).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<bench::Stage>,
+        /// Runs of each configuration (default per stage: floor 5, slowdown 2,
+        /// throughput 5, memory 2; flood and size run once).
+        #[arg(long)]
+        reps: Option<usize>,
+        /// Seconds of each slowdown run's loop.
+        #[arg(long, default_value_t = 1.0)]
+        slowdown_secs: f64,
+        /// Seconds of the live flood (the documented figure uses 60).
+        #[arg(long, default_value_t = 60.0)]
+        flood_secs: f64,
+        /// Events per second of the flood (and of the first recording-size run).
+        #[arg(long, default_value_t = 500_000)]
+        flood_rate: u64,
+        /// Seconds of the shorter memory run; the longer runs ten times as long.
+        #[arg(long, default_value_t = 2.0)]
+        memory_secs: f64,
+        /// Only the offline graph analyses (no root or MPI needed); same as --only graph.
         #[arg(long)]
         graph_only: bool,
     },
@@ -69,10 +85,24 @@ fn main() -> Result<()> {
         Cmd::Bench {
             graph_only: true, ..
         } => graph_bench(),
-        Cmd::Bench { reps, calls, .. } => {
-            bench(reps, calls)?;
-            graph_bench()
-        }
+        Cmd::Bench {
+            only,
+            reps,
+            slowdown_secs,
+            flood_secs,
+            flood_rate,
+            memory_secs,
+            ..
+        } => bench(
+            &only,
+            &bench::Options {
+                reps,
+                slowdown_secs,
+                flood_secs,
+                flood_rate,
+                memory_secs,
+            },
+        ),
     }
 }
 
@@ -290,93 +320,47 @@ fn demo() -> Result<()> {
     Ok(())
 }
 
-/// Runs the probe-cost program once; returns (ns per MPI_Comm_rank, ns per
-/// Isend+Recv+Wait iteration).
-fn probe_cost_run(launch: &[String], traced: bool) -> Result<(f64, f64)> {
-    let mut cmd = if traced {
-        let mut c = Command::new(root().join("target/release/tracer"));
-        c.args(["record", "-q", "--"]).args(launch);
-        c
-    } else {
-        let mut c = Command::new(&launch[0]);
-        c.args(&launch[1..]);
-        c
-    };
-    let out = output(&mut cmd)?;
-    let field = |name: &str| -> Result<f64> {
-        out.split_whitespace()
-            .find_map(|w| w.strip_prefix(name))
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("no {name} in {out:?}"))
-    };
-    Ok((field("comm_rank_ns=")?, field("isend_recv_wait_ns=")?))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn bench(reps: usize, calls: usize) -> Result<()> {
-    setup()?;
-    build_release()?;
-    let programs = build_programs()?;
-    let n = calls.to_string();
-    let mpis: [(&str, Vec<String>); 2] = [
-        (
-            "Open MPI",
-            vec![
-                "mpirun.openmpi".into(),
-                "--allow-run-as-root".into(),
-                "-np".into(),
-                "1".into(),
-                programs
-                    .join("mpi_probe_cost.openmpi")
-                    .display()
-                    .to_string(),
-                n.clone(),
-            ],
-        ),
-        (
-            "MPICH",
-            vec![
-                "mpirun.mpich".into(),
-                "-np".into(),
-                "1".into(),
-                programs.join("mpi_probe_cost.mpich").display().to_string(),
-                n.clone(),
-            ],
-        ),
+/// The overhead and throughput suite (bench.rs), then the offline graph analyses.
+fn bench(only: &[bench::Stage], opts: &bench::Options) -> Result<()> {
+    use bench::Stage;
+    let all = [
+        Stage::Floor,
+        Stage::Slowdown,
+        Stage::Throughput,
+        Stage::Flood,
+        Stage::Memory,
+        Stage::Size,
+        Stage::Graph,
     ];
-    engine_throughput(&programs)?;
-    println!();
-    println!("| MPI | call | untraced ns/call | traced ns/call | probe cost ns/call | spread traced (min-max) |");
-    println!("|---|---|---|---|---|---|");
-    for (name, launch) in &mpis {
-        let (mut u, mut t) = (Vec::new(), Vec::new());
-        // Alternate untraced and traced runs so drift on a shared machine hits both.
-        for _ in 0..reps {
-            u.push(probe_cost_run(launch, false)?);
-            t.push(probe_cost_run(launch, true)?);
+    let stages: Vec<Stage> = if only.is_empty() {
+        all.to_vec()
+    } else {
+        all.into_iter().filter(|s| only.contains(s)).collect()
+    };
+    if stages.iter().any(|s| *s != Stage::Graph) {
+        setup()?;
+        build_release()?;
+        let target = bench::target_dir(&root());
+        let programs = target.join("test-programs");
+        run(Command::new("make")
+            .current_dir(root().join("tests/programs"))
+            .arg(format!("OUT={}", programs.display()))
+            .arg("-s"))?;
+        let scratch = std::env::temp_dir().join("tracer-bench");
+        std::fs::create_dir_all(&scratch)?;
+        let env = bench::Env {
+            tracer: std::env::var_os("XTASK_BENCH_TRACER")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| target.join("release/tracer")),
+            programs,
+            scratch,
+        };
+        for &stage in stages.iter().filter(|s| **s != Stage::Graph) {
+            bench::run_stage(stage, &env, opts)?;
         }
-        for (label, pick, calls_per_iter) in [
-            ("MPI_Comm_rank", 0usize, 1.0),
-            ("Isend+Recv+Wait (3 calls)", 1, 3.0),
-        ] {
-            let get = |v: &Vec<(f64, f64)>| {
-                v.iter()
-                    .map(|p| if pick == 0 { p.0 } else { p.1 })
-                    .collect::<Vec<f64>>()
-            };
-            let (uv, tv) = (get(&u), get(&t));
-            let (um, tm) = (median(uv.clone()), median(tv.clone()));
-            let lo = tv.iter().cloned().fold(f64::INFINITY, f64::min);
-            let hi = tv.iter().cloned().fold(0.0, f64::max);
-            println!(
-                "| {name} | {label} | {um:.1} | {tm:.1} | {:.0} | {lo:.1}-{hi:.1} |",
-                (tm - um) / calls_per_iter
-            );
-        }
+    }
+    if stages.contains(&Stage::Graph) {
+        graph_bench()?;
     }
     Ok(())
 }
@@ -395,55 +379,4 @@ fn graph_bench() -> Result<()> {
         "--",
         "suite",
     ]))
-}
-
-/// Engine throughput: record a large real run once, then time `tracer analyze` on it
-/// (decode + reorder + match + online engine, one thread) and read its peak memory.
-fn engine_throughput(programs: &Path) -> Result<()> {
-    let tracer = root().join("target/release/tracer");
-    let dir = std::env::temp_dir().join("tracer-bench");
-    std::fs::create_dir_all(&dir)?;
-    let rec = dir.join("ring.trace");
-    run(Command::new(&tracer)
-        .args(["record", "-q", "--func", "compute", "-o"])
-        .arg(&rec)
-        .args(["--", "mpirun.mpich", "-np", "2"])
-        .arg(programs.join("mpi_busy.mpich"))
-        .args(["200000", "0.001"]))?;
-    let bytes = std::fs::metadata(&rec)?.len();
-    println!("| run | events | recording MiB | seconds | events/s | peak RSS MiB |");
-    println!("|---|---|---|---|---|---|");
-    for i in 0..3 {
-        let start = std::time::Instant::now();
-        let out = Command::new("/usr/bin/time")
-            .args(["-f", "%M"])
-            .arg(&tracer)
-            .args(["analyze", "--json"])
-            .arg(&rec)
-            .output()?;
-        let secs = start.elapsed().as_secs_f64();
-        if !out.status.success() {
-            bail!(
-                "tracer analyze failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let profile: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-        let events = profile["events"]["total"].as_u64().unwrap_or(0);
-        let rss_kib: f64 = String::from_utf8_lossy(&out.stderr)
-            .trim()
-            .lines()
-            .last()
-            .unwrap_or("0")
-            .parse()
-            .unwrap_or(0.0);
-        println!(
-            "| {} | {events} | {:.1} | {secs:.3} | {:.0} | {:.1} |",
-            i + 1,
-            bytes as f64 / (1 << 20) as f64,
-            events as f64 / secs,
-            rss_kib / 1024.0
-        );
-    }
-    Ok(())
 }

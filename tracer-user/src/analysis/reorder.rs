@@ -3,38 +3,19 @@
 //! needs causal order (a send before its receive), which timestamps from one machine
 //! clock give. Online and offline analysis both go through this buffer.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 
 use crate::records::Record;
 
-/// Online reordering: holds records until they are `window_ns` older than the newest
-/// one seen, then releases them in timestamp order.
+/// Records in (timestamp, arrival) order. They arrive nearly sorted (the ring buffer
+/// holds them in reservation order, a few microseconds off timestamp order at most), so
+/// a record is inserted by walking back from the newest end, usually zero steps: O(1) per
+/// record where a binary heap of 50 ms of records (25,000 at 500,000 events/s) took
+/// O(log n) cache-missing steps and a heap allocation per record.
 pub struct ReorderBuffer {
     window_ns: u64,
     newest: u64,
-    seq: u64,
-    heap: BinaryHeap<Reverse<(u64, u64, RecordBox)>>,
-}
-
-/// Orders by (ts, arrival) only; the record itself is payload.
-struct RecordBox(Box<Record>);
-
-impl PartialEq for RecordBox {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-impl Eq for RecordBox {}
-impl PartialOrd for RecordBox {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for RecordBox {
-    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
-        std::cmp::Ordering::Equal
-    }
+    queue: VecDeque<Record>,
 }
 
 impl ReorderBuffer {
@@ -42,44 +23,48 @@ impl ReorderBuffer {
         ReorderBuffer {
             window_ns,
             newest: 0,
-            seq: 0,
-            heap: BinaryHeap::new(),
+            queue: VecDeque::new(),
         }
     }
 
     pub fn push(&mut self, r: Record) {
         let ts = r.header().ts_ns;
         self.newest = self.newest.max(ts);
-        self.seq += 1;
-        self.heap
-            .push(Reverse((ts, self.seq, RecordBox(Box::new(r)))));
+        // After every record with a timestamp not above this one's (ties keep arrival
+        // order).
+        let mut at = self.queue.len();
+        while at > 0 && self.queue[at - 1].header().ts_ns > ts {
+            at -= 1;
+        }
+        self.queue.insert(at, r);
     }
 
-    /// Records old enough to be in order.
+    /// Hands over, in order, every record older than the window behind the newest.
     pub fn ready(&mut self, mut f: impl FnMut(&Record)) {
         let limit = self.newest.saturating_sub(self.window_ns);
-        while let Some(Reverse((ts, _, _))) = self.heap.peek() {
-            if *ts > limit {
-                break;
-            }
-            let Reverse((_, _, r)) = self.heap.pop().unwrap();
-            f(&r.0);
+        while self
+            .queue
+            .front()
+            .is_some_and(|r| r.header().ts_ns <= limit)
+        {
+            let r = self.queue.pop_front().unwrap();
+            f(&r);
         }
     }
 
-    /// Everything left, in order.
+    /// Hands over everything left, in order.
     pub fn flush(&mut self, mut f: impl FnMut(&Record)) {
-        while let Some(Reverse((_, _, r))) = self.heap.pop() {
-            f(&r.0);
+        while let Some(r) = self.queue.pop_front() {
+            f(&r);
         }
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.queue.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.queue.is_empty()
     }
 }
 

@@ -54,7 +54,16 @@ pub struct ProbeOptions {
     pub system_wide: bool,
     pub hold_on_exec: bool,
     pub ring_bytes: u32,
+    /// Benchmarks only: attach empty programs (the floor) wherever the probes that fire
+    /// per call attach (MPI/PVM/pthread calls, procedures, futex, scheduler switches and
+    /// wakeups); the fork, exec and exit probes stay real so targets are still followed.
+    pub floor: bool,
 }
+
+/// The empty programs of `ProbeOptions::floor`.
+const FLOOR_UPROBE: &str = "floor_uprobe";
+const FLOOR_URETPROBE: &str = "floor_uretprobe";
+const FLOOR_TRACEPOINT: &str = "floor_tracepoint";
 
 /// The loaded probes. Dropping this detaches every probe and frees every map. The kernel
 /// removes uprobes one at a time, about 100 ms each here (130 probes: 13 s), whatever
@@ -67,6 +76,7 @@ pub struct Probes {
     /// Probes that fire in one process only (`--locks`), by process: (program, link).
     process_links: std::collections::HashMap<u32, Vec<(&'static str, UProbeLinkId)>>,
     pub attach_count: usize,
+    floor: bool,
 }
 
 impl Probes {
@@ -104,24 +114,44 @@ impl Probes {
                 })?;
         }
 
-        for name in ["call_enter", "call_exit", "func_enter", "func_exit"] {
+        let uprobes: &[&'static str] = if opts.floor {
+            &[FLOOR_UPROBE, FLOOR_URETPROBE]
+        } else {
+            &["call_enter", "call_exit", "func_enter", "func_exit"]
+        };
+        for &name in uprobes {
             let p: &mut UProbe = program(&mut ebpf, name)?;
             p.load()
                 .map_err(|source| ProbeError::Program { name, source })?;
         }
-        for (name, group, event) in [
-            ("sched_switch", "sched", "sched_switch"),
-            ("sched_waking", "sched", "sched_waking"),
-            ("sched_wakeup_new", "sched", "sched_wakeup_new"),
-            ("sched_process_fork", "sched", "sched_process_fork"),
-            ("sched_process_exec", "sched", "sched_process_exec"),
-            ("sched_process_exit", "sched", "sched_process_exit"),
-            ("sys_enter_futex", "syscalls", "sys_enter_futex"),
-            ("sys_exit_futex", "syscalls", "sys_exit_futex"),
-        ] {
+        // (program, group, event, fires per call: replaced by the floor)
+        let tracepoints = [
+            ("sched_switch", "sched", "sched_switch", true),
+            ("sched_waking", "sched", "sched_waking", true),
+            ("sched_wakeup_new", "sched", "sched_wakeup_new", true),
+            ("sched_process_fork", "sched", "sched_process_fork", false),
+            ("sched_process_exec", "sched", "sched_process_exec", false),
+            ("sched_process_exit", "sched", "sched_process_exit", false),
+            ("sys_enter_futex", "syscalls", "sys_enter_futex", true),
+            ("sys_exit_futex", "syscalls", "sys_exit_futex", true),
+        ];
+        if opts.floor {
+            let p: &mut TracePoint = program(&mut ebpf, FLOOR_TRACEPOINT)?;
+            p.load().map_err(|source| ProbeError::Program {
+                name: FLOOR_TRACEPOINT,
+                source,
+            })?;
+        }
+        for (name, group, event, per_call) in tracepoints {
+            let name = if opts.floor && per_call {
+                FLOOR_TRACEPOINT
+            } else {
+                let p: &mut TracePoint = program(&mut ebpf, name)?;
+                p.load()
+                    .map_err(|source| ProbeError::Program { name, source })?;
+                name
+            };
             let p: &mut TracePoint = program(&mut ebpf, name)?;
-            p.load()
-                .map_err(|source| ProbeError::Program { name, source })?;
             p.attach(group, event)
                 .map_err(|source| ProbeError::Program { name, source })?;
         }
@@ -130,6 +160,7 @@ impl Probes {
             attached: HashSet::new(),
             process_links: std::collections::HashMap::new(),
             attach_count: 0,
+            floor: opts.floor,
         })
     }
 
@@ -259,6 +290,11 @@ impl Probes {
         let scope = match pid.and_then(NonZeroU32::new) {
             Some(pid) => UProbeScope::OneProcess(pid),
             None => UProbeScope::AllProcesses,
+        };
+        let programs = if self.floor {
+            (FLOOR_UPROBE, FLOOR_URETPROBE)
+        } else {
+            programs
         };
         let mut links = Vec::with_capacity(2);
         for name in [programs.0, programs.1] {

@@ -1,0 +1,606 @@
+//! `cargo xtask bench`: the overhead and throughput suite (docs/benchmarks.md). Every
+//! figure is a ratio or a difference measured within one run of the suite, repeated, and
+//! printed as median and min-max as a Markdown table; each stage runs alone with
+//! `--only STAGE`.
+//!
+//! - `floor`: per-event cost of each probe type against empty BPF programs attached at
+//!   the same places (`tracer record --probes floor`), untraced/floor/ours alternating.
+//! - `slowdown`: an MPI program at 150, 1,000 and 10,000 messages/s with 0, 1, 8 and 32
+//!   selected procedures, untraced/floor/ours alternating.
+//! - `throughput`: `tracer analyze` replaying a large recording on one core.
+//! - `flood`: `tracer record` (online, no `-o`) under a paced futex flood; lost events.
+//! - `memory`: peak RSS of `tracer record` (online) for a run and a ten times longer one.
+//! - `size`: bytes per event on disk and the write rate, at the flood rate and unpaced.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Stage {
+    Floor,
+    Slowdown,
+    Throughput,
+    Flood,
+    Memory,
+    Size,
+    /// The offline graph analyses (tracer-user/examples/graph_bench.rs).
+    Graph,
+}
+
+pub struct Options {
+    /// Repetitions of every stage (each stage has its own default).
+    pub reps: Option<usize>,
+    /// Seconds of each slowdown run's loop.
+    pub slowdown_secs: f64,
+    /// Seconds and events per second of the flood.
+    pub flood_secs: f64,
+    pub flood_rate: u64,
+    /// Seconds of the shorter memory run (the longer one is ten times that).
+    pub memory_secs: f64,
+}
+
+/// Where the built tracer and test programs are. `XTASK_BENCH_TRACER=PATH` replaces the
+/// tracer (to compare two builds with the same suite).
+pub struct Env {
+    pub tracer: PathBuf,
+    pub programs: PathBuf,
+    pub scratch: PathBuf,
+}
+
+pub fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
+    println!("\n## {stage:?} ({})\n", today());
+    match stage {
+        Stage::Floor => floor(env, o.reps.unwrap_or(5)),
+        Stage::Slowdown => slowdown(env, o.reps.unwrap_or(2), o.slowdown_secs),
+        Stage::Throughput => throughput(env, o.reps.unwrap_or(5)),
+        Stage::Flood => flood(env, o.flood_rate, o.flood_secs),
+        Stage::Memory => memory(env, o.reps.unwrap_or(2), o.memory_secs),
+        Stage::Size => size(env, o.flood_rate),
+        Stage::Graph => unreachable!("the graph stage is run by main"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Running things
+
+/// How a program runs: alone, under the empty floor programs, or under our probes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Untraced,
+    Floor,
+    Ours,
+}
+
+const MODES: [Mode; 3] = [Mode::Untraced, Mode::Floor, Mode::Ours];
+
+/// `argv` run as `mode` says; `extra` are options of `tracer record` (e.g. `--func`).
+/// With `pin`, the program runs on CPU 1 and the tracer on CPU 0, so the program's own
+/// time holds the probes' cost and not the tracer's decoding.
+fn command(env: &Env, mode: Mode, extra: &[String], argv: &[String], pin: bool) -> Command {
+    let mut program: Vec<String> = Vec::new();
+    if pin {
+        program.extend(["taskset".into(), "-c".into(), "1".into()]);
+    }
+    program.extend(argv.iter().cloned());
+    let mut tracer: Vec<String> = Vec::new();
+    if pin {
+        tracer.extend(["taskset".into(), "-c".into(), "0".into()]);
+    }
+    tracer.push(env.tracer.display().to_string());
+    tracer.extend(["record".into(), "-q".into()]);
+    if mode == Mode::Floor {
+        tracer.extend(["--probes".into(), "floor".into()]);
+    }
+    tracer.extend(extra.iter().cloned());
+    tracer.push("--".into());
+    let all = match mode {
+        Mode::Untraced => program,
+        _ => tracer.into_iter().chain(program).collect(),
+    };
+    let mut c = Command::new(&all[0]);
+    c.args(&all[1..]);
+    c
+}
+
+/// Runs a command, returns its stdout; fails with its stderr.
+fn output(cmd: &mut Command) -> Result<String> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `name=<number>` from a program's output.
+fn field(out: &str, name: &str) -> Result<f64> {
+    let key = format!("{name}=");
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&key))
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no {name}= in {out:?}"))
+}
+
+/// Runs `cmd` under `/usr/bin/time`; returns (stdout, wall seconds, peak RSS KiB, CPU
+/// seconds user+system).
+fn timed(cmd: &Command) -> Result<(String, f64, f64, f64)> {
+    let mut c = Command::new("/usr/bin/time");
+    c.args(["-f", "xtask-time %M %U %S"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    let start = Instant::now();
+    let out = c.output().with_context(|| format!("running {c:?}"))?;
+    let secs = start.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("{c:?} failed ({}): {err}", out.status);
+    }
+    let line = err
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("xtask-time "))
+        .context("no /usr/bin/time line")?;
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() != 3 {
+        bail!("bad /usr/bin/time line {line:?}");
+    }
+    Ok((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        secs,
+        v[0],
+        v[1] + v[2],
+    ))
+}
+
+fn args(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn today() -> String {
+    Command::new("date")
+        .arg("+%Y-%m-%d %H:%M")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------
+// Statistics
+
+/// Median and range of repeated measurements.
+#[derive(Clone, Copy)]
+struct Stats {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Stats {
+    fn of(v: &[f64]) -> Stats {
+        let mut s = v.to_vec();
+        s.sort_by(|a, b| a.total_cmp(b));
+        let n = s.len();
+        let median = if n == 0 {
+            f64::NAN
+        } else if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
+        Stats {
+            median,
+            min: s.first().copied().unwrap_or(f64::NAN),
+            max: s.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+
+    /// `median (min-max)` with `d` decimals.
+    fn show(&self, d: usize) -> String {
+        format!(
+            "{:.d$} ({:.d$}-{:.d$})",
+            self.median,
+            self.min,
+            self.max,
+            d = d
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Probe cost against the floor
+
+/// One probe type: the program that exercises it and the `tracer record` options it needs.
+struct ProbeType {
+    name: &'static str,
+    argv: Vec<String>,
+    extra: Vec<String>,
+    /// What one op is (the unit of ns_per_op).
+    op: &'static str,
+}
+
+fn floor(env: &Env, reps: usize) -> Result<()> {
+    let p = |name: &str| env.programs.join(name).display().to_string();
+    let types = [
+        ProbeType {
+            name: "MPI call (MPICH MPI_Comm_rank)",
+            argv: vec![
+                "mpirun.mpich".into(),
+                "-np".into(),
+                "1".into(),
+                p("bench_slowdown.mpich"),
+                "calls".into(),
+                "200000".into(),
+            ],
+            extra: vec![],
+            op: "call: entry + return uprobe",
+        },
+        ProbeType {
+            name: "selected procedure (--func)",
+            argv: vec![p("bench_probe"), "func".into(), "50000".into()],
+            extra: args(&["--func", "bench_tiny"]),
+            op: "call: entry + return uprobe",
+        },
+        ProbeType {
+            name: "futex (FUTEX_WAKE, no waiter)",
+            argv: vec![p("bench_probe"), "futex".into(), "1000000".into()],
+            extra: vec![],
+            op: "call: enter + exit tracepoint",
+        },
+        ProbeType {
+            name: "scheduler (pipe ping-pong, one CPU)",
+            argv: vec![p("bench_probe"), "sched".into(), "200000".into()],
+            extra: vec![],
+            op: "hand-off: sched_waking + sched_switch",
+        },
+    ];
+    println!(
+        "Per-op CPU time of the program (CLOCK_PROCESS_CPUTIME_ID), program on CPU 1, tracer \
+         on CPU 0; {reps} rounds of untraced, floor, ours; load average {}.\n",
+        load()
+    );
+    println!("| probe type | op | untraced ns/op | floor ns/op | ours ns/op | floor cost ns | our cost ns | ratio ours/floor (of medians) | ratio per round (min-max) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for t in &types {
+        let mut ns: [Vec<f64>; 3] = Default::default();
+        for _ in 0..reps {
+            for (i, mode) in MODES.iter().enumerate() {
+                let out = output(&mut command(env, *mode, &t.extra, &t.argv, true))?;
+                ns[i].push(field(&out, "ns_per_op")?);
+            }
+        }
+        let [u, f, o] = &ns;
+        let (su, sf, so) = (Stats::of(u), Stats::of(f), Stats::of(o));
+        let floor_cost = sf.median - su.median;
+        let our_cost = so.median - su.median;
+        let rounds: Vec<f64> = (0..reps).map(|r| (o[r] - u[r]) / (f[r] - u[r])).collect();
+        let rr = Stats::of(&rounds);
+        println!(
+            "| {} | {} | {} | {} | {} | {floor_cost:.0} | {our_cost:.0} | {:.2} | {:.2}-{:.2} |",
+            t.name,
+            t.op,
+            su.show(1),
+            sf.show(1),
+            so.show(1),
+            our_cost / floor_cost,
+            rr.min,
+            rr.max
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Application slowdown
+
+const RATES: [u64; 3] = [150, 1_000, 10_000];
+/// Selected procedures and the `--func` patterns that select them.
+const SELECTIONS: [(usize, &str); 4] = [
+    (0, ""),
+    (1, "bproc_00"),
+    (8, "bproc_0[0-7]"),
+    (32, "bproc_*"),
+];
+
+/// One rank exchanging with itself, pinned to CPU 1 with the tracer on CPU 0, and its own
+/// CPU time as the measure: on this shared 2-CPU machine, the wall time of two ranks in
+/// lockstep varied from -35 % to +155 % between identical runs (docs/benchmarks.md).
+fn slowdown(env: &Env, reps: usize, secs: f64) -> Result<()> {
+    let prog = env.programs.join("bench_slowdown.mpich");
+    // Work units per microsecond: the fastest of three calibrations, so every run does the
+    // same work and only the probes differ.
+    let mut per_us = 0f64;
+    for _ in 0..3 {
+        let out = output(
+            Command::new("taskset")
+                .args(["-c", "1"])
+                .arg(&prog)
+                .arg("calibrate"),
+        )?;
+        per_us = per_us.max(field(&out, "units_per_us")?);
+    }
+    println!(
+        "bench_slowdown.mpich, one rank (mpirun.mpich -np 1) on CPU 1, tracer on CPU 0, \
+         {secs} s loops; work per iteration 1/rate s at {per_us:.1} units/us (calibrated); \
+         slowdown = loop CPU time traced / untraced - 1 (wall time in the last column); \
+         {reps} rounds, each: untraced, then floor and ours for 0, 1, 8, 32 procedures; load \
+         average {}.\n",
+        load()
+    );
+    println!("| msgs/s (nominal) | untraced msgs/s | procedures | floor slowdown % | our slowdown % | ours - floor (points) | our slowdown %, wall time |");
+    println!("|---|---|---|---|---|---|---|");
+    for rate in RATES {
+        let iters = (rate as f64 * secs).round() as u64;
+        let units = (per_us * 1e6 / rate as f64).round() as u64;
+        let argv = vec![
+            "mpirun.mpich".to_string(),
+            "-np".into(),
+            "1".into(),
+            prog.display().to_string(),
+            iters.to_string(),
+            units.to_string(),
+        ];
+        // (cpu seconds, wall seconds, msgs/s)
+        let run = |mode: Mode, k: usize| -> Result<(f64, f64, f64)> {
+            let pattern = SELECTIONS.iter().find(|s| s.0 == k).unwrap().1;
+            let extra = if pattern.is_empty() {
+                vec![]
+            } else {
+                vec!["--func".to_string(), pattern.to_string()]
+            };
+            let out = output(&mut command(env, mode, &extra, &argv, true))?;
+            Ok((
+                field(&out, "cpu_secs")?,
+                field(&out, "secs")?,
+                field(&out, "msgs_per_s")?,
+            ))
+        };
+        // Per round: slowdown of each traced run against that round's untraced run.
+        let mut untraced_rate = Vec::new();
+        let n = SELECTIONS.len();
+        let (mut floor, mut ours, mut diff, mut wall) = (
+            vec![Vec::new(); n],
+            vec![Vec::new(); n],
+            vec![Vec::new(); n],
+            vec![Vec::new(); n],
+        );
+        for _ in 0..reps {
+            let (base_cpu, base_wall, r) = run(Mode::Untraced, 0)?;
+            untraced_rate.push(r);
+            for (i, (k, _)) in SELECTIONS.iter().enumerate() {
+                let f = run(Mode::Floor, *k)?;
+                let o = run(Mode::Ours, *k)?;
+                let fp = (f.0 / base_cpu - 1.0) * 100.0;
+                let op = (o.0 / base_cpu - 1.0) * 100.0;
+                floor[i].push(fp);
+                ours[i].push(op);
+                diff[i].push(op - fp);
+                wall[i].push((o.1 / base_wall - 1.0) * 100.0);
+            }
+        }
+        for (i, (k, _)) in SELECTIONS.iter().enumerate() {
+            println!(
+                "| {rate} | {:.0} | {k} | {} | {} | {} | {} |",
+                Stats::of(&untraced_rate).median,
+                Stats::of(&floor[i]).show(2),
+                Stats::of(&ours[i]).show(2),
+                Stats::of(&diff[i]).show(2),
+                Stats::of(&wall[i]).show(2),
+            );
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Analyzer throughput (replay)
+
+fn throughput(env: &Env, reps: usize) -> Result<()> {
+    let rec = env.scratch.join("busy.trace");
+    output(
+        Command::new(&env.tracer)
+            .args(["record", "-q", "--func", "compute", "-o"])
+            .arg(&rec)
+            .args(["--", "mpirun.mpich", "-np", "2"])
+            .arg(env.programs.join("mpi_busy.mpich"))
+            .args(["200000", "0.001"]),
+    )?;
+    let bytes = std::fs::metadata(&rec)?.len();
+    let mut rates = Vec::new();
+    let mut rss = Vec::new();
+    let mut events = 0;
+    for _ in 0..reps {
+        let mut c = Command::new(&env.tracer);
+        c.args(["analyze", "--json"]).arg(&rec);
+        let (out, secs, kib, _) = timed(&c)?;
+        let profile: serde_json::Value = serde_json::from_str(&out)?;
+        events = profile["events"]["total"].as_u64().unwrap_or(0);
+        rates.push(events as f64 / secs);
+        rss.push(kib / 1024.0);
+    }
+    println!(
+        "`tracer analyze --json` on one recording of `tracer record --func compute -- \
+         mpirun.mpich -np 2 mpi_busy.mpich 200000 0.001`, {reps} runs; load average {}.\n",
+        load()
+    );
+    println!("| events | recording MiB | bytes/event | events/s | peak RSS MiB |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {events} | {:.1} | {:.1} | {} | {} |",
+        bytes as f64 / (1 << 20) as f64,
+        bytes as f64 / events.max(1) as f64,
+        Stats::of(&rates).show(0),
+        Stats::of(&rss).show(1)
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Live flood, 5. memory, 6. recording size
+
+/// One `tracer record` of a command; what it says about itself.
+struct Recorded {
+    /// The program's stdout.
+    out: String,
+    wall_s: f64,
+    peak_kib: f64,
+    cpu_s: f64,
+    events: u64,
+    lost: u64,
+}
+
+fn record(env: &Env, extra: &[String], argv: &[String]) -> Result<Recorded> {
+    let summary = env.scratch.join("summary.json");
+    let mut c = Command::new(&env.tracer);
+    c.args(["record", "-q", "--summary-json"])
+        .arg(&summary)
+        .args(extra)
+        .arg("--")
+        .args(argv);
+    let (out, wall_s, peak_kib, cpu_s) = timed(&c)?;
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary)?)?;
+    Ok(Recorded {
+        out,
+        wall_s,
+        peak_kib,
+        cpu_s,
+        events: s["events"]["total"].as_u64().unwrap_or(0),
+        lost: s["events"]["lost"].as_u64().unwrap_or(0),
+    })
+}
+
+fn flood_argv(env: &Env, rate: u64, secs: f64) -> Vec<String> {
+    vec![
+        env.programs.join("bench_probe").display().to_string(),
+        "flood".into(),
+        rate.to_string(),
+        secs.to_string(),
+    ]
+}
+
+fn flood(env: &Env, rate: u64, secs: f64) -> Result<()> {
+    let r = record(env, &[], &flood_argv(env, rate, secs))?;
+    println!(
+        "`tracer record -- bench_probe flood {rate} {secs}` (online analysis, no -o): futex \
+         wakes paced in 1 ms batches; load average {}.\n",
+        load()
+    );
+    println!("| target events/s | program's events/s | events recorded | lost | tracer CPU s (user+sys) | tracer CPU % of the run | peak RSS MiB |");
+    println!("|---|---|---|---|---|---|---|");
+    let program_secs = field(&r.out, "secs")?;
+    println!(
+        "| {rate} | {:.0} | {} | {} | {:.1} | {:.0} | {:.1} |",
+        field(&r.out, "events_per_s")?,
+        r.events,
+        r.lost,
+        r.cpu_s,
+        100.0 * r.cpu_s / program_secs,
+        r.peak_kib / 1024.0
+    );
+    Ok(())
+}
+
+fn memory(env: &Env, reps: usize, secs: f64) -> Result<()> {
+    let prog = env.programs.join("bench_slowdown.mpich");
+    let out = output(Command::new(&prog).arg("calibrate"))?;
+    let per_us = field(&out, "units_per_us")?;
+    let rate = 1000u64;
+    let units = (per_us * 1e6 / rate as f64).round() as u64;
+    let argv = |scale: f64| {
+        vec![
+            "mpirun.mpich".to_string(),
+            "-np".into(),
+            "2".into(),
+            prog.display().to_string(),
+            ((rate as f64 * secs * scale).round() as u64).to_string(),
+            units.to_string(),
+        ]
+    };
+    let extra = args(&["--func", "bproc_*"]);
+    let mut rows: [(Vec<f64>, Vec<f64>); 2] = Default::default();
+    for _ in 0..reps {
+        for (i, scale) in [1.0, 10.0].into_iter().enumerate() {
+            let r = record(env, &extra, &argv(scale))?;
+            rows[i].0.push(r.peak_kib / 1024.0);
+            rows[i].1.push(r.events as f64);
+        }
+    }
+    println!(
+        "Peak RSS (`/usr/bin/time -f %M`) of `tracer record --func 'bproc_*' -- mpirun.mpich \
+         -np 2 bench_slowdown.mpich ITERS UNITS` (1,000 msgs/s per rank, 32 procedures, online \
+         analysis, no -o), {secs} s and {} s; {reps} runs each, alternating; load average {}.\n",
+        secs * 10.0,
+        load()
+    );
+    println!("| run | events (median) | peak RSS MiB |");
+    println!("|---|---|---|");
+    for (i, label) in ["1x", "10x"].iter().enumerate() {
+        println!(
+            "| {label} ({} s) | {:.0} | {} |",
+            secs * if i == 0 { 1.0 } else { 10.0 },
+            Stats::of(&rows[i].1).median,
+            Stats::of(&rows[i].0).show(1)
+        );
+    }
+    let (a, b) = (Stats::of(&rows[0].0).median, Stats::of(&rows[1].0).median);
+    println!("\n10x / 1x peak RSS: {:.3}", b / a);
+    Ok(())
+}
+
+fn size(env: &Env, rate: u64) -> Result<()> {
+    let secs = 10.0;
+    let file = env.scratch.join("flood.trace");
+    println!(
+        "`tracer record -o FILE -- bench_probe flood RATE {secs}`: bytes per event and write \
+         rate, at the flood rate and unpaced (as fast as the program goes); load average {}.\n",
+        load()
+    );
+    println!("| target events/s | program's events/s | events recorded | lost | MiB | bytes/event | MiB/s written |");
+    println!("|---|---|---|---|---|---|---|");
+    for target in [rate, 100_000_000] {
+        let extra = vec!["-o".to_string(), file.display().to_string()];
+        let r = record(env, &extra, &flood_argv(env, target, secs))?;
+        let bytes = std::fs::metadata(&file)?.len() as f64;
+        let program_secs = field(&r.out, "secs")?;
+        println!(
+            "| {} | {:.0} | {} | {} | {:.1} | {:.1} | {:.1} |",
+            if target == rate {
+                target.to_string()
+            } else {
+                "unpaced".into()
+            },
+            field(&r.out, "events_per_s")?,
+            r.events,
+            r.lost,
+            bytes / (1 << 20) as f64,
+            bytes / r.events.max(1) as f64,
+            bytes / (1 << 20) as f64 / program_secs,
+        );
+        let _ = r.wall_s;
+        std::fs::remove_file(&file)?;
+    }
+    Ok(())
+}
+
+/// The target directory cargo builds into (`CARGO_TARGET_DIR` or `<root>/target`).
+pub fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
+        Some(d) => root.join(d),
+        None => root.join("target"),
+    }
+}
