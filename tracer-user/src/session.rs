@@ -17,6 +17,8 @@ use crate::analysis::workclock::ClockKind;
 use crate::analysis::Pipeline;
 use crate::funcs::{FuncError, FunctionSelector};
 use crate::libraries::{self, Library, LibrarySet, ThreadLibraries};
+use crate::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf};
+use crate::predict::replay::ReplayError;
 use crate::probes::{ProbeError, ProbeOptions, Probes};
 use crate::procfs;
 use crate::recording::{
@@ -64,8 +66,13 @@ pub struct RecordOptions {
     /// traced process (per-process probes).
     pub locks: bool,
     pub ring_mib: u32,
+    /// Benchmarks only: empty programs instead of the per-call probes (`ProbeOptions::floor`).
+    pub floor_probes: bool,
     /// Work clock of the critical path engine.
     pub clock: ClockKind,
+    /// Also replay the run online under another placement and/or network
+    /// (`--whatif-placement`, `--whatif-network`).
+    pub whatif: Option<OnlineReplay>,
     /// Live samples: every `interval`, `on_sample` gets the profile so far.
     pub interval: Option<Duration>,
     pub on_sample: Option<SampleHook>,
@@ -99,6 +106,8 @@ pub struct RecordOutcome {
     pub stop: StopReason,
     /// Exit status of the launched command, if it was reaped.
     pub command_status: Option<i32>,
+    /// The online what-if prediction, when asked for.
+    pub whatif: Option<Result<OnlinePrediction, ReplayError>>,
     /// `--func` patterns that matched no function anywhere.
     pub unmatched_funcs: Vec<String>,
     pub libraries: Vec<(PathBuf, crate::calls::Flavor, usize)>,
@@ -138,6 +147,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         system_wide: opts.system_wide,
         hold_on_exec: !opts.system_wide,
         ring_bytes: opts.ring_mib.max(1) << 20,
+        floor: opts.floor_probes,
     })?;
     let mut libs = LibrarySet::new(found_libs);
     // Libraries the user named, those the targets have loaded, and, system-wide, all.
@@ -179,6 +189,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         .cloned()
         .collect();
     let mut sink = Sink::new(&meta, opts.output.as_deref(), open_mpi, opts.clock)?;
+    sink.whatif = opts.whatif.map(OnlineWhatIf::new);
     for p in &new_probes {
         sink.probe(p)?;
     }
@@ -225,7 +236,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     } = ctx;
     let lost = probes.lost()?;
     // Every output is complete before the probes go: detaching takes seconds.
-    let (summary, profile) = sink.finish(lost)?;
+    let (summary, profile, whatif) = sink.finish(lost)?;
     write_json(opts.summary_json.as_deref(), &summary)?;
     write_json(opts.profile_json.as_deref(), &profile)?;
     let detacher = locks.map(|l| l.detacher);
@@ -240,6 +251,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     Ok(RecordOutcome {
         summary,
         profile,
+        whatif,
         stop,
         command_status,
         unmatched_funcs: funcs.unmatched(),
@@ -255,6 +267,8 @@ struct Sink {
     summary: SummaryBuilder,
     /// The online critical path engine, fed in timestamp order.
     pipeline: Pipeline,
+    /// The online what-if replay, fed the same items.
+    whatif: Option<OnlineWhatIf>,
     clock: ClockKind,
     commands: HashMap<u32, String>,
     seen: HashSet<u32>,
@@ -276,6 +290,7 @@ impl Sink {
                 .transpose()?,
             summary: SummaryBuilder::new(),
             pipeline: Pipeline::new(clock),
+            whatif: None,
             clock,
             commands: HashMap::new(),
             seen: HashSet::new(),
@@ -287,6 +302,9 @@ impl Sink {
     fn probe(&mut self, p: &crate::recording::FunctionProbe) -> Result<(), SessionError> {
         self.summary.probe(p);
         self.pipeline.item(&Item::Probe(p.clone()));
+        if let Some(w) = &mut self.whatif {
+            w.item(&Item::Probe(p.clone()));
+        }
         if let Some(w) = &mut self.writer {
             w.probe(p)?;
         }
@@ -309,6 +327,9 @@ impl Sink {
             .find_map(|l| libraries::ompi_world_handle(l, &info));
         self.summary.process(&info);
         self.pipeline.item(&Item::Process(info.clone()));
+        if let Some(w) = &mut self.whatif {
+            w.item(&Item::Process(info.clone()));
+        }
         if !info.command.is_empty() {
             self.commands.insert(info.pid, info.command.clone());
         }
@@ -338,6 +359,9 @@ impl Sink {
         self.total += 1;
         self.summary.record(rec);
         self.pipeline.item(&Item::Record(*rec));
+        if let Some(w) = &mut self.whatif {
+            w.item(&Item::Record(*rec));
+        }
         if let Some(w) = &mut self.writer {
             w.record(raw)?;
         }
@@ -349,16 +373,28 @@ impl Sink {
         Profile::new(&self.pipeline.analyzer, self.clock, lost, &self.commands)
     }
 
-    fn finish(mut self, lost: u64) -> Result<(Summary, Profile), SessionError> {
+    #[allow(clippy::type_complexity)]
+    fn finish(
+        mut self,
+        lost: u64,
+    ) -> Result<
+        (
+            Summary,
+            Profile,
+            Option<Result<OnlinePrediction, ReplayError>>,
+        ),
+        SessionError,
+    > {
         self.pipeline.flush();
         let profile = self.profile(lost);
+        let whatif = self.whatif.take().map(OnlineWhatIf::finish);
         if let Some(w) = self.writer {
             w.finish(&Trailer {
                 events_total: self.total,
                 events_lost: lost,
             })?;
         }
-        Ok((self.summary.finish(lost), profile))
+        Ok((self.summary.finish(lost), profile, whatif))
     }
 }
 

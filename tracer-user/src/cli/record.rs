@@ -47,12 +47,30 @@ pub struct RecordArgs {
     /// Which clock weighs the work between events.
     #[arg(long, value_enum, default_value = "cpu")]
     clock: super::analyze::Clock,
+    /// Benchmarks only: `floor` attaches empty eBPF programs where the per-call probes go
+    /// (the cost of a probe that does nothing; docs/benchmarks.md).
+    #[arg(long, value_enum, default_value = "all", hide = true)]
+    probes: ProbeSet,
+    /// What-if while tracing: replay the run online with processes placed as SPEC says
+    /// (as `tracer whatif --placement`) and print the predicted runtime at the end.
+    #[arg(long, value_name = "SPEC")]
+    whatif_placement: Option<String>,
+    /// What-if while tracing: message costs from this table (as `tracer whatif
+    /// --network`).
+    #[arg(long, value_name = "TABLE")]
+    whatif_network: Option<PathBuf>,
     /// Print nothing but errors.
     #[arg(short, long)]
     quiet: bool,
     /// The command to launch and trace from its first instruction.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProbeSet {
+    All,
+    Floor,
 }
 
 pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
@@ -73,9 +91,12 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
+    let whatif =
+        super::whatif::online_replay(a.whatif_placement.as_deref(), a.whatif_network.as_deref())?;
     let started = std::time::Instant::now();
     let outcome = session::record(RecordOptions {
         clock: a.clock.into(),
+        whatif,
         interval,
         on_sample: Some(Box::new(move |p: &Profile| eprintln!("{}", sample_line(started.elapsed(), p)))),
         pids: a.pids,
@@ -93,6 +114,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         libs: a.libs,
         locks: a.locks,
         ring_mib: a.buffer_mib,
+        floor_probes: a.probes == ProbeSet::Floor,
         on_ready: (!a.quiet).then(|| {
             Box::new(|r: &session::Ready| {
                 eprintln!(
@@ -115,12 +137,18 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         }
         super::print_summary(&outcome.summary);
         eprint!("{}", outcome.profile.text());
+        if let Some(Ok(p)) = &outcome.whatif {
+            eprintln!("{}", super::whatif::online_line(p));
+        }
         if let Some(code) = outcome.command_status.filter(|c| *c != 0) {
             eprintln!("tracer: the traced command exited with status {code}");
         }
         if let Some(o) = &a.output {
             eprintln!("recording written to {}", o.display());
         }
+    }
+    if let Some(Err(e)) = outcome.whatif {
+        bail!("what-if: {e}");
     }
     if !outcome.unmatched_funcs.is_empty() {
         bail!(
