@@ -207,6 +207,7 @@ const BPF_RB_FORCE_WAKEUP: u64 = 2;
 /// short timer. Waking it for every record would make it preempt the traced threads all
 /// the time (and each wakeup shows up as scheduler records of its own).
 const WAKEUP_BYTES: u64 = 128 << 10;
+const BPF_RB_AVAIL_DATA: u64 = 0;
 /// Ring-buffer space of a record: an 8-byte header, then the record rounded up to 8.
 const fn ring_size<T>() -> u64 {
     (8 + core::mem::size_of::<T>() as u64 + 7) & !7
@@ -226,7 +227,14 @@ fn wakeup_flags(size: u64) -> u64 {
     let written = unsafe { &mut *written };
     let before = *written;
     *written += size;
-    if before / WAKEUP_BYTES != *written / WAKEUP_BYTES {
+    // Also when the reader is behind (256 KiB waiting), but then only once per 4 KiB
+    // this CPU writes: without that, attaching to a busy job mid-run left the reader so
+    // far behind that a quarter of the messages went unmatched (critical_path test
+    // `attaching_mid_run_measures_the_traced_interval`); with a wakeup per record it
+    // was the interrupt storm above.
+    if before / WAKEUP_BYTES != *written / WAKEUP_BYTES
+        || EVENTS.query(BPF_RB_AVAIL_DATA) >= 2 * WAKEUP_BYTES && before / 4096 != *written / 4096
+    {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
