@@ -343,7 +343,6 @@ impl ChromeExport {
     }
 }
 
-
 /// Microseconds from `base_ns` to `ts_ns` (negative for a record older than the base).
 fn us(ts_ns: u64, base_ns: u64) -> f64 {
     (ts_ns as i128 - base_ns as i128) as f64 / 1000.0

@@ -422,7 +422,11 @@ impl OnlineReplay {
         // As offline: a polling thread on an oversubscribed CPU set notices what it
         // waited for half a time slice later on average.
         let group = self.group_of.get(&c.pid).copied().flatten();
-        let busy = group.is_some_and(|g| self.load.get(g).is_some_and(|&l| l as f64 > self.groups[g].1));
+        let busy = group.is_some_and(|g| {
+            self.load
+                .get(g)
+                .is_some_and(|&l| l as f64 > self.groups[g].1)
+        });
         if busy && step.spins {
             ready += self.slice_ns / 2.0;
         }
