@@ -357,3 +357,19 @@ impl Drop for NetLab {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// `tracer calibrate --mpicc mpicc.openmpi ARGS -- LAUNCHER`; panics with the tracer's
+/// error output on failure, else returns (standard output, standard error).
+pub fn calibrate(args: &[&str], launcher: &[String]) -> (String, String) {
+    let out = Command::new(crate::tracer())
+        .arg("calibrate")
+        .args(["--mpicc", "mpicc.openmpi"])
+        .args(args)
+        .arg("--")
+        .args(launcher)
+        .output()
+        .expect("run tracer");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "tracer calibrate failed: {err}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+}

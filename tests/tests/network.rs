@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use tracer_tests::netlab::NetLab;
+use tracer_tests::netlab::{calibrate, NetLab};
 use tracer_tests::{tracer, tracer_fails};
 use tracer_user::predict::network::{NetworkTable, Scope};
 
@@ -24,21 +24,6 @@ fn scratch(tag: &str) -> PathBuf {
     d
 }
 
-/// `tracer calibrate ARGS -- LAUNCHER`; panics with the tracer's error output on failure.
-fn calibrate(args: &[&str], launcher: &[String]) -> String {
-    let out = Command::new(tracer())
-        .arg("calibrate")
-        .args(["--mpicc", "mpicc.openmpi"])
-        .args(args)
-        .arg("--")
-        .args(launcher)
-        .output()
-        .expect("run tracer");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "tracer calibrate failed: {err}");
-    err
-}
-
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
@@ -52,32 +37,13 @@ fn shaped_link_latency_follows_its_rate() {
 
     // Baseline: both ranks on this machine (local), then the unshaped lab link (remote),
     // merged into one table with --append.
-    let local = Command::new(tracer())
-        .args([
-            "calibrate",
-            "--mpicc",
-            "mpicc.openmpi",
-            "--sizes",
-            "0,8,65536",
-        ])
-        .args([
-            "-o",
-            t,
-            "--",
-            "mpirun.openmpi",
-            "--allow-run-as-root",
-            "-np",
-            "2",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        local.status.success(),
-        "{}",
-        String::from_utf8_lossy(&local.stderr)
-    );
+    let local: Vec<String> = ["mpirun.openmpi", "--allow-run-as-root", "-np", "2"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    calibrate(&["--sizes", "0,8,65536", "-o", t], &local);
     let unshaped = NetLab::unshaped();
-    let err = calibrate(
+    let (_, err) = calibrate(
         &["--scope", "remote", "--sizes", sizes, "--append", "-o", t],
         &unshaped.openmpi_launcher(2),
     );
@@ -89,18 +55,17 @@ fn shaped_link_latency_follows_its_rate() {
 
     // The shaped link, into its own table (printed on standard output).
     let shaped = NetLab::shaped(RATE_BPS);
-    let out = Command::new(tracer())
-        .args(["calibrate", "--mpicc", "mpicc.openmpi", "--scope", "remote"])
-        .args(["--sizes", sizes, "--seconds-per-size", "0.3", "--"])
-        .args(shaped.openmpi_launcher(2))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (csv, _) = calibrate(
+        &[
+            "--scope",
+            "remote",
+            "--sizes",
+            sizes,
+            "--seconds-per-size",
+            "0.3",
+        ],
+        &shaped.openmpi_launcher(2),
     );
-    let csv = String::from_utf8(out.stdout).unwrap();
     eprintln!("shaped lab ({RATE_BPS} bit/s):\n{csv}");
     let slow = NetworkTable::parse(&csv).unwrap();
     assert!(!slow.has(Scope::Local));

@@ -249,7 +249,7 @@ fn placement_errors_are_one_line() {
 /// (about 0.05 ms on the fast one).
 #[test]
 fn network_table_predicts_a_slower_link() {
-    use tracer_tests::netlab::NetLab;
+    use tracer_tests::netlab::{calibrate, NetLab};
     let args = ["12", "65536", "20", "20"];
     let fast = NetLab::unshaped();
     let rec = record("fast-link", &fast.openmpi(2, "mpi_exchange", &args));
@@ -257,20 +257,12 @@ fn network_table_predicts_a_slower_link() {
 
     let slow = NetLab::shaped(20_000_000);
     let table = rec.dir.join("slow.csv");
-    let out = Command::new(tracer())
-        .args(["calibrate", "--mpicc", "mpicc.openmpi", "--scope", "remote"])
-        .args(["--sizes", "0,1024,32768,65536,131072", "-o"])
-        .arg(&table)
-        .arg("--")
-        .args(slow.openmpi_launcher(2))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let table = table.to_str().unwrap();
+    let sizes = "0,1024,32768,65536,131072";
+    calibrate(
+        &["--scope", "remote", "--sizes", sizes, "-o", table],
+        &slow.openmpi_launcher(2),
+    );
     let two_nodes = ["--placement", "0@a:0;1@b:0", "--network", table];
     let predicted = ns(&whatif(&rec.path(), &two_nodes), "predicted_ns");
     let unchanged = ns(&whatif(&rec.path(), &[]), "predicted_ns");
