@@ -25,6 +25,19 @@ pub struct Clocks {
     pub raw: [u64; 3],
 }
 
+impl Clocks {
+    /// Adds to `self` (time pending since some event) what the clocks advanced from
+    /// `last` to `now`, and moves `last` to `now` (clocks never run backwards).
+    pub fn add_since(&mut self, last: &mut Clocks, now: &Clocks) {
+        for k in 0..3 {
+            self.work[k] += now.work[k].saturating_sub(last.work[k]);
+            self.raw[k] += now.raw[k].saturating_sub(last.raw[k]);
+            last.work[k] = last.work[k].max(now.work[k]);
+            last.raw[k] = last.raw[k].max(now.raw[k]);
+        }
+    }
+}
+
 /// What the scheduler did with a thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sched {

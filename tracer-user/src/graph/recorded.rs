@@ -194,12 +194,7 @@ impl PathModel for GraphModel {
                 .threads
                 .entry(tid)
                 .or_insert((*clocks, Clocks::default()));
-            for k in 0..3 {
-                pending.work[k] += clocks.work[k].saturating_sub(last.work[k]);
-                pending.raw[k] += clocks.raw[k].saturating_sub(last.raw[k]);
-                last.work[k] = last.work[k].max(clocks.work[k]);
-                last.raw[k] = last.raw[k].max(clocks.raw[k]);
-            }
+            pending.add_since(last, clocks);
         }
         self.advance(tid, work, at);
     }

@@ -105,8 +105,6 @@ struct Chain {
     pid: u32,
     queue: VecDeque<Step>,
     phase: Phase,
-    /// When the current Work phase began.
-    since: f64,
     /// When the chain passed its latest event.
     prev_at: f64,
     ended: bool,
@@ -119,7 +117,6 @@ impl Chain {
             pid,
             queue: VecDeque::new(),
             phase: Phase::Idle,
-            since: 0.0,
             prev_at: 0.0,
             ended: false,
             asleep: false,
@@ -453,7 +450,6 @@ impl OnlineReplay {
                     let late = (t - c.prev_at).max(0.0);
                     let step = c.queue.front_mut().unwrap();
                     step.off = (step.off - late).max(0.0);
-                    c.since = t;
                     c.phase = if step.first {
                         Phase::Off(step.off + late)
                     } else if step.work > 0.0 {
@@ -578,12 +574,7 @@ impl PathModel for OnlineReplay {
             // Blocked time grew since the previous record: the thread is in a call.
             let blocked = |c: &Clocks| c.raw[2].saturating_sub(c.work[2]);
             t.in_call = blocked(clocks) > blocked(&t.last);
-            for k in 0..3 {
-                t.pending.work[k] += clocks.work[k].saturating_sub(t.last.work[k]);
-                t.pending.raw[k] += clocks.raw[k].saturating_sub(t.last.raw[k]);
-                t.last.work[k] = t.last.work[k].max(clocks.work[k]);
-                t.last.raw[k] = t.last.raw[k].max(clocks.raw[k]);
-            }
+            t.pending.add_since(&mut t.last, clocks);
             return;
         }
         // A thread's replay starts at its first event; until its first step is known,

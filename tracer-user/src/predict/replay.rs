@@ -136,8 +136,6 @@ pub struct Replay<'g> {
     initialized: Vec<VertexId>,
     finalizing: Vec<VertexId>,
     t0: u64,
-    /// Processes whose threads spin inside blocking calls.
-    pub polling: HashSet<u32>,
     /// The scheduler's time slice (see [`DEFAULT_SLICE_NS`]).
     pub slice_ns: f64,
 }
@@ -318,7 +316,6 @@ impl<'g> Replay<'g> {
             finalizing: milestones(Milestone::Finalizing),
             slice_ns: DEFAULT_SLICE_NS,
             t0,
-            polling,
         })
     }
 
