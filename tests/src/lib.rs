@@ -41,14 +41,16 @@ pub fn program(name: &str) -> String {
     programs().join(name).display().to_string()
 }
 
-/// The tracer binary (`cargo xtask test` builds it before the tests).
+/// The tracer binary, built as users run it: optimized (`cargo xtask test` builds it
+/// before the tests). An unoptimized tracer cannot keep up with the scheduler events of
+/// ranks that yield while they wait (close to a million a second) and loses some.
 pub fn tracer() -> PathBuf {
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or(root().join("target"), |d| root().join(d));
-    let p = target.join("debug/tracer");
+    let p = target.join("release/tracer");
     assert!(
         p.exists(),
-        "{} is missing: run `cargo build -p tracer-user` first",
+        "{} is missing: run `cargo build --release -p tracer-user` first",
         p.display()
     );
     p

@@ -273,14 +273,9 @@ fn test() -> Result<()> {
         "-p",
         "tracer-user",
     ]))?;
-    // Integration tests: real kernel, real runtimes, one at a time (2 cores).
-    run(Command::new("cargo").current_dir(root()).args([
-        "build",
-        "-p",
-        "tracer-user",
-        "--bin",
-        "tracer",
-    ]))?;
+    // Integration tests: real kernel, real runtimes, one at a time (2 cores), with the
+    // tracer built as users run it (tests/src/lib.rs says why).
+    build_release()?;
     run(Command::new("cargo").current_dir(root()).args([
         "test",
         "-p",

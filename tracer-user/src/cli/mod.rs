@@ -69,6 +69,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Says on stderr that a recording is incomplete, when it is.
+fn warn_lost(events_lost: u64) {
+    if events_lost > 0 {
+        eprintln!(
+            "warning: the recording lost {events_lost} events (the tracer fell behind and \
+             its ring buffer filled up): calls and messages among them are missing, so the \
+             results are approximate"
+        );
+    }
+}
+
 /// Prints a summary for people.
 fn print_summary(s: &tracer_user::summary::Summary) {
     eprintln!(

@@ -65,6 +65,7 @@ fn online(
         w.item(&item);
     }
     let p = w.finish()?;
+    super::warn_lost(reader.trailer.map_or(0, |t| t.events_lost));
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
     } else {
@@ -78,6 +79,8 @@ struct Output {
     schema: u32,
     placement: Option<String>,
     network: Option<String>,
+    /// Events the recording lost (their calls and messages are missing).
+    events_lost: u64,
     /// Processes that use their CPU while they wait.
     polling_pids: Vec<u32>,
     /// The parallel section: first MPI_Init return to last MPI_Finalize call.
@@ -191,6 +194,7 @@ pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
         schema: 1,
         placement: a.placement.clone(),
         network: a.network.as_ref().map(|p| p.display().to_string()),
+        events_lost: run.events_lost,
         polling_pids,
         measured_ns: p.measured_ns,
         predicted_ns: p.predicted_ns.round() as u64,
@@ -200,6 +204,7 @@ pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
         predicted_path: PathProfile::of(&p, &run.cpu),
         path: p.path.clone(),
     };
+    super::warn_lost(run.events_lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

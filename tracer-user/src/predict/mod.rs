@@ -44,13 +44,19 @@ pub(crate) fn polls(cpu: u64, awake: u64, yields: u64) -> bool {
 pub struct RecordedRun {
     pub cpu: RecordedGraph,
     pub polling: HashSet<u32>,
+    /// Events the probes could not write (the ring buffer was full): the calls and
+    /// messages among them are missing from the graph.
+    pub events_lost: u64,
 }
 
 impl RecordedRun {
     pub fn read(path: &Path) -> Result<Self, RecordingError> {
+        let mut reader = RecordingReader::open(path)?;
+        let polling = polling_processes(&mut reader)?;
         Ok(RecordedRun {
             cpu: RecordedGraph::read_with_clocks(&mut RecordingReader::open(path)?)?,
-            polling: polling_processes(&mut RecordingReader::open(path)?)?,
+            polling,
+            events_lost: reader.trailer.map_or(0, |t| t.events_lost),
         })
     }
 
