@@ -490,6 +490,37 @@ pub struct ThreadClock {
     pub running: u32,
 }
 
+/// What a call's exit probe needs from its entry: the call, and the pointers the call
+/// writes its results through, read again at the return.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallFrame {
+    pub call: u16,
+    pub flavor: u16,
+    pub count: i32,
+    /// Load bias of the library the call is in.
+    pub bias: u64,
+    pub handle_out: u64,
+    pub out: u64,
+    pub status: [u64; 3],
+}
+
+/// MPI calls can nest (ROMIO, profiling wrappers); deeper nesting is counted, not kept.
+pub const MAX_CALL_DEPTH: usize = 4;
+
+/// Per traced thread (the `THREADS` map): its CPU clock and its calls in progress. One
+/// entry serves every probe of the thread, so a call's entry and exit each need one
+/// lookup; having an entry also means the thread is traced.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadState {
+    pub clock: ThreadClock,
+    /// Calls in progress, innermost last (more than `MAX_CALL_DEPTH` are counted).
+    pub depth: u32,
+    pub _reserved: u32,
+    pub frames: [CallFrame; MAX_CALL_DEPTH],
+}
+
 /// Names of the maps shared by both sides.
 pub mod maps {
     pub const EVENTS: &str = "EVENTS";
@@ -508,6 +539,7 @@ mod pod {
     unsafe impl aya::Pod for FlavorConfig {}
     unsafe impl aya::Pod for ProbeConfig {}
     unsafe impl aya::Pod for ThreadClock {}
+    unsafe impl aya::Pod for ThreadState {}
 }
 
 // The layouts are part of the recording format: fail the build if one changes size.
@@ -526,4 +558,8 @@ const _: () = {
     assert!(size_of::<CallLayout>() == 16);
     assert!(size_of::<FlavorConfig>() == 56);
     assert!(size_of::<ProbeConfig>() == 72);
+    // Map values: no padding either (the kernel copies them byte for byte).
+    assert!(size_of::<ThreadClock>() == 24);
+    assert!(size_of::<CallFrame>() == 56);
+    assert!(size_of::<ThreadState>() == 32 + 56 * MAX_CALL_DEPTH);
 };

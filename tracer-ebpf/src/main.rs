@@ -23,10 +23,10 @@ use aya_ebpf::{
     EbpfContext,
 };
 use tracer_common::{
-    call, count_mode, dtype_mode, flavor, kind, status_mode, CallLayout, CallRecord, EventHeader,
-    ExecRecord, ExitRecord, FlavorConfig, ForkRecord, FutexRecord, HandleArrayRecord, ProbeConfig,
-    StatusArrayRecord, SwitchRecord, ThreadClock, WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
-    NO_ARG, UNSET, UNSET32,
+    call, count_mode, dtype_mode, flavor, kind, status_mode, CallFrame, CallLayout, CallRecord,
+    EventHeader, ExecRecord, ExitRecord, FlavorConfig, ForkRecord, FutexRecord, HandleArrayRecord,
+    ProbeConfig, StatusArrayRecord, SwitchRecord, ThreadClock, ThreadState, WakeRecord,
+    ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, UNSET, UNSET32,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -40,12 +40,9 @@ static WRITTEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// Traced tgids (and the tids of threads forked by traced threads).
 #[map]
 static TRACED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
-/// Per traced thread: accumulated on-CPU time.
+/// Per traced thread: its CPU clock and the calls in progress (read again at their exit).
 #[map]
-static THREADS: HashMap<u32, ThreadClock> = HashMap::with_max_entries(65536, 0);
-/// Per thread: arguments of the MPI/PVM calls in progress, read again at their exit.
-#[map]
-static PENDING: HashMap<u32, CallStack> = HashMap::with_max_entries(65536, 0);
+static THREADS: HashMap<u32, ThreadState> = HashMap::with_max_entries(65536, 0);
 #[map]
 static CONFIG: Array<ProbeConfig> = Array::with_max_entries(1, 0);
 #[map]
@@ -60,30 +57,7 @@ static STACK_WORDS: PerCpuArray<[u64; SCAN_WORDS]> = PerCpuArray::with_max_entri
 const SIGSTOP: u32 = 19;
 /// Pointers below this are sentinels (MPI_STATUS_IGNORE is 0 in Open MPI, 1 in MPICH).
 const MIN_POINTER: u64 = 4096;
-/// MPI calls can nest (ROMIO, profiling wrappers); deeper nesting is not tracked.
-const MAX_DEPTH: usize = 4;
-
-/// What an exit probe needs from its entry.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Frame {
-    call: u16,
-    flavor: u16,
-    count: i32,
-    bias: u64,
-    handle_out: u64,
-    out: u64,
-    status: [u64; 3],
-}
-
-#[repr(C)]
-struct CallStack {
-    depth: u32,
-    _pad: u32,
-    frames: [Frame; MAX_DEPTH],
-}
-
-const EMPTY_FRAME: Frame = Frame {
+const EMPTY_FRAME: CallFrame = CallFrame {
     call: 0,
     flavor: 0,
     count: 0,
@@ -92,10 +66,17 @@ const EMPTY_FRAME: Frame = Frame {
     out: 0,
     status: [0; 3],
 };
-static EMPTY_STACK: CallStack = CallStack {
+/// A thread new to the probes: its clock starts at its first event (`cpu_clock`).
+static NEW_THREAD: ThreadState = ThreadState {
+    clock: ThreadClock {
+        on_cpu_ns: 0,
+        slice_start_ns: 0,
+        tgid: 0,
+        running: 0,
+    },
     depth: 0,
-    _pad: 0,
-    frames: [EMPTY_FRAME; MAX_DEPTH],
+    _reserved: 0,
+    frames: [EMPTY_FRAME; MAX_CALL_DEPTH],
 };
 
 // ---------------------------------------------------------------------------------------
@@ -112,6 +93,36 @@ fn current_ids() -> (u32, u32) {
 
 fn is_traced(id: u32) -> bool {
     unsafe { TRACED.get(&id).is_some() }
+}
+
+/// The state of a thread the probes already know; only traced threads have one.
+fn known_thread(tid: u32) -> Option<&'static mut ThreadState> {
+    THREADS.get_ptr_mut(&tid).map(|t| unsafe { &mut *t })
+}
+
+/// A fresh state for a traced thread the probes meet for the first time.
+fn new_thread(tid: u32) -> Option<&'static mut ThreadState> {
+    let _ = THREADS.insert(&tid, &NEW_THREAD, 0);
+    known_thread(tid)
+}
+
+/// The current thread's state if its process is traced: one lookup for a thread the
+/// probes know, the traced set only for the others.
+fn traced_thread(tgid: u32, tid: u32) -> Option<&'static mut ThreadState> {
+    match known_thread(tid) {
+        Some(t) => Some(t),
+        None if is_traced(tgid) => new_thread(tid),
+        None => None,
+    }
+}
+
+/// [`traced_thread`] for uprobes, which in system-wide mode also admit new processes.
+fn uprobe_thread(tgid: u32, tid: u32) -> Option<&'static mut ThreadState> {
+    match known_thread(tid) {
+        Some(t) => Some(t),
+        None if admit_uprobe(tgid) => new_thread(tid),
+        None => None,
+    }
 }
 
 /// Whether a uprobe hit in `tgid` should be recorded. In system-wide mode the first hit
@@ -151,48 +162,32 @@ fn kernel_cpu_time() -> Option<u64> {
 /// that switch, never below the kernel's own count (a switch event can be missed: a
 /// tracepoint program is skipped while another BPF program holds the CPU's recursion
 /// guard, and syscall tracepoints can be preempted).
-fn cpu_clock(tid: u32, tgid: u32, now: u64) -> u64 {
-    let kernel = kernel_cpu_time();
-    match THREADS.get_ptr_mut(&tid) {
-        Some(c) => {
-            let c = unsafe { &mut *c };
-            if c.tgid == 0 {
-                c.tgid = tgid;
-            }
-            if c.running == 0 {
-                // It is running now, so its switch-in was missed.
-                c.running = 1;
-                c.slice_start_ns = now;
-            }
-            let estimate = c.on_cpu_ns + now.saturating_sub(c.slice_start_ns);
-            match kernel {
-                Some(k) if k > estimate => {
-                    c.on_cpu_ns = k;
-                    c.slice_start_ns = now;
-                    k
-                }
-                _ => estimate,
-            }
+fn cpu_clock(c: &mut ThreadClock, tgid: u32, now: u64) -> u64 {
+    if c.tgid == 0 {
+        c.tgid = tgid;
+    }
+    if c.running == 0 {
+        // It is running now, so its switch-in was missed (or this is its first event).
+        c.running = 1;
+        c.slice_start_ns = now;
+    }
+    let estimate = c.on_cpu_ns + now.saturating_sub(c.slice_start_ns);
+    match kernel_cpu_time() {
+        Some(k) if k > estimate => {
+            c.on_cpu_ns = k;
+            c.slice_start_ns = now;
+            k
         }
-        None => {
-            let c = ThreadClock {
-                on_cpu_ns: kernel.unwrap_or(0),
-                slice_start_ns: now,
-                tgid,
-                running: 1,
-            };
-            let _ = THREADS.insert(&tid, &c, 0);
-            c.on_cpu_ns
-        }
+        _ => estimate,
     }
 }
 
-/// Header for an event of the current thread.
-fn header(kind: u16, call: u16, tgid: u32, tid: u32) -> EventHeader {
+/// Header for an event of the current thread, whose state is `t`.
+fn header(t: &mut ThreadState, kind: u16, call: u16, tgid: u32, tid: u32) -> EventHeader {
     let now = unsafe { bpf_ktime_get_ns() };
     EventHeader {
         ts_ns: now,
-        cpu_ns: cpu_clock(tid, tgid, now),
+        cpu_ns: cpu_clock(&mut t.clock, tgid, now),
         tgid,
         tid,
         kind,
@@ -207,7 +202,6 @@ const BPF_RB_FORCE_WAKEUP: u64 = 2;
 /// short timer. Waking it for every record would make it preempt the traced threads all
 /// the time (and each wakeup shows up as scheduler records of its own).
 const WAKEUP_BYTES: u64 = 128 << 10;
-const BPF_RB_AVAIL_DATA: u64 = 0;
 /// Ring-buffer space of a record: an 8-byte header, then the record rounded up to 8.
 const fn ring_size<T>() -> u64 {
     (8 + core::mem::size_of::<T>() as u64 + 7) & !7
@@ -216,7 +210,9 @@ const fn ring_size<T>() -> u64 {
 /// A wakeup only when this CPU's records cross another multiple of `WAKEUP_BYTES`.
 /// (Waking for every record once 256 KiB waited, as the first version did, sent an
 /// interrupt per record while the reader was behind: on this VM an APIC write that exits
-/// to the hypervisor, about 1 us per record; docs/benchmarks.md.)
+/// to the hypervisor, about 1 us per record; docs/benchmarks.md. Waking once per 4 KiB a
+/// CPU wrote while the reader was behind, the second version, still put 2.6 % of a
+/// traced MPI loop's time in that APIC write: a reader that is behind is awake already.)
 fn wakeup_flags(size: u64) -> u64 {
     // A per-CPU count of bytes written (an array lookup the verifier inlines) rather
     // than `bpf_ringbuf_query`, which reads the reader's position: a cache line the
@@ -227,16 +223,7 @@ fn wakeup_flags(size: u64) -> u64 {
     let written = unsafe { &mut *written };
     let before = *written;
     *written += size;
-    // Also when the reader is behind (256 KiB waiting), but then only once per 4 KiB
-    // this CPU writes: without that, attaching to a busy job mid-run left the reader so
-    // far behind that a quarter of the messages went unmatched (critical_path test
-    // `attaching_mid_run_measures_the_traced_interval`); with a wakeup per record it
-    // was the interrupt storm above.
-    // The 4 KiB test first: `bpf_ringbuf_query` reads the reader's position (a cache
-    // line the reader keeps writing), so it runs once per 4 KiB, not per record.
-    if before / WAKEUP_BYTES != *written / WAKEUP_BYTES
-        || before / 4096 != *written / 4096 && EVENTS.query(BPF_RB_AVAIL_DATA) >= 2 * WAKEUP_BYTES
-    {
+    if before / WAKEUP_BYTES != *written / WAKEUP_BYTES {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
@@ -328,9 +315,9 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
 
 fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
-    if !admit_uprobe(tgid) {
+    let Some(thread) = uprobe_thread(tgid, tid) else {
         return Ok(());
-    }
+    };
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     let call_id = cookie as u16 & 0xff;
     let flavor_id = (cookie >> 16) as u8;
@@ -343,6 +330,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
 
     // Call records carry the flavor in the high byte of `call`.
     let mut rec = CallRecord::unset(header(
+        thread,
         kind::CALL_ENTER,
         call_id | ((flavor_id as u16) << 8),
         tgid,
@@ -404,7 +392,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
             frame.status[2] = arg(regs, layout.status + 2);
         }
     }
-    push_frame(tid, &frame);
+    push_frame(thread, &frame);
     Ok(())
 }
 
@@ -436,37 +424,23 @@ fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
     }
 }
 
-fn push_frame(tid: u32, frame: &Frame) {
-    // One lookup per call; the insert only at a thread's first call.
-    let stack = match PENDING.get_ptr_mut(&tid) {
-        Some(s) => s,
-        None => {
-            let _ = PENDING.insert(&tid, &EMPTY_STACK, 0);
-            match PENDING.get_ptr_mut(&tid) {
-                Some(s) => s,
-                None => return,
-            }
-        }
-    };
-    let stack = unsafe { &mut *stack };
-    let depth = stack.depth as usize;
-    if depth < MAX_DEPTH {
-        stack.frames[depth] = *frame;
+fn push_frame(t: &mut ThreadState, frame: &CallFrame) {
+    let depth = t.depth as usize;
+    if depth < MAX_CALL_DEPTH {
+        t.frames[depth] = *frame;
     }
-    // Count frames beyond MAX_DEPTH too, so the matching exits pop them.
-    stack.depth += 1;
+    // Count frames beyond MAX_CALL_DEPTH too, so the matching exits pop them.
+    t.depth += 1;
 }
 
-fn pop_frame(tid: u32) -> Option<Frame> {
-    let stack = PENDING.get_ptr_mut(&tid)?;
-    let stack = unsafe { &mut *stack };
-    if stack.depth == 0 {
+fn pop_frame(t: &mut ThreadState) -> Option<CallFrame> {
+    if t.depth == 0 {
         return None;
     }
-    stack.depth -= 1;
-    let depth = stack.depth as usize;
-    if depth < MAX_DEPTH {
-        Some(stack.frames[depth])
+    t.depth -= 1;
+    let depth = t.depth as usize;
+    if depth < MAX_CALL_DEPTH {
+        Some(t.frames[depth])
     } else {
         None
     }
@@ -481,8 +455,9 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
 fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
     // Only threads of traced processes have frames (the entry probe admitted them), so
-    // the frame stack is the filter: no lookup in TRACED.
-    let frame = pop_frame(tid).ok_or(())?;
+    // the thread's state is the filter: no lookup in TRACED.
+    let thread = known_thread(tid).ok_or(())?;
+    let frame = pop_frame(thread).ok_or(())?;
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     let call_id = cookie as u16 & 0xff;
     if frame.call != call_id {
@@ -493,6 +468,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
     let ret: u64 = ctx.ret();
 
     let mut rec = CallRecord::unset(header(
+        thread,
         kind::CALL_EXIT,
         call_id | (frame.flavor << 8),
         tgid,
@@ -621,11 +597,11 @@ pub fn func_exit(ctx: RetProbeContext) -> u32 {
 
 fn func_event(ctx: *mut core::ffi::c_void, kind: u16) {
     let (tgid, tid) = current_ids();
-    if !admit_uprobe(tgid) {
+    let Some(thread) = uprobe_thread(tgid, tid) else {
         return;
-    }
+    };
     let probe = unsafe { bpf_get_attach_cookie(ctx) } as u16;
-    emit(&header(kind, probe, tgid, tid));
+    emit(&header(thread, kind, probe, tgid, tid));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -647,8 +623,8 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
     let next: u32 = field(ctx, c.switch_next_pid)?;
     let now = unsafe { bpf_ktime_get_ns() };
     let cpu = unsafe { bpf_get_smp_processor_id() };
-    if let Some(clock) = THREADS.get_ptr_mut(&prev) {
-        let clock = unsafe { &mut *clock };
+    if let Some(thread) = known_thread(prev) {
+        let clock = &mut thread.clock;
         // `prev` is the current task; the scheduler has just brought its CPU time up to
         // date, so the kernel's count is exact here.
         match kernel_cpu_time() {
@@ -673,8 +649,8 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
             prev_state: state,
         });
     }
-    if let Some(clock) = THREADS.get_ptr_mut(&next) {
-        let clock = unsafe { &mut *clock };
+    if let Some(thread) = known_thread(next) {
+        let clock = &mut thread.clock;
         clock.running = 1;
         clock.slice_start_ns = now;
         emit(&SwitchRecord {
@@ -709,14 +685,14 @@ fn try_wakeup(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     let c = config().ok_or(())?;
     let wakee: u32 = field(ctx, c.waking_pid)?;
     let wakee_tgid = match unsafe { THREADS.get(&wakee) } {
-        Some(clock) => clock.tgid,
+        Some(t) => t.clock.tgid,
         None => return Ok(()),
     };
     let (tgid, tid) = current_ids();
     // The waker may be an untraced thread or an interrupt: stamp it without giving it a
     // clock.
-    let h = if is_traced(tgid) {
-        header(kind, 0, tgid, tid)
+    let h = if let Some(thread) = traced_thread(tgid, tid) {
+        header(thread, kind, 0, tgid, tid)
     } else {
         EventHeader {
             ts_ns: unsafe { bpf_ktime_get_ns() },
@@ -746,23 +722,17 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
 
 fn try_fork(ctx: &TracePointContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
-    if !is_traced(tgid) {
+    let Some(thread) = traced_thread(tgid, tid) else {
         return Ok(());
-    }
+    };
     let c = config().ok_or(())?;
     let child: u32 = field(ctx, c.fork_child_pid)?;
     // The child may be a thread or a process: either way its id joins the traced set, and
     // its clock starts when it first runs.
     let _ = TRACED.insert(&child, &1, 0);
-    let clock = ThreadClock {
-        on_cpu_ns: 0,
-        slice_start_ns: 0,
-        tgid: 0,
-        running: 0,
-    };
-    let _ = THREADS.insert(&child, &clock, 0);
+    let _ = THREADS.insert(&child, &NEW_THREAD, 0);
     emit(&ForkRecord {
-        header: header(kind::FORK, 0, tgid, tid),
+        header: header(thread, kind::FORK, 0, tgid, tid),
         child_tid: child,
         _reserved: 0,
     });
@@ -777,16 +747,16 @@ pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
 
 fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
-    if !is_traced(tgid) {
+    let Some(thread) = traced_thread(tgid, tid) else {
         return Ok(());
-    }
+    };
     let c = config().ok_or(())?;
     let Some(mut rec) = EVENTS.reserve::<ExecRecord>(0) else {
         count_lost();
         return Ok(());
     };
     let r = unsafe { &mut *rec.as_mut_ptr() };
-    r.header = header(kind::EXEC, 0, tgid, tid);
+    r.header = header(thread, kind::EXEC, 0, tgid, tid);
     r.old_tid = field(ctx, c.exec_old_pid).unwrap_or(0);
     // __data_loc: low 16 bits offset from the record start, high 16 bits length.
     let loc: u32 = field(ctx, c.exec_filename).unwrap_or(0);
@@ -812,18 +782,17 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
 
 fn try_exit(ctx: &TracePointContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
-    if !is_traced(tgid) && unsafe { THREADS.get(&tid) }.is_none() {
+    let Some(thread) = traced_thread(tgid, tid) else {
         return Ok(());
-    }
+    };
     let c = config().ok_or(())?;
     let group_dead: u8 = field(ctx, c.exit_group_dead).unwrap_or(0);
     emit(&ExitRecord {
-        header: header(kind::EXIT, 0, tgid, tid),
+        header: header(thread, kind::EXIT, 0, tgid, tid),
         group_dead: group_dead as u32,
         _reserved: 0,
     });
     let _ = THREADS.remove(&tid);
-    let _ = PENDING.remove(&tid);
     if tid != tgid {
         let _ = TRACED.remove(&tid);
     }
@@ -847,12 +816,12 @@ pub fn sys_exit_futex(ctx: TracePointContext) -> u32 {
 
 fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
-    if !is_traced(tgid) {
+    let Some(thread) = traced_thread(tgid, tid) else {
         return Ok(());
-    }
+    };
     let c = config().ok_or(())?;
     let mut rec = FutexRecord {
-        header: header(kind, 0, tgid, tid),
+        header: header(thread, kind, 0, tgid, tid),
         uaddr: 0,
         op: 0,
         val: 0,

@@ -14,7 +14,7 @@ use aya::programs::uprobe::{
 };
 use aya::programs::{TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
-use tracer_common::{call, call_cookie, maps, ProbeConfig, ThreadClock};
+use tracer_common::{call, call_cookie, maps, ProbeConfig, ThreadClock, ThreadState};
 
 use crate::calls::{Flavor, CALLS};
 use crate::libraries::{Library, ThreadLibrary};
@@ -339,17 +339,20 @@ impl Probes {
                 name: maps::TRACED,
                 source,
             })?;
-        let mut clocks: HashMap<&mut MapData, u32, ThreadClock> =
+        let mut states: HashMap<&mut MapData, u32, ThreadState> =
             map(&mut self.ebpf, maps::THREADS)?;
         for &tid in threads {
-            let clock = ThreadClock {
-                tgid: pid,
+            let state = ThreadState {
+                clock: ThreadClock {
+                    tgid: pid,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
-            // A thread that already has a clock (it ran a probe) keeps it.
-            if clocks.get(&tid, 0).is_err() {
-                clocks
-                    .insert(tid, clock, 0)
+            // A thread that already has a state (it ran a probe) keeps it.
+            if states.get(&tid, 0).is_err() {
+                states
+                    .insert(tid, state, 0)
                     .map_err(|source| ProbeError::MapOp {
                         name: maps::THREADS,
                         source,
