@@ -243,12 +243,20 @@ pub struct FutexRecord {
     pub val: u32,
     /// Exit: the syscall's result.
     pub ret: i64,
-    /// Entry: a user-space code address for the wait or wake: the first word on the user
-    /// stack that points outside libc's code and the stack, just after a call instruction
-    /// (the return address into the caller of pthreads), or the syscall instruction's
-    /// address when the scan found none; 0 at exit or when the user registers could not
-    /// be read. A bounded scan (see tracer-ebpf's `futex_site`), not an unwind.
+    /// Entry of a wait ([`futex_waits`]): a user-space code address for the wait: the
+    /// first word on the user stack that points outside libc's code and the stack, just
+    /// after a call instruction (the return address into the caller of pthreads), or the
+    /// syscall instruction's address when the scan found none. 0 for other operations
+    /// (the scan costs a third of a wake's probes, and only waits are reported by site),
+    /// at exit, or when the user registers could not be read. A bounded scan (see
+    /// tracer-ebpf's `futex_site`), not an unwind.
     pub site: u64,
+}
+
+/// futex(2) operations that wait (FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET,
+/// FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2), without the private/clock flags.
+pub const fn futex_waits(op: u32) -> bool {
+    matches!(op & 0x7f, 0 | 6 | 9 | 11 | 13)
 }
 
 #[repr(C)]

@@ -832,7 +832,9 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
         rec.uaddr = field(ctx, c.futex_uaddr)?;
         rec.op = field::<u64>(ctx, c.futex_op)? as u32;
         rec.val = field::<u64>(ctx, c.futex_val)? as u32;
-        rec.site = futex_site();
+        if tracer_common::futex_waits(rec.op) {
+            rec.site = futex_site();
+        }
     } else {
         rec.ret = field(ctx, c.futex_ret)?;
     }

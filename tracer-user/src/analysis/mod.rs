@@ -27,11 +27,7 @@ pub use model::{Clocks, Milestone, PathModel, Sched};
 use sync::{futex_wakes, SyncTracker};
 use workclock::{ClockKind, WorkClock};
 
-/// futex(2) operations that wait (FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET,
-/// FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2), without the private/clock flags.
-pub fn futex_waits(op: u32) -> bool {
-    matches!(op & 0x7f, 0 | 6 | 9 | 11 | 13)
-}
+pub use tracer_common::futex_waits;
 
 struct OpenCall {
     entry: CallRecord,
