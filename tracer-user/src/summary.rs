@@ -13,6 +13,9 @@ use crate::records::{self, Record};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// Kind ids are small (1..=15 today); one slot each, and slot 0 for any other.
+const KIND_SLOTS: usize = 32;
+
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Summary {
     pub schema_version: u32,
@@ -60,6 +63,10 @@ struct ProcessState {
 #[derive(Default)]
 pub struct SummaryBuilder {
     counts: EventCounts,
+    /// Records per kind id, named only in [`Self::finish`]: a name looked up in a map of
+    /// strings per record (an allocation and string comparisons) cost more than the
+    /// rest of the summary. Index 0 (no kind has it) stands for unknown kinds.
+    by_kind: [u64; KIND_SLOTS],
     calls: BTreeMap<String, u64>,
     functions: BTreeMap<String, u64>,
     probe_names: HashMap<u16, String>,
@@ -103,11 +110,8 @@ impl SummaryBuilder {
     pub fn record(&mut self, r: &Record) {
         let h = *r.header();
         self.counts.total += 1;
-        *self
-            .counts
-            .by_kind
-            .entry(records::kind_name(h.kind).to_string())
-            .or_default() += 1;
+        let slot = usize::from(h.kind);
+        self.by_kind[if slot < KIND_SLOTS { slot } else { 0 }] += 1;
         match r {
             Record::Wakeup(w) | Record::WakeupNew(w) => {
                 // The header is the waker, which may be untraced; the wakee is traced.
@@ -161,6 +165,14 @@ impl SummaryBuilder {
     pub fn finish(self, lost: u64) -> Summary {
         let mut counts = self.counts;
         counts.lost = lost;
+        for (k, &n) in self.by_kind.iter().enumerate() {
+            if n > 0 {
+                *counts
+                    .by_kind
+                    .entry(records::kind_name(k as u16).to_string())
+                    .or_default() += n;
+            }
+        }
         let processes = self
             .processes
             .into_iter()
