@@ -7,6 +7,7 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rustc_hash::FxHashSet;
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -271,8 +272,9 @@ struct Sink {
     whatif: Option<OnlineWhatIf>,
     clock: ClockKind,
     commands: HashMap<u32, String>,
-    seen: HashSet<u32>,
-    inspected_after_mpi: HashSet<u32>,
+    /// Processes inspected: looked up for every record (Fx: see `analysis`).
+    seen: FxHashSet<u32>,
+    inspected_after_mpi: FxHashSet<u32>,
     total: u64,
 }
 
@@ -293,8 +295,8 @@ impl Sink {
             whatif: None,
             clock,
             commands: HashMap::new(),
-            seen: HashSet::new(),
-            inspected_after_mpi: HashSet::new(),
+            seen: FxHashSet::default(),
+            inspected_after_mpi: FxHashSet::default(),
             total: 0,
         })
     }

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracer_common::{call, CallRecord};
 
@@ -72,7 +73,7 @@ pub struct SummaryBuilder {
     probe_names: HashMap<u16, String>,
     processes: BTreeMap<u32, ProcessState>,
     /// Entries of calls in progress, per thread (calls nest in some libraries).
-    open_calls: HashMap<u32, Vec<CallRecord>>,
+    open_calls: FxHashMap<u32, Vec<CallRecord>>,
 }
 
 impl SummaryBuilder {

@@ -3,7 +3,7 @@
 //! each selected procedure accounts for; messages carry a copy from the sender; a
 //! receiver adopts the longer of its own path and the incoming one.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use tracer_common::EventHeader;
 
@@ -74,7 +74,7 @@ struct ThreadPath {
 #[derive(Default)]
 pub struct CriticalPathEngine {
     procedures: usize,
-    threads: HashMap<u32, ThreadPath>,
+    threads: FxHashMap<u32, ThreadPath>,
     /// Threads that ended, folded into one path each for participants and for the rest
     /// (the longest, with every zeroed length).
     ended: [Option<(u32, PathState)>; 2],

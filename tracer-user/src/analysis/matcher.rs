@@ -5,7 +5,9 @@
 //! is FIFO per (source task, destination task, tag). What cannot be resolved is
 //! counted, never guessed.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 use tracer_common::{call, CallRecord, UNSET32};
 
@@ -64,15 +66,15 @@ type SplitMember = (u32, i32, i32);
 /// Who is who: processes, their ranks and task ids, and their communicator handles.
 #[derive(Default)]
 pub struct Directory {
-    procs: HashMap<u32, ProcFacts>,
-    handles: HashMap<(u32, u64), u32>,
+    procs: FxHashMap<u32, ProcFacts>,
+    handles: FxHashMap<(u32, u64), u32>,
     comms: Vec<CommDef>,
-    interned: HashMap<CommDef, u32>,
-    creation_seq: HashMap<(u32, u32), u32>,
+    interned: FxHashMap<CommDef, u32>,
+    creation_seq: FxHashMap<(u32, u32), u32>,
     /// (parent, seq) -> members' (pid, color, key) of a Comm_split.
-    splits: HashMap<(u32, u32), Vec<SplitMember>>,
-    members_cache: HashMap<u32, Vec<u32>>,
-    pvm_pids: HashMap<i32, u32>,
+    splits: FxHashMap<(u32, u32), Vec<SplitMember>>,
+    members_cache: FxHashMap<u32, Vec<u32>>,
+    pvm_pids: FxHashMap<i32, u32>,
 }
 
 impl Directory {
@@ -312,21 +314,21 @@ struct IrecvInfo {
 
 struct Collective<S> {
     /// Entries by member process (ranks are resolved at exit, when all have entered).
-    entries: HashMap<u32, S>,
+    entries: FxHashMap<u32, S>,
     exits: usize,
 }
 
 /// Pairs dependencies. `S` is what a send carries (the engine's path state).
 pub struct MessageMatcher<S> {
     pub directory: Directory,
-    p2p: HashMap<P2pKey, VecDeque<Sent<S>>>,
-    pvm: HashMap<PvmKey, VecDeque<Sent<S>>>,
+    p2p: FxHashMap<P2pKey, VecDeque<Sent<S>>>,
+    pvm: FxHashMap<PvmKey, VecDeque<Sent<S>>>,
     /// pvm_mcast entries by process: their time and size, for the copies posted when
     /// the destinations arrive.
-    mcasts: HashMap<u32, (u64, Option<u64>)>,
-    irecvs: HashMap<(u32, u64), IrecvInfo>,
-    collectives: HashMap<(u32, u32), Collective<S>>,
-    coll_seq: HashMap<(u32, u32), u32>,
+    mcasts: FxHashMap<u32, (u64, Option<u64>)>,
+    irecvs: FxHashMap<(u32, u64), IrecvInfo>,
+    collectives: FxHashMap<(u32, u32), Collective<S>>,
+    coll_seq: FxHashMap<(u32, u32), u32>,
     pub stats: MatchStats,
     /// Every point-to-point match, when logging is on (see `log_matches`).
     matches: Option<Vec<MatchedMessage>>,
@@ -340,13 +342,13 @@ impl<S: Clone> MessageMatcher<S> {
     pub fn new(directory: Directory) -> Self {
         MessageMatcher {
             directory,
-            p2p: HashMap::new(),
-            pvm: HashMap::new(),
-            irecvs: HashMap::new(),
-            collectives: HashMap::new(),
-            coll_seq: HashMap::new(),
+            p2p: FxHashMap::default(),
+            pvm: FxHashMap::default(),
+            irecvs: FxHashMap::default(),
+            collectives: FxHashMap::default(),
+            coll_seq: FxHashMap::default(),
             stats: MatchStats::default(),
-            mcasts: HashMap::new(),
+            mcasts: FxHashMap::default(),
             matches: None,
         }
     }
@@ -605,7 +607,7 @@ impl<S: Clone> MessageMatcher<S> {
             .collectives
             .entry((gid, this))
             .or_insert_with(|| Collective {
-                entries: HashMap::new(),
+                entries: FxHashMap::default(),
                 exits: 0,
             });
         inst.entries.insert(pid, s);

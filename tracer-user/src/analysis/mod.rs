@@ -13,7 +13,11 @@ pub mod workclock;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+// The maps here are looked up several times per record, keyed by thread and process ids
+// and handles: a fast non-cryptographic hash (Fx) in place of std's SipHash, which took
+// about a tenth of the live tracer's time. The keys come from the traced programs on
+// this machine, not from an adversary, so there is no flooding to defend against.
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use tracer_common::{call, CallRecord, EventHeader};
 
@@ -83,7 +87,7 @@ fn thread_call_role(id: u16) -> Option<Role> {
 #[derive(Default)]
 pub struct Procedures {
     pub names: Vec<String>,
-    by_probe: HashMap<u16, ProcId>,
+    by_probe: FxHashMap<u16, ProcId>,
 }
 
 impl Procedures {
@@ -102,8 +106,8 @@ impl Procedures {
 
 /// A thread's state, created at its first record `h`.
 fn thread_state<'a>(
-    threads: &'a mut HashMap<u32, ThreadCalls>,
-    pids: &mut HashMap<u32, u32>,
+    threads: &'a mut FxHashMap<u32, ThreadCalls>,
+    pids: &mut FxHashMap<u32, u32>,
     kind: ClockKind,
     h: &EventHeader,
 ) -> &'a mut ThreadCalls {
@@ -130,13 +134,13 @@ pub struct Analyzer<M: PathModel = CriticalPathEngine> {
     /// Shared-memory dependencies: wakeups, thread creation, lock hand-offs.
     pub sync: SyncTracker<M::Mark>,
     pub procedures: Procedures,
-    threads: HashMap<u32, ThreadCalls>,
+    threads: FxHashMap<u32, ThreadCalls>,
     /// Process of every thread seen (kept after the thread ends, for the report).
-    thread_pids: HashMap<u32, u32>,
+    thread_pids: FxHashMap<u32, u32>,
     /// Processes of the program itself: they call MPI/PVM or a selected procedure.
     /// When there are any, launchers and helpers (mpirun, pvmd, shells) do not compete
     /// for the critical path.
-    participants: std::collections::HashSet<u32>,
+    participants: FxHashSet<u32>,
     /// CPU time (not work) spent in each procedure, all threads.
     cpu_in: Vec<u64>,
     /// CPU time of threads that ended, while traced.
@@ -161,8 +165,8 @@ impl<M: PathModel> Analyzer<M> {
             matcher: MessageMatcher::new(Directory::new()),
             sync: SyncTracker::default(),
             procedures: Procedures::default(),
-            threads: HashMap::new(),
-            thread_pids: HashMap::new(),
+            threads: FxHashMap::default(),
+            thread_pids: FxHashMap::default(),
             participants: Default::default(),
             cpu_in: Vec::new(),
             cpu_ended: 0,
@@ -472,7 +476,7 @@ impl<M: PathModel> Analyzer<M> {
     }
 
     /// Processes of the program itself (see `participants`).
-    pub fn participants(&self) -> &std::collections::HashSet<u32> {
+    pub fn participants(&self) -> &FxHashSet<u32> {
         &self.participants
     }
 
@@ -505,7 +509,7 @@ impl<M: PathModel> Analyzer<M> {
     }
 
     /// Every thread seen and its process.
-    pub fn thread_pids(&self) -> &HashMap<u32, u32> {
+    pub fn thread_pids(&self) -> &FxHashMap<u32, u32> {
         &self.thread_pids
     }
 

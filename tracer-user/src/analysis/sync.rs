@@ -14,7 +14,9 @@
 //! The tracker keeps only the latest mark per lock, per condition variable and per
 //! blocked thread: memory is bounded by the program's threads and locks.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 /// futex(2) operations that wake waiters (FUTEX_WAKE, FUTEX_REQUEUE,
 /// FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_UNLOCK_PI, FUTEX_WAKE_BITSET,
@@ -29,16 +31,16 @@ const EXITED_KEPT: usize = 4096;
 
 pub struct SyncTracker<M> {
     /// New thread id -> (creator's process, creator's mark at the clone).
-    created: HashMap<u32, (u32, M)>,
+    created: FxHashMap<u32, (u32, M)>,
     /// Last event of threads that exited, oldest first.
-    exited: HashMap<u32, M>,
+    exited: FxHashMap<u32, M>,
     exit_order: VecDeque<u32>,
     /// Blocked thread -> the waker's mark, merged when its wait returns.
-    woken: HashMap<u32, M>,
+    woken: FxHashMap<u32, M>,
     /// Lock address (per process) -> mark of its latest release.
-    released: HashMap<(u32, u64), M>,
+    released: FxHashMap<(u32, u64), M>,
     /// Condition variable (per process) -> (time, mark) of its latest signal.
-    signalled: HashMap<(u32, u64), (u64, M)>,
+    signalled: FxHashMap<(u32, u64), (u64, M)>,
     /// Dependencies added, by kind (for reports and tests).
     pub stats: SyncStats,
 }
@@ -60,12 +62,12 @@ pub struct SyncStats {
 impl<M: Clone> Default for SyncTracker<M> {
     fn default() -> Self {
         SyncTracker {
-            created: HashMap::new(),
-            exited: HashMap::new(),
+            created: FxHashMap::default(),
+            exited: FxHashMap::default(),
             exit_order: VecDeque::new(),
-            woken: HashMap::new(),
-            released: HashMap::new(),
-            signalled: HashMap::new(),
+            woken: FxHashMap::default(),
+            released: FxHashMap::default(),
+            signalled: FxHashMap::default(),
             stats: SyncStats::default(),
         }
     }

@@ -422,7 +422,7 @@ impl RecordedGraphBuilder {
                 p.rank = Some(r);
             }
         }
-        let thread_pids = a.thread_pids().clone();
+        let thread_pids = a.thread_pids().iter().map(|(&t, &p)| (t, p)).collect();
         let counted: std::collections::HashSet<u32> = a
             .engine
             .threads
