@@ -104,12 +104,17 @@ impl Record {
 
     /// The raw bytes of the record, as the probes wrote them.
     pub fn to_bytes(&self) -> Vec<u8> {
-        fn raw<T>(v: &T) -> Vec<u8> {
-            // SAFETY: plain old data without padding (checked in tracer-common).
+        self.as_bytes().to_vec()
+    }
+
+    /// The record's byte image (what [`decode`] reads back), without a copy.
+    pub fn as_bytes(&self) -> &[u8] {
+        fn raw<T>(v: &T) -> &[u8] {
+            // SAFETY: plain old data without padding (checked in tracer-common), borrowed
+            // for as long as `v`.
             unsafe {
                 std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
             }
-            .to_vec()
         }
         match self {
             Record::CallEnter(r) | Record::CallExit(r) => raw(r),

@@ -360,7 +360,7 @@ impl Sink {
         }
         self.total += 1;
         self.summary.record(rec);
-        self.pipeline.item(&Item::Record(*rec));
+        self.pipeline.record(rec);
         if let Some(w) = &mut self.whatif {
             w.item(&Item::Record(*rec));
         }

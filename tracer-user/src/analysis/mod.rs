@@ -576,13 +576,16 @@ impl<M: PathModel> Pipeline<M> {
     /// Facts (processes, probes) apply at once; records wait in the reorder window.
     pub fn item(&mut self, item: &Item) {
         match item {
-            Item::Record(r) => {
-                self.reorder.push(*r);
-                let a = &mut self.analyzer;
-                self.reorder.ready(|r| a.record(r));
-            }
+            Item::Record(r) => self.record(r),
             other => self.analyzer.item(other),
         }
+    }
+
+    /// A record (waits in the reorder window).
+    pub fn record(&mut self, r: &Record) {
+        self.reorder.push(r);
+        let a = &mut self.analyzer;
+        self.reorder.ready(|r| a.record(r));
     }
 
     /// Everything still in the window, in order.

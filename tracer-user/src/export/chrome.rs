@@ -224,7 +224,7 @@ impl ChromeExport {
             summary.item(&item);
             match item {
                 Item::Record(r) => {
-                    reorder.push(r);
+                    reorder.push(&r);
                     reorder.ready(|r| ready.push(*r));
                 }
                 Item::Probe(p) => {

@@ -78,7 +78,7 @@ impl MetricsBuilder {
     pub fn item(&mut self, item: &Item) {
         match item {
             Item::Record(r) => {
-                self.reorder.push(*r);
+                self.reorder.push(r);
                 let (a, acc) = (&mut self.analyzer, &mut self.acc);
                 self.reorder.ready(|r| acc.record(a, r));
             }
