@@ -15,13 +15,16 @@ pub enum DecodeError {
     WrongSize { kind: u16, got: usize, want: usize },
 }
 
-/// One decoded record. Each variant holds the fixed-size struct of its kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One decoded record. Each variant holds the fixed-size struct of its kind; the rare
+/// long ones (arrays, exec: up to 168 bytes) are boxed, so a record is 112 bytes (a call)
+/// where it was 176: records are moved several times on their way to the analysis, and
+/// most are futex and scheduler records of 40 to 64 bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
     CallEnter(CallRecord),
     CallExit(CallRecord),
-    HandleArray(HandleArrayRecord),
-    StatusArray(StatusArrayRecord),
+    HandleArray(Box<HandleArrayRecord>),
+    StatusArray(Box<StatusArrayRecord>),
     FuncEnter(EventHeader),
     FuncExit(EventHeader),
     FutexEnter(FutexRecord),
@@ -31,9 +34,12 @@ pub enum Record {
     Wakeup(WakeRecord),
     WakeupNew(WakeRecord),
     Fork(ForkRecord),
-    Exec(ExecRecord),
+    Exec(Box<ExecRecord>),
     Exit(ExitRecord),
 }
+
+// Keep the common records small (see `Record`): box a new long kind.
+const _: () = assert!(std::mem::size_of::<Record>() <= 112);
 
 fn read<T: Copy>(bytes: &[u8]) -> T {
     debug_assert!(bytes.len() >= std::mem::size_of::<T>());
@@ -69,8 +75,8 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
     Ok(match k {
         kind::CALL_ENTER => Record::CallEnter(read(bytes)),
         kind::CALL_EXIT => Record::CallExit(read(bytes)),
-        kind::HANDLE_ARRAY => Record::HandleArray(read(bytes)),
-        kind::STATUS_ARRAY => Record::StatusArray(read(bytes)),
+        kind::HANDLE_ARRAY => Record::HandleArray(Box::new(read(bytes))),
+        kind::STATUS_ARRAY => Record::StatusArray(Box::new(read(bytes))),
         kind::FUNC_ENTER => Record::FuncEnter(read(bytes)),
         kind::FUNC_EXIT => Record::FuncExit(read(bytes)),
         kind::FUTEX_ENTER => Record::FutexEnter(read(bytes)),
@@ -80,7 +86,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         kind::WAKEUP => Record::Wakeup(read(bytes)),
         kind::WAKEUP_NEW => Record::WakeupNew(read(bytes)),
         kind::FORK => Record::Fork(read(bytes)),
-        kind::EXEC => Record::Exec(read(bytes)),
+        kind::EXEC => Record::Exec(Box::new(read(bytes))),
         kind::EXIT => Record::Exit(read(bytes)),
         other => return Err(DecodeError::UnknownKind(other)),
     })
@@ -118,14 +124,14 @@ impl Record {
         }
         match self {
             Record::CallEnter(r) | Record::CallExit(r) => raw(r),
-            Record::HandleArray(r) => raw(r),
-            Record::StatusArray(r) => raw(r),
+            Record::HandleArray(r) => raw(&**r),
+            Record::StatusArray(r) => raw(&**r),
             Record::FuncEnter(h) | Record::FuncExit(h) => raw(h),
             Record::FutexEnter(r) | Record::FutexExit(r) => raw(r),
             Record::SwitchOut(r) | Record::SwitchIn(r) => raw(r),
             Record::Wakeup(r) | Record::WakeupNew(r) => raw(r),
             Record::Fork(r) => raw(r),
-            Record::Exec(r) => raw(r),
+            Record::Exec(r) => raw(&**r),
             Record::Exit(r) => raw(r),
         }
     }

@@ -362,7 +362,7 @@ impl Sink {
         self.summary.record(rec);
         self.pipeline.record(rec);
         if let Some(w) = &mut self.whatif {
-            w.item(&Item::Record(*rec));
+            w.item(&Item::Record(rec.clone()));
         }
         if let Some(w) = &mut self.writer {
             w.record(raw)?;

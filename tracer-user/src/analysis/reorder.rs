@@ -43,7 +43,7 @@ pub struct ReorderBuffer {
     queue: VecDeque<Slot>,
     /// Records longer than a slot, and the free entries of this table (reused, so a
     /// long record costs no allocation once the table has grown).
-    spilled: Vec<Record>,
+    spilled: Vec<Option<Record>>,
     free: Vec<u32>,
 }
 
@@ -68,11 +68,11 @@ impl ReorderBuffer {
         } else {
             let i = match self.free.pop() {
                 Some(i) => {
-                    self.spilled[i as usize] = *r;
+                    self.spilled[i as usize] = Some(r.clone());
                     i
                 }
                 None => {
-                    self.spilled.push(*r);
+                    self.spilled.push(Some(r.clone()));
                     (self.spilled.len() - 1) as u32
                 }
             };
@@ -98,6 +98,8 @@ impl ReorderBuffer {
             let i = u32::from_ne_bytes(slot.0[HEADER_BYTES..HEADER_BYTES + 4].try_into().unwrap());
             self.free.push(i);
             self.spilled[i as usize]
+                .take()
+                .expect("push stored the record")
         }
     }
 
@@ -180,7 +182,7 @@ mod tests {
             site: 0xbeef,
         };
         let input = [
-            Record::Exec(exec),
+            Record::Exec(Box::new(exec)),
             Record::CallEnter(call),
             Record::FutexEnter(futex),
         ];
@@ -190,8 +192,12 @@ mod tests {
             for r in &input {
                 b.push(r);
             }
-            b.flush(|r| out.push(*r));
-            assert_eq!(out, [input[1], input[2], input[0]], "round {round}");
+            b.flush(|r| out.push(r.clone()));
+            assert_eq!(
+                out,
+                [input[1].clone(), input[2].clone(), input[0].clone()],
+                "round {round}"
+            );
             out.clear();
         }
         assert_eq!(b.spilled.len(), 2);

@@ -225,7 +225,7 @@ impl ChromeExport {
             match item {
                 Item::Record(r) => {
                     reorder.push(&r);
-                    reorder.ready(|r| ready.push(*r));
+                    reorder.ready(|r| ready.push(r.clone()));
                 }
                 Item::Probe(p) => {
                     timeline.probe_names.insert(p.id, p.symbol);
@@ -236,7 +236,7 @@ impl ChromeExport {
                 timeline.record(&r, &mut out, &mut stats)?;
             }
         }
-        reorder.flush(|r| ready.push(*r));
+        reorder.flush(|r| ready.push(r.clone()));
         for r in ready.drain(..) {
             timeline.record(&r, &mut out, &mut stats)?;
         }
