@@ -68,9 +68,14 @@ pub struct SummaryBuilder {
     /// strings per record (an allocation and string comparisons) cost more than the
     /// rest of the summary. Index 0 (no kind has it) stands for unknown kinds.
     by_kind: [u64; KIND_SLOTS],
-    calls: BTreeMap<String, u64>,
-    functions: BTreeMap<String, u64>,
+    /// Completed calls per call id, named in [`Self::finish`] (no String per call).
+    calls_by_id: FxHashMap<u16, u64>,
+    /// Entries per probe id, named in [`Self::finish`] (no String per entry).
+    entries_by_probe: FxHashMap<u16, u64>,
     probe_names: HashMap<u16, String>,
+    /// The thread of the latest record, already in `processes`: most records come from
+    /// the same thread as the one before, and skip the two tree lookups.
+    last_thread: Option<(u32, u32)>,
     processes: BTreeMap<u32, ProcessState>,
     /// Entries of calls in progress, per thread (calls nest in some libraries).
     open_calls: FxHashMap<u32, Vec<CallRecord>>,
@@ -128,25 +133,25 @@ impl SummaryBuilder {
             Record::SwitchIn(_) if h.tgid == 0 => return,
             _ => {}
         }
-        let st = self.processes.entry(h.tgid).or_default();
-        st.threads.insert(h.tid);
+        if self.last_thread != Some((h.tgid, h.tid)) {
+            let st = self.processes.entry(h.tgid).or_default();
+            st.threads.insert(h.tid);
+            self.last_thread = Some((h.tgid, h.tid));
+        }
         match r {
-            Record::Exec(e) => st.exec = Some(records::exec_filename(e)),
-            Record::FuncEnter(_) => {
-                let name = self
-                    .probe_names
-                    .get(&h.call)
-                    .cloned()
-                    .unwrap_or_else(|| format!("probe#{}", h.call));
-                *self.functions.entry(name).or_default() += 1;
+            Record::Exec(e) => {
+                let st = self.processes.entry(h.tgid).or_default();
+                st.exec = Some(records::exec_filename(e));
             }
+            Record::FuncEnter(_) => *self.entries_by_probe.entry(h.call).or_default() += 1,
             Record::CallEnter(c) => self.open_calls.entry(h.tid).or_default().push(*c),
             Record::CallExit(x) => {
                 let Some(entry) = self.open_calls.get_mut(&h.tid).and_then(|s| s.pop()) else {
                     return;
                 };
+                let st = self.processes.entry(h.tgid).or_default();
                 let (id, flavor) = calls::split_call_field(h.call);
-                *self.calls.entry(calls::name(id)).or_default() += 1;
+                *self.calls_by_id.entry(id).or_default() += 1;
                 let is_world = match Flavor::from_id(flavor) {
                     Some(Flavor::Mpich) => entry.comm == MPICH_COMM_WORLD,
                     Some(Flavor::OpenMpi) => st.ompi_world == Some(entry.comm),
@@ -166,6 +171,19 @@ impl SummaryBuilder {
     pub fn finish(self, lost: u64) -> Summary {
         let mut counts = self.counts;
         counts.lost = lost;
+        let mut call_counts = BTreeMap::new();
+        for (id, n) in self.calls_by_id {
+            *call_counts.entry(calls::name(id)).or_default() += n;
+        }
+        let mut functions = BTreeMap::new();
+        for (id, n) in self.entries_by_probe {
+            let name = self
+                .probe_names
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| format!("probe#{id}"));
+            *functions.entry(name).or_default() += n;
+        }
         for (k, &n) in self.by_kind.iter().enumerate() {
             if n > 0 {
                 *counts
@@ -198,8 +216,8 @@ impl SummaryBuilder {
         Summary {
             schema_version: SCHEMA_VERSION,
             events: counts,
-            calls: self.calls,
-            functions: self.functions,
+            calls: call_counts,
+            functions,
             processes,
         }
     }
@@ -212,4 +230,74 @@ pub fn summarize(items: &[Item], lost: u64) -> Summary {
         b.item(item);
     }
     b.finish(lost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_common::{flavor, kind, EventHeader};
+
+    fn header(k: u16, tid: u32, call: u16) -> EventHeader {
+        EventHeader {
+            kind: k,
+            tgid: 5,
+            tid,
+            call,
+            ..Default::default()
+        }
+    }
+
+    /// Counts by kind, call and procedure are named at the end; threads are counted once
+    /// however their records interleave.
+    #[test]
+    fn counts_calls_procedures_and_threads() {
+        let mut b = SummaryBuilder::new();
+        b.probe(&FunctionProbe {
+            id: 1,
+            symbol: "compute".into(),
+            path: "/bin/x".into(),
+            vaddr: 0,
+        });
+        let rank = call::MPI_COMM_RANK | (flavor::MPICH as u16) << 8;
+        let mut enter = CallRecord::unset(header(kind::CALL_ENTER, 5, rank));
+        enter.comm = MPICH_COMM_WORLD;
+        let mut exit = CallRecord::unset(header(kind::CALL_EXIT, 5, rank));
+        exit.ret = 0;
+        exit.out = 3;
+        for r in [
+            Record::FuncEnter(header(kind::FUNC_ENTER, 5, 1)),
+            Record::FuncEnter(header(kind::FUNC_ENTER, 6, 1)),
+            Record::FuncEnter(header(kind::FUNC_ENTER, 5, 2)),
+            Record::CallEnter(enter),
+            Record::CallExit(exit),
+            Record::FuncExit(header(kind::FUNC_EXIT, 6, 1)),
+        ] {
+            b.record(&r);
+        }
+        let s = b.finish(0);
+        assert_eq!(s.events.total, 6);
+        let by_kind: Vec<(&str, u64)> = s
+            .events
+            .by_kind
+            .iter()
+            .map(|(k, &n)| (k.as_str(), n))
+            .collect();
+        assert_eq!(
+            by_kind,
+            [
+                ("call_enter", 1),
+                ("call_exit", 1),
+                ("func_enter", 3),
+                ("func_exit", 1)
+            ]
+        );
+        let functions: Vec<(&str, u64)> =
+            s.functions.iter().map(|(k, &n)| (k.as_str(), n)).collect();
+        assert_eq!(functions, [("compute", 2), ("probe#2", 1)]);
+        assert_eq!(s.calls.get(&calls::name(call::MPI_COMM_RANK)), Some(&1));
+        assert_eq!(s.calls.len(), 1);
+        assert_eq!(s.processes.len(), 1);
+        assert_eq!(s.processes[0].threads, 2);
+        assert_eq!(s.processes[0].rank, Some(3));
+    }
 }
