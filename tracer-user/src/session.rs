@@ -237,7 +237,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     } = ctx;
     let lost = probes.lost()?;
     // Every output is complete before the probes go: detaching takes seconds.
-    let (summary, profile, whatif) = sink.finish(lost)?;
+    let (mut summary, profile, whatif) = sink.finish(lost)?;
+    summary.tracer_cpu_ns = own_cpu_ns();
     write_json(opts.summary_json.as_deref(), &summary)?;
     write_json(opts.profile_json.as_deref(), &profile)?;
     let detacher = locks.map(|l| l.detacher);
@@ -613,6 +614,17 @@ impl LoopContext {
         }
         Ok(!self.probes.traced_ids()?.into_iter().any(procfs::is_alive))
     }
+}
+
+/// The tracer's own CPU time so far (all its threads, not its children).
+fn own_cpu_ns() -> Option<u64> {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return None;
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    Some(ns(u.ru_utime) + ns(u.ru_stime))
 }
 
 fn drain(

@@ -26,6 +26,9 @@ pub struct Summary {
     /// Entries per selected procedure (`--func`), by symbol.
     pub functions: BTreeMap<String, u64>,
     pub processes: Vec<ProcessSummary>,
+    /// CPU time of the tracer itself (user + system, all its threads, not the traced
+    /// programs): set by `tracer record`, None for a summary of a recording.
+    pub tracer_cpu_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -219,6 +222,7 @@ impl SummaryBuilder {
             calls: call_counts,
             functions,
             processes,
+            tracer_cpu_ns: None,
         }
     }
 }

@@ -458,7 +458,10 @@ struct Recorded {
     out: String,
     wall_s: f64,
     peak_kib: f64,
+    /// CPU of the tracer and the program it launched and reaped (`/usr/bin/time`).
     cpu_s: f64,
+    /// The tracer's own CPU (its summary's `tracer_cpu_ns`; None from older tracers).
+    own_cpu_s: Option<f64>,
     events: u64,
     lost: u64,
 }
@@ -478,6 +481,7 @@ fn record(env: &Env, extra: &[String], argv: &[String]) -> Result<Recorded> {
         wall_s,
         peak_kib,
         cpu_s,
+        own_cpu_s: s["tracer_cpu_ns"].as_f64().map(|ns| ns / 1e9),
         events: s["events"]["total"].as_u64().unwrap_or(0),
         lost: s["events"]["lost"].as_u64().unwrap_or(0),
     })
@@ -499,16 +503,21 @@ fn flood(env: &Env, rate: u64, secs: f64) -> Result<()> {
          wakes paced in 1 ms batches; load average {}.\n",
         load()
     );
-    println!("| target events/s | program's events/s | events recorded | lost | tracer CPU s (user+sys) | tracer CPU % of the run | peak RSS MiB |");
-    println!("|---|---|---|---|---|---|---|");
+    // The tracer's own CPU is what the analyzer costs; `/usr/bin/time` also counts the
+    // program it launched (and the probes, which run in the program's context).
+    println!("| target events/s | program's events/s | events recorded | lost | tracer's own CPU s | % of the run | events per own CPU s | with the program: CPU s | peak RSS MiB |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let program_secs = field(&r.out, "secs")?;
+    let own = |f: &dyn Fn(f64) -> String| r.own_cpu_s.map_or("-".to_string(), f);
     println!(
-        "| {rate} | {:.0} | {} | {} | {:.1} | {:.0} | {:.1} |",
+        "| {rate} | {:.0} | {} | {} | {} | {} | {} | {:.1} | {:.1} |",
         field(&r.out, "events_per_s")?,
         r.events,
         r.lost,
+        own(&|c| format!("{c:.1}")),
+        own(&|c| format!("{:.0}", 100.0 * c / program_secs)),
+        own(&|c| format!("{:.2} M", r.events as f64 / c / 1e6)),
         r.cpu_s,
-        100.0 * r.cpu_s / program_secs,
         r.peak_kib / 1024.0
     );
     Ok(())

@@ -82,8 +82,12 @@ fn warn_lost(events_lost: u64) {
 
 /// Prints a summary for people.
 fn print_summary(s: &tracer_user::summary::Summary) {
+    let cpu = s
+        .tracer_cpu_ns
+        .map(|ns| format!("; tracer CPU {:.2} s", ns as f64 / 1e9))
+        .unwrap_or_default();
     eprintln!(
-        "events: {} recorded, {} lost",
+        "events: {} recorded, {} lost{cpu}",
         s.events.total, s.events.lost
     );
     for p in &s.processes {
