@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
+use tracer_tests::profile::tracer_json;
 use tracer_tests::{program, tracer};
 
 /// A recording kept on disk until dropped.
@@ -99,20 +100,11 @@ fn online_prediction(stderr: &str) -> f64 {
     ms * 1e6
 }
 
+/// `tracer whatif FILE ARGS --json`.
 fn whatif(file: &Path, args: &[&str]) -> Value {
-    let out = Command::new(tracer())
-        .arg("whatif")
-        .arg(file)
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "tracer whatif {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let mut all = vec!["whatif"];
+    all.extend(args);
+    tracer_json(&all, file)
 }
 
 fn ns(v: &Value, key: &str) -> f64 {
