@@ -8,8 +8,11 @@
 //! The simulation cannot pass a moment where a thread's next step is unknown and the
 //! thread may be working. A thread asleep in the recording (switched out, not runnable)
 //! holds nothing back: its work so far is cut into a step when it falls asleep, and a
-//! step that arrives after the simulation went past its start begins late. Whether a
-//! process polls is decided from what was seen so far (offline: from the whole run).
+//! step that arrives after the simulation went past its start begins late. A thread that
+//! falls asleep inside an MPI/PVM call is the exception: the call stays one step, as
+//! offline, because what it waits for is only known at its exit; meanwhile it waits in
+//! the replay, and takes its share of the CPU if its process polls. Whether a process
+//! polls is decided from what was seen so far (offline: from the whole run).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -76,6 +79,8 @@ struct Track {
     pending: Clocks,
     /// The thread's latest record came inside a blocking call.
     in_call: bool,
+    /// The thread is inside an MPI/PVM call (between its entry and exit records).
+    in_mpi: bool,
     stack: Vec<usize>,
 }
 
@@ -109,6 +114,10 @@ struct Chain {
     prev_at: f64,
     ended: bool,
     asleep: bool,
+    /// Asleep inside an MPI/PVM call whose exit has not come yet, and whether its
+    /// process polls as far as that call's waiting so far tells.
+    asleep_in_mpi: bool,
+    spins_in_mpi: bool,
 }
 
 impl Chain {
@@ -120,6 +129,8 @@ impl Chain {
             prev_at: 0.0,
             ended: false,
             asleep: false,
+            asleep_in_mpi: false,
+            spins_in_mpi: false,
         }
     }
 }
@@ -251,11 +262,15 @@ impl OnlineReplay {
     }
 
     fn polls(&self, pid: u32) -> bool {
+        self.polls_with(pid, (0, 0))
+    }
+
+    /// [`Self::polls`] counting also `(cpu, awake)` time of a wait still going on.
+    fn polls_with(&self, pid: u32, current: (u64, u64)) -> bool {
         self.polling.unwrap_or_else(|| {
             let yields = self.yields.get(&pid).copied().unwrap_or(0);
-            self.waits
-                .get(&pid)
-                .is_some_and(|&(cpu, awake)| super::polls(cpu, awake, yields))
+            let (cpu, awake) = self.waits.get(&pid).copied().unwrap_or((0, 0));
+            super::polls(cpu + current.0, awake + current.1, yields)
         })
     }
 
@@ -405,7 +420,10 @@ impl OnlineReplay {
         match c.phase {
             Phase::Work(_) => true,
             Phase::Wait => c.queue.front().is_some_and(|s| s.spins),
-            _ => false,
+            // Waiting inside an MPI/PVM call whose step is not known yet: a polling
+            // process spins there, as its step will say.
+            Phase::Idle => c.asleep_in_mpi && c.spins_in_mpi,
+            Phase::Off(_) => false,
         }
     }
 
@@ -561,19 +579,22 @@ impl PathModel for OnlineReplay {
         self.serial += 1;
         self.t0.get_or_insert(at.ts_ns);
         if let Some(c) = self.chains.get_mut(&tid) {
-            c.asleep = false;
+            (c.asleep, c.asleep_in_mpi) = (false, false);
         }
         // The program's processes call MPI/PVM or a selected procedure.
         let (id, _) = crate::calls::split_call_field(at.call);
-        if (at.kind == kind::CALL_ENTER && id < call::PTHREAD_MUTEX_LOCK)
-            || at.kind == kind::FUNC_ENTER
-        {
+        let mpi =
+            matches!(at.kind, kind::CALL_ENTER | kind::CALL_EXIT) && id < call::PTHREAD_MUTEX_LOCK;
+        if (mpi && at.kind == kind::CALL_ENTER) || at.kind == kind::FUNC_ENTER {
             self.participant(at.tgid);
         }
         if let Some(t) = self.tracks.get_mut(&tid) {
             // Blocked time grew since the previous record: the thread is in a call.
             let blocked = |c: &Clocks| c.raw[2].saturating_sub(c.work[2]);
             t.in_call = blocked(clocks) > blocked(&t.last);
+            if mpi {
+                t.in_mpi = at.kind == kind::CALL_ENTER;
+            }
             t.pending.add_since(&mut t.last, clocks);
             return;
         }
@@ -602,6 +623,7 @@ impl PathModel for OnlineReplay {
                 last: *clocks,
                 pending: Clocks::default(),
                 in_call: false,
+                in_mpi: mpi && at.kind == kind::CALL_ENTER,
                 stack: Vec::new(),
             },
         );
@@ -616,19 +638,30 @@ impl PathModel for OnlineReplay {
         if what != Sched::Asleep {
             // Running, or runnable: it may work before its next record.
             if let Some(c) = self.chains.get_mut(&tid) {
-                c.asleep = false;
+                (c.asleep, c.asleep_in_mpi) = (false, false);
             }
             return;
         }
-        if self.tracks.contains_key(&tid) {
+        let Some(t) = self.tracks.get(&tid) else {
+            return;
+        };
+        let in_mpi = t.in_mpi;
+        // The first wait of a run decides whether its process polls, too.
+        let waited = |i: usize| t.pending.raw[i].saturating_sub(t.pending.work[i]);
+        let spins = in_mpi && self.polls_with(t.pid, (waited(0), waited(1)));
+        if in_mpi {
+            // The call's step ends at its exit, which brings what it waited for; the
+            // steps before the call can go.
+            self.seal(tid);
+        } else {
             // What the thread did until it fell asleep is a step of its own.
             self.cut(tid, Made::Cut);
             self.seal(tid);
-            if let Some(c) = self.chains.get_mut(&tid) {
-                c.asleep = true;
-            }
-            self.simulate(false);
         }
+        if let Some(c) = self.chains.get_mut(&tid) {
+            (c.asleep, c.asleep_in_mpi, c.spins_in_mpi) = (true, in_mpi, spins);
+        }
+        self.simulate(false);
     }
 
     fn enter(&mut self, tid: u32, p: usize) {

@@ -794,6 +794,19 @@ mod tests {
         t
     }
 
+    /// As [`handoff`], but rank 1 polls on the CPU for 60 ms inside its receive and
+    /// then falls asleep there, 40 ms before rank 0's message.
+    fn polls_then_sleeps() -> Timed {
+        let mut t = Timed::new(2);
+        t.recv_enter(1, 0);
+        t.work(1, 60 * MS);
+        t.work(0, 100 * MS);
+        let sent = t.send(0, 1);
+        t.recv_exit(1, 0, sent + 30_000);
+        t.work(1, 100 * MS);
+        t
+    }
+
     #[test]
     fn an_unchanged_replay_reproduces_the_recording() {
         for t in [overlapped(), handoff()] {
@@ -866,27 +879,42 @@ mod tests {
     #[test]
     fn online_and_offline_replays_agree() {
         use crate::predict::online::{OnlineReplay, OnlineWhatIf};
-        type Case = (fn() -> Timed, Option<&'static str>, bool);
-        let cases: [Case; 6] = [
-            (overlapped, None, false),
-            (overlapped, Some("*@0"), false),
-            (overlapped, Some("*@0-1"), true),
-            (handoff, None, true),
-            (handoff, Some("*@0"), false),
-            (handoff, Some("*@0"), true),
+        // The last field: whether the processes poll, or None for the online replay to
+        // work it out from what it sees (then both poll in the offline replay).
+        type Case = (fn() -> Timed, Option<&'static str>, Option<bool>);
+        let cases: [Case; 10] = [
+            (overlapped, None, Some(false)),
+            (overlapped, Some("*@0"), Some(false)),
+            (overlapped, Some("*@0-1"), Some(true)),
+            (handoff, None, Some(true)),
+            (handoff, Some("*@0"), Some(false)),
+            (handoff, Some("*@0"), Some(true)),
+            // A thread asleep inside a call still waits there, spinning if it polls.
+            (polls_then_sleeps, None, Some(true)),
+            (polls_then_sleeps, Some("*@0"), Some(false)),
+            (polls_then_sleeps, Some("*@0"), Some(true)),
+            // Its first wait is enough to tell that it polls.
+            (polls_then_sleeps, Some("*@0"), None),
         ];
         for (run, spec, polls) in cases {
-            let polling: &[u32] = if polls { &[100, 101] } else { &[] };
+            let polling: &[u32] = if polls.unwrap_or(true) {
+                &[100, 101]
+            } else {
+                &[]
+            };
             let offline = predict(run(), spec, polling);
-            let replay = OnlineReplay::new(spec.map(|s| s.parse().unwrap()), None, Some(polls));
+            let replay = OnlineReplay::new(spec.map(|s| s.parse().unwrap()), None, polls);
             let mut online = OnlineWhatIf::new(replay);
             for item in run().items() {
                 online.item(&item);
             }
             let online = online.finish().unwrap();
+            // Offline has a vertex at every call's entry, the online replay only where the
+            // analysis needs one (not at a receive's): a step may begin a record (1 us)
+            // apart.
             assert!(
-                (online.predicted_ns - offline.predicted_ns).abs() < 1.0,
-                "{spec:?} polling {polls}: online {} offline {}",
+                (online.predicted_ns - offline.predicted_ns).abs() <= 1000.0,
+                "{spec:?} polling {polls:?}: online {} offline {}",
                 online.predicted_ns,
                 offline.predicted_ns
             );
