@@ -39,6 +39,13 @@ pub mod kind {
     pub const EXEC: u16 = 14;
     /// A traced thread exits: [`super::ExitRecord`].
     pub const EXIT: u16 = 15;
+    /// A call that cannot block, entry and exit in one: [`super::CallPairRecord`]. Only
+    /// in the ring buffer: userspace splits it into a `CALL_ENTER` and a `CALL_EXIT`
+    /// record before anything else sees it, so recordings never hold it.
+    pub const CALL_PAIR: u16 = 16;
+    /// A futex call that did not sleep, enter and exit in one: [`super::FutexPairRecord`].
+    /// Only in the ring buffer, like `CALL_PAIR`.
+    pub const FUTEX_PAIR: u16 = 17;
 }
 
 /// Library families whose calls the probes understand. Part of the cookie of a call probe.
@@ -173,6 +180,28 @@ pub struct CallRecord {
     /// pointer when the uprobe fires on the function's first instruction); 0 at exit or
     /// when it could not be read. Symbolize `site - 1` to get the line of the call.
     pub site: u64,
+}
+
+/// A call that cannot block (`CallLayout::cannot_block`), whole. Its entry record waits
+/// in the thread's state (`ThreadState::held`) and goes out with the exit record: one
+/// ring-buffer reservation per call instead of two. Any other record of the thread
+/// between the two writes the entry on its own first, so a thread's records stay in
+/// order. `entry.header.kind` is [`kind::CALL_PAIR`]; `exit` is a `CALL_EXIT` record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallPairRecord {
+    pub entry: CallRecord,
+    pub exit: CallRecord,
+}
+
+/// A futex call that did not sleep, whole: as [`CallPairRecord`], for every futex call
+/// whose enter record is still held at its exit (a wait that sleeps writes its enter
+/// before its switch-out). `enter.header.kind` is [`kind::FUTEX_PAIR`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FutexPairRecord {
+    pub enter: FutexRecord,
+    pub exit: FutexRecord,
 }
 
 /// Marker for "not set / unknown" in signed fields.
@@ -328,6 +357,8 @@ pub const fn record_size(kind: u16) -> Option<usize> {
     use core::mem::size_of;
     Some(match kind {
         kind::CALL_ENTER | kind::CALL_EXIT => size_of::<CallRecord>(),
+        kind::CALL_PAIR => size_of::<CallPairRecord>(),
+        kind::FUTEX_PAIR => size_of::<FutexPairRecord>(),
         kind::HANDLE_ARRAY => size_of::<HandleArrayRecord>(),
         kind::STATUS_ARRAY => size_of::<StatusArrayRecord>(),
         kind::FUNC_ENTER | kind::FUNC_EXIT => size_of::<EventHeader>(),
@@ -386,7 +417,9 @@ pub struct CallLayout {
     pub want_bias: u8,
     /// Bytes of one element of `array` (4 or 8); 0 means the flavor's handle size.
     pub array_elem: u8,
-    pub _reserved: u8,
+    /// Nonzero if the call never waits for another thread or process (MPI_Comm_rank,
+    /// MPI_Isend, an unlock): its entry record may wait for its exit ([`CallPairRecord`]).
+    pub cannot_block: u8,
 }
 
 impl CallLayout {
@@ -406,7 +439,7 @@ impl CallLayout {
         status_mode: status_mode::NONE,
         want_bias: 0,
         array_elem: 0,
-        _reserved: 0,
+        cannot_block: 0,
     };
 }
 
@@ -483,6 +516,9 @@ pub struct ProbeConfig {
     pub futex_ret: u32,
     /// Offset of `se.sum_exec_runtime` in `task_struct` (from kernel BTF); 0 if unknown.
     pub task_cpu_time: u32,
+    /// Wake the reader each time a CPU has written another this many bytes of records, a
+    /// power of two (0: the probes' default).
+    pub wakeup_bytes: u32,
 }
 
 /// Per-thread state the probes keep to stamp each event with the thread's CPU time.
@@ -495,7 +531,18 @@ pub struct ThreadClock {
     pub slice_start_ns: u64,
     /// 0 when unknown (a freshly forked thread before its first event).
     pub tgid: u32,
+    /// One of [`clock_state`].
     pub running: u32,
+}
+
+/// Where a thread's [`ThreadClock`] stands.
+pub mod clock_state {
+    /// Off the CPU, or not known to be on it.
+    pub const OFF_CPU: u32 = 0;
+    /// On the CPU since `slice_start_ns`.
+    pub const RUNNING: u32 = 1;
+    /// On the CPU, and the clock was checked against the kernel's count in this slice.
+    pub const CHECKED: u32 = 2;
 }
 
 /// What a call's exit probe needs from its entry: the call, and the pointers the call
@@ -525,8 +572,20 @@ pub struct ThreadState {
     pub clock: ThreadClock,
     /// Calls in progress, innermost last (more than `MAX_CALL_DEPTH` are counted).
     pub depth: u32,
-    pub _reserved: u32,
+    /// Which entry record the thread holds back, not written yet (one of [`held`]): a
+    /// call that cannot block in `held_entry` ([`CallPairRecord`]), or a futex call in
+    /// `held_futex` ([`FutexPairRecord`]).
+    pub held: u32,
     pub frames: [CallFrame; MAX_CALL_DEPTH],
+    pub held_entry: CallRecord,
+    pub held_futex: FutexRecord,
+}
+
+/// Values of [`ThreadState::held`].
+pub mod held {
+    pub const NOTHING: u32 = 0;
+    pub const CALL: u32 = 1;
+    pub const FUTEX: u32 = 2;
 }
 
 /// Names of the maps shared by both sides.
@@ -565,9 +624,11 @@ const _: () = {
     assert!(size_of::<ExitRecord>() == 40);
     assert!(size_of::<CallLayout>() == 16);
     assert!(size_of::<FlavorConfig>() == 56);
-    assert!(size_of::<ProbeConfig>() == 72);
+    assert!(size_of::<ProbeConfig>() == 76);
     // Map values: no padding either (the kernel copies them byte for byte).
     assert!(size_of::<ThreadClock>() == 24);
     assert!(size_of::<CallFrame>() == 56);
-    assert!(size_of::<ThreadState>() == 32 + 56 * MAX_CALL_DEPTH);
+    assert!(size_of::<CallPairRecord>() == 208);
+    assert!(size_of::<FutexPairRecord>() == 128);
+    assert!(size_of::<ThreadState>() == 32 + 56 * MAX_CALL_DEPTH + 104 + 64);
 };

@@ -23,10 +23,11 @@ use aya_ebpf::{
     EbpfContext,
 };
 use tracer_common::{
-    call, count_mode, dtype_mode, flavor, kind, status_mode, CallFrame, CallLayout, CallRecord,
-    EventHeader, ExecRecord, ExitRecord, FlavorConfig, ForkRecord, FutexRecord, HandleArrayRecord,
-    ProbeConfig, StatusArrayRecord, SwitchRecord, ThreadClock, ThreadState, WakeRecord,
-    ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, UNSET, UNSET32,
+    call, clock_state, count_mode, dtype_mode, flavor, held, kind, status_mode, CallFrame,
+    CallLayout, CallPairRecord, CallRecord, EventHeader, ExecRecord, ExitRecord, FlavorConfig,
+    ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord, ProbeConfig, StatusArrayRecord,
+    SwitchRecord, ThreadClock, ThreadState, WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
+    MAX_CALL_DEPTH, NO_ARG, UNSET, UNSET32,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -34,7 +35,7 @@ use tracer_common::{
 static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
 #[map]
 static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
-/// Per CPU: bytes of records written, to wake the reader every `WAKEUP_BYTES`.
+/// Per CPU: bytes of records written, to wake the reader every `wakeup_bytes`.
 #[map]
 static WRITTEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// Traced tgids (and the tids of threads forked by traced threads).
@@ -66,17 +67,35 @@ const EMPTY_FRAME: CallFrame = CallFrame {
     out: 0,
     status: [0; 3],
 };
+const EMPTY_HEADER: EventHeader = EventHeader {
+    ts_ns: 0,
+    cpu_ns: 0,
+    tgid: 0,
+    tid: 0,
+    kind: 0,
+    call: 0,
+    cpu: 0,
+};
 /// A thread new to the probes: its clock starts at its first event (`cpu_clock`).
 static NEW_THREAD: ThreadState = ThreadState {
     clock: ThreadClock {
         on_cpu_ns: 0,
         slice_start_ns: 0,
         tgid: 0,
-        running: 0,
+        running: clock_state::OFF_CPU,
     },
     depth: 0,
-    _reserved: 0,
+    held: held::NOTHING,
     frames: [EMPTY_FRAME; MAX_CALL_DEPTH],
+    held_entry: CallRecord::unset(EMPTY_HEADER),
+    held_futex: FutexRecord {
+        header: EMPTY_HEADER,
+        uaddr: 0,
+        op: 0,
+        val: 0,
+        ret: 0,
+        site: 0,
+    },
 };
 
 // ---------------------------------------------------------------------------------------
@@ -161,17 +180,22 @@ fn kernel_cpu_time() -> Option<u64> {
 /// The current thread's CPU time: the time since its switch-in added to its CPU time at
 /// that switch, never below the kernel's own count (a switch event can be missed: a
 /// tracepoint program is skipped while another BPF program holds the CPU's recursion
-/// guard, and syscall tracepoints can be preempted).
+/// guard, and syscall tracepoints can be preempted). The kernel's count is read once per
+/// time slice: within one, the clock only moves with the time.
 fn cpu_clock(c: &mut ThreadClock, tgid: u32, now: u64) -> u64 {
     if c.tgid == 0 {
         c.tgid = tgid;
     }
-    if c.running == 0 {
+    if c.running == clock_state::OFF_CPU {
         // It is running now, so its switch-in was missed (or this is its first event).
-        c.running = 1;
+        c.running = clock_state::RUNNING;
         c.slice_start_ns = now;
     }
     let estimate = c.on_cpu_ns + now.saturating_sub(c.slice_start_ns);
+    if c.running == clock_state::CHECKED {
+        return estimate;
+    }
+    c.running = clock_state::CHECKED;
     match kernel_cpu_time() {
         Some(k) if k > estimate => {
             c.on_cpu_ns = k;
@@ -182,8 +206,12 @@ fn cpu_clock(c: &mut ThreadClock, tgid: u32, now: u64) -> u64 {
     }
 }
 
-/// Header for an event of the current thread, whose state is `t`.
+/// Header for an event of the current thread, whose state is `t`. A call entry the
+/// thread holds back is written first, so the thread's records stay in order. (Inlined:
+/// a BPF function takes at most five arguments, and the returned header is a sixth.)
+#[inline(always)]
 fn header(t: &mut ThreadState, kind: u16, call: u16, tgid: u32, tid: u32) -> EventHeader {
+    write_held_entry(t);
     let now = unsafe { bpf_ktime_get_ns() };
     EventHeader {
         ts_ns: now,
@@ -198,16 +226,17 @@ fn header(t: &mut ThreadState, kind: u16, call: u16, tgid: u32, tid: u32) -> Eve
 
 const BPF_RB_NO_WAKEUP: u64 = 1;
 const BPF_RB_FORCE_WAKEUP: u64 = 2;
-/// Wake the reader each time a CPU has written another this much; it also drains on a
-/// short timer. Waking it for every record would make it preempt the traced threads all
-/// the time (and each wakeup shows up as scheduler records of its own).
+/// Wake the reader each time a CPU has written another this much (a power of two),
+/// unless userspace set `ProbeConfig::wakeup_bytes`; it also drains on a short timer. Waking it for every
+/// record would make it preempt the traced threads all the time (and each wakeup shows
+/// up as scheduler records of its own).
 const WAKEUP_BYTES: u64 = 128 << 10;
 /// Ring-buffer space of a record: an 8-byte header, then the record rounded up to 8.
 const fn ring_size<T>() -> u64 {
     (8 + core::mem::size_of::<T>() as u64 + 7) & !7
 }
 
-/// A wakeup only when this CPU's records cross another multiple of `WAKEUP_BYTES`.
+/// A wakeup only when this CPU's records cross another multiple of the wakeup size.
 /// (Waking for every record once 256 KiB waited, as the first version did, sent an
 /// interrupt per record while the reader was behind: on this VM an APIC write that exits
 /// to the hypervisor, about 1 us per record; docs/benchmarks.md. Waking once per 4 KiB a
@@ -221,9 +250,15 @@ fn wakeup_flags(size: u64) -> u64 {
         return BPF_RB_NO_WAKEUP;
     };
     let written = unsafe { &mut *written };
+    let every = match config() {
+        Some(c) if c.wakeup_bytes != 0 => c.wakeup_bytes as u64,
+        _ => WAKEUP_BYTES,
+    };
     let before = *written;
     *written += size;
-    if before / WAKEUP_BYTES != *written / WAKEUP_BYTES {
+    // `every` is a power of two: the count crossed a multiple of it when a bit at or
+    // above it changed (cheaper than dividing).
+    if before ^ *written >= every {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
@@ -237,6 +272,17 @@ fn emit<T: 'static>(record: &T) {
     {
         count_lost();
     }
+}
+
+/// Writes the entry record the thread held back in the hope of writing it with the
+/// call's exit (`CallPairRecord`, `FutexPairRecord`), if it holds one.
+fn write_held_entry(t: &mut ThreadState) {
+    match t.held {
+        held::CALL => emit(&t.held_entry),
+        held::FUTEX => emit(&t.held_futex),
+        _ => return,
+    }
+    t.held = held::NOTHING;
 }
 
 fn read_user<T>(addr: u64) -> Option<T> {
@@ -363,7 +409,13 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
     }
     // At the function's first instruction the return address is on top of the stack.
     rec.site = read_user::<u64>(regs.rsp).unwrap_or(0);
-    emit(&rec);
+    if layout.cannot_block != 0 && layout.array == NO_ARG {
+        // Written with the exit, unless another record of the thread comes first.
+        thread.held_entry = rec;
+        thread.held = held::CALL;
+    } else {
+        emit(&rec);
+    }
 
     if layout.array != NO_ARG && rec.count > 0 {
         let elem = if layout.array_elem == 0 {
@@ -466,14 +518,55 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
     let layout = LAYOUTS.get(call_id as u32).ok_or(())?;
     let flavor = FLAVORS.get(frame.flavor as u32).ok_or(())?;
     let ret: u64 = ctx.ret();
-
-    let mut rec = CallRecord::unset(header(
+    // Nothing of the thread was written since this call's entry was held: the two go out
+    // as one record (taken out of `thread` first, or `header` would write it alone).
+    let paired = thread.held == held::CALL && thread.held_entry.header.call & 0xff == call_id;
+    if paired {
+        thread.held = held::NOTHING;
+    }
+    let h = header(
         thread,
         kind::CALL_EXIT,
         call_id | (frame.flavor << 8),
         tgid,
         tid,
-    ));
+    );
+    if paired {
+        // Built in place: the exit is the larger part of what a pair costs to write.
+        let flags = wakeup_flags(ring_size::<CallPairRecord>());
+        let Some(mut slot) = EVENTS.reserve::<CallPairRecord>(0) else {
+            count_lost();
+            return Ok(());
+        };
+        let r = unsafe { &mut *slot.as_mut_ptr() };
+        r.entry = thread.held_entry;
+        r.entry.header.kind = kind::CALL_PAIR;
+        exit_record(&mut r.exit, h, ret, &frame, layout, flavor);
+        slot.submit(flags);
+        return Ok(());
+    }
+    let mut rec = CallRecord::unset(h);
+    exit_record(&mut rec, h, ret, &frame, layout, flavor);
+    emit(&rec);
+    if layout.status_mode == status_mode::MPI_STATUS_ARRAY && frame.count > 0 {
+        emit_status_array(&rec.header, frame.status[0], frame.count as u32, flavor);
+    }
+    Ok(())
+}
+
+/// Fills `rec` (on the stack, or reserved in the ring) with a call's exit record: its
+/// return value and what it wrote through the pointers its entry kept in `frame`.
+/// (Inlined: a BPF function takes at most five arguments.)
+#[inline(always)]
+fn exit_record(
+    rec: &mut CallRecord,
+    h: EventHeader,
+    ret: u64,
+    frame: &CallFrame,
+    layout: &CallLayout,
+    flavor: &FlavorConfig,
+) {
+    *rec = CallRecord::unset(h);
     // PVM, MPI and pthread calls all return int.
     rec.ret = ret as i32 as i64;
     if frame.handle_out != 0 {
@@ -483,7 +576,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         rec.out = v as i64;
     }
     match layout.status_mode {
-        status_mode::MPI_STATUS => read_status(frame.status[0], flavor, &mut rec),
+        status_mode::MPI_STATUS => read_status(frame.status[0], flavor, rec),
         status_mode::INT_POINTERS => {
             if let Some(v) = read_user::<i32>(frame.status[0]) {
                 rec.peer = v;
@@ -510,11 +603,6 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         }
         _ => {}
     }
-    emit(&rec);
-    if layout.status_mode == status_mode::MPI_STATUS_ARRAY && frame.count > 0 {
-        emit_status_array(&rec.header, frame.status[0], frame.count as u32, flavor);
-    }
-    Ok(())
 }
 
 fn status_bytes(status: u64, flavor: &FlavorConfig) -> i64 {
@@ -624,17 +712,19 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
     let now = unsafe { bpf_ktime_get_ns() };
     let cpu = unsafe { bpf_get_smp_processor_id() };
     if let Some(thread) = known_thread(prev) {
+        // `prev` is the current task: a call entry it holds goes before its switch-out.
+        write_held_entry(thread);
         let clock = &mut thread.clock;
         // `prev` is the current task; the scheduler has just brought its CPU time up to
         // date, so the kernel's count is exact here.
         match kernel_cpu_time() {
             Some(k) => clock.on_cpu_ns = clock.on_cpu_ns.max(k),
-            None if clock.running != 0 => {
+            None if clock.running != clock_state::OFF_CPU => {
                 clock.on_cpu_ns += now.saturating_sub(clock.slice_start_ns)
             }
             None => {}
         }
-        clock.running = 0;
+        clock.running = clock_state::OFF_CPU;
         let state: i64 = field(ctx, c.switch_prev_state)?;
         emit(&SwitchRecord {
             header: EventHeader {
@@ -651,7 +741,7 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
     }
     if let Some(thread) = known_thread(next) {
         let clock = &mut thread.clock;
-        clock.running = 1;
+        clock.running = clock_state::RUNNING;
         clock.slice_start_ns = now;
         emit(&SwitchRecord {
             header: EventHeader {
@@ -751,12 +841,14 @@ fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
         return Ok(());
     };
     let c = config().ok_or(())?;
+    // Before the reservation: the header may write a held call entry.
+    let h = header(thread, kind::EXEC, 0, tgid, tid);
     let Some(mut rec) = EVENTS.reserve::<ExecRecord>(0) else {
         count_lost();
         return Ok(());
     };
     let r = unsafe { &mut *rec.as_mut_ptr() };
-    r.header = header(thread, kind::EXEC, 0, tgid, tid);
+    r.header = h;
     r.old_tid = field(ctx, c.exec_old_pid).unwrap_or(0);
     // __data_loc: low 16 bits offset from the record start, high 16 bits length.
     let loc: u32 = field(ctx, c.exec_filename).unwrap_or(0);
@@ -820,6 +912,12 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
         return Ok(());
     };
     let c = config().ok_or(())?;
+    // An enter still held at the exit: the call did not sleep (a wait that sleeps writes
+    // its enter before its switch-out), and the two go out as one record.
+    let paired = kind == tracer_common::kind::FUTEX_EXIT && thread.held == held::FUTEX;
+    if paired {
+        thread.held = held::NOTHING;
+    }
     let mut rec = FutexRecord {
         header: header(thread, kind, 0, tgid, tid),
         uaddr: 0,
@@ -835,10 +933,25 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
         if tracer_common::futex_waits(rec.op) {
             rec.site = futex_site();
         }
-    } else {
-        rec.ret = field(ctx, c.futex_ret)?;
+        thread.held_futex = rec;
+        thread.held = held::FUTEX;
+        return Ok(());
     }
-    emit(&rec);
+    rec.ret = field(ctx, c.futex_ret)?;
+    if !paired {
+        emit(&rec);
+        return Ok(());
+    }
+    let flags = wakeup_flags(ring_size::<FutexPairRecord>());
+    let Some(mut slot) = EVENTS.reserve::<FutexPairRecord>(0) else {
+        count_lost();
+        return Ok(());
+    };
+    let r = unsafe { &mut *slot.as_mut_ptr() };
+    r.enter = thread.held_futex;
+    r.enter.header.kind = tracer_common::kind::FUTEX_PAIR;
+    r.exit = rec;
+    slot.submit(flags);
     Ok(())
 }
 

@@ -65,8 +65,8 @@ pub static CALLS: &[CallSpec] = &[
     spec!(call::MPI_INIT, "MPI_Init", Mpi, Setup, { want_bias: 1 }),
     spec!(call::MPI_INIT_THREAD, "MPI_Init_thread", Mpi, Setup, { want_bias: 1, out: 3 }),
     spec!(call::MPI_FINALIZE, "MPI_Finalize", Mpi, Setup, {}),
-    spec!(call::MPI_COMM_RANK, "MPI_Comm_rank", Mpi, Setup, { comm: 0, out: 1 }),
-    spec!(call::MPI_COMM_SIZE, "MPI_Comm_size", Mpi, Setup, { comm: 0, out: 1 }),
+    spec!(call::MPI_COMM_RANK, "MPI_Comm_rank", Mpi, Setup, { comm: 0, out: 1, cannot_block: 1 }),
+    spec!(call::MPI_COMM_SIZE, "MPI_Comm_size", Mpi, Setup, { comm: 0, out: 1, cannot_block: 1 }),
     spec!(call::MPI_COMM_DUP, "MPI_Comm_dup", Mpi, Setup, { comm: 0, handle_out: 1 }),
     // color in `peer`, key in `peer2`
     spec!(call::MPI_COMM_SPLIT, "MPI_Comm_split", Mpi, Setup,
@@ -77,11 +77,11 @@ pub static CALLS: &[CallSpec] = &[
     spec!(call::MPI_BSEND, "MPI_Bsend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
     spec!(call::MPI_RSEND, "MPI_Rsend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
     spec!(call::MPI_ISEND, "MPI_Isend", Mpi, Send,
-        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6 }),
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 }),
     spec!(call::MPI_RECV, "MPI_Recv", Mpi, Recv,
         { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, status: 6, status_mode: S }),
     spec!(call::MPI_IRECV, "MPI_Irecv", Mpi, Recv,
-        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6 }),
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 }),
     spec!(call::MPI_SENDRECV, "MPI_Sendrecv", Mpi, SendRecv,
         { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 8, tag2: 9, comm: 10, status: 11, status_mode: S }),
     spec!(call::MPI_WAIT, "MPI_Wait", Mpi, Completion, { handle_in: 0, status: 1, status_mode: S }),
@@ -90,7 +90,7 @@ pub static CALLS: &[CallSpec] = &[
     spec!(call::MPI_WAITANY, "MPI_Waitany", Mpi, Completion,
         { count: 0, array: 1, out: 2, status: 3, status_mode: S }),
     spec!(call::MPI_TEST, "MPI_Test", Mpi, Completion,
-        { handle_in: 0, out: 1, status: 2, status_mode: S }),
+        { handle_in: 0, out: 1, status: 2, status_mode: S, cannot_block: 1 }),
     spec!(call::MPI_BARRIER, "MPI_Barrier", Mpi, Collective, { comm: 0 }),
     spec!(call::MPI_BCAST, "MPI_Bcast", Mpi, Collective, { count: 1, dtype: 2, peer: 3, comm: 4 }),
     spec!(call::MPI_REDUCE, "MPI_Reduce", Mpi, Collective, { count: 2, dtype: 3, peer: 5, comm: 6 }),
@@ -108,7 +108,7 @@ pub static CALLS: &[CallSpec] = &[
     spec!(call::PVM_RECV, "pvm_recv", Pvm, Recv,
         { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 }),
     spec!(call::PVM_NRECV, "pvm_nrecv", Pvm, Recv,
-        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 }),
+        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1, cannot_block: 1 }),
     spec!(call::PVM_TRECV, "pvm_trecv", Pvm, Recv,
         { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 }),
     spec!(call::PVM_PRECV, "pvm_precv", Pvm, Recv,
@@ -119,26 +119,26 @@ pub static CALLS: &[CallSpec] = &[
     // (`FlavorConfig::handle_by_value`); a condition wait's mutex is argument 1.
     spec!(call::PTHREAD_MUTEX_LOCK, "pthread_mutex_lock", Threads, LockAcquire, { handle_in: 0 }),
     spec!(call::PTHREAD_MUTEX_TRYLOCK, "pthread_mutex_trylock", Threads, LockAcquire,
-        { handle_in: 0 }),
+        { handle_in: 0, cannot_block: 1 }),
     spec!(call::PTHREAD_MUTEX_UNLOCK, "pthread_mutex_unlock", Threads, LockRelease,
-        { handle_in: 0 }),
+        { handle_in: 0, cannot_block: 1 }),
     spec!(call::PTHREAD_RWLOCK_RDLOCK, "pthread_rwlock_rdlock", Threads, LockAcquire,
         { handle_in: 0 }),
     spec!(call::PTHREAD_RWLOCK_WRLOCK, "pthread_rwlock_wrlock", Threads, LockAcquire,
         { handle_in: 0 }),
     spec!(call::PTHREAD_RWLOCK_UNLOCK, "pthread_rwlock_unlock", Threads, LockRelease,
-        { handle_in: 0 }),
+        { handle_in: 0, cannot_block: 1 }),
     spec!(call::PTHREAD_SPIN_LOCK, "pthread_spin_lock", Threads, LockAcquire, { handle_in: 0 }),
     spec!(call::PTHREAD_SPIN_UNLOCK, "pthread_spin_unlock", Threads, LockRelease,
-        { handle_in: 0 }),
+        { handle_in: 0, cannot_block: 1 }),
     spec!(call::PTHREAD_COND_WAIT, "pthread_cond_wait", Threads, CondWait,
         { handle_in: 0, comm: 1 }),
     spec!(call::PTHREAD_COND_TIMEDWAIT, "pthread_cond_timedwait", Threads, CondWait,
         { handle_in: 0, comm: 1 }),
     spec!(call::PTHREAD_COND_SIGNAL, "pthread_cond_signal", Threads, CondSignal,
-        { handle_in: 0 }),
+        { handle_in: 0, cannot_block: 1 }),
     spec!(call::PTHREAD_COND_BROADCAST, "pthread_cond_broadcast", Threads, CondSignal,
-        { handle_in: 0 }),
+        { handle_in: 0, cannot_block: 1 }),
     spec!(call::PTHREAD_BARRIER_WAIT, "pthread_barrier_wait", Threads, BarrierWait,
         { handle_in: 0 }),
 ];
@@ -287,6 +287,42 @@ pub const PVM_RBUF_SYMBOL: &str = "pvmrbuf";
 mod tests {
     use super::*;
     use tracer_common::NO_ARG;
+
+    #[test]
+    fn calls_that_cannot_block_are_written_whole() {
+        // The probes hold such a call's entry back until its exit, which only works for
+        // a single record: no array of handles or statuses after it.
+        let whole: Vec<&str> = CALLS
+            .iter()
+            .filter(|c| c.layout.cannot_block != 0)
+            .map(|c| c.symbol)
+            .collect();
+        for c in CALLS.iter().filter(|c| c.layout.cannot_block != 0) {
+            assert_eq!(c.layout.array, NO_ARG, "{}", c.symbol);
+            assert_ne!(c.layout.status_mode, status_mode::MPI_STATUS_ARRAY);
+            assert!(!matches!(
+                c.role,
+                Role::Collective | Role::CondWait | Role::BarrierWait
+            ));
+        }
+        assert_eq!(
+            whole,
+            [
+                "MPI_Comm_rank",
+                "MPI_Comm_size",
+                "MPI_Isend",
+                "MPI_Irecv",
+                "MPI_Test",
+                "pvm_nrecv",
+                "pthread_mutex_trylock",
+                "pthread_mutex_unlock",
+                "pthread_rwlock_unlock",
+                "pthread_spin_unlock",
+                "pthread_cond_signal",
+                "pthread_cond_broadcast",
+            ]
+        );
+    }
 
     #[test]
     fn call_ids_are_unique_and_fit_the_table() {

@@ -1,8 +1,10 @@
 //! Decoding raw records (ring buffer or recording) into typed values.
 
+use std::mem::size_of;
+
 use tracer_common::{
-    kind, record_size, CallRecord, EventHeader, ExecRecord, ExitRecord, ForkRecord, FutexRecord,
-    HandleArrayRecord, StatusArrayRecord, SwitchRecord, WakeRecord,
+    kind, record_size, CallPairRecord, CallRecord, EventHeader, ExecRecord, ExitRecord, ForkRecord,
+    FutexPairRecord, FutexRecord, HandleArrayRecord, StatusArrayRecord, SwitchRecord, WakeRecord,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -59,6 +61,29 @@ pub fn peek_kind(bytes: &[u8]) -> Result<u16, DecodeError> {
 pub fn record_len(bytes: &[u8]) -> Result<usize, DecodeError> {
     let k = peek_kind(bytes)?;
     record_size(k).ok_or(DecodeError::UnknownKind(k))
+}
+
+/// Hands `f` the records a ring-buffer record stands for, as byte images: the record
+/// itself, or for a pair ([`CallPairRecord`], [`FutexPairRecord`]: a call's entry and
+/// exit written as one) its entry and its exit. Userspace splits pairs as it reads the
+/// ring: nothing after that (recordings, the analysis) sees one.
+pub fn unpair<E>(bytes: &[u8], mut f: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+    let (half, entry_kind) = match peek_kind(bytes) {
+        Ok(kind::CALL_PAIR) if bytes.len() == size_of::<CallPairRecord>() => {
+            (size_of::<CallRecord>(), kind::CALL_ENTER)
+        }
+        Ok(kind::FUTEX_PAIR) if bytes.len() == size_of::<FutexPairRecord>() => {
+            (size_of::<FutexRecord>(), kind::FUTEX_ENTER)
+        }
+        _ => return f(bytes),
+    };
+    let mut entry = [0u8; size_of::<CallRecord>()];
+    let entry = &mut entry[..half];
+    entry.copy_from_slice(&bytes[..half]);
+    let at = std::mem::offset_of!(EventHeader, kind);
+    entry[at..at + 2].copy_from_slice(&entry_kind.to_ne_bytes());
+    f(entry)?;
+    f(&bytes[half..])
 }
 
 /// Decode exactly one record; `bytes` must be exactly its size.
@@ -155,6 +180,8 @@ pub fn kind_name(k: u16) -> &'static str {
         kind::FORK => "fork",
         kind::EXEC => "exec",
         kind::EXIT => "exit",
+        kind::CALL_PAIR => "call_pair",
+        kind::FUTEX_PAIR => "futex_pair",
         _ => "unknown",
     }
 }
@@ -190,5 +217,65 @@ mod tests {
         bad[24] = 99;
         assert_eq!(decode(&bad), Err(DecodeError::UnknownKind(99)));
         assert_eq!(decode(&bytes[..10]), Err(DecodeError::Short(10)));
+    }
+
+    fn unpaired(bytes: &[u8]) -> Vec<Record> {
+        let mut out = Vec::new();
+        unpair(bytes, |b| decode(b).map(|r| out.push(r))).unwrap();
+        out
+    }
+
+    fn image<T>(v: &T) -> Vec<u8> {
+        // SAFETY: plain old data without padding (checked in tracer-common).
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+    }
+
+    #[test]
+    fn pairs_split_into_their_entry_and_exit() {
+        let header = |kind, ts_ns| EventHeader {
+            ts_ns,
+            kind,
+            call: 3,
+            ..Default::default()
+        };
+        let mut entry = CallRecord::unset(header(kind::CALL_PAIR, 10));
+        entry.peer = 1;
+        let mut exit = CallRecord::unset(header(kind::CALL_EXIT, 20));
+        exit.out = 4;
+        let bytes = image(&CallPairRecord { entry, exit });
+        assert_eq!(record_len(&bytes), Ok(208));
+        entry.header.kind = kind::CALL_ENTER;
+        assert_eq!(
+            unpaired(&bytes),
+            [Record::CallEnter(entry), Record::CallExit(exit)]
+        );
+        // A pair is not a record of its own.
+        assert_eq!(
+            decode(&bytes),
+            Err(DecodeError::UnknownKind(kind::CALL_PAIR))
+        );
+
+        let enter = FutexRecord {
+            header: header(kind::FUTEX_PAIR, 30),
+            uaddr: 0x1000,
+            op: 1,
+            val: 1,
+            ..Default::default()
+        };
+        let exit = FutexRecord {
+            header: header(kind::FUTEX_EXIT, 31),
+            ret: 0,
+            ..Default::default()
+        };
+        let bytes = image(&FutexPairRecord { enter, exit });
+        let mut want = enter;
+        want.header.kind = kind::FUTEX_ENTER;
+        assert_eq!(
+            unpaired(&bytes),
+            [Record::FutexEnter(want), Record::FutexExit(exit)]
+        );
+        // Anything else passes through.
+        let single = image(&exit);
+        assert_eq!(unpaired(&single), [Record::FutexExit(exit)]);
     }
 }

@@ -632,7 +632,7 @@ fn drain(
     ctx: &mut LoopContext,
 ) -> Result<(), SessionError> {
     while let Some(item) = ring.next() {
-        ctx.handle(&item)?;
+        records::unpair(&item, |raw| ctx.handle(raw))?;
     }
     Ok(())
 }
