@@ -35,6 +35,8 @@ pub struct Options {
     pub reps: Option<usize>,
     /// Seconds of each slowdown run's loop.
     pub slowdown_secs: f64,
+    /// Message rates of the slowdown stage (empty: `RATES`).
+    pub slowdown_rates: Vec<u64>,
     /// Seconds and events per second of the flood.
     pub flood_secs: f64,
     pub flood_rate: u64,
@@ -54,7 +56,14 @@ pub fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
     println!("\n## {stage:?} ({})\n", today());
     match stage {
         Stage::Floor => floor(env, o.reps.unwrap_or(5)),
-        Stage::Slowdown => slowdown(env, o.reps.unwrap_or(2), o.slowdown_secs),
+        Stage::Slowdown => {
+            let rates = if o.slowdown_rates.is_empty() {
+                RATES.to_vec()
+            } else {
+                o.slowdown_rates.clone()
+            };
+            slowdown(env, o.reps.unwrap_or(2), o.slowdown_secs, &rates)
+        }
         Stage::Throughput => throughput(env, o.reps.unwrap_or(5)),
         Stage::Flood => flood(env, o.flood_rate, o.flood_secs),
         Stage::Memory => memory(env, o.reps.unwrap_or(2), o.memory_secs),
@@ -319,7 +328,7 @@ const SELECTIONS: [(usize, &str); 4] = [
 /// One rank exchanging with itself, pinned to CPU 1 with the tracer on CPU 0, and its own
 /// CPU time as the measure: on this shared 2-CPU machine, the wall time of two ranks in
 /// lockstep varied from -35 % to +155 % between identical runs (docs/benchmarks.md).
-fn slowdown(env: &Env, reps: usize, secs: f64) -> Result<()> {
+fn slowdown(env: &Env, reps: usize, secs: f64, rates: &[u64]) -> Result<()> {
     let prog = env.programs.join("bench_slowdown.mpich");
     // Work units per microsecond: the fastest of three calibrations, so every run does the
     // same work and only the probes differ.
@@ -343,7 +352,7 @@ fn slowdown(env: &Env, reps: usize, secs: f64) -> Result<()> {
     );
     println!("| msgs/s (nominal) | untraced msgs/s | procedures | floor slowdown % | our slowdown % | ours - floor (points) | our slowdown %, wall time |");
     println!("|---|---|---|---|---|---|---|");
-    for rate in RATES {
+    for &rate in rates {
         let iters = (rate as f64 * secs).round() as u64;
         let units = (per_us * 1e6 / rate as f64).round() as u64;
         let argv = vec![

@@ -40,6 +40,9 @@ enum Cmd {
         /// Seconds of each slowdown run's loop.
         #[arg(long, default_value_t = 1.0)]
         slowdown_secs: f64,
+        /// Message rates of the slowdown stage (comma-separated; default 150,1000,10000).
+        #[arg(long, value_delimiter = ',')]
+        slowdown_rates: Vec<u64>,
         /// Seconds of the live flood (the documented figure uses 60).
         #[arg(long, default_value_t = 60.0)]
         flood_secs: f64,
@@ -89,6 +92,7 @@ fn main() -> Result<()> {
             only,
             reps,
             slowdown_secs,
+            slowdown_rates,
             flood_secs,
             flood_rate,
             memory_secs,
@@ -98,6 +102,7 @@ fn main() -> Result<()> {
             &bench::Options {
                 reps,
                 slowdown_secs,
+                slowdown_rates,
                 flood_secs,
                 flood_rate,
                 memory_secs,
