@@ -45,9 +45,12 @@ pub struct Options {
 }
 
 /// Where the built tracer and test programs are. `XTASK_BENCH_TRACER=PATH` replaces the
-/// tracer (to compare two builds with the same suite).
+/// tracer (to compare two builds with the same suite); `XTASK_BENCH_BASELINE=PATH` adds
+/// another build's probes to every round of the floor stage (a before/after comparison
+/// within one run).
 pub struct Env {
     pub tracer: PathBuf,
+    pub baseline: Option<PathBuf>,
     pub programs: PathBuf,
     pub scratch: PathBuf,
 }
@@ -282,14 +285,39 @@ fn floor(env: &Env, reps: usize) -> Result<()> {
          on CPU 0; {reps} rounds of untraced, floor, ours; load average {}.\n",
         load()
     );
-    println!("| probe type | op | untraced ns/op | floor ns/op | ours ns/op | floor cost ns | our cost ns | ratio ours/floor (of medians) | ratio per round (min-max) |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    let baseline = env.baseline.as_ref().map(|b| Env {
+        tracer: b.clone(),
+        baseline: None,
+        programs: env.programs.clone(),
+        scratch: env.scratch.clone(),
+    });
+    if let Some(b) = &baseline {
+        println!(
+            "Baseline: each round also runs {} (last columns).\n",
+            b.tracer.display()
+        );
+    }
+    let (head, rule) = if baseline.is_some() {
+        (
+            " baseline ns/op | baseline cost ns | ratio baseline/floor |",
+            "---|---|---|",
+        )
+    } else {
+        ("", "")
+    };
+    println!("| probe type | op | untraced ns/op | floor ns/op | ours ns/op | floor cost ns | our cost ns | ratio ours/floor (of medians) | ratio per round (min-max) |{head}");
+    println!("|---|---|---|---|---|---|---|---|---|{rule}");
     for t in &types {
         let mut ns: [Vec<f64>; 3] = Default::default();
+        let mut base_ns = Vec::new();
         for _ in 0..reps {
             for (i, mode) in MODES.iter().enumerate() {
                 let out = output(&mut command(env, *mode, &t.extra, &t.argv, true))?;
                 ns[i].push(field(&out, "ns_per_op")?);
+            }
+            if let Some(b) = &baseline {
+                let out = output(&mut command(b, Mode::Ours, &t.extra, &t.argv, true))?;
+                base_ns.push(field(&out, "ns_per_op")?);
             }
         }
         let [u, f, o] = &ns;
@@ -298,8 +326,15 @@ fn floor(env: &Env, reps: usize) -> Result<()> {
         let our_cost = so.median - su.median;
         let rounds: Vec<f64> = (0..reps).map(|r| (o[r] - u[r]) / (f[r] - u[r])).collect();
         let rr = Stats::of(&rounds);
+        let base = if base_ns.is_empty() {
+            String::new()
+        } else {
+            let sb = Stats::of(&base_ns);
+            let cost = sb.median - su.median;
+            format!(" {} | {cost:.0} | {:.2} |", sb.show(1), cost / floor_cost)
+        };
         println!(
-            "| {} | {} | {} | {} | {} | {floor_cost:.0} | {our_cost:.0} | {:.2} | {:.2}-{:.2} |",
+            "| {} | {} | {} | {} | {} | {floor_cost:.0} | {our_cost:.0} | {:.2} | {:.2}-{:.2} |{base}",
             t.name,
             t.op,
             su.show(1),

@@ -352,6 +352,7 @@ fn bench(only: &[bench::Stage], opts: &bench::Options) -> Result<()> {
             tracer: std::env::var_os("XTASK_BENCH_TRACER")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| target.join("release/tracer")),
+            baseline: std::env::var_os("XTASK_BENCH_BASELINE").map(PathBuf::from),
             programs,
             scratch,
         };
