@@ -18,7 +18,7 @@ use aya_ebpf::{
         generated::bpf_task_pt_regs,
     },
     macros::{map, tracepoint, uprobe, uretprobe},
-    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    maps::{ring_buf::RingBufEntry, Array, HashMap, PerCpuArray, RingBuf},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
     EbpfContext,
 };
@@ -76,7 +76,7 @@ const EMPTY_HEADER: EventHeader = EventHeader {
     call: 0,
     cpu: 0,
 };
-/// A call record with nothing set, copied word by word ([`copy_words`]) to start one.
+/// A call record with nothing set: where every call record starts.
 static UNSET_CALL: CallRecord = CallRecord::unset(EMPTY_HEADER);
 const NO_FUTEX: FutexRecord = FutexRecord {
     header: EMPTY_HEADER,
@@ -231,9 +231,9 @@ fn header(t: &mut ThreadState, kind: u16, call: u16, tgid: u32, tid: u32) -> Eve
 const BPF_RB_NO_WAKEUP: u64 = 1;
 const BPF_RB_FORCE_WAKEUP: u64 = 2;
 /// Wake the reader each time a CPU has written another this much (a power of two),
-/// unless userspace set `ProbeConfig::wakeup_bytes`; it also drains on a short timer. Waking it for every
-/// record would make it preempt the traced threads all the time (and each wakeup shows
-/// up as scheduler records of its own).
+/// unless userspace set `ProbeConfig::wakeup_bytes`; it also drains on a short timer.
+/// Waking it for every record would make it preempt the traced threads all the time (and
+/// each wakeup shows up as scheduler records of its own).
 const WAKEUP_BYTES: u64 = 128 << 10;
 /// Ring-buffer space of a record: an 8-byte header, then the record rounded up to 8.
 const fn ring_size<T>() -> u64 {
@@ -275,6 +275,19 @@ fn emit<T: 'static>(record: &T) {
         .is_err()
     {
         count_lost();
+    }
+}
+
+/// A ring slot for a record built in place, and the flags to submit it with; None (and
+/// counted in `LOST`) when the ring is full.
+fn reserve<T: 'static>() -> Option<(RingBufEntry<T>, u64)> {
+    let flags = wakeup_flags(ring_size::<T>());
+    match EVENTS.reserve::<T>(0) {
+        Some(slot) => Some((slot, flags)),
+        None => {
+            count_lost();
+            None
+        }
     }
 }
 
@@ -407,7 +420,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         tid,
     );
     let mut rec = UNSET_CALL;
-    start_call_record(&mut rec, h);
+    rec.header = h;
     rec.peer = int_arg(regs, layout.peer);
     rec.tag = int_arg(regs, layout.tag);
     rec.peer2 = int_arg(regs, layout.peer2);
@@ -558,10 +571,8 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         tid,
     );
     if paired {
-        // Built in place: the exit is the larger part of what a pair costs to write.
-        let flags = wakeup_flags(ring_size::<CallPairRecord>());
-        let Some(mut slot) = EVENTS.reserve::<CallPairRecord>(0) else {
-            count_lost();
+        // Written in place in the ring: the exit is not copied through the stack.
+        let Some((mut slot, flags)) = reserve::<CallPairRecord>() else {
             return Ok(());
         };
         let r = unsafe { &mut *slot.as_mut_ptr() };
@@ -944,10 +955,8 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     if paired {
         thread.held = held::NOTHING;
     }
-    let h = header(thread, kind, 0, tgid, tid);
     let mut rec = EMPTY_FUTEX;
-    copy_words(&mut rec, &EMPTY_FUTEX);
-    rec.header = h;
+    rec.header = header(thread, kind, 0, tgid, tid);
     if kind == tracer_common::kind::FUTEX_ENTER {
         rec.uaddr = field(ctx, c.futex_uaddr)?;
         rec.op = field::<u64>(ctx, c.futex_op)? as u32;
@@ -964,9 +973,7 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
         emit(&rec);
         return Ok(());
     }
-    let flags = wakeup_flags(ring_size::<FutexPairRecord>());
-    let Some(mut slot) = EVENTS.reserve::<FutexPairRecord>(0) else {
-        count_lost();
+    let Some((mut slot, flags)) = reserve::<FutexPairRecord>() else {
         return Ok(());
     };
     let r = unsafe { &mut *slot.as_mut_ptr() };
