@@ -114,10 +114,9 @@ struct Chain {
     prev_at: f64,
     ended: bool,
     asleep: bool,
-    /// Asleep inside an MPI/PVM call whose exit has not come yet, and whether its
-    /// process polls as far as that call's waiting so far tells.
-    asleep_in_mpi: bool,
-    spins_in_mpi: bool,
+    /// Asleep inside an MPI/PVM call whose exit has not come yet, in a process that polls
+    /// as far as that call's waiting so far tells: it spins there.
+    spins_asleep: bool,
 }
 
 impl Chain {
@@ -129,8 +128,7 @@ impl Chain {
             prev_at: 0.0,
             ended: false,
             asleep: false,
-            asleep_in_mpi: false,
-            spins_in_mpi: false,
+            spins_asleep: false,
         }
     }
 }
@@ -422,7 +420,7 @@ impl OnlineReplay {
             Phase::Wait => c.queue.front().is_some_and(|s| s.spins),
             // Waiting inside an MPI/PVM call whose step is not known yet: a polling
             // process spins there, as its step will say.
-            Phase::Idle => c.asleep_in_mpi && c.spins_in_mpi,
+            Phase::Idle => c.spins_asleep,
             Phase::Off(_) => false,
         }
     }
@@ -579,7 +577,7 @@ impl PathModel for OnlineReplay {
         self.serial += 1;
         self.t0.get_or_insert(at.ts_ns);
         if let Some(c) = self.chains.get_mut(&tid) {
-            (c.asleep, c.asleep_in_mpi) = (false, false);
+            (c.asleep, c.spins_asleep) = (false, false);
         }
         // The program's processes call MPI/PVM or a selected procedure.
         let (id, _) = crate::calls::split_call_field(at.call);
@@ -638,7 +636,7 @@ impl PathModel for OnlineReplay {
         if what != Sched::Asleep {
             // Running, or runnable: it may work before its next record.
             if let Some(c) = self.chains.get_mut(&tid) {
-                (c.asleep, c.asleep_in_mpi) = (false, false);
+                (c.asleep, c.spins_asleep) = (false, false);
             }
             return;
         }
@@ -659,7 +657,7 @@ impl PathModel for OnlineReplay {
             self.seal(tid);
         }
         if let Some(c) = self.chains.get_mut(&tid) {
-            (c.asleep, c.asleep_in_mpi, c.spins_in_mpi) = (true, in_mpi, spins);
+            (c.asleep, c.spins_asleep) = (true, spins);
         }
         self.simulate(false);
     }
