@@ -158,7 +158,7 @@ fn locks_records_each_threads_pthread_calls_with_the_object() {
         }
         // Lock and unlock calls succeed, and each call's site is in the program.
         for c in calls {
-            assert_ne!(c.entry.site, 0, "{}", calls::name(c.id));
+            assert_ne!(c.exit.site, 0, "{}", calls::name(c.id));
             if c.id != call::PTHREAD_BARRIER_WAIT && c.id != call::PTHREAD_COND_TIMEDWAIT {
                 assert_eq!(c.exit.ret, 0, "{}", calls::name(c.id));
             }

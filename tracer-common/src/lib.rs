@@ -39,13 +39,16 @@ pub mod kind {
     pub const EXEC: u16 = 14;
     /// A traced thread exits: [`super::ExitRecord`].
     pub const EXIT: u16 = 15;
-    /// A call that cannot block, entry and exit in one: [`super::CallPairRecord`]. Only
-    /// in the ring buffer: userspace splits it into a `CALL_ENTER` and a `CALL_EXIT`
-    /// record before anything else sees it, so recordings never hold it.
-    pub const CALL_PAIR: u16 = 16;
+    // The kinds below exist only in the ring buffer: userspace turns each into the
+    // `CALL_*`/`FUTEX_*` records above before anything else sees it, so recordings never
+    // hold them. 16 (a call pair as two whole `CallRecord`s) and 17 (a futex pair as two
+    // whole `FutexRecord`s) were their first, longer forms: retired.
+    /// A call that cannot block, entry and exit in one: [`super::CallPairRecord`].
+    pub const CALL_PAIR: u16 = 18;
+    /// A call's exit without the entry's fields: [`super::CallReturnRecord`].
+    pub const CALL_RETURN: u16 = 19;
     /// A futex call that did not sleep, enter and exit in one: [`super::FutexPairRecord`].
-    /// Only in the ring buffer, like `CALL_PAIR`.
-    pub const FUTEX_PAIR: u16 = 17;
+    pub const FUTEX_PAIR: u16 = 20;
 }
 
 /// Library families whose calls the probes understand. Part of the cookie of a call probe.
@@ -182,16 +185,59 @@ pub struct CallRecord {
     pub site: u64,
 }
 
+// Short forms for the ring buffer. Writing a record costs the probe about as much per
+// cache line it touches as everything else it does (docs/benchmarks.md, round 4), so
+// the ring carries what a call's exit learns and not the fields that are always unset
+// there; userspace rebuilds the whole records (`tracer_user::records::unpair`).
+
+/// What a call's exit learns: its return value, what it wrote through the pointers its
+/// entry kept, and its call site. The fields of a `CALL_EXIT` [`CallRecord`] that are not
+/// in the header or always unset at exit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallResult {
+    pub handle: u64,
+    pub bytes: i64,
+    /// The return address, taken from the return probe's instruction pointer.
+    pub site: u64,
+    pub ret: i32,
+    pub peer: i32,
+    pub tag: i32,
+    /// The CPU of the exit (a [`CallPairRecord`]'s header has the entry's).
+    pub cpu: u32,
+    /// The int the call wrote through its output pointer, [`UNSET32`] when none.
+    pub out: i32,
+    pub _reserved: u32,
+}
+
+/// A call's exit: `CALL_EXIT` in short ([`kind::CALL_RETURN`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallReturnRecord {
+    pub header: EventHeader,
+    pub result: CallResult,
+}
+
 /// A call that cannot block (`CallLayout::cannot_block`), whole. Its entry record waits
-/// in the thread's state (`ThreadState::held`) and goes out with the exit record: one
+/// in the thread's state (`ThreadState::held`) and goes out with the exit: one
 /// ring-buffer reservation per call instead of two. Any other record of the thread
 /// between the two writes the entry on its own first, so a thread's records stay in
-/// order. `entry.header.kind` is [`kind::CALL_PAIR`]; `exit` is a `CALL_EXIT` record.
+/// order. The header is the entry's, with `kind` [`kind::CALL_PAIR`]; the entry's other
+/// fields are the ones such a call sets (no `peer2`, `tag2`, `site`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CallPairRecord {
-    pub entry: CallRecord,
-    pub exit: CallRecord,
+    pub header: EventHeader,
+    pub comm: u64,
+    pub handle: u64,
+    pub bytes: i64,
+    pub peer: i32,
+    pub tag: i32,
+    pub count: i32,
+    pub elem_size: i32,
+    pub exit_ts_ns: u64,
+    pub exit_cpu_ns: u64,
+    pub result: CallResult,
 }
 
 /// A futex call that did not sleep, whole: as [`CallPairRecord`], for every futex call
@@ -201,7 +247,11 @@ pub struct CallPairRecord {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FutexPairRecord {
     pub enter: FutexRecord,
-    pub exit: FutexRecord,
+    pub exit_ts_ns: u64,
+    pub exit_cpu_ns: u64,
+    pub ret: i64,
+    pub exit_cpu: u32,
+    pub _reserved: u32,
 }
 
 /// Marker for "not set / unknown" in signed fields.
@@ -358,6 +408,7 @@ pub const fn record_size(kind: u16) -> Option<usize> {
     Some(match kind {
         kind::CALL_ENTER | kind::CALL_EXIT => size_of::<CallRecord>(),
         kind::CALL_PAIR => size_of::<CallPairRecord>(),
+        kind::CALL_RETURN => size_of::<CallReturnRecord>(),
         kind::FUTEX_PAIR => size_of::<FutexPairRecord>(),
         kind::HANDLE_ARRAY => size_of::<HandleArrayRecord>(),
         kind::STATUS_ARRAY => size_of::<StatusArrayRecord>(),
@@ -628,7 +679,9 @@ const _: () = {
     // Map values: no padding either (the kernel copies them byte for byte).
     assert!(size_of::<ThreadClock>() == 24);
     assert!(size_of::<CallFrame>() == 56);
-    assert!(size_of::<CallPairRecord>() == 208);
-    assert!(size_of::<FutexPairRecord>() == 128);
+    assert!(size_of::<CallResult>() == 48);
+    assert!(size_of::<CallReturnRecord>() == 80);
+    assert!(size_of::<CallPairRecord>() == 136);
+    assert!(size_of::<FutexPairRecord>() == 96);
     assert!(size_of::<ThreadState>() == 32 + 56 * MAX_CALL_DEPTH + 104 + 64);
 };

@@ -12,7 +12,7 @@ use aya_ebpf::{
     bindings::{pt_regs, task_struct},
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user,
+        bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, generated,
         generated::bpf_find_vma, generated::bpf_get_attach_cookie,
         generated::bpf_get_current_task_btf, generated::bpf_send_signal,
         generated::bpf_task_pt_regs,
@@ -22,12 +22,13 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext, TracePointContext},
     EbpfContext,
 };
+use core::ffi::c_void;
 use tracer_common::{
     call, clock_state, count_mode, dtype_mode, flavor, held, kind, status_mode, CallFrame,
-    CallLayout, CallPairRecord, CallRecord, EventHeader, ExecRecord, ExitRecord, FlavorConfig,
-    ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord, ProbeConfig, StatusArrayRecord,
-    SwitchRecord, ThreadClock, ThreadState, WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
-    MAX_CALL_DEPTH, NO_ARG, UNSET, UNSET32,
+    CallLayout, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader, ExecRecord,
+    ExitRecord, FlavorConfig, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
+    ProbeConfig, StatusArrayRecord, SwitchRecord, ThreadClock, ThreadState, WakeRecord,
+    ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, UNSET, UNSET32,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -87,6 +88,12 @@ const NO_FUTEX: FutexRecord = FutexRecord {
     site: 0,
 };
 static EMPTY_FUTEX: FutexRecord = NO_FUTEX;
+static EMPTY_HANDLE_ARRAY: HandleArrayRecord = HandleArrayRecord {
+    header: EMPTY_HEADER,
+    first: 0,
+    total: 0,
+    values: [0; ARRAY_CHUNK],
+};
 /// A thread new to the probes: its clock starts at its first event (`cpu_clock`).
 static NEW_THREAD: ThreadState = ThreadState {
     clock: ThreadClock {
@@ -315,11 +322,42 @@ fn copy_words<T>(dst: &mut T, src: &T) {
     }
 }
 
+/// `*src`, copied word by word ([`copy_words`]): where the compiler can see that a value
+/// is mostly zeros, a plain copy becomes a `memset`.
+#[inline(always)]
+fn copy_of<T>(src: &T) -> T {
+    let mut v = core::mem::MaybeUninit::<T>::uninit();
+    // SAFETY: copy_words writes every byte of `v` (its size is a multiple of 8).
+    unsafe {
+        copy_words(&mut *v.as_mut_ptr(), src);
+        v.assume_init()
+    }
+}
+
 /// `*rec = CallRecord::unset(h)`, without a `memset` ([`copy_words`]).
 #[inline(always)]
 fn start_call_record(rec: &mut CallRecord, h: EventHeader) {
     copy_words(rec, &UNSET_CALL);
     rec.header = h;
+}
+
+/// `*dst = *addr` from user memory, or `*dst = unset` when `addr` cannot be read. The
+/// kernel writes `dst` itself (a ring record): reading the value back right after the
+/// helper wrote it stalls the CPU (its copy cannot be forwarded to a load; a quarter of
+/// a traced MPI_Comm_rank's exit program went there).
+#[inline(always)]
+fn read_user_into<T: Copy>(dst: &mut T, addr: u64, unset: T) {
+    let failed = addr < MIN_POINTER
+        || unsafe {
+            generated::bpf_probe_read_user(
+                dst as *mut T as *mut c_void,
+                core::mem::size_of::<T>() as u32,
+                addr as *const c_void,
+            )
+        } != 0;
+    if failed {
+        *dst = unset;
+    }
 }
 
 fn read_user<T>(addr: u64) -> Option<T> {
@@ -419,8 +457,19 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         tgid,
         tid,
     );
-    let mut rec = UNSET_CALL;
-    rec.header = h;
+    // A call that cannot block is built where it waits for its exit (`held_entry`).
+    let hold = layout.cannot_block != 0
+        && layout.array == NO_ARG
+        && layout.peer2 == NO_ARG
+        && layout.tag2 == NO_ARG;
+    let mut local = UNSET_CALL;
+    let rec = if hold {
+        start_call_record(&mut thread.held_entry, h);
+        &mut thread.held_entry
+    } else {
+        local.header = h;
+        &mut local
+    };
     rec.peer = int_arg(regs, layout.peer);
     rec.tag = int_arg(regs, layout.tag);
     rec.peer2 = int_arg(regs, layout.peer2);
@@ -446,29 +495,32 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
     } else if layout.want_bias != 0 {
         rec.handle = bias;
     }
-    // At the function's first instruction the return address is on top of the stack.
-    rec.site = read_user::<u64>(regs.rsp).unwrap_or(0);
-    if layout.cannot_block != 0 && layout.array == NO_ARG {
+    let (count, header) = (rec.count, rec.header);
+    if hold {
         // Written with the exit, unless another record of the thread comes first.
-        copy_words(&mut thread.held_entry, &rec);
         thread.held = held::CALL;
     } else {
-        emit(&rec);
+        // At the function's first instruction the return address is on top of the stack.
+        // The exit record has it for free (the kernel puts it back in rip before the
+        // return probe), but a call that can block may never return: one that hangs
+        // keeps its site this way.
+        rec.site = read_user::<u64>(regs.rsp).unwrap_or(0);
+        emit(rec);
     }
 
-    if layout.array != NO_ARG && rec.count > 0 {
+    if layout.array != NO_ARG && count > 0 {
         let elem = if layout.array_elem == 0 {
             flavor.handle_size
         } else {
             layout.array_elem as u32
         };
-        emit_handle_array(&rec.header, arg(regs, layout.array), rec.count as u32, elem);
+        emit_handle_array(&header, arg(regs, layout.array), count as u32, elem);
     }
 
     let mut frame = EMPTY_FRAME;
     frame.call = call_id;
     frame.flavor = flavor_id as u16;
-    frame.count = rec.count;
+    frame.count = count;
     frame.bias = bias;
     if layout.handle_out != NO_ARG {
         frame.handle_out = arg(regs, layout.handle_out);
@@ -488,13 +540,10 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
 }
 
 fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
-    let mut rec = HandleArrayRecord {
-        header: *h,
-        first: 0,
-        total,
-        values: [0; ARRAY_CHUNK],
-    };
+    let mut rec = copy_of(&EMPTY_HANDLE_ARRAY);
+    rec.header = *h;
     rec.header.kind = kind::HANDLE_ARRAY;
+    rec.total = total;
     for chunk in 0..ARRAY_MAX_CHUNKS {
         let first = chunk * ARRAY_CHUNK as u32;
         if first >= total {
@@ -557,6 +606,8 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
     let layout = LAYOUTS.get(call_id as u32).ok_or(())?;
     let flavor = FLAVORS.get(frame.flavor as u32).ok_or(())?;
     let ret: u64 = ctx.ret();
+    // The kernel put the return address back in rip before running this program.
+    let site = unsafe { (*ctx.regs).rip };
     // Nothing of the thread was written since this call's entry was held: the two go out
     // as one record (taken out of `thread` first, or `header` would write it alone).
     let paired = thread.held == held::CALL && thread.held_entry.header.call & 0xff == call_id;
@@ -571,70 +622,87 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         tid,
     );
     if paired {
-        // Written in place in the ring: the exit is not copied through the stack.
+        // Built in place in the ring, field by field ([`copy_words`]).
         let Some((mut slot, flags)) = reserve::<CallPairRecord>() else {
             return Ok(());
         };
         let r = unsafe { &mut *slot.as_mut_ptr() };
-        copy_words(&mut r.entry, &thread.held_entry);
-        r.entry.header.kind = kind::CALL_PAIR;
-        exit_record(&mut r.exit, h, ret, &frame, layout, flavor);
+        let e = &thread.held_entry;
+        copy_words(&mut r.header, &e.header);
+        r.header.kind = kind::CALL_PAIR;
+        r.comm = e.comm;
+        r.handle = e.handle;
+        r.bytes = e.bytes;
+        r.peer = e.peer;
+        r.tag = e.tag;
+        r.count = e.count;
+        r.elem_size = e.elem_size;
+        r.exit_ts_ns = h.ts_ns;
+        r.exit_cpu_ns = h.cpu_ns;
+        call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
         slot.submit(flags);
         return Ok(());
     }
-    let mut rec = UNSET_CALL;
-    exit_record(&mut rec, h, ret, &frame, layout, flavor);
-    emit(&rec);
+    let Some((mut slot, flags)) = reserve::<CallReturnRecord>() else {
+        return Ok(());
+    };
+    let r = unsafe { &mut *slot.as_mut_ptr() };
+    r.header = h;
+    r.header.kind = kind::CALL_RETURN;
+    call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
+    slot.submit(flags);
     if layout.status_mode == status_mode::MPI_STATUS_ARRAY && frame.count > 0 {
-        emit_status_array(&rec.header, frame.status[0], frame.count as u32, flavor);
+        emit_status_array(&h, frame.status[0], frame.count as u32, flavor);
     }
     Ok(())
 }
 
-/// Fills `rec` (on the stack, or reserved in the ring) with a call's exit record: its
-/// return value and what it wrote through the pointers its entry kept in `frame`.
-/// (Inlined: a BPF function takes at most five arguments.)
+/// Fills what a call's exit learns (in the ring): its return value, what it wrote
+/// through the pointers its entry kept in `frame`, and its site. (Inlined: a BPF function
+/// takes at most five arguments.)
 #[inline(always)]
-fn exit_record(
-    rec: &mut CallRecord,
-    h: EventHeader,
+fn call_result(
+    r: &mut CallResult,
     ret: u64,
+    site: u64,
+    cpu: u32,
     frame: &CallFrame,
     layout: &CallLayout,
     flavor: &FlavorConfig,
 ) {
-    start_call_record(rec, h);
     // PVM, MPI and pthread calls all return int.
-    rec.ret = ret as i32 as i64;
+    r.ret = ret as i32;
+    r.site = site;
+    r.cpu = cpu;
+    r.handle = 0;
     if frame.handle_out != 0 {
-        rec.handle = read_handle(frame.handle_out, flavor);
+        if flavor.handle_size == 4 {
+            // Little-endian: the low half of `handle`.
+            let low = unsafe { &mut *(&mut r.handle as *mut u64 as *mut u32) };
+            read_user_into(low, frame.handle_out, 0);
+        } else {
+            read_user_into(&mut r.handle, frame.handle_out, 0);
+        }
     }
-    if let Some(v) = read_user::<i32>(frame.out) {
-        rec.out = v as i64;
-    }
+    read_user_into(&mut r.out, frame.out, UNSET32);
+    r.peer = UNSET32;
+    r.tag = UNSET32;
+    r.bytes = UNSET;
     match layout.status_mode {
-        status_mode::MPI_STATUS => read_status(frame.status[0], flavor, rec),
+        status_mode::MPI_STATUS => read_status(frame.status[0], flavor, r),
         status_mode::INT_POINTERS => {
-            if let Some(v) = read_user::<i32>(frame.status[0]) {
-                rec.peer = v;
-            }
-            if let Some(v) = read_user::<i32>(frame.status[1]) {
-                rec.tag = v;
-            }
+            read_user_into(&mut r.peer, frame.status[0], UNSET32);
+            read_user_into(&mut r.tag, frame.status[1], UNSET32);
             if let Some(v) = read_user::<i32>(frame.status[2]) {
-                rec.bytes = v as i64;
+                r.bytes = v as i64;
             }
         }
-        status_mode::PVM_RBUF if rec.ret > 0 && flavor.rbuf_vaddr != 0 => {
+        status_mode::PVM_RBUF if r.ret > 0 && flavor.rbuf_vaddr != 0 => {
             if let Some(msg) = read_user::<u64>(frame.bias.wrapping_add(flavor.rbuf_vaddr)) {
-                if let Some(v) = read_user::<i32>(msg + flavor.pmsg_src_off as u64) {
-                    rec.peer = v;
-                }
-                if let Some(v) = read_user::<i32>(msg + flavor.pmsg_tag_off as u64) {
-                    rec.tag = v;
-                }
+                read_user_into(&mut r.peer, msg + flavor.pmsg_src_off as u64, UNSET32);
+                read_user_into(&mut r.tag, msg + flavor.pmsg_tag_off as u64, UNSET32);
                 if let Some(v) = read_user::<i32>(msg + flavor.pmsg_len_off as u64) {
-                    rec.bytes = v as i64;
+                    r.bytes = v as i64;
                 }
             }
         }
@@ -642,29 +710,47 @@ fn exit_record(
     }
 }
 
+/// The message size an MPI_Status at `status` says.
 fn status_bytes(status: u64, flavor: &FlavorConfig) -> i64 {
     let at = status + flavor.status_count_off as u64;
     match flavor.count_mode {
         count_mode::SIZE_T => read_user::<u64>(at).map(|v| v as i64).unwrap_or(UNSET),
         count_mode::MPICH_SPLIT => match read_user::<u64>(at) {
-            Some(v) => ((v & 0xffff_ffff) | (((v >> 32) >> 1) << 32)) as i64,
+            Some(v) => mpich_count(v),
             None => UNSET,
         },
         _ => UNSET,
     }
 }
 
-fn read_status(status: u64, flavor: &FlavorConfig, rec: &mut CallRecord) {
+/// MPICH keeps a status's byte count in two words: the low 32 bits, then the high bits
+/// shifted left by one above the "cancelled" bit.
+fn mpich_count(v: u64) -> i64 {
+    ((v & 0xffff_ffff) | (((v >> 32) >> 1) << 32)) as i64
+}
+
+/// The source, tag and size an MPI_Status says, written by the kernel straight into the
+/// ring record ([`read_user_into`]).
+fn read_status(status: u64, flavor: &FlavorConfig, r: &mut CallResult) {
     if status < MIN_POINTER {
         return;
     }
-    if let Some(v) = read_user::<i32>(status + flavor.status_source_off as u64) {
-        rec.peer = v;
+    read_user_into(
+        &mut r.peer,
+        status + flavor.status_source_off as u64,
+        UNSET32,
+    );
+    read_user_into(&mut r.tag, status + flavor.status_tag_off as u64, UNSET32);
+    let count = status + flavor.status_count_off as u64;
+    match flavor.count_mode {
+        count_mode::SIZE_T => read_user_into(&mut r.bytes, count, UNSET),
+        count_mode::MPICH_SPLIT => {
+            if let Some(v) = read_user::<u64>(count) {
+                r.bytes = mpich_count(v);
+            }
+        }
+        _ => {}
     }
-    if let Some(v) = read_user::<i32>(status + flavor.status_tag_off as u64) {
-        rec.tag = v;
-    }
-    rec.bytes = status_bytes(status, flavor);
 }
 
 fn emit_status_array(h: &EventHeader, base: u64, total: u32, flavor: &FlavorConfig) {
@@ -955,21 +1041,26 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     if paired {
         thread.held = held::NOTHING;
     }
-    let mut rec = EMPTY_FUTEX;
-    rec.header = header(thread, kind, 0, tgid, tid);
+    let h = header(thread, kind, 0, tgid, tid);
     if kind == tracer_common::kind::FUTEX_ENTER {
+        // Built where it waits for the exit.
+        let rec = &mut thread.held_futex;
+        copy_words(rec, &EMPTY_FUTEX);
+        rec.header = h;
         rec.uaddr = field(ctx, c.futex_uaddr)?;
         rec.op = field::<u64>(ctx, c.futex_op)? as u32;
         rec.val = field::<u64>(ctx, c.futex_val)? as u32;
         if tracer_common::futex_waits(rec.op) {
             rec.site = futex_site();
         }
-        copy_words(&mut thread.held_futex, &rec);
         thread.held = held::FUTEX;
         return Ok(());
     }
-    rec.ret = field(ctx, c.futex_ret)?;
+    let ret = field(ctx, c.futex_ret)?;
     if !paired {
+        let mut rec = copy_of(&EMPTY_FUTEX);
+        rec.header = h;
+        rec.ret = ret;
         emit(&rec);
         return Ok(());
     }
@@ -979,7 +1070,11 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     let r = unsafe { &mut *slot.as_mut_ptr() };
     copy_words(&mut r.enter, &thread.held_futex);
     r.enter.header.kind = tracer_common::kind::FUTEX_PAIR;
-    copy_words(&mut r.exit, &rec);
+    r.exit_ts_ns = h.ts_ns;
+    r.exit_cpu_ns = h.cpu_ns;
+    r.ret = ret;
+    r.exit_cpu = h.cpu;
+    r._reserved = 0;
     slot.submit(flags);
     Ok(())
 }

@@ -3,8 +3,9 @@
 use std::mem::size_of;
 
 use tracer_common::{
-    kind, record_size, CallPairRecord, CallRecord, EventHeader, ExecRecord, ExitRecord, ForkRecord,
-    FutexPairRecord, FutexRecord, HandleArrayRecord, StatusArrayRecord, SwitchRecord, WakeRecord,
+    kind, record_size, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader,
+    ExecRecord, ExitRecord, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
+    StatusArrayRecord, SwitchRecord, WakeRecord, UNSET, UNSET32,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -64,26 +65,88 @@ pub fn record_len(bytes: &[u8]) -> Result<usize, DecodeError> {
 }
 
 /// Hands `f` the records a ring-buffer record stands for, as byte images: the record
-/// itself, or for a pair ([`CallPairRecord`], [`FutexPairRecord`]: a call's entry and
-/// exit written as one) its entry and its exit. Userspace splits pairs as it reads the
+/// itself, or the whole records a short ring form stands for ([`CallPairRecord`],
+/// [`CallReturnRecord`], [`FutexPairRecord`]). Userspace expands them as it reads the
 /// ring: nothing after that (recordings, the analysis) sees one.
 pub fn unpair<E>(bytes: &[u8], mut f: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
-    let (half, entry_kind) = match peek_kind(bytes) {
-        Ok(kind::CALL_PAIR) if bytes.len() == size_of::<CallPairRecord>() => {
-            (size_of::<CallRecord>(), kind::CALL_ENTER)
+    let sized = |n: usize| bytes.len() == n;
+    match peek_kind(bytes) {
+        Ok(kind::CALL_PAIR) if sized(size_of::<CallPairRecord>()) => {
+            let p: CallPairRecord = read(bytes);
+            let entry = CallRecord {
+                comm: p.comm,
+                handle: p.handle,
+                bytes: p.bytes,
+                peer: p.peer,
+                tag: p.tag,
+                count: p.count,
+                elem_size: p.elem_size,
+                ..CallRecord::unset(EventHeader {
+                    kind: kind::CALL_ENTER,
+                    ..p.header
+                })
+            };
+            f(image(&entry))?;
+            let exit = EventHeader {
+                ts_ns: p.exit_ts_ns,
+                cpu_ns: p.exit_cpu_ns,
+                ..p.header
+            };
+            f(image(&call_exit(exit, &p.result)))
         }
-        Ok(kind::FUTEX_PAIR) if bytes.len() == size_of::<FutexPairRecord>() => {
-            (size_of::<FutexRecord>(), kind::FUTEX_ENTER)
+        Ok(kind::CALL_RETURN) if sized(size_of::<CallReturnRecord>()) => {
+            let r: CallReturnRecord = read(bytes);
+            f(image(&call_exit(r.header, &r.result)))
         }
-        _ => return f(bytes),
-    };
-    let mut entry = [0u8; size_of::<CallRecord>()];
-    let entry = &mut entry[..half];
-    entry.copy_from_slice(&bytes[..half]);
-    let at = std::mem::offset_of!(EventHeader, kind);
-    entry[at..at + 2].copy_from_slice(&entry_kind.to_ne_bytes());
-    f(entry)?;
-    f(&bytes[half..])
+        Ok(kind::FUTEX_PAIR) if sized(size_of::<FutexPairRecord>()) => {
+            let p: FutexPairRecord = read(bytes);
+            let mut enter = p.enter;
+            enter.header.kind = kind::FUTEX_ENTER;
+            f(image(&enter))?;
+            let exit = FutexRecord {
+                header: EventHeader {
+                    ts_ns: p.exit_ts_ns,
+                    cpu_ns: p.exit_cpu_ns,
+                    kind: kind::FUTEX_EXIT,
+                    cpu: p.exit_cpu,
+                    ..p.enter.header
+                },
+                ret: p.ret,
+                ..Default::default()
+            };
+            f(image(&exit))
+        }
+        _ => f(bytes),
+    }
+}
+
+/// The `CALL_EXIT` record of a call whose exit header (time, thread, call) is `h`.
+fn call_exit(h: EventHeader, r: &CallResult) -> CallRecord {
+    CallRecord {
+        handle: r.handle,
+        bytes: r.bytes,
+        ret: r.ret as i64,
+        out: if r.out == UNSET32 {
+            UNSET
+        } else {
+            r.out as i64
+        },
+        peer: r.peer,
+        tag: r.tag,
+        site: r.site,
+        ..CallRecord::unset(EventHeader {
+            kind: kind::CALL_EXIT,
+            cpu: r.cpu,
+            ..h
+        })
+    }
+}
+
+/// The byte image of a record, as the probes write it and recordings store it.
+fn image<T>(v: &T) -> &[u8] {
+    // SAFETY: record types are plain old data without padding (tracer-common checks
+    // their sizes); the slice borrows `v`.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
 }
 
 /// Decode exactly one record; `bytes` must be exactly its size.
@@ -140,24 +203,17 @@ impl Record {
 
     /// The record's byte image (what [`decode`] reads back), without a copy.
     pub fn as_bytes(&self) -> &[u8] {
-        fn raw<T>(v: &T) -> &[u8] {
-            // SAFETY: plain old data without padding (checked in tracer-common), borrowed
-            // for as long as `v`.
-            unsafe {
-                std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
-            }
-        }
         match self {
-            Record::CallEnter(r) | Record::CallExit(r) => raw(r),
-            Record::HandleArray(r) => raw(&**r),
-            Record::StatusArray(r) => raw(&**r),
-            Record::FuncEnter(h) | Record::FuncExit(h) => raw(h),
-            Record::FutexEnter(r) | Record::FutexExit(r) => raw(r),
-            Record::SwitchOut(r) | Record::SwitchIn(r) => raw(r),
-            Record::Wakeup(r) | Record::WakeupNew(r) => raw(r),
-            Record::Fork(r) => raw(r),
-            Record::Exec(r) => raw(&**r),
-            Record::Exit(r) => raw(r),
+            Record::CallEnter(r) | Record::CallExit(r) => image(r),
+            Record::HandleArray(r) => image(&**r),
+            Record::StatusArray(r) => image(&**r),
+            Record::FuncEnter(h) | Record::FuncExit(h) => image(h),
+            Record::FutexEnter(r) | Record::FutexExit(r) => image(r),
+            Record::SwitchOut(r) | Record::SwitchIn(r) => image(r),
+            Record::Wakeup(r) | Record::WakeupNew(r) => image(r),
+            Record::Fork(r) => image(r),
+            Record::Exec(r) => image(&**r),
+            Record::Exit(r) => image(r),
         }
     }
 }
@@ -181,6 +237,7 @@ pub fn kind_name(k: u16) -> &'static str {
         kind::EXEC => "exec",
         kind::EXIT => "exit",
         kind::CALL_PAIR => "call_pair",
+        kind::CALL_RETURN => "call_return",
         kind::FUTEX_PAIR => "futex_pair",
         _ => "unknown",
     }
@@ -225,35 +282,85 @@ mod tests {
         out
     }
 
-    fn image<T>(v: &T) -> Vec<u8> {
-        // SAFETY: plain old data without padding (checked in tracer-common).
-        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
-    }
-
     #[test]
-    fn pairs_split_into_their_entry_and_exit() {
+    fn short_ring_forms_expand_into_whole_records() {
         let header = |kind, ts_ns| EventHeader {
             ts_ns,
+            cpu_ns: ts_ns / 2,
+            tgid: 7,
+            tid: 8,
             kind,
             call: 3,
-            ..Default::default()
+            cpu: 1,
         };
-        let mut entry = CallRecord::unset(header(kind::CALL_PAIR, 10));
-        entry.peer = 1;
-        let mut exit = CallRecord::unset(header(kind::CALL_EXIT, 20));
-        exit.out = 4;
-        let bytes = image(&CallPairRecord { entry, exit });
-        assert_eq!(record_len(&bytes), Ok(208));
-        entry.header.kind = kind::CALL_ENTER;
+        let result = CallResult {
+            handle: 0x55,
+            bytes: 64,
+            site: 0x1234,
+            ret: -1,
+            peer: 2,
+            tag: 9,
+            cpu: 0,
+            out: 4,
+            _reserved: 0,
+        };
+        let pair = CallPairRecord {
+            header: header(kind::CALL_PAIR, 10),
+            comm: 0x99,
+            handle: 0x11,
+            bytes: 8,
+            peer: 1,
+            tag: 5,
+            count: 2,
+            elem_size: 4,
+            exit_ts_ns: 20,
+            exit_cpu_ns: 11,
+            result,
+        };
+        let bytes = image(&pair).to_vec();
+        assert_eq!(record_len(&bytes), Ok(136));
+        let entry = CallRecord {
+            comm: 0x99,
+            handle: 0x11,
+            bytes: 8,
+            peer: 1,
+            tag: 5,
+            count: 2,
+            elem_size: 4,
+            ..CallRecord::unset(header(kind::CALL_ENTER, 10))
+        };
+        let exit = CallRecord {
+            handle: 0x55,
+            bytes: 64,
+            ret: -1,
+            out: 4,
+            peer: 2,
+            tag: 9,
+            site: 0x1234,
+            ..CallRecord::unset(EventHeader {
+                cpu_ns: 11,
+                cpu: 0,
+                ..header(kind::CALL_EXIT, 20)
+            })
+        };
         assert_eq!(
             unpaired(&bytes),
             [Record::CallEnter(entry), Record::CallExit(exit)]
         );
-        // A pair is not a record of its own.
+        // A short form is not a record of its own.
         assert_eq!(
             decode(&bytes),
             Err(DecodeError::UnknownKind(kind::CALL_PAIR))
         );
+
+        let ret = CallReturnRecord {
+            header: EventHeader {
+                cpu_ns: 11,
+                ..header(kind::CALL_RETURN, 20)
+            },
+            result,
+        };
+        assert_eq!(unpaired(image(&ret)), [Record::CallExit(exit)]);
 
         let enter = FutexRecord {
             header: header(kind::FUTEX_PAIR, 30),
@@ -262,20 +369,34 @@ mod tests {
             val: 1,
             ..Default::default()
         };
+        let pair = FutexPairRecord {
+            enter,
+            exit_ts_ns: 31,
+            exit_cpu_ns: 16,
+            ret: 1,
+            exit_cpu: 0,
+            _reserved: 0,
+        };
         let exit = FutexRecord {
-            header: header(kind::FUTEX_EXIT, 31),
-            ret: 0,
+            header: EventHeader {
+                ts_ns: 31,
+                cpu_ns: 16,
+                tgid: 7,
+                tid: 8,
+                kind: kind::FUTEX_EXIT,
+                call: 3,
+                cpu: 0,
+            },
+            ret: 1,
             ..Default::default()
         };
-        let bytes = image(&FutexPairRecord { enter, exit });
         let mut want = enter;
         want.header.kind = kind::FUTEX_ENTER;
         assert_eq!(
-            unpaired(&bytes),
+            unpaired(image(&pair)),
             [Record::FutexEnter(want), Record::FutexExit(exit)]
         );
         // Anything else passes through.
-        let single = image(&exit);
-        assert_eq!(unpaired(&single), [Record::FutexExit(exit)]);
+        assert_eq!(unpaired(image(&exit)), [Record::FutexExit(exit)]);
     }
 }

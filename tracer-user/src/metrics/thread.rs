@@ -250,11 +250,16 @@ impl ThreadAcc {
         });
     }
 
-    /// A call's exit; the outermost one ends a blocking interval.
-    pub fn call_exit(&mut self, ts: u64, cpu: u64) -> Option<Blocking> {
-        let open = self.calls.pop()?;
+    /// A call's exit; the outermost one ends a blocking interval. Exit records carry the
+    /// call site; entry records did in recordings made before that (and still do for
+    /// calls that can block).
+    pub fn call_exit(&mut self, ts: u64, cpu: u64, site: u64) -> Option<Blocking> {
+        let mut open = self.calls.pop()?;
         if !self.calls.is_empty() {
             return None; // a call made by the library itself
+        }
+        if site != 0 {
+            open.site = site;
         }
         Some(self.close(open, ts, cpu))
     }
