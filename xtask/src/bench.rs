@@ -12,9 +12,10 @@
 //! - `memory`: peak RSS of `tracer record` (online) for a run and a ten times longer one.
 //! - `size`: bytes per event on disk and the write rate, at the flood rate and unpaced.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -243,7 +244,14 @@ struct ProbeType {
     extra: Vec<String>,
     /// What one op is (the unit of ns_per_op).
     op: &'static str,
+    /// Our BPF programs one op runs, and the floor's (each name once per op).
+    programs: &'static [&'static str],
+    floor_programs: &'static [&'static str],
 }
+
+const CALL_PROGRAMS: &[&str] = &["call_enter", "call_exit"];
+const UPROBE_FLOOR: &[&str] = &["floor_uprobe", "floor_uretprobe"];
+const TRACEPOINT_FLOOR: &[&str] = &["floor_tracepoint", "floor_tracepoint"];
 
 fn floor(env: &Env, reps: usize) -> Result<()> {
     let p = |name: &str| env.programs.join(name).display().to_string();
@@ -260,24 +268,32 @@ fn floor(env: &Env, reps: usize) -> Result<()> {
             ],
             extra: vec![],
             op: "call: entry + return uprobe",
+            programs: CALL_PROGRAMS,
+            floor_programs: UPROBE_FLOOR,
         },
         ProbeType {
             name: "selected procedure (--func)",
             argv: vec![p("bench_probe"), "func".into(), "50000".into()],
             extra: args(&["--func", "bench_tiny"]),
             op: "call: entry + return uprobe",
+            programs: &["func_enter", "func_exit"],
+            floor_programs: UPROBE_FLOOR,
         },
         ProbeType {
             name: "futex (FUTEX_WAKE, no waiter)",
             argv: vec![p("bench_probe"), "futex".into(), "1000000".into()],
             extra: vec![],
             op: "call: enter + exit tracepoint",
+            programs: &["sys_enter_futex", "sys_exit_futex"],
+            floor_programs: TRACEPOINT_FLOOR,
         },
         ProbeType {
             name: "scheduler (pipe ping-pong, one CPU)",
             argv: vec![p("bench_probe"), "sched".into(), "200000".into()],
             extra: vec![],
             op: "hand-off: sched_waking + sched_switch",
+            programs: &["sched_waking", "sched_switch"],
+            floor_programs: TRACEPOINT_FLOOR,
         },
     ];
     println!(
@@ -307,6 +323,7 @@ fn floor(env: &Env, reps: usize) -> Result<()> {
     };
     println!("| probe type | op | untraced ns/op | floor ns/op | ours ns/op | floor cost ns | our cost ns | ratio ours/floor (of medians) | ratio per round (min-max) |{head}");
     println!("|---|---|---|---|---|---|---|---|---|{rule}");
+    let mut floor_costs = Vec::new();
     for t in &types {
         let mut ns: [Vec<f64>; 3] = Default::default();
         let mut base_ns = Vec::new();
@@ -344,8 +361,112 @@ fn floor(env: &Env, reps: usize) -> Result<()> {
             rr.min,
             rr.max
         );
+        floor_costs.push(floor_cost);
+    }
+    // The whole-process figures above swing by a few hundred ns per call from run to run
+    // here (the uprobe trap's cost moves with the host's load); the programs' own run
+    // time, as the kernel counts it, does not.
+    println!(
+        "\nProgram time per op (the kernel's BPF statistics, `kernel.bpf_stats_enabled`, one \
+         more run of floor and ours each; a program's mean run time, summed over the programs \
+         an op runs). \"Ratio\" is (floor cost + ours - floor) / floor cost, with the floor \
+         cost of the table above: the ratio if the rest of a probe costs what the floor's \
+         does.\n"
+    );
+    println!("| probe type | floor programs ns/op | our programs ns/op | ours - floor ns | ratio |");
+    println!("|---|---|---|---|---|");
+    for (t, floor_cost) in types.iter().zip(floor_costs) {
+        let time = |mode: Mode, names: &[&str]| -> Result<f64> {
+            let means = program_times(&mut command(env, mode, &t.extra, &t.argv, true))?;
+            names
+                .iter()
+                .map(|n| {
+                    means
+                        .get(*n)
+                        .copied()
+                        .with_context(|| format!("no run time for program {n}: {means:?}"))
+                })
+                .sum()
+        };
+        let floor_ns = time(Mode::Floor, t.floor_programs)?;
+        let ours_ns = time(Mode::Ours, t.programs)?;
+        println!(
+            "| {} | {floor_ns:.0} | {ours_ns:.0} | {:.0} | {:.2} |",
+            t.name,
+            ours_ns - floor_ns,
+            (floor_cost + ours_ns - floor_ns) / floor_cost
+        );
     }
     Ok(())
+}
+
+/// Runs `cmd` (a `tracer record`) with the kernel's BPF run-time statistics on, and
+/// returns the mean run time in ns of each program it loaded, as last read before it
+/// detached it (`bpftool prog show`, every 200 ms). Programs are told apart from other
+/// tracers' by being new; two new programs of one name fail the measurement.
+fn program_times(cmd: &mut Command) -> Result<HashMap<String, f64>> {
+    const STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+    let before: HashSet<u64> = bpf_programs()?.into_iter().map(|p| p.0).collect();
+    let was = std::fs::read_to_string(STATS).context(STATS)?;
+    std::fs::write(STATS, "1").context(STATS)?;
+    let measured = (|| {
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("running {cmd:?}"))?;
+        // Per program: its id and its latest (runs, ns); the counts only grow, and a
+        // program is gone once detached.
+        let mut latest: HashMap<String, (u64, u64, u64)> = HashMap::new();
+        loop {
+            let done = child.try_wait()?;
+            for (id, name, runs, ns) in bpf_programs()? {
+                if before.contains(&id) || runs == 0 {
+                    continue;
+                }
+                match latest.insert(name.clone(), (id, runs, ns)) {
+                    Some((other, ..)) if other != id => {
+                        bail!("two new BPF programs named {name}: is another tracer running?")
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(status) = done {
+                if !status.success() {
+                    bail!("{cmd:?} failed ({status})");
+                }
+                return Ok(latest
+                    .into_iter()
+                    .map(|(name, (_, runs, ns))| (name, ns as f64 / runs as f64))
+                    .collect());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    })();
+    std::fs::write(STATS, was.trim()).context(STATS)?;
+    measured
+}
+
+/// (id, name, runs, run time in ns) of every loaded BPF program.
+fn bpf_programs() -> Result<Vec<(u64, String, u64, u64)>> {
+    let out = output(Command::new("bpftool").args(["prog", "show", "--json"]))?;
+    let list: serde_json::Value = serde_json::from_str(&out).context("bpftool's JSON")?;
+    let num = |p: &serde_json::Value, k: &str| p.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    Ok(list
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            let name = p.get("name").and_then(|v| v.as_str()).unwrap_or("");
+            (
+                num(p, "id"),
+                name.to_string(),
+                num(p, "run_cnt"),
+                num(p, "run_time_ns"),
+            )
+        })
+        .collect())
 }
 
 // ---------------------------------------------------------------------------------------
