@@ -674,6 +674,7 @@ fn call_result(
     r.ret = ret as i32;
     r.site = site;
     r.cpu = cpu;
+    r._reserved = 0;
     r.handle = 0;
     if frame.handle_out != 0 {
         if flavor.handle_size == 4 {
