@@ -49,6 +49,9 @@ pub mod kind {
     pub const CALL_RETURN: u16 = 19;
     /// A futex call that did not sleep, enter and exit in one: [`super::FutexPairRecord`].
     pub const FUTEX_PAIR: u16 = 20;
+    /// A CPU has filled another half of its slots: wake up and read them
+    /// ([`super::EventHeader`] only, in the ring; it stands for no record).
+    pub const SLOTS_NUDGE: u16 = 21;
 }
 
 /// Library families whose calls the probes understand. Part of the cookie of a call probe.
@@ -412,7 +415,7 @@ pub const fn record_size(kind: u16) -> Option<usize> {
         kind::FUTEX_PAIR => size_of::<FutexPairRecord>(),
         kind::HANDLE_ARRAY => size_of::<HandleArrayRecord>(),
         kind::STATUS_ARRAY => size_of::<StatusArrayRecord>(),
-        kind::FUNC_ENTER | kind::FUNC_EXIT => size_of::<EventHeader>(),
+        kind::FUNC_ENTER | kind::FUNC_EXIT | kind::SLOTS_NUDGE => size_of::<EventHeader>(),
         kind::FUTEX_ENTER | kind::FUTEX_EXIT => size_of::<FutexRecord>(),
         kind::SWITCH_OUT | kind::SWITCH_IN => size_of::<SwitchRecord>(),
         kind::WAKEUP | kind::WAKEUP_NEW => size_of::<WakeRecord>(),
@@ -570,6 +573,36 @@ pub struct ProbeConfig {
     /// Wake the reader each time a CPU has written another this many bytes of records, a
     /// power of two (0: the probes' default).
     pub wakeup_bytes: u32,
+    /// Slots per CPU in `SLOTS`, a power of two; 0: every record goes to the ring.
+    pub slots_per_cpu: u32,
+}
+
+/// Records of at most this many bytes (all but the status-array and exec records) are
+/// written to the writing CPU's run of slots in `SLOTS` when it has room, and to the
+/// ring buffer otherwise. A slot is a plain store into memory userspace maps: no lock and
+/// no commit, which the ring's reservation costs (about 50 ns per record here;
+/// docs/design-decisions.md).
+pub const SLOT_BYTES: usize = 136;
+/// One slot: a record, from its first byte.
+pub type Slot = [u64; SLOT_BYTES / 8];
+
+/// Where a CPU stands in its run of slots (`CURSORS`, one per CPU). Each CPU's records
+/// are consecutive slots, used in turn: slot `n % slots_per_cpu` holds its `n`th record.
+/// The probes write `head` and `busy`, userspace writes `tail`; each is on a cache line
+/// of its own.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotCursor {
+    /// Records written. A probe stores it after the record, so every slot below it is
+    /// whole.
+    pub head: u64,
+    /// Non-zero while a probe on this CPU fills a slot. A probe that interrupts it (or
+    /// that runs while it is preempted) writes to the ring instead.
+    pub busy: u64,
+    pub _pad1: [u64; 6],
+    /// Records userspace has read; the slots from `tail` to `head` are unread.
+    pub tail: u64,
+    pub _pad2: [u64; 7],
 }
 
 /// Per-thread state the probes keep to stamp each event with the thread's CPU time.
@@ -648,6 +681,8 @@ pub mod maps {
     pub const CONFIG: &str = "CONFIG";
     pub const LAYOUTS: &str = "LAYOUTS";
     pub const FLAVORS: &str = "FLAVORS";
+    pub const SLOTS: &str = "SLOTS";
+    pub const CURSORS: &str = "CURSORS";
 }
 
 #[cfg(feature = "user")]
@@ -658,6 +693,7 @@ mod pod {
     unsafe impl aya::Pod for ProbeConfig {}
     unsafe impl aya::Pod for ThreadClock {}
     unsafe impl aya::Pod for ThreadState {}
+    unsafe impl aya::Pod for SlotCursor {}
 }
 
 // The layouts are part of the recording format: fail the build if one changes size.
@@ -675,7 +711,9 @@ const _: () = {
     assert!(size_of::<ExitRecord>() == 40);
     assert!(size_of::<CallLayout>() == 16);
     assert!(size_of::<FlavorConfig>() == 56);
-    assert!(size_of::<ProbeConfig>() == 76);
+    assert!(size_of::<ProbeConfig>() == 80);
+    assert!(size_of::<SlotCursor>() == 128);
+    assert!(size_of::<CallPairRecord>() <= SLOT_BYTES);
     // Map values: no padding either (the kernel copies them byte for byte).
     assert!(size_of::<ThreadClock>() == 24);
     assert!(size_of::<CallFrame>() == 56);

@@ -9,7 +9,7 @@
 #![no_main]
 
 use aya_ebpf::{
-    bindings::{pt_regs, task_struct},
+    bindings::{pt_regs, task_struct, BPF_F_MMAPABLE},
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, generated,
@@ -22,18 +22,27 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext, TracePointContext},
     EbpfContext,
 };
-use core::ffi::c_void;
+use core::{
+    ffi::c_void,
+    ptr::{read_volatile, write_volatile},
+};
 use tracer_common::{
     call, clock_state, count_mode, dtype_mode, flavor, held, kind, status_mode, CallFrame,
     CallLayout, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader, ExecRecord,
     ExitRecord, FlavorConfig, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
-    ProbeConfig, StatusArrayRecord, SwitchRecord, ThreadClock, ThreadState, WakeRecord,
-    ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, UNSET, UNSET32,
+    ProbeConfig, Slot, SlotCursor, StatusArrayRecord, SwitchRecord, ThreadClock, ThreadState,
+    WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, SLOT_BYTES, UNSET, UNSET32,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
+/// Every CPU's run of slots, one run after the other, and where each CPU stands in its
+/// run (userspace sizes both at load time and maps them into its memory).
+#[map]
+static SLOTS: Array<Slot> = Array::with_max_entries(1, BPF_F_MMAPABLE);
+#[map]
+static CURSORS: Array<SlotCursor> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 #[map]
 static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// Per CPU: bytes of records written, to wake the reader every `wakeup_bytes`.
@@ -276,25 +285,111 @@ fn wakeup_flags(size: u64) -> u64 {
     }
 }
 
-fn emit<T: 'static>(record: &T) {
-    if EVENTS
-        .output::<T>(record, wakeup_flags(ring_size::<T>()))
-        .is_err()
-    {
-        count_lost();
+/// Where a record is built: the next slot of this CPU or, when its slots are full or in
+/// use, the ring buffer.
+enum Place<T: 'static> {
+    Slot {
+        record: *mut T,
+        cursor: *mut SlotCursor,
+        head: u64,
+    },
+    Ring(RingBufEntry<T>, u64),
+}
+
+impl<T> Place<T> {
+    fn record(&mut self) -> &mut T {
+        match self {
+            Place::Slot { record, .. } => unsafe { &mut **record },
+            Place::Ring(entry, _) => unsafe { &mut *entry.as_mut_ptr() },
+        }
+    }
+
+    /// Hands the record to userspace.
+    fn submit(self) {
+        match self {
+            Place::Slot { cursor, head, .. } => unsafe {
+                // Userspace reads the slots below the head: the record's stores must come
+                // first. The compiler keeps them there (it cannot tell the two map values
+                // apart, so it does not move stores past this volatile one; BPF has no
+                // fence instruction), and x86-64 keeps stores in program order.
+                write_volatile(&mut (*cursor).head, head + 1);
+                write_volatile(&mut (*cursor).busy, 0);
+            },
+            Place::Ring(entry, flags) => entry.submit(flags),
+        }
     }
 }
 
-/// A ring slot for a record built in place, and the flags to submit it with; None (and
-/// counted in `LOST`) when the ring is full.
-fn reserve<T: 'static>() -> Option<(RingBufEntry<T>, u64)> {
+/// A place for a record of type `T`; None (and counted in `LOST`) when there is none.
+fn reserve<T: 'static>() -> Option<Place<T>> {
+    if core::mem::size_of::<T>() <= SLOT_BYTES {
+        if let Some(place) = next_slot::<T>() {
+            return Some(place);
+        }
+    }
     let flags = wakeup_flags(ring_size::<T>());
     match EVENTS.reserve::<T>(0) {
-        Some(slot) => Some((slot, flags)),
+        Some(entry) => Some(Place::Ring(entry, flags)),
         None => {
             count_lost();
             None
         }
+    }
+}
+
+/// This CPU's next slot, unless userspace has not read its slots yet or another program
+/// on this CPU is filling one (this program interrupted it, or it was preempted): the
+/// `busy` mark is set and checked by programs of one CPU only, so plain stores do.
+fn next_slot<T>() -> Option<Place<T>> {
+    let per_cpu = config()?.slots_per_cpu;
+    if per_cpu == 0 {
+        return None;
+    }
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let cursor = CURSORS.get_ptr_mut(cpu)?;
+    unsafe {
+        if read_volatile(&(*cursor).busy) != 0 {
+            return None;
+        }
+        write_volatile(&mut (*cursor).busy, 1);
+        let head = read_volatile(&(*cursor).head);
+        if head & (per_cpu as u64 / 2 - 1) == 0 {
+            nudge_reader();
+        }
+        let free = head.wrapping_sub(read_volatile(&(*cursor).tail)) < per_cpu as u64;
+        let slot = if free {
+            SLOTS.get_ptr_mut(cpu * per_cpu + (head as u32 & (per_cpu - 1)))
+        } else {
+            None
+        };
+        match slot {
+            Some(record) => Some(Place::Slot {
+                record: record as *mut T,
+                cursor,
+                head,
+            }),
+            None => {
+                write_volatile(&mut (*cursor).busy, 0);
+                None
+            }
+        }
+    }
+}
+
+/// Wakes the reader when a CPU starts another half of its slots: it reads the slots
+/// every 50 ms, which a CPU writing more than 40,000 records a second would outrun (its
+/// records would then go to the ring, at the ring's cost). Through the ring, which is
+/// what the reader waits on.
+fn nudge_reader() {
+    let mut h = EMPTY_HEADER;
+    h.kind = kind::SLOTS_NUDGE;
+    let _ = EVENTS.output::<EventHeader>(&h, BPF_RB_FORCE_WAKEUP);
+}
+
+fn emit<T: 'static>(record: &T) {
+    if let Some(mut place) = reserve::<T>() {
+        copy_words(place.record(), record);
+        place.submit();
     }
 }
 
@@ -622,11 +717,11 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         tid,
     );
     if paired {
-        // Built in place in the ring, field by field ([`copy_words`]).
-        let Some((mut slot, flags)) = reserve::<CallPairRecord>() else {
+        // Built in place, field by field ([`copy_words`]).
+        let Some(mut place) = reserve::<CallPairRecord>() else {
             return Ok(());
         };
-        let r = unsafe { &mut *slot.as_mut_ptr() };
+        let r = place.record();
         let e = &thread.held_entry;
         copy_words(&mut r.header, &e.header);
         r.header.kind = kind::CALL_PAIR;
@@ -640,17 +735,17 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         r.exit_ts_ns = h.ts_ns;
         r.exit_cpu_ns = h.cpu_ns;
         call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
-        slot.submit(flags);
+        place.submit();
         return Ok(());
     }
-    let Some((mut slot, flags)) = reserve::<CallReturnRecord>() else {
+    let Some(mut place) = reserve::<CallReturnRecord>() else {
         return Ok(());
     };
-    let r = unsafe { &mut *slot.as_mut_ptr() };
+    let r = place.record();
     r.header = h;
     r.header.kind = kind::CALL_RETURN;
     call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
-    slot.submit(flags);
+    place.submit();
     if layout.status_mode == status_mode::MPI_STATUS_ARRAY && frame.count > 0 {
         emit_status_array(&h, frame.status[0], frame.count as u32, flavor);
     }
@@ -1065,10 +1160,10 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
         emit(&rec);
         return Ok(());
     }
-    let Some((mut slot, flags)) = reserve::<FutexPairRecord>() else {
+    let Some(mut place) = reserve::<FutexPairRecord>() else {
         return Ok(());
     };
-    let r = unsafe { &mut *slot.as_mut_ptr() };
+    let r = place.record();
     copy_words(&mut r.enter, &thread.held_futex);
     r.enter.header.kind = tracer_common::kind::FUTEX_PAIR;
     r.exit_ts_ns = h.ts_ns;
@@ -1076,7 +1171,7 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     r.ret = ret;
     r.exit_cpu = h.cpu;
     r._reserved = 0;
-    slot.submit(flags);
+    place.submit();
     Ok(())
 }
 

@@ -67,7 +67,8 @@ pub fn record_len(bytes: &[u8]) -> Result<usize, DecodeError> {
 /// Hands `f` the records a ring-buffer record stands for, as byte images: the record
 /// itself, or the whole records a short ring form stands for ([`CallPairRecord`],
 /// [`CallReturnRecord`], [`FutexPairRecord`]). Userspace expands them as it reads the
-/// ring: nothing after that (recordings, the analysis) sees one.
+/// ring: nothing after that (recordings, the analysis) sees one. A
+/// [`kind::SLOTS_NUDGE`] stands for no record.
 pub fn unpair<E>(bytes: &[u8], mut f: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     let sized = |n: usize| bytes.len() == n;
     match peek_kind(bytes) {
@@ -94,6 +95,7 @@ pub fn unpair<E>(bytes: &[u8], mut f: impl FnMut(&[u8]) -> Result<(), E>) -> Res
             };
             f(image(&call_exit(exit, &p.result)))
         }
+        Ok(kind::SLOTS_NUDGE) => Ok(()),
         Ok(kind::CALL_RETURN) if sized(size_of::<CallReturnRecord>()) => {
             let r: CallReturnRecord = read(bytes);
             f(image(&call_exit(r.header, &r.result)))
@@ -118,6 +120,49 @@ pub fn unpair<E>(bytes: &[u8], mut f: impl FnMut(&[u8]) -> Result<(), E>) -> Res
         }
         _ => f(bytes),
     }
+}
+
+/// The record at the start of a probe's slot (`tracer_common::SLOT_BYTES`; the rest of
+/// the slot is left over from older records): the whole slot if its kind is unknown, so
+/// that decoding it says so.
+pub fn in_slot(slot: &[u8]) -> &[u8] {
+    match record_len(slot) {
+        Ok(n) if n <= slot.len() => &slot[..n],
+        _ => slot,
+    }
+}
+
+/// Hands `f` the records of several streams, each in timestamp order (or nearly: the
+/// ring's), as one stream in timestamp order; ties go to the earlier stream. The probes
+/// write one stream per CPU and the ring; the reorder window after this only has to
+/// mend small differences, where a whole read of each stream in turn would put up to a
+/// read interval's worth of records out of order.
+pub fn merge_by_time<'a, E>(
+    streams: Vec<Box<dyn Iterator<Item = &'a [u8]> + 'a>>,
+    mut f: impl FnMut(&'a [u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    use std::cmp::Reverse;
+    let ts = |r: &[u8]| {
+        r.get(..8)
+            .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()))
+    };
+    let mut streams: Vec<_> = streams.into_iter().map(Iterator::peekable).collect();
+    let mut next = std::collections::BinaryHeap::with_capacity(streams.len());
+    for (i, s) in streams.iter_mut().enumerate() {
+        if let Some(r) = s.peek() {
+            next.push(Reverse((ts(r), i)));
+        }
+    }
+    while let Some(Reverse((_, i))) = next.pop() {
+        let r = streams[i]
+            .next()
+            .expect("a stream in the heap has a record");
+        f(r)?;
+        if let Some(r) = streams[i].peek() {
+            next.push(Reverse((ts(r), i)));
+        }
+    }
+    Ok(())
 }
 
 /// The `CALL_EXIT` record of a call whose exit header (time, thread, call) is `h`.
@@ -239,6 +284,7 @@ pub fn kind_name(k: u16) -> &'static str {
         kind::CALL_PAIR => "call_pair",
         kind::CALL_RETURN => "call_return",
         kind::FUTEX_PAIR => "futex_pair",
+        kind::SLOTS_NUDGE => "slots_nudge",
         _ => "unknown",
     }
 }
@@ -252,6 +298,56 @@ pub fn exec_filename(r: &ExecRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streams_merge_in_time_order_and_slots_trim_to_their_record() {
+        let rec = |ts: u64, tid: u32| {
+            let mut f = ForkRecord::default();
+            f.header.kind = kind::FORK;
+            f.header.ts_ns = ts;
+            f.header.tid = tid;
+            Record::Fork(f).to_bytes()
+        };
+        // Stream 0 (the ring) is a little out of order; streams 1 and 2 are CPUs.
+        let ring = [rec(5, 0), rec(3, 0), rec(9, 0)];
+        let cpu1 = [rec(1, 1), rec(5, 1), rec(8, 1)];
+        let cpu2 = [rec(2, 2), rec(10, 2)];
+        let streams: Vec<Box<dyn Iterator<Item = &[u8]>>> = vec![
+            Box::new(ring.iter().map(|r| r.as_slice())),
+            Box::new(cpu1.iter().map(|r| r.as_slice())),
+            Box::new(cpu2.iter().map(|r| r.as_slice())),
+            Box::new(std::iter::empty()),
+        ];
+        let mut got = Vec::new();
+        merge_by_time(streams, |r| {
+            let h = *decode(r)?.header();
+            got.push((h.ts_ns, h.tid));
+            Ok::<(), DecodeError>(())
+        })
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                (1, 1),
+                (2, 2),
+                (5, 0),
+                (3, 0),
+                (5, 1),
+                (8, 1),
+                (9, 0),
+                (10, 2)
+            ]
+        );
+
+        let mut slot = rec(4, 7);
+        slot.resize(tracer_common::SLOT_BYTES, 0xee);
+        assert_eq!(in_slot(&slot), rec(4, 7).as_slice());
+        let junk = [0xffu8; tracer_common::SLOT_BYTES];
+        assert_eq!(
+            decode(in_slot(&junk)),
+            Err(DecodeError::UnknownKind(0xffff))
+        );
+    }
 
     #[test]
     fn round_trip_and_errors() {

@@ -20,6 +20,7 @@ use crate::funcs::{FuncError, FunctionSelector};
 use crate::libraries::{self, Library, LibrarySet, ThreadLibraries};
 use crate::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf};
 use crate::predict::replay::ReplayError;
+use crate::probes::slots::CpuSlots;
 use crate::probes::{ProbeError, ProbeOptions, Probes};
 use crate::procfs;
 use crate::recording::{
@@ -627,12 +628,45 @@ fn own_cpu_ns() -> Option<u64> {
     Some(ns(u.ru_utime) + ns(u.ru_stime))
 }
 
+/// What the probes wrote since the last drain: the ring's records are copied out (it
+/// hands them over one at a time), the slots' are read where they are.
+#[derive(Default)]
+struct RingCopy {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+/// Hands every record the probes have written so far to `ctx`, in timestamp order across
+/// the ring and the CPUs' slots (`records::merge_by_time`).
 fn drain(
     ring: &mut aya::maps::RingBuf<aya::maps::MapData>,
+    slots: &CpuSlots,
+    copy: &mut RingCopy,
     ctx: &mut LoopContext,
 ) -> Result<(), SessionError> {
+    copy.bytes.clear();
+    copy.ends.clear();
     while let Some(item) = ring.next() {
-        records::unpair(&item, |raw| ctx.handle(raw))?;
+        copy.bytes.extend_from_slice(&item);
+        copy.ends.push(copy.bytes.len());
+    }
+    let unread = slots.unread();
+    let mut streams: Vec<Box<dyn Iterator<Item = &[u8]>>> = Vec::with_capacity(unread.len() + 1);
+    let bytes = &copy.bytes;
+    streams.push(Box::new(
+        std::iter::once(0)
+            .chain(copy.ends.iter().copied())
+            .zip(copy.ends.iter().copied())
+            .map(move |(start, end)| &bytes[start..end]),
+    ));
+    for u in &unread {
+        streams.push(Box::new(
+            (u.tail..u.head).map(move |n| records::in_slot(slots.slot(u.cpu, n))),
+        ));
+    }
+    records::merge_by_time(streams, |raw| records::unpair(raw, |r| ctx.handle(r)))?;
+    for u in unread {
+        slots.release(u);
     }
     Ok(())
 }
@@ -643,13 +677,16 @@ async fn event_loop(
     interval: Option<Duration>,
 ) -> Result<StopReason, SessionError> {
     let ring = ctx.probes.take_ring()?;
+    let slots = ctx.probes.take_slots()?;
+    let mut copy = RingCopy::default();
     // SAFETY: the ring buffer owns its map fd, which stays open and unchanged until the
     // AsyncFd is dropped at the end of this function.
     let mut ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
         .map_err(|e| SessionError::Io(e.into()))?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
-    // The probes wake us only when the ring fills up; the tick drains it regularly.
+    // The probes wake us only when the ring fills up; the tick drains it, and the slots,
+    // regularly.
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     let deadline = tokio::time::sleep(duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
     tokio::pin!(deadline);
@@ -659,18 +696,18 @@ async fn event_loop(
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard?;
-                drain(guard.get_inner_mut(), ctx)?;
+                drain(guard.get_inner_mut(), &slots, &mut copy, ctx)?;
                 guard.clear_ready();
             }
             _ = tick.tick() => {
                 // Drain first: a fork or exec still in the ring may add targets.
-                drain(ring.get_mut(), ctx)?;
+                drain(ring.get_mut(), &slots, &mut copy, ctx)?;
                 if !ctx.system_wide && ctx.targets_gone()? {
                     break StopReason::TargetsExited;
                 }
             }
             _ = samples.tick(), if interval.is_some() => {
-                drain(ring.get_mut(), ctx)?;
+                drain(ring.get_mut(), &slots, &mut copy, ctx)?;
                 let lost = ctx.probes.lost()?;
                 let profile = ctx.sink.profile(lost);
                 if let Some(hook) = &mut ctx.on_sample {
@@ -682,7 +719,7 @@ async fn event_loop(
             _ = &mut deadline, if duration.is_some() => break StopReason::Deadline,
         }
     };
-    drain(ring.get_mut(), ctx)?;
+    drain(ring.get_mut(), &slots, &mut copy, ctx)?;
     Ok(stop)
 }
 

@@ -2,6 +2,7 @@
 //! that talks to aya; everything downstream works on decoded records.
 
 pub mod btf;
+pub mod slots;
 pub mod tracefs;
 
 use std::collections::HashSet;
@@ -36,6 +37,13 @@ pub enum ProbeError {
     },
     #[error("eBPF map {0} is missing or has the wrong type")]
     Map(&'static str),
+    #[error("mapping eBPF map {name} into memory: {source}")]
+    Mmap {
+        name: &'static str,
+        source: std::io::Error,
+    },
+    #[error("counting the CPUs: {0}")]
+    Cpus(String),
     #[error("eBPF map {name}: {source}")]
     MapOp {
         name: &'static str,
@@ -87,13 +95,21 @@ pub struct Probes {
     process_links: std::collections::HashMap<u32, Vec<(&'static str, UProbeLinkId)>>,
     pub attach_count: usize,
     floor: bool,
+    /// CPUs the kernel may run on (the slots' CPU numbers) and slots per CPU.
+    cpus: usize,
+    slots_per_cpu: u32,
 }
 
 impl Probes {
     pub fn load(opts: &ProbeOptions) -> Result<Probes, ProbeError> {
         raise_fd_limit();
+        let cpus =
+            aya::util::nr_cpus().map_err(|(what, e)| ProbeError::Cpus(format!("{what}: {e}")))?;
+        let slots_per_cpu = slots::slots_per_cpu(opts.ring_bytes, cpus);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(maps::EVENTS, opts.ring_bytes)
+            .map_max_entries(maps::SLOTS, cpus as u32 * slots_per_cpu)
+            .map_max_entries(maps::CURSORS, cpus as u32)
             .load(PROBES_OBJECT)?;
 
         let mut config: ProbeConfig = tracefs::probe_offsets()?;
@@ -107,6 +123,7 @@ impl Probes {
             .and_then(|b| b.offset_of("task_struct", &["se", "sum_exec_runtime"]))
             .unwrap_or(0);
         config.wakeup_bytes = wakeup_bytes(opts.ring_bytes);
+        config.slots_per_cpu = slots_per_cpu;
         let mut cfg: Array<&mut MapData, ProbeConfig> = map(&mut ebpf, maps::CONFIG)?;
         cfg.set(0, config, 0).map_err(|source| ProbeError::MapOp {
             name: maps::CONFIG,
@@ -172,6 +189,8 @@ impl Probes {
             process_links: std::collections::HashMap::new(),
             attach_count: 0,
             floor: opts.floor,
+            cpus,
+            slots_per_cpu,
         })
     }
 
@@ -396,6 +415,16 @@ impl Probes {
             .take_map(maps::EVENTS)
             .ok_or(ProbeError::Map(maps::EVENTS))?;
         RingBuf::try_from(m).map_err(|_| ProbeError::Map(maps::EVENTS))
+    }
+
+    /// Takes the per-CPU slots, mapped into our memory (call once).
+    pub fn take_slots(&mut self) -> Result<slots::CpuSlots, ProbeError> {
+        let mut take = |name: &'static str| match self.ebpf.take_map(name) {
+            Some(aya::maps::Map::Array(data)) => Ok(data),
+            _ => Err(ProbeError::Map(name)),
+        };
+        let (slot_map, cursor_map) = (take(maps::SLOTS)?, take(maps::CURSORS)?);
+        slots::CpuSlots::map(slot_map, cursor_map, self.cpus, self.slots_per_cpu)
     }
 }
 
