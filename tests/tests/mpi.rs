@@ -335,3 +335,49 @@ fn fortran_ring_openmpi() {
 fn fortran_ring_mpich() {
     fortran_ring("mpich");
 }
+
+/// Calls far faster than the reader drains the probes' per-CPU slots (every 50 ms, or when
+/// a CPU fills half of them): a CPU's records then also go through the ring, and the two
+/// are merged. Every call must still be there, in program order, with its arguments.
+#[test]
+fn calls_faster_than_the_reader_all_arrive_in_order() {
+    let n = 100_000;
+    let t = record(
+        "fast-calls",
+        &[],
+        &mpich(2, "mpi_probe_cost", &[&n.to_string()]),
+    );
+    assert_eq!(t.lost, 0);
+    let ranks = assert_ranks(&t, 2);
+    for (&pid, &rank) in &ranks {
+        // calls() pairs entries with exits per thread and fails on a mismatch.
+        let mine: Vec<_> = t.calls().into_iter().filter(|c| c.pid == pid).collect();
+        let id = |range: std::ops::Range<usize>| -> HashSet<u16> {
+            mine[range].iter().map(|c| c.id).collect()
+        };
+        // MPI_Init, n × MPI_Comm_rank, n × (Isend, Recv, Wait), MPI_Finalize.
+        assert_eq!(mine.len(), 2 + 4 * n, "calls of rank {rank}");
+        assert_eq!(id(1..n + 1), HashSet::from([call::MPI_COMM_RANK]));
+        for (i, c) in mine[1..n + 1].iter().enumerate() {
+            assert_eq!(c.exit.out, rank, "MPI_Comm_rank {i} of rank {rank}");
+        }
+        let exchange = &mine[n + 1..4 * n + 1];
+        for (i, round) in exchange.chunks(3).enumerate() {
+            let ids: Vec<u16> = round.iter().map(|c| c.id).collect();
+            assert_eq!(
+                ids,
+                [call::MPI_ISEND, call::MPI_RECV, call::MPI_WAIT],
+                "round {i} of rank {rank}"
+            );
+            assert_eq!(round[0].entry.peer as i64, rank);
+            assert_eq!(round[0].entry.tag, 1);
+            assert_eq!(round[0].entry.bytes, 8);
+            assert_eq!(round[1].entry.peer as i64, rank);
+        }
+        // Timestamps never go back within the thread.
+        assert!(mine
+            .windows(2)
+            .all(|w| w[0].exit.header.ts_ns <= w[1].entry.header.ts_ns));
+    }
+    assert_eq!(t.summary["calls"]["MPI_Comm_rank"], 2 * n);
+}
