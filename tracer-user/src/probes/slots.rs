@@ -11,13 +11,13 @@ use tracer_common::{maps, SlotCursor, SLOT_BYTES};
 use super::ProbeError;
 
 /// How many slots each CPU gets: as many as fit in the ring's size shared out among the
-/// CPUs (so the slots take no more memory than the ring, above 256 CPUs' worth of the
-/// minimum), a power of two between
-/// 256 and 4,096 (544 KiB per CPU: 80 ms of a CPU writing 50,000 records a second,
-/// more than the 50 ms between two reads).
+/// CPUs (so the slots take no more memory than the ring, unless the minimum needs more),
+/// a power of two between 256 and 16,384 (2.1 MiB per CPU: 50 ms of a CPU writing
+/// 330,000 records a second; a CPU that writes faster wakes the reader when half its
+/// slots are unread).
 pub fn slots_per_cpu(ring_bytes: u32, cpus: usize) -> u32 {
     let fit = ring_bytes as usize / cpus.max(1) / SLOT_BYTES;
-    1 << fit.clamp(256, 4096).ilog2()
+    1 << fit.clamp(256, 16384).ilog2()
 }
 
 /// A map's memory, shared with the kernel (`BPF_F_MMAPABLE` arrays).
@@ -156,7 +156,7 @@ mod tests {
     #[test]
     fn slots_per_cpu_stay_within_the_ring_and_bounds() {
         let n = super::slots_per_cpu;
-        assert_eq!(n(16 << 20, 2), 4096);
+        assert_eq!(n(16 << 20, 2), 16384);
         assert_eq!(n(16 << 20, 64), 1024);
         assert_eq!(n(16 << 20, 1024), 256);
         assert_eq!(n(1 << 20, 1), 4096);
