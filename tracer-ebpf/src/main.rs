@@ -18,7 +18,7 @@ use aya_ebpf::{
         generated::bpf_task_pt_regs,
     },
     macros::{map, tracepoint, uprobe, uretprobe},
-    maps::{ring_buf::RingBufEntry, Array, HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
     EbpfContext,
 };
@@ -286,36 +286,37 @@ fn wakeup_flags(size: u64) -> u64 {
 }
 
 /// Where a record is built: the next slot of this CPU or, when its slots are full or in
-/// use, the ring buffer.
-enum Place<T: 'static> {
-    Slot {
-        record: *mut T,
-        cursor: *mut SlotCursor,
-        head: u64,
-    },
-    Ring(RingBufEntry<T>, u64),
+/// use, the ring buffer. A struct whose fields are set on both paths rather than an enum:
+/// the compiler merges the two ways of filling a record, and the verifier rejects a
+/// register that only one of them set.
+struct Place<T: 'static> {
+    record: *mut T,
+    /// The CPU's cursor; null for a record in the ring.
+    cursor: *mut SlotCursor,
+    /// The slot's sequence number, or for the ring the flags to submit with.
+    head_or_flags: u64,
 }
 
 impl<T> Place<T> {
     fn record(&mut self) -> &mut T {
-        match self {
-            Place::Slot { record, .. } => unsafe { &mut **record },
-            Place::Ring(entry, _) => unsafe { &mut *entry.as_mut_ptr() },
-        }
+        unsafe { &mut *self.record }
     }
 
     /// Hands the record to userspace.
     fn submit(self) {
-        match self {
-            Place::Slot { cursor, head, .. } => unsafe {
-                // Userspace reads the slots below the head: the record's stores must come
-                // first. The compiler keeps them there (it cannot tell the two map values
-                // apart, so it does not move stores past this volatile one; BPF has no
-                // fence instruction), and x86-64 keeps stores in program order.
-                write_volatile(&mut (*cursor).head, head + 1);
-                write_volatile(&mut (*cursor).busy, 0);
-            },
-            Place::Ring(entry, flags) => entry.submit(flags),
+        if self.cursor.is_null() {
+            unsafe {
+                generated::bpf_ringbuf_submit(self.record as *mut c_void, self.head_or_flags)
+            };
+            return;
+        }
+        unsafe {
+            // Userspace reads the slots below the head: the record's stores must come
+            // first. The compiler keeps them there (it cannot tell the two map values
+            // apart, so it does not move stores past this volatile one; BPF has no fence
+            // instruction), and x86-64 keeps stores in program order.
+            write_volatile(&mut (*self.cursor).head, self.head_or_flags + 1);
+            write_volatile(&mut (*self.cursor).busy, 0);
         }
     }
 }
@@ -329,7 +330,11 @@ fn reserve<T: 'static>() -> Option<Place<T>> {
     }
     let flags = wakeup_flags(ring_size::<T>());
     match EVENTS.reserve::<T>(0) {
-        Some(entry) => Some(Place::Ring(entry, flags)),
+        Some(mut entry) => Some(Place {
+            record: entry.as_mut_ptr(),
+            cursor: core::ptr::null_mut(),
+            head_or_flags: flags,
+        }),
         None => {
             count_lost();
             None
@@ -363,10 +368,10 @@ fn next_slot<T>() -> Option<Place<T>> {
             nudge_reader();
         }
         match slot {
-            Some(record) => Some(Place::Slot {
+            Some(record) => Some(Place {
                 record: record as *mut T,
                 cursor,
-                head,
+                head_or_flags: head,
             }),
             None => {
                 write_volatile(&mut (*cursor).busy, 0);
@@ -383,9 +388,12 @@ fn next_slot<T>() -> Option<Place<T>> {
 /// APIC write that exits to the hypervisor on a VM; a wakeup per 2,048 records was 1 %
 /// of a traced loop of MPI_Comm_rank).
 fn nudge_reader() {
-    let mut h = EMPTY_HEADER;
-    h.kind = kind::SLOTS_NUDGE;
-    let _ = EVENTS.output::<EventHeader>(&h, BPF_RB_FORCE_WAKEUP);
+    // From static memory: a header built on the stack is a `memset` (a byte loop).
+    static NUDGE: EventHeader = EventHeader {
+        kind: kind::SLOTS_NUDGE,
+        ..EMPTY_HEADER
+    };
+    let _ = EVENTS.output::<EventHeader>(&NUDGE, BPF_RB_FORCE_WAKEUP);
 }
 
 fn emit<T: 'static>(record: &T) {
