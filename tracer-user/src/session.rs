@@ -1,6 +1,7 @@
 //! A recording session: load the probes, pick the targets (running processes, a command
-//! we launch, or the whole system), stream the ring buffer into the recording and the
-//! summary, and stop cleanly when the targets are gone, at the deadline or on a signal.
+//! we launch, or the whole system), stream what the probes write (per-CPU slots and the
+//! ring buffer) into the recording and the summary, and stop cleanly when the targets
+//! are gone, at the deadline or on a signal.
 
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::CString;

@@ -35,7 +35,8 @@ pub struct RecordArgs {
     /// contention are seen (every such call then costs about 3 us; docs/benchmarks.md).
     #[arg(long)]
     locks: bool,
-    /// Ring buffer size in MiB (a power of two).
+    /// Ring buffer size in MiB (a power of two); the per-CPU slots get as much, shared out
+    /// among the CPUs (256 to 16,384 slots of 136 bytes each).
     #[arg(long, value_name = "MIB", default_value_t = 16)]
     buffer_mib: u32,
     /// Write the critical path profile as JSON here (schema: docs/profile-json.md).
