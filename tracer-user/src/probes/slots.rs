@@ -74,7 +74,8 @@ pub struct CpuSlots {
     cursors: Mapping,
     cpus: usize,
     per_cpu: u64,
-    // The mappings keep the maps alive; these keep their ids for bpftool users.
+    /// The maps themselves (their file descriptors), closed after the mappings above
+    /// are gone: fields drop in order.
     _maps: [MapData; 2],
 }
 
