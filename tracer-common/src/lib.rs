@@ -49,8 +49,8 @@ pub mod kind {
     pub const CALL_RETURN: u16 = 19;
     /// A futex call that did not sleep, enter and exit in one: [`super::FutexPairRecord`].
     pub const FUTEX_PAIR: u16 = 20;
-    /// A CPU has filled another half of its slots: wake up and read them
-    /// ([`super::EventHeader`] only, in the ring; it stands for no record).
+    /// Half of a CPU's slots are unread: wake up and read them ([`super::EventHeader`]
+    /// only, in the ring; it stands for no record).
     pub const SLOTS_NUDGE: u16 = 21;
 }
 
@@ -693,7 +693,6 @@ mod pod {
     unsafe impl aya::Pod for ProbeConfig {}
     unsafe impl aya::Pod for ThreadClock {}
     unsafe impl aya::Pod for ThreadState {}
-    unsafe impl aya::Pod for SlotCursor {}
 }
 
 // The layouts are part of the recording format: fail the build if one changes size.
