@@ -570,6 +570,16 @@ pub struct ProbeConfig {
     pub futex_ret: u32,
     /// Offset of `se.sum_exec_runtime` in `task_struct` (from kernel BTF); 0 if unknown.
     pub task_cpu_time: u32,
+    /// Where the time the hypervisor stole from this CPU is, from kernel BTF (0 if
+    /// unknown): `se.cfs_rq` in `task_struct`, `rq` in `cfs_rq`, `prev_steal_time_rq` in
+    /// `rq` (the steal the run queue's clock has left out, updated at least every tick).
+    pub task_cfs_rq: u32,
+    pub cfs_rq_rq: u32,
+    pub rq_stolen: u32,
+    /// How far the kernel's count of a running thread's CPU time may lag behind (a tick):
+    /// the probes' clock never runs further ahead of that count. 0: no bound (CPUs
+    /// without a regular tick, `nohz_full`).
+    pub kernel_clock_lag_ns: u32,
     /// Wake the reader each time a CPU has written another this many bytes of records, a
     /// power of two (0: the probes' default).
     pub wakeup_bytes: u32,
@@ -609,15 +619,24 @@ pub struct SlotCursor {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ThreadClock {
-    /// On-CPU ns accumulated over completed slices.
+    /// On-CPU ns up to `slice_start_ns`.
     pub on_cpu_ns: u64,
-    /// When the current slice began (valid if `running`).
+    /// When the current slice began, or the clock was last checked in it (valid if
+    /// `running`).
     pub slice_start_ns: u64,
+    /// The CPU's stolen time (`ProbeConfig::rq_stolen`) at `slice_start_ns`, or
+    /// [`STOLEN_UNKNOWN`].
+    pub stolen_at_start_ns: u64,
+    /// The last CPU time stamped on one of the thread's events: the clock never goes back.
+    pub last_ns: u64,
     /// 0 when unknown (a freshly forked thread before its first event).
     pub tgid: u32,
     /// One of [`clock_state`].
     pub running: u32,
 }
+
+/// [`ThreadClock::stolen_at_start_ns`] when the kernel's count of stolen time is unknown.
+pub const STOLEN_UNKNOWN: u64 = u64::MAX;
 
 /// Where a thread's [`ThreadClock`] stands.
 pub mod clock_state {
@@ -625,7 +644,8 @@ pub mod clock_state {
     pub const OFF_CPU: u32 = 0;
     /// On the CPU since `slice_start_ns`.
     pub const RUNNING: u32 = 1;
-    /// On the CPU, and the clock was checked against the kernel's count in this slice.
+    /// On the CPU, and the clock was checked against the kernel's counts at
+    /// `slice_start_ns`.
     pub const CHECKED: u32 = 2;
 }
 
@@ -710,15 +730,15 @@ const _: () = {
     assert!(size_of::<ExitRecord>() == 40);
     assert!(size_of::<CallLayout>() == 16);
     assert!(size_of::<FlavorConfig>() == 56);
-    assert!(size_of::<ProbeConfig>() == 80);
+    assert!(size_of::<ProbeConfig>() == 96);
     assert!(size_of::<SlotCursor>() == 128);
     assert!(size_of::<CallPairRecord>() <= SLOT_BYTES);
     // Map values: no padding either (the kernel copies them byte for byte).
-    assert!(size_of::<ThreadClock>() == 24);
+    assert!(size_of::<ThreadClock>() == 40);
     assert!(size_of::<CallFrame>() == 56);
     assert!(size_of::<CallResult>() == 48);
     assert!(size_of::<CallReturnRecord>() == 80);
     assert!(size_of::<CallPairRecord>() == 136);
     assert!(size_of::<FutexPairRecord>() == 96);
-    assert!(size_of::<ThreadState>() == 32 + 56 * MAX_CALL_DEPTH + 104 + 64);
+    assert!(size_of::<ThreadState>() == 48 + 56 * MAX_CALL_DEPTH + 104 + 64);
 };

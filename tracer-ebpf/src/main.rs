@@ -31,7 +31,8 @@ use tracer_common::{
     CallLayout, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader, ExecRecord,
     ExitRecord, FlavorConfig, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
     ProbeConfig, Slot, SlotCursor, StatusArrayRecord, SwitchRecord, ThreadClock, ThreadState,
-    WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, SLOT_BYTES, UNSET, UNSET32,
+    WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, SLOT_BYTES, STOLEN_UNKNOWN,
+    UNSET, UNSET32,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -108,6 +109,8 @@ static NEW_THREAD: ThreadState = ThreadState {
     clock: ThreadClock {
         on_cpu_ns: 0,
         slice_start_ns: 0,
+        stolen_at_start_ns: STOLEN_UNKNOWN,
+        last_ns: 0,
         tgid: 0,
         running: clock_state::OFF_CPU,
     },
@@ -197,11 +200,43 @@ fn kernel_cpu_time() -> Option<u64> {
     unsafe { bpf_probe_read_kernel(task.add(off as usize) as *const u64) }.ok()
 }
 
+/// The time the hypervisor has stolen from this CPU, as the kernel's run queue counts
+/// it (it leaves that time out of every thread's CPU time); None without BTF for it.
+fn cpu_stolen_ns() -> Option<u64> {
+    let c = config()?;
+    if c.task_cfs_rq == 0 {
+        return None;
+    }
+    // The current task's run queue is this CPU's.
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    unsafe {
+        let cfs_rq: *const u8 =
+            bpf_probe_read_kernel(task.add(c.task_cfs_rq as usize) as _).ok()?;
+        let rq: *const u8 = bpf_probe_read_kernel(cfs_rq.add(c.cfs_rq_rq as usize) as _).ok()?;
+        bpf_probe_read_kernel(rq.add(c.rq_stolen as usize) as *const u64).ok()
+    }
+}
+
+/// Starts a slice of the thread's time on this CPU at `now`.
+fn start_slice(c: &mut ThreadClock, now: u64) {
+    c.slice_start_ns = now;
+    c.stolen_at_start_ns = cpu_stolen_ns().unwrap_or(STOLEN_UNKNOWN);
+}
+
+/// Check the clock against the kernel's counts at least this often while a thread runs.
+const RECHECK_NS: u64 = 1_000_000;
+
 /// The current thread's CPU time: the time since its switch-in added to its CPU time at
-/// that switch, never below the kernel's own count (a switch event can be missed: a
-/// tracepoint program is skipped while another BPF program holds the CPU's recursion
-/// guard, and syscall tracepoints can be preempted). The kernel's count is read once per
-/// time slice: within one, the clock only moves with the time.
+/// that switch, checked against the kernel's counts at the slice's first event and then
+/// every [`RECHECK_NS`]. Those counts correct two errors of the plain estimate:
+/// - time the hypervisor stole from the CPU, which the kernel leaves out of CPU time;
+/// - switch events the probes missed (a tracepoint program is skipped while another BPF
+///   program holds the CPU's recursion guard, and syscall tracepoints can be
+///   preempted): a thread whose switch-out and switch-in were both missed looks as if
+///   it ran all the while. The kernel's count (`sum_exec_runtime`), which lags a running
+///   thread by at most a tick, bounds the estimate from both sides.
+///
+/// Between checks the clock only moves with the time, and it never goes back.
 fn cpu_clock(c: &mut ThreadClock, tgid: u32, now: u64) -> u64 {
     if c.tgid == 0 {
         c.tgid = tgid;
@@ -209,21 +244,34 @@ fn cpu_clock(c: &mut ThreadClock, tgid: u32, now: u64) -> u64 {
     if c.running == clock_state::OFF_CPU {
         // It is running now, so its switch-in was missed (or this is its first event).
         c.running = clock_state::RUNNING;
-        c.slice_start_ns = now;
+        start_slice(c, now);
     }
-    let estimate = c.on_cpu_ns + now.saturating_sub(c.slice_start_ns);
-    if c.running == clock_state::CHECKED {
-        return estimate;
+    let elapsed = now.saturating_sub(c.slice_start_ns);
+    let mut cpu = c.on_cpu_ns + elapsed;
+    if c.running == clock_state::CHECKED && elapsed < RECHECK_NS {
+        c.last_ns = cpu;
+        return cpu;
     }
     c.running = clock_state::CHECKED;
-    match kernel_cpu_time() {
-        Some(k) if k > estimate => {
-            c.on_cpu_ns = k;
-            c.slice_start_ns = now;
-            k
-        }
-        _ => estimate,
+    let stolen_at_start = c.stolen_at_start_ns;
+    start_slice(c, now);
+    if stolen_at_start != STOLEN_UNKNOWN && c.stolen_at_start_ns != STOLEN_UNKNOWN {
+        cpu -= c
+            .stolen_at_start_ns
+            .saturating_sub(stolen_at_start)
+            .min(elapsed);
     }
+    if let Some(k) = kernel_cpu_time() {
+        let lag = config().map_or(0, |c| c.kernel_clock_lag_ns as u64);
+        if lag != 0 {
+            cpu = cpu.min(k + lag);
+        }
+        cpu = cpu.max(k);
+    }
+    cpu = cpu.max(c.last_ns);
+    c.on_cpu_ns = cpu;
+    c.last_ns = cpu;
+    cpu
 }
 
 /// Header for an event of the current thread, whose state is `t`. A call entry the
@@ -947,12 +995,13 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
         // `prev` is the current task; the scheduler has just brought its CPU time up to
         // date, so the kernel's count is exact here.
         match kernel_cpu_time() {
-            Some(k) => clock.on_cpu_ns = clock.on_cpu_ns.max(k),
+            Some(k) => clock.on_cpu_ns = k.max(clock.last_ns),
             None if clock.running != clock_state::OFF_CPU => {
                 clock.on_cpu_ns += now.saturating_sub(clock.slice_start_ns)
             }
             None => {}
         }
+        clock.last_ns = clock.on_cpu_ns;
         clock.running = clock_state::OFF_CPU;
         let state: i64 = field(ctx, c.switch_prev_state)?;
         emit(&SwitchRecord {
@@ -971,7 +1020,7 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
     if let Some(thread) = known_thread(next) {
         let clock = &mut thread.clock;
         clock.running = clock_state::RUNNING;
-        clock.slice_start_ns = now;
+        start_slice(clock, now);
         emit(&SwitchRecord {
             header: EventHeader {
                 ts_ns: now,

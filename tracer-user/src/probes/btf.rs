@@ -125,7 +125,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finds_the_task_cpu_time() {
+    fn finds_the_task_cpu_time_and_the_stolen_time() {
         let btf = KernelBtf::from_sys_fs().unwrap();
         let pid = btf.offset_of("task_struct", &["pid"]).unwrap();
         let tgid = btf.offset_of("task_struct", &["tgid"]).unwrap();
@@ -135,5 +135,13 @@ mod tests {
             .unwrap();
         assert!(sum > 0 && sum.is_multiple_of(8));
         assert!(btf.offset_of("task_struct", &["no_such_member"]).is_none());
+        // The way to the CPU's stolen time (a kernel built with FAIR_GROUP_SCHED and
+        // PARAVIRT_TIME_ACCOUNTING, as this one is).
+        let cfs_rq = btf.offset_of("task_struct", &["se", "cfs_rq"]).unwrap();
+        assert!(cfs_rq > 0 && cfs_rq.is_multiple_of(8));
+        assert!(btf.offset_of("cfs_rq", &["rq"]).unwrap().is_multiple_of(8));
+        let stolen = btf.offset_of("rq", &["prev_steal_time_rq"]).unwrap();
+        let stolen_before = btf.offset_of("rq", &["prev_steal_time"]).unwrap();
+        assert_eq!(stolen, stolen_before + 8, "{stolen}");
     }
 }

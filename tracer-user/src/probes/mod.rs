@@ -68,6 +68,20 @@ pub struct ProbeOptions {
     pub floor: bool,
 }
 
+/// How far the kernel's count of a running thread's CPU time may lag behind: it is
+/// brought up to date at every scheduler tick, at most 10 ms apart (HZ=100, the lowest
+/// usual setting). CPUs in `nohz_full` run without a regular tick (its count can lag by a
+/// second there), so the probes get no bound when the kernel has any.
+fn kernel_clock_lag_ns() -> u32 {
+    let tickless = std::fs::read_to_string("/sys/devices/system/cpu/nohz_full")
+        .is_ok_and(|cpus| !cpus.trim().is_empty() && cpus.trim() != "(null)");
+    if tickless {
+        0
+    } else {
+        10_000_000
+    }
+}
+
 /// How many bytes of records a CPU writes between two wakeups of the reader: a sixteenth
 /// of the ring, at most 1 MiB, a power of two (the probes rely on it). Each wakeup is an
 /// interrupt, which on a VM is an APIC write that exits to the hypervisor (about 10 us
@@ -118,10 +132,19 @@ impl Probes {
         config.self_tgid = std::process::id();
         // The kernel's own CPU time of a thread; without it the probes count time between
         // switch timestamps only (and undercount when a switch event is missed).
-        config.task_cpu_time = btf::KernelBtf::from_sys_fs()
-            .ok()
-            .and_then(|b| b.offset_of("task_struct", &["se", "sum_exec_runtime"]))
-            .unwrap_or(0);
+        let kernel = btf::KernelBtf::from_sys_fs().ok();
+        let offset = |name, path: &[&str]| kernel.as_ref().and_then(|b| b.offset_of(name, path));
+        config.task_cpu_time = offset("task_struct", &["se", "sum_exec_runtime"]).unwrap_or(0);
+        // The time the hypervisor stole from a CPU, which the kernel's count leaves out;
+        // all three or none.
+        if let (Some(task), Some(cfs_rq), Some(rq)) = (
+            offset("task_struct", &["se", "cfs_rq"]),
+            offset("cfs_rq", &["rq"]),
+            offset("rq", &["prev_steal_time_rq"]),
+        ) {
+            (config.task_cfs_rq, config.cfs_rq_rq, config.rq_stolen) = (task, cfs_rq, rq);
+        }
+        config.kernel_clock_lag_ns = kernel_clock_lag_ns();
         config.wakeup_bytes = wakeup_bytes(opts.ring_bytes);
         config.slots_per_cpu = slots_per_cpu;
         let mut cfg: Array<&mut MapData, ProbeConfig> = map(&mut ebpf, maps::CONFIG)?;
