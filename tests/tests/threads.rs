@@ -93,3 +93,54 @@ fn busy_threads_cpu_clock_and_procedures() {
         n * want
     );
 }
+
+/// Two live threads whose ids share a slot of the probes' direct-mapped table of thread
+/// states: the second one's state lives in the hash map, and both are traced as exactly
+/// as any thread (thousands of short-lived threads claim and free slots on the way).
+#[test]
+fn threads_sharing_a_state_slot_are_both_traced() {
+    let (slots, ms) = (tracer_common::THREAD_SLOTS_LEN, 40u64);
+    let t = record(
+        "collide",
+        &["--func", "work"],
+        &[
+            program("threads_collide"),
+            slots.to_string(),
+            ms.to_string(),
+        ],
+    );
+    assert_eq!(t.lost, 0);
+    let pid = t.summary["processes"][0]["pid"].as_u64().unwrap() as u32;
+    let mut open = std::collections::HashMap::new();
+    let mut spans = Vec::new();
+    for r in t.records() {
+        match r {
+            Record::FuncEnter(h) => {
+                assert!(open.insert(h.tid, h.cpu_ns).is_none(), "work() nests");
+            }
+            Record::FuncExit(h) => spans.push((h.tid, h.cpu_ns - open.remove(&h.tid).unwrap())),
+            _ => {}
+        }
+    }
+    let tids: Vec<u32> = spans.iter().map(|&(tid, _)| tid).collect();
+    assert_eq!(tids.len(), 2, "work() once by each thread: {tids:?}");
+    let partner = tids[0];
+    assert_eq!(tids[1], pid, "main's work() comes second");
+    assert_ne!(partner, pid);
+    assert_eq!(partner % slots, pid % slots, "the two threads share a slot");
+    let want = ms * 1_000_000;
+    for &(tid, s) in &spans {
+        assert!(
+            s.abs_diff(want) <= want * 5 / 100,
+            "thread {tid}: work() took {s} ns of CPU, want {want}"
+        );
+    }
+    // The partner's whole life is there: its creation and its exit.
+    let forked = t
+        .records()
+        .any(|r| matches!(r, Record::Fork(f) if f.child_tid == partner));
+    let exited = t
+        .records()
+        .any(|r| matches!(r, Record::Exit(e) if e.header.tid == partner));
+    assert!(forked && exited, "fork {forked}, exit {exited}");
+}

@@ -664,12 +664,17 @@ pub struct CallFrame {
     pub status: [u64; 3],
 }
 
+/// Slots of the probes' direct-mapped table of thread states (`THREAD_SLOTS`, indexed by
+/// thread id modulo this power of two); a thread whose slot is taken gets an entry in
+/// `THREADS` instead.
+pub const THREAD_SLOTS_LEN: u32 = 4096;
+
 /// MPI calls can nest (ROMIO, profiling wrappers); deeper nesting is counted, not kept.
 pub const MAX_CALL_DEPTH: usize = 4;
 
-/// Per traced thread (the `THREADS` map): its CPU clock and its calls in progress. One
-/// entry serves every probe of the thread, so a call's entry and exit each need one
-/// lookup; having an entry also means the thread is traced.
+/// Per traced thread (in `THREAD_SLOTS` or `THREADS`): its CPU clock and its calls in
+/// progress. One entry serves every probe of the thread, so a call's entry and exit each
+/// need one lookup; having an entry also means the thread is traced.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ThreadState {
@@ -680,6 +685,9 @@ pub struct ThreadState {
     /// call that cannot block in `held_entry` ([`CallPairRecord`]), or a futex call in
     /// `held_futex` ([`FutexPairRecord`]).
     pub held: u32,
+    /// In `THREAD_SLOTS`: the thread whose state this is, 0 for a free slot (unused in
+    /// `THREADS`); 64 bits for the alignment of what follows.
+    pub owner: u64,
     pub frames: [CallFrame; MAX_CALL_DEPTH],
     pub held_entry: CallRecord,
     pub held_futex: FutexRecord,
@@ -698,6 +706,7 @@ pub mod maps {
     pub const LOST: &str = "LOST";
     pub const TRACED: &str = "TRACED";
     pub const THREADS: &str = "THREADS";
+    pub const THREAD_SLOTS: &str = "THREAD_SLOTS";
     pub const CONFIG: &str = "CONFIG";
     pub const LAYOUTS: &str = "LAYOUTS";
     pub const FLAVORS: &str = "FLAVORS";
@@ -740,5 +749,5 @@ const _: () = {
     assert!(size_of::<CallReturnRecord>() == 80);
     assert!(size_of::<CallPairRecord>() == 136);
     assert!(size_of::<FutexPairRecord>() == 96);
-    assert!(size_of::<ThreadState>() == 48 + 56 * MAX_CALL_DEPTH + 104 + 64);
+    assert!(size_of::<ThreadState>() == 56 + 56 * MAX_CALL_DEPTH + 104 + 64);
 };

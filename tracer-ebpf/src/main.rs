@@ -32,7 +32,7 @@ use tracer_common::{
     ExitRecord, FlavorConfig, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
     ProbeConfig, Slot, SlotCursor, StatusArrayRecord, SwitchRecord, ThreadClock, ThreadState,
     WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, SLOT_BYTES, STOLEN_UNKNOWN,
-    UNSET, UNSET32,
+    THREAD_SLOTS_LEN, UNSET, UNSET32,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -53,8 +53,19 @@ static WRITTEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static TRACED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
 /// Per traced thread: its CPU clock and the calls in progress (read again at their exit).
+/// A thread's state is in `THREAD_SLOTS` at its id's index when that slot was free when
+/// the probes met the thread, else in `THREADS`. The array comes first because the
+/// verifier inlines an array lookup, while a hash lookup hashes the key and walks a
+/// bucket: two per probed call, 2.6 % of a traced loop of `MPI_Comm_rank`.
+#[map]
+static THREAD_SLOTS: Array<ThreadState> = Array::with_max_entries(THREAD_SLOTS_LEN, 0);
 #[map]
 static THREADS: HashMap<u32, ThreadState> = HashMap::with_max_entries(65536, 0);
+/// The slots of `THREAD_SLOTS` in use, and by which thread: claimed by inserting here.
+#[map]
+static SLOT_OWNERS: HashMap<u32, u32> = HashMap::with_max_entries(THREAD_SLOTS_LEN, 0);
+/// `bpf_map_update_elem` flag: only if the key is not there yet.
+const BPF_NOEXIST: u64 = 1;
 #[map]
 static CONFIG: Array<ProbeConfig> = Array::with_max_entries(1, 0);
 #[map]
@@ -116,6 +127,7 @@ static NEW_THREAD: ThreadState = ThreadState {
     },
     depth: 0,
     held: held::NOTHING,
+    owner: 0,
     frames: [EMPTY_FRAME; MAX_CALL_DEPTH],
     held_entry: CallRecord::unset(EMPTY_HEADER),
     held_futex: NO_FUTEX,
@@ -137,15 +149,57 @@ fn is_traced(id: u32) -> bool {
     unsafe { TRACED.get(&id).is_some() }
 }
 
+/// `tid`'s slot in `THREAD_SLOTS`, whoever owns it.
+fn thread_slot(tid: u32) -> Option<&'static mut ThreadState> {
+    THREAD_SLOTS
+        .get_ptr_mut(tid & (THREAD_SLOTS_LEN - 1))
+        .map(|t| unsafe { &mut *t })
+}
+
 /// The state of a thread the probes already know; only traced threads have one.
 fn known_thread(tid: u32) -> Option<&'static mut ThreadState> {
+    if let Some(t) = thread_slot(tid) {
+        // Thread id 0 (the idle tasks) never owns a slot: 0 marks a free one.
+        if tid != 0 && unsafe { read_volatile(&t.owner) } == tid as u64 {
+            return Some(t);
+        }
+    }
     THREADS.get_ptr_mut(&tid).map(|t| unsafe { &mut *t })
 }
 
-/// A fresh state for a traced thread the probes meet for the first time.
+/// A fresh state for a traced thread the probes meet for the first time (or a new
+/// thread that reuses the id of one they knew): its slot if that is free or its own,
+/// else an entry in `THREADS`.
 fn new_thread(tid: u32) -> Option<&'static mut ThreadState> {
+    if let Some(t) = thread_slot(tid) {
+        // Programs on other CPUs may claim the same slot for another thread at the same
+        // moment, and the BPF target has no compare-and-swap: the claim is an insertion
+        // into `SLOT_OWNERS` that fails when the key exists, which the kernel makes atomic.
+        let index = tid & (THREAD_SLOTS_LEN - 1);
+        let ours = unsafe { read_volatile(&t.owner) } == tid as u64;
+        if tid != 0 && (ours || SLOT_OWNERS.insert(&index, &tid, BPF_NOEXIST).is_ok()) {
+            // The rest of the state is read only below `depth` and when `held` says so.
+            copy_words(&mut t.clock, &NEW_THREAD.clock);
+            t.depth = 0;
+            t.held = held::NOTHING;
+            unsafe { write_volatile(&mut t.owner, tid as u64) };
+            return Some(t);
+        }
+    }
     let _ = THREADS.insert(&tid, &NEW_THREAD, 0);
-    known_thread(tid)
+    THREADS.get_ptr_mut(&tid).map(|t| unsafe { &mut *t })
+}
+
+/// Forgets an exiting thread: frees its slot or removes its entry (both, in case
+/// userspace also gave it an entry when it attached).
+fn forget_thread(tid: u32) {
+    if let Some(t) = thread_slot(tid) {
+        if tid != 0 && unsafe { read_volatile(&t.owner) } == tid as u64 {
+            unsafe { write_volatile(&mut t.owner, 0) };
+            let _ = SLOT_OWNERS.remove(&(tid & (THREAD_SLOTS_LEN - 1)));
+        }
+    }
+    let _ = THREADS.remove(&tid);
 }
 
 /// The current thread's state if its process is traced: one lookup for a thread the
@@ -1052,7 +1106,7 @@ pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
 fn try_wakeup(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     let c = config().ok_or(())?;
     let wakee: u32 = field(ctx, c.waking_pid)?;
-    let wakee_tgid = match unsafe { THREADS.get(&wakee) } {
+    let wakee_tgid = match known_thread(wakee) {
         Some(t) => t.clock.tgid,
         None => return Ok(()),
     };
@@ -1098,7 +1152,7 @@ fn try_fork(ctx: &TracePointContext) -> Result<(), ()> {
     // The child may be a thread or a process: either way its id joins the traced set, and
     // its clock starts when it first runs.
     let _ = TRACED.insert(&child, &1, 0);
-    let _ = THREADS.insert(&child, &NEW_THREAD, 0);
+    let _ = new_thread(child);
     emit(&ForkRecord {
         header: header(thread, kind::FORK, 0, tgid, tid),
         child_tid: child,
@@ -1162,7 +1216,7 @@ fn try_exit(ctx: &TracePointContext) -> Result<(), ()> {
         group_dead: group_dead as u32,
         _reserved: 0,
     });
-    let _ = THREADS.remove(&tid);
+    forget_thread(tid);
     if tid != tgid {
         let _ = TRACED.remove(&tid);
     }
