@@ -38,6 +38,8 @@ pub struct Options {
     pub slowdown_secs: f64,
     /// Message rates of the slowdown stage (empty: `RATES`).
     pub slowdown_rates: Vec<u64>,
+    /// Numbers of selected procedures of the slowdown stage (empty: all of `SELECTIONS`).
+    pub slowdown_procs: Vec<usize>,
     /// Seconds and events per second of the flood.
     pub flood_secs: f64,
     pub flood_rate: u64,
@@ -66,7 +68,17 @@ pub fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
             } else {
                 o.slowdown_rates.clone()
             };
-            slowdown(env, o.reps.unwrap_or(2), o.slowdown_secs, &rates)
+            let selections: Vec<(usize, &str)> = SELECTIONS
+                .into_iter()
+                .filter(|(k, _)| o.slowdown_procs.is_empty() || o.slowdown_procs.contains(k))
+                .collect();
+            slowdown(
+                env,
+                o.reps.unwrap_or(2),
+                o.slowdown_secs,
+                &rates,
+                &selections,
+            )
         }
         Stage::Throughput => throughput(env, o.reps.unwrap_or(5)),
         Stage::Flood => flood(env, o.flood_rate, o.flood_secs),
@@ -496,7 +508,13 @@ const SELECTIONS: [(usize, &str); 4] = [
 /// One rank exchanging with itself, pinned to CPU 1 with the tracer on CPU 0, and its own
 /// CPU time as the measure: on this shared 2-CPU machine, the wall time of two ranks in
 /// lockstep varied from -35 % to +155 % between identical runs (docs/benchmarks.md).
-fn slowdown(env: &Env, reps: usize, secs: f64, rates: &[u64]) -> Result<()> {
+fn slowdown(
+    env: &Env,
+    reps: usize,
+    secs: f64,
+    rates: &[u64],
+    selections: &[(usize, &str)],
+) -> Result<()> {
     let prog = env.programs.join("bench_slowdown.mpich");
     // Work units per microsecond: the fastest of three calibrations, so every run does the
     // same work and only the probes differ.
@@ -548,7 +566,7 @@ fn slowdown(env: &Env, reps: usize, secs: f64, rates: &[u64]) -> Result<()> {
         };
         // Per round: slowdown of each traced run against that round's untraced run.
         let mut untraced_rate = Vec::new();
-        let n = SELECTIONS.len();
+        let n = selections.len();
         let (mut floor, mut ours, mut diff, mut wall) = (
             vec![Vec::new(); n],
             vec![Vec::new(); n],
@@ -558,7 +576,7 @@ fn slowdown(env: &Env, reps: usize, secs: f64, rates: &[u64]) -> Result<()> {
         for _ in 0..reps {
             let (base_cpu, base_wall, r) = run(Mode::Untraced, 0)?;
             untraced_rate.push(r);
-            for (i, (k, _)) in SELECTIONS.iter().enumerate() {
+            for (i, (k, _)) in selections.iter().enumerate() {
                 let f = run(Mode::Floor, *k)?;
                 let o = run(Mode::Ours, *k)?;
                 let fp = (f.0 / base_cpu - 1.0) * 100.0;
@@ -569,7 +587,7 @@ fn slowdown(env: &Env, reps: usize, secs: f64, rates: &[u64]) -> Result<()> {
                 wall[i].push((o.1 / base_wall - 1.0) * 100.0);
             }
         }
-        for (i, (k, _)) in SELECTIONS.iter().enumerate() {
+        for (i, (k, _)) in selections.iter().enumerate() {
             println!(
                 "| {rate} | {:.0} | {k} | {} | {} | {} | {} |",
                 Stats::of(&untraced_rate).median,

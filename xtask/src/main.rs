@@ -43,6 +43,10 @@ enum Cmd {
         /// Message rates of the slowdown stage (comma-separated; default 150,1000,10000).
         #[arg(long, value_delimiter = ',')]
         slowdown_rates: Vec<u64>,
+        /// Numbers of selected procedures of the slowdown stage (comma-separated, each
+        /// 0, 1, 8 or 32; default all four).
+        #[arg(long, value_delimiter = ',', value_parser = procedure_count)]
+        slowdown_procs: Vec<usize>,
         /// Seconds of the live flood (the documented figure uses 60).
         #[arg(long, default_value_t = 60.0)]
         flood_secs: f64,
@@ -93,6 +97,7 @@ fn main() -> Result<()> {
             reps,
             slowdown_secs,
             slowdown_rates,
+            slowdown_procs,
             flood_secs,
             flood_rate,
             memory_secs,
@@ -103,11 +108,20 @@ fn main() -> Result<()> {
                 reps,
                 slowdown_secs,
                 slowdown_rates,
+                slowdown_procs,
                 flood_secs,
                 flood_rate,
                 memory_secs,
             },
         ),
+    }
+}
+
+/// `--slowdown-procs`: one of the selections the slowdown stage knows.
+fn procedure_count(s: &str) -> Result<usize, String> {
+    match s.parse() {
+        Ok(n @ (0 | 1 | 8 | 32)) => Ok(n),
+        _ => Err(format!("{s:?}: want 0, 1, 8 or 32")),
     }
 }
 
