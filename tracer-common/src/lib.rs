@@ -577,8 +577,8 @@ pub struct ProbeConfig {
     pub cfs_rq_rq: u32,
     pub rq_stolen: u32,
     /// How far the kernel's count of a running thread's CPU time may lag behind (a tick):
-    /// the probes' clock never runs further ahead of that count. 0: no bound (CPUs
-    /// without a regular tick, `nohz_full`).
+    /// the probes' clock never runs more than this ahead of that count. 0: no bound
+    /// (CPUs without a regular tick, `nohz_full`).
     pub kernel_clock_lag_ns: u32,
     /// Wake the reader each time a CPU has written another this many bytes of records, a
     /// power of two (0: the probes' default).
@@ -706,7 +706,6 @@ pub mod maps {
     pub const LOST: &str = "LOST";
     pub const TRACED: &str = "TRACED";
     pub const THREADS: &str = "THREADS";
-    pub const THREAD_SLOTS: &str = "THREAD_SLOTS";
     pub const CONFIG: &str = "CONFIG";
     pub const LAYOUTS: &str = "LAYOUTS";
     pub const FLAVORS: &str = "FLAVORS";
