@@ -1030,6 +1030,11 @@ fn field<T>(ctx: &TracePointContext, offset: u32) -> Result<T, ()> {
     unsafe { ctx.read_at::<T>(offset as usize) }.map_err(|_| ())
 }
 
+/// `prev_state` bits of a thread that has exited (the kernel's `exit_state` values, as
+/// `sched_switch` reports them: a reaped thread, a process waiting for its parent).
+const EXIT_DEAD: i64 = 0x10;
+const EXIT_ZOMBIE: i64 = 0x20;
+
 #[tracepoint]
 pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let _ = try_sched_switch(&ctx);
@@ -1070,6 +1075,10 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
             },
             prev_state: state,
         });
+        if state & (EXIT_DEAD | EXIT_ZOMBIE) != 0 {
+            // Its last switch: the thread never runs again.
+            forget_thread(prev);
+        }
     }
     if let Some(thread) = known_thread(next) {
         let clock = &mut thread.clock;
@@ -1216,7 +1225,10 @@ fn try_exit(ctx: &TracePointContext) -> Result<(), ()> {
         group_dead: group_dead as u32,
         _reserved: 0,
     });
-    forget_thread(tid);
+    // The state lives on until the thread's last switch-out (`try_sched_switch`): after
+    // this tracepoint the exiting thread still wakes its joiner (the kernel's futex wake
+    // of `clear_child_tid`), and freeing the state here made that wakeup claim a fresh
+    // one that nothing freed again, left to whichever thread later got the same id.
     if tid != tgid {
         let _ = TRACED.remove(&tid);
     }

@@ -69,17 +69,51 @@ pub struct ProbeOptions {
 }
 
 /// How far the kernel's count of a running thread's CPU time may lag behind: it is
-/// brought up to date at every scheduler tick, at most 10 ms apart (HZ=100, the lowest
-/// usual setting). CPUs in `nohz_full` run without a regular tick (its count can lag by a
-/// second there), so the probes get no bound when the kernel has any.
+/// brought up to date at every scheduler tick, so one tick (`kernel_tick_ns`). This is also
+/// how far ahead of that count the probes' own estimate may run (time stolen by the
+/// hypervisor after the last tick is in the estimate but not yet known to the kernel),
+/// so a tight figure keeps the clock exact within a tick. CPUs in `nohz_full` run
+/// without a regular tick (its count can lag by a second there), so the probes get no
+/// bound when the kernel has any.
 fn kernel_clock_lag_ns() -> u32 {
     let tickless = std::fs::read_to_string("/sys/devices/system/cpu/nohz_full")
         .is_ok_and(|cpus| !cpus.trim().is_empty() && cpus.trim() != "(null)");
     if tickless {
         0
     } else {
-        10_000_000
+        kernel_tick_ns()
     }
+}
+
+/// The scheduler tick of the running kernel, from its `CONFIG_HZ` (in /proc/config.gz or
+/// /boot/config-RELEASE); 10 ms (HZ=100, the lowest usual setting) when neither says.
+fn kernel_tick_ns() -> u32 {
+    const LONGEST_TICK_NS: u32 = 10_000_000;
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let config = read_gzip("/proc/config.gz")
+        .or_else(|| std::fs::read_to_string(format!("/boot/config-{}", release.trim())).ok());
+    config
+        .as_deref()
+        .and_then(config_hz)
+        .map_or(LONGEST_TICK_NS, |hz| 1_000_000_000 / hz)
+}
+
+fn read_gzip(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).ok()?)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// `CONFIG_HZ=N` of a kernel configuration, if it is a plausible tick rate.
+fn config_hz(config: &str) -> Option<u32> {
+    config
+        .lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|hz| (24..=10_000).contains(hz))
 }
 
 /// How many bytes of records a CPU writes between two wakeups of the reader: a sixteenth
@@ -498,5 +532,27 @@ mod tests {
         assert_eq!(w(1 << 20), 64 << 10);
         assert_eq!(w(3 << 20), 128 << 10);
         assert_eq!(w(4096), 4096);
+    }
+
+    #[test]
+    fn tick_rate_comes_from_the_kernel_configuration() {
+        let hz = super::config_hz;
+        assert_eq!(hz("CONFIG_HZ_250=y\nCONFIG_HZ=250\n"), Some(250));
+        assert_eq!(hz("# CONFIG_HZ_1000 is not set\nCONFIG_HZ=1000"), Some(1000));
+        assert_eq!(hz("CONFIG_HZ_PERIODIC=y\n"), None);
+        assert_eq!(hz("CONFIG_HZ=0\n"), None);
+    }
+
+    /// This machine's kernel says its tick (CONFIG_HZ=250: 4 ms) in /proc/config.gz;
+    /// the probes' bound follows it instead of the 10 ms fallback.
+    #[test]
+    fn tick_of_the_running_kernel() {
+        let tick = super::kernel_tick_ns();
+        assert!((100_000..=10_000_000).contains(&tick), "tick {tick} ns");
+        if std::path::Path::new("/proc/config.gz").exists() {
+            let text = super::read_gzip("/proc/config.gz").expect("readable config");
+            let hz = super::config_hz(&text).expect("CONFIG_HZ in /proc/config.gz");
+            assert_eq!(tick, 1_000_000_000 / hz);
+        }
     }
 }
