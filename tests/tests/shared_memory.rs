@@ -78,6 +78,35 @@ fn contended_mutex_serializes_the_critical_sections() {
     assert_procedure(p, "parallel_part", 10.0, 10.0);
 }
 
+/// A join orders the joiner after the joined thread even when it does not block: the
+/// thread had exited already (pthread_join), or a try-join found it done
+/// (pthread_tryjoin_np). No futex wakes main, so only the join probes see it.
+fn join_without_blocking(mode: &str) {
+    let run = profile(
+        &format!("join-{mode}"),
+        &["slow_work", "fast_work", "serial_work"],
+        &args("threads_join", &[mode, "200", "100", "50"]),
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 250.0);
+    assert_procedure(p, "slow_work", 200.0, 150.0);
+    assert_procedure(p, "serial_work", 50.0, 50.0);
+    assert_procedure(p, "fast_work", 0.0, 0.0);
+    // The construction held: no join waited, so no exit woke main.
+    assert_eq!(p["sync"]["joins"], 2, "{}", p["sync"]);
+    assert_eq!(p["sync"]["exit_wakeups"], 0, "{}", p["sync"]);
+}
+
+#[test]
+fn join_of_a_thread_that_exited_already() {
+    join_without_blocking("join");
+}
+
+#[test]
+fn try_join_that_finds_the_thread_done() {
+    join_without_blocking("try");
+}
+
 #[test]
 fn fork_join_pipeline() {
     // 5 stages of 3 workers (one slow: 40 ms, the others 10) and a 10 ms serial part.

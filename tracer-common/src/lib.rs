@@ -120,6 +120,14 @@ pub mod call {
     pub const PTHREAD_COND_SIGNAL: u16 = 120;
     pub const PTHREAD_COND_BROADCAST: u16 = 121;
     pub const PTHREAD_BARRIER_WAIT: u16 = 122;
+    // Thread creation and joins (probed by default: a join orders the joiner after the
+    // joined thread even when it does not block). pthread_create: `handle` (exit) is the
+    // new thread's pthread_t; the joins: `handle` is the pthread_t joined.
+    pub const PTHREAD_CREATE: u16 = 123;
+    pub const PTHREAD_JOIN: u16 = 124;
+    pub const PTHREAD_TRYJOIN_NP: u16 = 125;
+    pub const PTHREAD_TIMEDJOIN_NP: u16 = 126;
+    pub const PTHREAD_CLOCKJOIN_NP: u16 = 127;
     /// Size of the call layout table (ids are below this).
     pub const TABLE_SIZE: u32 = 128;
 }

@@ -32,6 +32,10 @@ pub enum Role {
     CondSignal,
     /// Waits until every thread of a barrier arrived.
     BarrierWait,
+    /// Creates a thread (`handle` at exit: its pthread_t). Work of the creator, not a wait.
+    ThreadCreate,
+    /// Joins a thread (`handle`: its pthread_t; `ret` 0 means it was joined).
+    ThreadJoin,
 }
 
 pub struct CallSpec {
@@ -141,7 +145,25 @@ pub static CALLS: &[CallSpec] = &[
         { handle_in: 0, cannot_block: 1 }),
     spec!(call::PTHREAD_BARRIER_WAIT, "pthread_barrier_wait", Threads, BarrierWait,
         { handle_in: 0 }),
+    // Thread creation and joins, probed without --locks (they are rare). glibc's four
+    // joins share one internal function that has no symbol, so each is probed.
+    spec!(call::PTHREAD_CREATE, "pthread_create", Threads, ThreadCreate, { handle_out: 0 }),
+    spec!(call::PTHREAD_JOIN, "pthread_join", Threads, ThreadJoin, { handle_in: 0 }),
+    spec!(call::PTHREAD_TRYJOIN_NP, "pthread_tryjoin_np", Threads, ThreadJoin,
+        { handle_in: 0, cannot_block: 1 }),
+    spec!(call::PTHREAD_TIMEDJOIN_NP, "pthread_timedjoin_np", Threads, ThreadJoin,
+        { handle_in: 0 }),
+    spec!(call::PTHREAD_CLOCKJOIN_NP, "pthread_clockjoin_np", Threads, ThreadJoin,
+        { handle_in: 0 }),
 ];
+
+impl CallSpec {
+    /// Thread creation and joins: probed in every traced program, where the lock calls
+    /// wait for `--locks`.
+    pub fn is_thread_lifecycle(&self) -> bool {
+        matches!(self.role, Role::ThreadCreate | Role::ThreadJoin)
+    }
+}
 
 /// The call with id `id` (looked up on every call record: an index, not a search).
 pub fn spec(id: u16) -> Option<&'static CallSpec> {
@@ -157,6 +179,12 @@ pub fn spec(id: u16) -> Option<&'static CallSpec> {
         .get(id as usize)
         .copied()
         .flatten()
+}
+
+/// Whether time inside call `id` is waiting, not work: every probed call but
+/// pthread_create (unknown ids wait, as MPI/PVM calls do).
+pub fn waits(id: u16) -> bool {
+    spec(id).is_none_or(|s| s.role != Role::ThreadCreate)
 }
 
 /// Name of a call id, or "call#N".
@@ -320,8 +348,35 @@ mod tests {
                 "pthread_spin_unlock",
                 "pthread_cond_signal",
                 "pthread_cond_broadcast",
+                "pthread_tryjoin_np",
             ]
         );
+    }
+
+    #[test]
+    fn thread_creation_and_joins_read_the_pthread_t_only() {
+        let lifecycle: Vec<&CallSpec> = CALLS.iter().filter(|c| c.is_thread_lifecycle()).collect();
+        let names: Vec<&str> = lifecycle.iter().map(|c| c.symbol).collect();
+        assert_eq!(
+            names,
+            [
+                "pthread_create",
+                "pthread_join",
+                "pthread_tryjoin_np",
+                "pthread_timedjoin_np",
+                "pthread_clockjoin_np"
+            ]
+        );
+        for c in lifecycle {
+            let l = &c.layout;
+            assert_eq!(c.family, Family::Threads);
+            // pthread_create writes the new pthread_t through argument 0; a join takes it
+            // by value in argument 0.
+            let create = c.role == Role::ThreadCreate;
+            assert_eq!(l.handle_out, if create { 0 } else { NO_ARG }, "{}", c.symbol);
+            assert_eq!(l.handle_in, if create { NO_ARG } else { 0 }, "{}", c.symbol);
+            assert_eq!(waits(c.id), !create, "{}", c.symbol);
+        }
     }
 
     #[test]
@@ -339,7 +394,7 @@ mod tests {
     fn pthread_calls_read_only_the_object_and_a_condition_waits_mutex() {
         let threads: Vec<&CallSpec> = CALLS
             .iter()
-            .filter(|c| c.family == Family::Threads)
+            .filter(|c| c.family == Family::Threads && !c.is_thread_lifecycle())
             .collect();
         assert_eq!(threads.len(), 13);
         for c in threads {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use crate::calls::{Family, Flavor, CALLS, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL};
+use crate::calls::{CallSpec, Family, Flavor, CALLS, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL};
 use crate::procfs;
 use crate::recording::LibraryInfo;
 use crate::symbols::{Symbol, SymbolError, SymbolTable};
@@ -205,7 +205,24 @@ impl LibrarySet {
 /// before glibc 2.34, libc itself since (libpthread.so.0 is then an empty stub).
 const THREAD_LIBRARY_PREFIXES: &[&str] = &["libpthread.so", "libc.so"];
 
-/// The C library's pthread synchronization calls (`Family::Threads`) in one file.
+/// Which of the C library's pthread calls (`Family::Threads`) a set of probes covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadCallSet {
+    /// Thread creation and joins: probed in every traced program.
+    Lifecycle,
+    /// Locks, condition variables and barriers: `--locks`.
+    Locks,
+}
+
+impl ThreadCallSet {
+    fn calls(self) -> impl Iterator<Item = &'static CallSpec> {
+        CALLS.iter().filter(move |c| {
+            c.family == Family::Threads && c.is_thread_lifecycle() == (self == Self::Lifecycle)
+        })
+    }
+}
+
+/// The C library's pthread calls of one [`ThreadCallSet`] in one file.
 pub struct ThreadLibrary {
     pub path: PathBuf,
     /// (call id, where to probe) of each call the file defines: the symbol of the default
@@ -216,8 +233,8 @@ pub struct ThreadLibrary {
 }
 
 impl ThreadLibrary {
-    /// Reads `path`; None if it defines no pthread call we probe.
-    pub fn open(path: &Path) -> Result<Option<ThreadLibrary>, SymbolError> {
+    /// Reads `path`; None if it defines no pthread call of `set`.
+    pub fn open(path: &Path, set: ThreadCallSet) -> Result<Option<ThreadLibrary>, SymbolError> {
         let table = SymbolTable::read(path)?;
         let data = std::fs::read(path).map_err(|source| SymbolError::Read {
             path: path.to_path_buf(),
@@ -225,7 +242,7 @@ impl ThreadLibrary {
         })?;
         let defaults = default_version_addresses(path, &data)?;
         let mut calls = Vec::new();
-        for c in CALLS.iter().filter(|c| c.family == Family::Threads) {
+        for c in set.calls() {
             // Without version information every definition is a default one; take the
             // first then, as the dynamic linker would.
             let sym = match defaults.get(c.symbol) {
@@ -241,8 +258,7 @@ impl ThreadLibrary {
             match probe_point(sym, &data) {
                 Some(at) => calls.push((c.id, at)),
                 None => log::warn!(
-                    "--locks: cannot probe {} in {}: its first instruction is one uprobes \
-                     refuse",
+                    "cannot probe {} in {}: its first instruction is one uprobes refuse",
                     c.symbol,
                     path.display()
                 ),
@@ -379,9 +395,10 @@ fn is_thread_library_name(path: &Path) -> bool {
     THREAD_LIBRARY_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Which processes `--locks` probes, and in which file. Files are read once and kept.
-#[derive(Default)]
+/// Which processes the pthread calls of a [`ThreadCallSet`] are probed in, and in which
+/// file. Files are read once and kept.
 pub struct ThreadLibraries {
+    set: ThreadCallSet,
     /// By canonical path; None: the file defines no pthread call.
     read: HashMap<PathBuf, Option<ThreadLibrary>>,
     /// By canonical path: whether the file calls a probed pthread function through its
@@ -390,8 +407,12 @@ pub struct ThreadLibraries {
 }
 
 impl ThreadLibraries {
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(set: ThreadCallSet) -> Self {
+        ThreadLibraries {
+            set,
+            read: HashMap::new(),
+            imports: HashMap::new(),
+        }
     }
 
     /// The library whose pthread calls to probe in a program made of `files` (canonical
@@ -404,7 +425,7 @@ impl ThreadLibraries {
             *self
                 .imports
                 .entry(p.clone())
-                .or_insert_with(|| imports_thread_calls(p))
+                .or_insert_with(|| imports_thread_calls(p, self.set))
         });
         if !uses_threads {
             return None;
@@ -420,7 +441,7 @@ impl ThreadLibraries {
         let path = candidates.into_iter().find(|p| {
             self.read
                 .entry(p.to_path_buf())
-                .or_insert_with(|| ThreadLibrary::open(p).ok().flatten())
+                .or_insert_with(|| ThreadLibrary::open(p, self.set).ok().flatten())
                 .is_some()
         })?;
         self.read.get(path)?.as_ref()
@@ -439,7 +460,7 @@ impl ThreadLibraries {
 /// Whether an ELF file has an undefined dynamic symbol naming a probed pthread call. Calls
 /// the C library makes to itself (and the dynamic linker's locks, which go through a
 /// pointer to pthread_mutex_lock) are probed too, but only in processes where this holds.
-fn imports_thread_calls(path: &Path) -> bool {
+fn imports_thread_calls(path: &Path, set: ThreadCallSet) -> bool {
     use object::{Object, ObjectSymbol};
     let Ok(data) = std::fs::read(path) else {
         return false;
@@ -447,11 +468,7 @@ fn imports_thread_calls(path: &Path) -> bool {
     let Ok(file) = object::File::parse(&*data) else {
         return false;
     };
-    let names: Vec<&str> = CALLS
-        .iter()
-        .filter(|c| c.family == Family::Threads)
-        .map(|c| c.symbol)
-        .collect();
+    let names: Vec<&str> = set.calls().map(|c| c.symbol).collect();
     let found = file
         .dynamic_symbols()
         .any(|s| s.is_undefined() && s.name().is_ok_and(|n| names.contains(&n)));
@@ -496,7 +513,7 @@ mod tests {
 
     #[test]
     fn only_programs_that_call_pthreads_are_probed() {
-        let mut libs = ThreadLibraries::new();
+        let mut libs = ThreadLibraries::new(ThreadCallSet::Locks);
         let files = |names: &[&str]| -> BTreeSet<PathBuf> {
             names
                 .iter()
@@ -527,16 +544,28 @@ mod tests {
             .filter_map(|m| Path::new(&m.path).canonicalize().ok())
             .find(|p| p.file_name().is_some_and(|n| n == "libc.so.6"))
             .expect("libc mapped");
-        let lib = ThreadLibrary::open(&libc).unwrap().expect("pthread calls");
+        let lib = ThreadLibrary::open(&libc, ThreadCallSet::Locks)
+            .unwrap()
+            .expect("pthread calls");
         let table = SymbolTable::read(&lib.path).unwrap();
-        // Every probed call is found (glibc 2.34+ defines all of them in libc.so.6).
+        // Every probed call is found (glibc 2.34+ defines all of them in libc.so.6), each
+        // in its own set.
+        let lifecycle = ThreadLibrary::open(&libc, ThreadCallSet::Lifecycle)
+            .unwrap()
+            .expect("pthread_create and the joins");
         for c in CALLS.iter().filter(|c| c.family == Family::Threads) {
+            let (found, other) = if c.is_thread_lifecycle() {
+                (&lifecycle, &lib)
+            } else {
+                (&lib, &lifecycle)
+            };
             assert!(
-                lib.calls.iter().any(|(id, _)| *id == c.id),
+                found.calls.iter().any(|(id, _)| *id == c.id),
                 "{} missing in {}",
                 c.symbol,
                 lib.path.display()
             );
+            assert!(!other.calls.iter().any(|(id, _)| *id == c.id), "{}", c.symbol);
         }
         // pthread_cond_wait has two versions at different addresses; the default one is
         // the one this very test binary was linked against.

@@ -18,7 +18,7 @@ use crate::analysis::profile::Profile;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Pipeline;
 use crate::funcs::{FuncError, FunctionSelector};
-use crate::libraries::{self, Library, LibrarySet, ThreadLibraries};
+use crate::libraries::{self, Library, LibrarySet, ThreadCallSet, ThreadLibraries};
 use crate::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf};
 use crate::predict::replay::ReplayError;
 use crate::probes::slots::CpuSlots;
@@ -158,9 +158,11 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     libs.probe(&mut probes, |p| {
         opts.system_wide || user_libs.contains(p) || mapped.contains(p)
     })?;
-    let mut locks = opts.locks.then(LockProbes::new);
-    if let Some(locks) = &mut locks {
-        for &pid in &targets {
+    let mut joins = ThreadCallProbes::joins();
+    let mut locks = opts.locks.then(ThreadCallProbes::locks);
+    for &pid in &targets {
+        joins.attach_running(&mut probes, pid);
+        if let Some(locks) = &mut locks {
             locks.attach_running(&mut probes, pid);
         }
     }
@@ -220,6 +222,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         probes,
         funcs,
         libs,
+        joins,
         locks,
         sink,
         child,
@@ -243,7 +246,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     summary.tracer_cpu_ns = own_cpu_ns();
     write_json(opts.summary_json.as_deref(), &summary)?;
     write_json(opts.profile_json.as_deref(), &profile)?;
-    let detacher = locks.map(|l| l.detacher);
+    let detacher = locks.and_then(|l| l.detacher);
     if let Some(detaching) = opts.on_detach {
         let pending = detacher.as_ref().map_or(0, Detacher::pending);
         detaching(probes.attach_count + pending);
@@ -412,25 +415,39 @@ fn from_traced_thread(rec: &Record) -> bool {
     )
 }
 
-/// `--locks`: probes on the C library's pthread calls, scoped to each traced process
-/// (uprobes with a pid: the kernel sets the breakpoints in that process's pages only, so
-/// the rest of the machine never traps). A process is probed when the session first sees
-/// it (at exec, while it is held, or at its first event after a fork), if its program or
-/// libraries import one of the calls, and its probes are detached, on a thread of their
-/// own, when it exits.
-struct LockProbes {
+/// Probes on the C library's pthread calls. A process is looked at when the session
+/// first sees it (at exec, while it is held, or at its first event after a fork): if its
+/// program or libraries import one of the calls, the file that defines them is probed.
+/// - Thread creation and joins ([`ThreadCallProbes::joins`], always): in every process,
+///   once per file. They are rare, so an untraced process that traps on one (the probes
+///   drop its records in the kernel) loses nothing measurable, and no probe is attached
+///   or detached per process.
+/// - Locks ([`ThreadCallProbes::locks`], `--locks`): scoped to each traced process
+///   (uprobes with a pid: the kernel sets the breakpoints in that process's pages only,
+///   so the rest of the machine never traps on these hot calls), detached on a thread of
+///   their own when the process exits.
+struct ThreadCallProbes {
     libs: ThreadLibraries,
     /// Processes seen (probed, or with nothing to probe), until they exit.
     probed: HashSet<u32>,
-    detacher: Detacher,
+    /// Per-process probes: what detaches them. None: probes for every process.
+    detacher: Option<Detacher>,
 }
 
-impl LockProbes {
-    fn new() -> Self {
-        LockProbes {
-            libs: ThreadLibraries::new(),
+impl ThreadCallProbes {
+    fn joins() -> Self {
+        ThreadCallProbes {
+            libs: ThreadLibraries::new(ThreadCallSet::Lifecycle),
             probed: HashSet::new(),
-            detacher: Detacher::spawn(),
+            detacher: None,
+        }
+    }
+
+    fn locks() -> Self {
+        ThreadCallProbes {
+            libs: ThreadLibraries::new(ThreadCallSet::Locks),
+            probed: HashSet::new(),
+            detacher: Some(Detacher::spawn()),
         }
     }
 
@@ -439,8 +456,9 @@ impl LockProbes {
     fn attach_running(&mut self, probes: &mut Probes, pid: u32) {
         if !self.probed.contains(&pid) && procfs::is_alive(pid) {
             self.probed.insert(pid);
+            let per_process = self.detacher.is_some();
             let lib = self.libs.of_process(pid);
-            Self::attach(probes, lib, pid);
+            Self::attach(probes, lib, pid, per_process);
         }
     }
 
@@ -456,28 +474,36 @@ impl LockProbes {
                 .ok()
                 .and_then(|p| p.canonicalize().ok()),
         );
+        let per_process = self.detacher.is_some();
         let lib = self.libs.for_program(&files);
-        Self::attach(probes, lib, pid);
+        Self::attach(probes, lib, pid, per_process);
     }
 
-    fn attach(probes: &mut Probes, lib: Option<&libraries::ThreadLibrary>, pid: u32) {
+    fn attach(
+        probes: &mut Probes,
+        lib: Option<&libraries::ThreadLibrary>,
+        pid: u32,
+        per_process: bool,
+    ) {
         let Some(lib) = lib else { return };
-        match probes.attach_thread_calls(lib, pid) {
+        match probes.attach_thread_calls(lib, per_process.then_some(pid)) {
             Ok(n) if n > 0 => log::debug!(
-                "probed {n} pthread calls of {} in pid {pid}",
+                "probed {n} pthread calls of {} (seen in pid {pid})",
                 lib.path.display()
             ),
             Ok(_) => {}
-            // It may have exited meanwhile; lock records of a process are best effort.
-            Err(e) if procfs::is_alive(pid) => log::warn!("--locks in pid {pid}: {e}"),
+            // It may have exited meanwhile; pthread records of a process are best effort.
+            Err(e) if procfs::is_alive(pid) => log::warn!("pthread calls in pid {pid}: {e}"),
             Err(_) => {}
         }
     }
 
-    /// The process is gone: its probes go (on the detacher's thread).
+    /// The process is gone: its own probes go (on the detacher's thread).
     fn exited(&mut self, probes: &mut Probes, pid: u32) {
         if self.probed.remove(&pid) {
-            self.detacher.detach(probes.take_process_links(pid));
+            if let Some(detacher) = &self.detacher {
+                detacher.detach(probes.take_process_links(pid));
+            }
         }
     }
 }
@@ -547,7 +573,8 @@ struct LoopContext {
     probes: Probes,
     funcs: FunctionSelector,
     libs: LibrarySet,
-    locks: Option<LockProbes>,
+    joins: ThreadCallProbes,
+    locks: Option<ThreadCallProbes>,
     sink: Sink,
     child: Option<u32>,
     command_status: Option<i32>,
@@ -564,6 +591,7 @@ impl LoopContext {
             // The probes stopped the process at exec: probe the MPI/PVM libraries and the
             // procedures the new program needs, then let it run.
             let needed = libraries::needed_by(pid);
+            self.joins.attach_exec(&mut self.probes, pid, &needed);
             if let Some(locks) = &mut self.locks {
                 locks.attach_exec(&mut self.probes, pid, &needed);
             }
@@ -581,13 +609,13 @@ impl LoopContext {
                 self.sink.probe(&p)?;
             }
         }
-        if let Some(locks) = &mut self.locks {
-            let pid = rec.header().tgid;
+        let pid = rec.header().tgid;
+        for calls in std::iter::once(&mut self.joins).chain(self.locks.as_mut()) {
             match &rec {
-                Record::Exit(x) if x.group_dead != 0 => locks.exited(&mut self.probes, pid),
+                Record::Exit(x) if x.group_dead != 0 => calls.exited(&mut self.probes, pid),
                 // A process forked by a traced one (it runs already: calls before this
                 // point are not seen), or one that became traced in system-wide mode.
-                _ if from_traced_thread(&rec) => locks.attach_running(&mut self.probes, pid),
+                _ if from_traced_thread(&rec) => calls.attach_running(&mut self.probes, pid),
                 _ => {}
             }
         }

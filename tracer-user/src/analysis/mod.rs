@@ -52,6 +52,10 @@ struct ThreadCalls {
     active: Vec<ProcId>,
     /// Whether a record of the thread went through [`Analyzer::record`] yet.
     analysed: bool,
+    /// The thread it cloned last: inside pthread_create, the one it creates.
+    cloned: Option<u32>,
+    /// The exited thread whose exit ended its latest futex wait (a join that blocked).
+    woken_by_exit: Option<u32>,
 }
 
 impl ThreadCalls {
@@ -121,6 +125,8 @@ fn thread_state<'a>(
             cpu: h.cpu_ns,
             active: Vec::new(),
             analysed: false,
+            cloned: None,
+            woken_by_exit: None,
         }
     })
 }
@@ -303,8 +309,9 @@ impl<M: PathModel> Analyzer<M> {
                 let t = self.thread(&h);
                 if t.futex.take().is_some_and(futex_waits) {
                     t.clock.end_blocking(h.ts_ns, h.cpu_ns);
-                    if let Some(waker) = self.sync.wait_returned(h.tid) {
-                        self.engine.merge(h.tid, &waker);
+                    if let Some(wake) = self.sync.wait_returned(h.tid) {
+                        self.thread(&h).woken_by_exit = wake.exited;
+                        self.engine.merge(h.tid, &wake.mark);
                     }
                 }
             }
@@ -319,6 +326,7 @@ impl<M: PathModel> Analyzer<M> {
                 self.engine.scheduled(h.tid, what);
             }
             Record::Fork(f) => {
+                self.thread(&h).cloned = Some(f.child_tid);
                 let creator = self.engine.snapshot(h.tid);
                 self.sync.clone_thread(h.tgid, f.child_tid, creator);
             }
@@ -355,7 +363,7 @@ impl<M: PathModel> Analyzer<M> {
             .is_some_and(|t| !t.in_library_call() && t.futex.is_some_and(futex_wakes));
         if waking && self.in_futex_wait(wakee) {
             let mark = self.engine.snapshot(waker);
-            self.sync.wake(wakee, mark, false);
+            self.sync.wake(wakee, mark, None);
         }
     }
 
@@ -365,7 +373,7 @@ impl<M: PathModel> Analyzer<M> {
             return;
         }
         if let Some(mark) = self.sync.exited(waker).cloned() {
-            self.sync.wake(wakee, mark, true);
+            self.sync.wake(wakee, mark, Some(waker));
         }
     }
 
@@ -381,9 +389,11 @@ impl<M: PathModel> Analyzer<M> {
         if !outermost {
             return; // a call made by the library itself
         }
-        // Every MPI/PVM call is communication, and a pthread call (`--locks`) waits: its
-        // time is not work on the path.
-        t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+        // Every MPI/PVM call is communication, and a pthread call waits: its time is not
+        // work on the path. Creating a thread is the creator's work.
+        if calls::waits(id) {
+            t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+        }
         if id == call::MPI_FINALIZE {
             self.engine.milestone(h.tid, Milestone::Finalizing);
         }
@@ -413,6 +423,7 @@ impl<M: PathModel> Analyzer<M> {
                 let mark = self.engine.snapshot(h.tid);
                 self.sync.signal(h.tgid, e.handle, h.ts_ns, mark);
             }
+            Role::ThreadJoin => self.thread(&h).woken_by_exit = None,
             _ => {}
         }
     }
@@ -432,6 +443,22 @@ impl<M: PathModel> Analyzer<M> {
                 incoming.extend(self.sync.cond_returned(h.tgid, entry.handle, since));
                 incoming.extend(self.sync.acquire(h.tgid, entry.comm));
             }
+            Role::ThreadCreate if x.ret == 0 => {
+                if let Some(child) = self.thread(&h).cloned.take() {
+                    self.sync.created(h.tgid, x.handle, child);
+                }
+            }
+            // The joiner goes on after the joined thread's end, whether or not it had to
+            // wait for it (a join of a thread that has exited, or a try-join, does not):
+            // a dependency unless the thread's exit already woke it from its wait here.
+            Role::ThreadJoin if x.ret == 0 => {
+                let woken_by = self.thread(&h).woken_by_exit.take();
+                if let Some(joined) = self.sync.joined(h.tgid, entry.handle) {
+                    if woken_by != Some(joined.tid) {
+                        incoming.push(joined.end);
+                    }
+                }
+            }
             _ => {}
         }
         for m in &incoming {
@@ -446,9 +473,11 @@ impl<M: PathModel> Analyzer<M> {
         if !t.open.is_empty() {
             return;
         }
-        t.clock.end_blocking(h.ts_ns, h.cpu_ns);
-        let pid = h.tgid;
         let (id, _) = split_call_field(open.entry.header.call);
+        if calls::waits(id) {
+            t.clock.end_blocking(h.ts_ns, h.cpu_ns);
+        }
+        let pid = h.tgid;
         if let Some(role) = thread_call_role(id) {
             self.lock_call_exit(role, &open.entry, x);
             return;

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::matcher::MatchStats;
+use super::sync::SyncStats;
 use super::workclock::ClockKind;
 use super::Analyzer;
 
@@ -21,6 +22,8 @@ pub struct Profile {
     /// Sorted by critical-path time, largest first.
     pub procedures: Vec<ProcedureRow>,
     pub messages: MatchStats,
+    /// Shared-memory dependencies found, by kind.
+    pub sync: SyncStats,
     pub events: EventTotals,
 }
 
@@ -134,6 +137,7 @@ impl Profile {
             },
             procedures,
             messages: a.matcher.final_stats(),
+            sync: a.sync.stats.clone(),
             events: EventTotals {
                 total: a.events,
                 lost,

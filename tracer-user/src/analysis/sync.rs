@@ -7,12 +7,17 @@
 //!   block. Wakeups from anything else (an interrupt, a timer, a signal) carry no
 //!   dependency.
 //! - **Creation.** A new thread's first event depends on its creator's clone.
+//! - **Joins** (uprobes on pthread_create and the joins, always): a successful join's
+//!   return depends on the joined thread's last event, also when it did not block (the
+//!   thread had exited already, or a try-join found it done), which no futex shows.
 //! - **Locks** (`--locks`, uprobes on the pthread calls): the n-th acquisition of a lock
 //!   depends on the (n-1)-th release even when no thread blocked; a condition wait's
 //!   return depends on the latest signal after it began.
 //!
 //! The tracker keeps only the latest mark per lock, per condition variable and per
-//! blocked thread: memory is bounded by the program's threads and locks.
+//! blocked thread, and one entry per thread not joined yet (glibc reuses the pthread_t
+//! of a detached thread that ended, which replaces its entry): memory is bounded by the
+//! program's threads and locks.
 
 use std::collections::VecDeque;
 
@@ -35,8 +40,12 @@ pub struct SyncTracker<M> {
     /// Last event of threads that exited, oldest first.
     exited: FxHashMap<u32, M>,
     exit_order: VecDeque<u32>,
-    /// Blocked thread -> the waker's mark, merged when its wait returns.
-    woken: FxHashMap<u32, M>,
+    /// Blocked thread -> what woke it, merged when its wait returns.
+    woken: FxHashMap<u32, Wake<M>>,
+    /// Threads made by pthread_create, by (process, pthread_t), until they are joined.
+    joinable: FxHashMap<(u32, u64), Joinable<M>>,
+    /// Thread id -> its key in `joinable`, while the thread lives.
+    joinable_ids: FxHashMap<u32, (u32, u64)>,
     /// Lock address (per process) -> mark of its latest release.
     released: FxHashMap<(u32, u64), M>,
     /// Condition variable (per process) -> (time, mark) of its latest signal.
@@ -57,6 +66,28 @@ pub struct SyncStats {
     pub lock_handoffs: u64,
     /// Condition waits that depend on a signal (`--locks`).
     pub signals: u64,
+    /// Joins that depend on the joined thread's end without having waited for its exit.
+    pub joins: u64,
+}
+
+/// What woke a blocked thread.
+pub struct Wake<M> {
+    pub mark: M,
+    /// The thread whose exit woke it (a join), if that is what it was.
+    pub exited: Option<u32>,
+}
+
+/// A thread made by pthread_create and not joined yet.
+struct Joinable<M> {
+    tid: u32,
+    /// Its last event, once it exited.
+    end: Option<M>,
+}
+
+/// A joined thread and its last event.
+pub struct Joined<M> {
+    pub tid: u32,
+    pub end: M,
 }
 
 impl<M: Clone> Default for SyncTracker<M> {
@@ -66,6 +97,8 @@ impl<M: Clone> Default for SyncTracker<M> {
             exited: FxHashMap::default(),
             exit_order: VecDeque::new(),
             woken: FxHashMap::default(),
+            joinable: FxHashMap::default(),
+            joinable_ids: FxHashMap::default(),
             released: FxHashMap::default(),
             signalled: FxHashMap::default(),
             stats: SyncStats::default(),
@@ -92,6 +125,11 @@ impl<M: Clone> SyncTracker<M> {
 
     /// Thread `tid` exited; `mark` is its last event.
     pub fn exit(&mut self, tid: u32, mark: M) {
+        if let Some(key) = self.joinable_ids.remove(&tid) {
+            if let Some(j) = self.joinable.get_mut(&key) {
+                j.end = Some(mark.clone());
+            }
+        }
         if self.exited.insert(tid, mark).is_none() {
             self.exit_order.push_back(tid);
         }
@@ -103,22 +141,45 @@ impl<M: Clone> SyncTracker<M> {
         self.woken.remove(&tid);
     }
 
+    /// pthread_create in process `pid` made thread `tid`, whose pthread_t is `pthread`.
+    /// (A short thread may have exited before its creator's call returned.)
+    pub fn created(&mut self, pid: u32, pthread: u64, tid: u32) {
+        let end = self.exited.get(&tid).cloned();
+        if end.is_none() {
+            self.joinable_ids.insert(tid, (pid, pthread));
+        }
+        if let Some(old) = self.joinable.insert((pid, pthread), Joinable { tid, end }) {
+            self.joinable_ids.remove(&old.tid);
+        }
+    }
+
+    /// A join of `pthread` in process `pid` succeeded: the joined thread and its last
+    /// event, if it is known and has exited.
+    pub fn joined(&mut self, pid: u32, pthread: u64) -> Option<Joined<M>> {
+        let j = self.joinable.remove(&(pid, pthread))?;
+        self.joinable_ids.remove(&j.tid);
+        let end = j.end?;
+        self.stats.joins += 1;
+        Some(Joined { tid: j.tid, end })
+    }
+
     /// The mark of an exited thread, if it is still kept (its exit may wake a joiner).
     pub fn exited(&self, tid: u32) -> Option<&M> {
         self.exited.get(&tid)
     }
 
-    /// A waker (`mark`) woke thread `wakee`, which is blocked in a futex wait.
-    pub fn wake(&mut self, wakee: u32, mark: M, by_exit: bool) {
-        self.woken.insert(wakee, mark);
+    /// A waker (`mark`) woke thread `wakee`, which is blocked in a futex wait; `exited`:
+    /// the waker is a thread that exited (a join).
+    pub fn wake(&mut self, wakee: u32, mark: M, exited: Option<u32>) {
+        self.woken.insert(wakee, Wake { mark, exited });
         self.stats.wakeups += 1;
-        if by_exit {
+        if exited.is_some() {
             self.stats.exit_wakeups += 1;
         }
     }
 
     /// Thread `tid`'s futex wait returned: what woke it, if anything traced did.
-    pub fn wait_returned(&mut self, tid: u32) -> Option<M> {
+    pub fn wait_returned(&mut self, tid: u32) -> Option<Wake<M>> {
         self.woken.remove(&tid)
     }
 
@@ -155,6 +216,8 @@ impl<M: Clone> SyncTracker<M> {
         self.created.len()
             + self.exited.len()
             + self.woken.len()
+            + self.joinable.len()
+            + self.joinable_ids.len()
             + self.released.len()
             + self.signalled.len()
     }

@@ -88,6 +88,7 @@ fn dependency_name(to: &Vertex) -> &'static str {
     }
     match calls::spec(split_call_field(to.label as u16).0) {
         Some(s) if s.role == Role::Collective => "collective",
+        Some(s) if s.role == Role::ThreadJoin => "join",
         Some(s) if s.family == Family::Threads => "lock",
         _ => "message",
     }

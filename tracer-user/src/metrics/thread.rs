@@ -39,14 +39,15 @@ impl Cause {
         match calls::spec(id).map(|s| s.role) {
             Some(Role::Send | Role::Recv | Role::SendRecv | Role::Completion) => Cause::Message,
             Some(Role::Collective) => Cause::Collective,
-            Some(Role::Setup) | None => Cause::Other,
+            Some(Role::Setup | Role::ThreadCreate) | None => Cause::Other,
             // pthread calls (--locks): synchronization between threads, as futex waits.
             Some(
                 Role::LockAcquire
                 | Role::LockRelease
                 | Role::CondWait
                 | Role::CondSignal
-                | Role::BarrierWait,
+                | Role::BarrierWait
+                | Role::ThreadJoin,
             ) => Cause::Futex,
         }
     }
@@ -261,12 +262,21 @@ impl ThreadAcc {
         if site != 0 {
             open.site = site;
         }
+        // Creating a thread is work (the analysis's work clock agrees).
+        if matches!(open.kind, Kind::Call(id) if !calls::waits(id)) {
+            return None;
+        }
         Some(self.close(open, ts, cpu))
     }
 
-    /// A futex wait begins (only outside MPI/PVM calls: inside one it is the call's time).
+    /// A futex wait begins (only outside MPI/PVM calls: inside one it is the call's time;
+    /// inside pthread_create, which is work, it is a wait of its own).
     pub fn futex_wait(&mut self, ts: u64, cpu: u64, site: u64) {
-        if self.calls.is_empty() {
+        let in_waiting_call = self
+            .calls
+            .iter()
+            .any(|c| matches!(c.kind, Kind::Call(id) if calls::waits(id)));
+        if !in_waiting_call {
             self.futex = Some(Open {
                 kind: Kind::Futex,
                 site,

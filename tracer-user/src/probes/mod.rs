@@ -291,14 +291,15 @@ impl Probes {
         Ok(n)
     }
 
-    /// Attaches entry and exit probes to the pthread calls of `lib` that fire in process
-    /// `pid` only (all its threads: they share its address space; also after it execs).
-    /// The kernel puts the breakpoints in that process's copy of the library's pages, so
-    /// other processes never trap. Returns the number of calls newly probed.
+    /// Attaches entry and exit probes to the pthread calls of `lib`: with a `pid`, ones
+    /// that fire in that process only (all its threads: they share its address space;
+    /// also after it execs; the kernel puts the breakpoints in that process's copy of the
+    /// library's pages, so other processes never trap), else in every process (the
+    /// probes keep only traced ones). Returns the number of calls newly probed.
     pub fn attach_thread_calls(
         &mut self,
         lib: &ThreadLibrary,
-        pid: u32,
+        pid: Option<u32>,
     ) -> Result<usize, ProbeError> {
         self.configure_flavor(Flavor::Glibc, 0)?;
         let mut n = 0;
@@ -310,7 +311,7 @@ impl Probes {
                 &sym.name,
                 sym.file_offset,
                 cookie,
-                Some(pid),
+                pid,
             )? {
                 n += 1;
             }
