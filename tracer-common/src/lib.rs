@@ -52,6 +52,10 @@ pub mod kind {
     /// Half of a CPU's slots are unread: wake up and read them ([`super::EventHeader`]
     /// only, in the ring; it stands for no record).
     pub const SLOTS_NUDGE: u16 = 21;
+    /// dlopen returned in a traced process held for it (`maps::HOLD_ON_LOAD`): it is
+    /// stopped until userspace probed the libraries it now maps ([`super::EventHeader`]
+    /// only, in the ring; it stands for no record).
+    pub const LIBRARY_LOADED: u16 = 22;
 }
 
 /// Library families whose calls the probes understand. Part of the cookie of a call probe.
@@ -423,7 +427,9 @@ pub const fn record_size(kind: u16) -> Option<usize> {
         kind::FUTEX_PAIR => size_of::<FutexPairRecord>(),
         kind::HANDLE_ARRAY => size_of::<HandleArrayRecord>(),
         kind::STATUS_ARRAY => size_of::<StatusArrayRecord>(),
-        kind::FUNC_ENTER | kind::FUNC_EXIT | kind::SLOTS_NUDGE => size_of::<EventHeader>(),
+        kind::FUNC_ENTER | kind::FUNC_EXIT | kind::SLOTS_NUDGE | kind::LIBRARY_LOADED => {
+            size_of::<EventHeader>()
+        }
         kind::FUTEX_ENTER | kind::FUTEX_EXIT => size_of::<FutexRecord>(),
         kind::SWITCH_OUT | kind::SWITCH_IN => size_of::<SwitchRecord>(),
         kind::WAKEUP | kind::WAKEUP_NEW => size_of::<WakeRecord>(),
@@ -719,6 +725,7 @@ pub mod maps {
     pub const FLAVORS: &str = "FLAVORS";
     pub const SLOTS: &str = "SLOTS";
     pub const CURSORS: &str = "CURSORS";
+    pub const HOLD_ON_LOAD: &str = "HOLD_ON_LOAD";
 }
 
 #[cfg(feature = "user")]

@@ -68,6 +68,10 @@ static SLOT_OWNERS: HashMap<u32, u32> = HashMap::with_max_entries(THREAD_SLOTS_L
 const BPF_NOEXIST: u64 = 1;
 #[map]
 static CONFIG: Array<ProbeConfig> = Array::with_max_entries(1, 0);
+/// Traced processes to stop after each dlopen (userspace's choice: those that map no
+/// MPI/PVM library yet, such as a Python interpreter before it imports mpi4py).
+#[map]
+static HOLD_ON_LOAD: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
 #[map]
 static LAYOUTS: Array<CallLayout> = Array::with_max_entries(call::TABLE_SIZE, 0);
 #[map]
@@ -1204,6 +1208,47 @@ fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
         // Userspace attaches the procedure probes to the new program, then sends SIGCONT.
         unsafe { bpf_send_signal(SIGSTOP) };
     }
+    Ok(())
+}
+
+/// dlopen returned (a uretprobe on the C library's dlopen, in every process). In a process
+/// userspace holds, the library and what it needs are mapped now but none of their code
+/// ran: stop the process and tell userspace, which probes the MPI/PVM libraries among
+/// them before the program can call one (mpi4py's MPI module calls MPI_Init as it is
+/// imported), then lets it go on.
+#[uretprobe]
+pub fn library_loaded(ctx: RetProbeContext) -> u32 {
+    let _ = try_library_loaded(&ctx);
+    0
+}
+
+fn try_library_loaded(ctx: &RetProbeContext) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    if unsafe { HOLD_ON_LOAD.get(&tgid) }.is_none() {
+        return Ok(());
+    }
+    let handle: u64 = ctx.ret();
+    if handle == 0 {
+        return Ok(()); // dlopen failed: nothing new is mapped
+    }
+    let header = EventHeader {
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        cpu_ns: 0,
+        tgid,
+        tid,
+        kind: kind::LIBRARY_LOADED,
+        call: 0,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+    };
+    // Straight to the reader (it must act before the process can go on).
+    if EVENTS
+        .output::<EventHeader>(&header, BPF_RB_FORCE_WAKEUP)
+        .is_err()
+    {
+        count_lost();
+        return Ok(()); // not stopped: nobody would know to let it go on
+    }
+    unsafe { bpf_send_signal(SIGSTOP) };
     Ok(())
 }
 

@@ -192,6 +192,11 @@ impl LibrarySet {
     }
 
     /// (path, flavor, calls probed) of the probed libraries.
+    /// Whether one of `files` (canonical paths) is an MPI/PVM library of the set.
+    pub fn any_of(&self, files: &BTreeSet<PathBuf>) -> bool {
+        self.libs.iter().any(|l| files.contains(&l.path))
+    }
+
     pub fn probed(&self) -> Vec<(PathBuf, Flavor, usize)> {
         self.libs
             .iter()
@@ -388,6 +393,22 @@ fn default_version_addresses(
         }
     }
     Ok(out)
+}
+
+/// Where dlopen is among a program's files (canonical paths): the C library (glibc 2.34+)
+/// or libdl (before). None for a program without one (a static executable).
+pub fn dlopen_in(files: &BTreeSet<PathBuf>) -> Option<(PathBuf, Symbol)> {
+    files
+        .iter()
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("libc.so") || name.starts_with("libdl.so")
+        })
+        .find_map(|p| {
+            let table = SymbolTable::read(p).ok()?;
+            let sym = table.get("dlopen").filter(|s| s.is_function)?.clone();
+            Some((p.clone(), sym))
+        })
 }
 
 fn is_thread_library_name(path: &Path) -> bool {

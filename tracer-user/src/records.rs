@@ -52,10 +52,15 @@ fn read<T: Copy>(bytes: &[u8]) -> T {
 
 /// The kind of the record at the start of `bytes`.
 pub fn peek_kind(bytes: &[u8]) -> Result<u16, DecodeError> {
+    peek_header(bytes).map(|h| h.kind)
+}
+
+/// The header of the record at the start of `bytes`.
+pub fn peek_header(bytes: &[u8]) -> Result<EventHeader, DecodeError> {
     if bytes.len() < std::mem::size_of::<EventHeader>() {
         return Err(DecodeError::Short(bytes.len()));
     }
-    Ok(read::<EventHeader>(bytes).kind)
+    Ok(read::<EventHeader>(bytes))
 }
 
 /// Size of the record at the start of `bytes` (from its kind).
@@ -285,6 +290,7 @@ pub fn kind_name(k: u16) -> &'static str {
         kind::CALL_RETURN => "call_return",
         kind::FUTEX_PAIR => "futex_pair",
         kind::SLOTS_NUDGE => "slots_nudge",
+        kind::LIBRARY_LOADED => "library_loaded",
         _ => "unknown",
     }
 }

@@ -224,6 +224,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         libs,
         joins,
         locks,
+        held_on_load: HashSet::new(),
         sink,
         child,
         command_status: None,
@@ -575,6 +576,8 @@ struct LoopContext {
     libs: LibrarySet,
     joins: ThreadCallProbes,
     locks: Option<ThreadCallProbes>,
+    /// Processes the probes stop after each dlopen ([`LoopContext::hold_until_mpi`]).
+    held_on_load: HashSet<u32>,
     sink: Sink,
     child: Option<u32>,
     command_status: Option<i32>,
@@ -584,6 +587,9 @@ struct LoopContext {
 
 impl LoopContext {
     fn handle(&mut self, raw: &[u8]) -> Result<(), SessionError> {
+        if records::peek_kind(raw)? == tracer_common::kind::LIBRARY_LOADED {
+            return self.library_loaded(records::peek_header(raw)?.tgid);
+        }
         let rec = records::decode(raw)?;
         self.sink.record(raw, &rec)?;
         if let Record::Exec(e) = &rec {
@@ -601,6 +607,7 @@ impl LoopContext {
                     .attach_in_process(&mut self.probes, pid)
                     .map_err(SessionError::from)
             });
+            self.hold_until_mpi(pid, &needed);
             if !self.system_wide {
                 // SAFETY: plain kill(2).
                 unsafe { libc::kill(pid as i32, libc::SIGCONT) };
@@ -610,6 +617,11 @@ impl LoopContext {
             }
         }
         let pid = rec.header().tgid;
+        if matches!(&rec, Record::Exit(x) if x.group_dead != 0) && self.held_on_load.remove(&pid)
+        {
+            // Gone: nothing to hold any more.
+            let _ = self.probes.hold_on_load(pid, false);
+        }
         for calls in std::iter::once(&mut self.joins).chain(self.locks.as_mut()) {
             match &rec {
                 Record::Exit(x) if x.group_dead != 0 => calls.exited(&mut self.probes, pid),
@@ -618,6 +630,51 @@ impl LoopContext {
                 _ if from_traced_thread(&rec) => calls.attach_running(&mut self.probes, pid),
                 _ => {}
             }
+        }
+        Ok(())
+    }
+
+    /// A program that maps no MPI/PVM library when it starts may load one later with
+    /// dlopen (Python with mpi4py, R with Rmpi): the probes stop it after each dlopen
+    /// until it has one (system-wide, processes are traced from their first call on and
+    /// are never held).
+    fn hold_until_mpi(&mut self, pid: u32, needed: &BTreeSet<PathBuf>) {
+        if self.system_wide || self.libs.any_of(needed) {
+            return;
+        }
+        let Some((path, dlopen)) = libraries::dlopen_in(needed) else {
+            return; // a static program cannot dlopen
+        };
+        let held = self
+            .probes
+            .attach_load_probe(&path, &dlopen)
+            .and_then(|_| self.probes.hold_on_load(pid, true));
+        match held {
+            Ok(()) => {
+                self.held_on_load.insert(pid);
+            }
+            Err(e) => log::warn!("libraries pid {pid} loads later are not probed: {e}"),
+        }
+    }
+
+    /// Process `pid`, held, returned from dlopen and is stopped: probe the MPI/PVM
+    /// libraries (and selected procedures) it maps now, then let it go on. Once it has
+    /// an MPI/PVM library it is held no more.
+    fn library_loaded(&mut self, pid: u32) -> Result<(), SessionError> {
+        let mapped = libraries::mapped_candidates(&[pid]);
+        let libs = self.libs.probe(&mut self.probes, |p| mapped.contains(p));
+        let attached = libs.map_err(SessionError::from).and_then(|()| {
+            self.funcs
+                .attach_in_process(&mut self.probes, pid)
+                .map_err(SessionError::from)
+        });
+        if self.libs.any_of(&mapped) && self.held_on_load.remove(&pid) {
+            let _ = self.probes.hold_on_load(pid, false);
+        }
+        // SAFETY: plain kill(2).
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        for p in attached? {
+            self.sink.probe(&p)?;
         }
         Ok(())
     }

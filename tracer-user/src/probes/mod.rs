@@ -19,6 +19,7 @@ use tracer_common::{call, call_cookie, maps, ProbeConfig, ThreadClock, ThreadSta
 
 use crate::calls::{Flavor, CALLS};
 use crate::libraries::{Library, ThreadLibrary};
+use crate::symbols::Symbol;
 
 static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
 
@@ -126,6 +127,9 @@ fn wakeup_bytes(ring_bytes: u32) -> u32 {
     1 << bytes.ilog2()
 }
 
+/// The dlopen return probe (`Probes::attach_load_probe`).
+const LIBRARY_LOADED: &str = "library_loaded";
+
 /// The empty programs of `ProbeOptions::floor`.
 const FLOOR_UPROBE: &str = "floor_uprobe";
 const FLOOR_URETPROBE: &str = "floor_uretprobe";
@@ -141,6 +145,8 @@ pub struct Probes {
     attached: HashSet<(PathBuf, u64, Option<u32>)>,
     /// Probes that fire in one process only (`--locks`), by process: (program, link).
     process_links: std::collections::HashMap<u32, Vec<(&'static str, UProbeLinkId)>>,
+    /// Files whose dlopen carries the `library_loaded` probe.
+    load_probes: HashSet<PathBuf>,
     pub attach_count: usize,
     floor: bool,
     /// CPUs the kernel may run on (the slots' CPU numbers) and slots per CPU.
@@ -204,7 +210,8 @@ impl Probes {
         } else {
             &["call_enter", "call_exit", "func_enter", "func_exit"]
         };
-        for &name in uprobes {
+        // The dlopen probe stays real with the floor: it only follows targets.
+        for &name in uprobes.iter().chain(&[LIBRARY_LOADED]) {
             let p: &mut UProbe = program(&mut ebpf, name)?;
             p.load()
                 .map_err(|source| ProbeError::Program { name, source })?;
@@ -244,6 +251,7 @@ impl Probes {
             ebpf,
             attached: HashSet::new(),
             process_links: std::collections::HashMap::new(),
+            load_probes: HashSet::new(),
             attach_count: 0,
             floor: opts.floor,
             cpus,
@@ -337,6 +345,52 @@ impl Probes {
         }
         self.attach_count -= out.len();
         out
+    }
+
+    /// Attaches the dlopen return probe at `dlopen` (a function of `path`), in every
+    /// process: it stops the processes [`Probes::hold_on_load`] names after each dlopen
+    /// and tells the reader (`kind::LIBRARY_LOADED`). Returns false if it was there.
+    pub fn attach_load_probe(&mut self, path: &Path, dlopen: &Symbol) -> Result<bool, ProbeError> {
+        if !self.load_probes.insert(path.to_path_buf()) {
+            return Ok(false);
+        }
+        let p: &mut UProbe = program(&mut self.ebpf, LIBRARY_LOADED)?;
+        let point = UProbeAttachPoint {
+            location: UProbeAttachLocation::AbsoluteOffset(dlopen.file_offset),
+            cookie: None,
+        };
+        match p.attach(point, path, UProbeScope::AllProcesses) {
+            Ok(_) => {
+                self.attach_count += 1;
+                Ok(true)
+            }
+            Err(source) => {
+                self.load_probes.remove(path);
+                Err(ProbeError::Attach {
+                    symbol: dlopen.name.clone(),
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Whether process `pid` stops after each dlopen until userspace let it go on (see
+    /// [`Probes::attach_load_probe`]).
+    pub fn hold_on_load(&mut self, pid: u32, hold: bool) -> Result<(), ProbeError> {
+        let mut held: HashMap<&mut MapData, u32, u32> = map(&mut self.ebpf, maps::HOLD_ON_LOAD)?;
+        let done = if hold {
+            held.insert(pid, 1, 0)
+        } else {
+            match held.remove(&pid) {
+                Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+                other => other,
+            }
+        };
+        done.map_err(|source| ProbeError::MapOp {
+            name: maps::HOLD_ON_LOAD,
+            source,
+        })
     }
 
     /// Attaches the selected-procedure probes with `probe_id` at a function.
