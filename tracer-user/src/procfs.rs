@@ -172,6 +172,15 @@ pub fn mappings(pid: u32) -> Vec<Mapping> {
 }
 
 /// Everything /proc knows about `pid` now; fields stay empty if it is gone.
+/// The MPI rank a launcher gave process `pid` in its environment, if any.
+pub fn env_rank(pid: u32) -> Option<i32> {
+    let env = fs::read(proc_path(pid, "environ")).ok()?;
+    env_int(&env, RANK_VARIABLES)
+}
+
+/// Where MPI launchers put a rank's number (Open MPI, Hydra, PMIx).
+const RANK_VARIABLES: &[&str] = &["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"];
+
 pub fn inspect(pid: u32) -> ProcessInfo {
     let command = fs::read(proc_path(pid, "cmdline"))
         .map(|c| {
@@ -190,7 +199,7 @@ pub fn inspect(pid: u32) -> ProcessInfo {
         exe: fs::read_link(proc_path(pid, "exe"))
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
-        env_rank: env_int(&env, &["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]),
+        env_rank: env_int(&env, RANK_VARIABLES),
         env_size: env_int(&env, &["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]),
         mappings: mappings(pid),
         mpi_world_handle: None,

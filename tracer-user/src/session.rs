@@ -634,12 +634,15 @@ impl LoopContext {
         Ok(())
     }
 
-    /// A program that maps no MPI/PVM library when it starts may load one later with
-    /// dlopen (Python with mpi4py, R with Rmpi): the probes stop it after each dlopen
-    /// until it has one (system-wide, processes are traced from their first call on and
-    /// are never held).
+    /// An MPI rank whose program maps no MPI/PVM library when it starts loads one later
+    /// with dlopen (Python with mpi4py, R with Rmpi): the probes stop it after each
+    /// dlopen until it has one. Only ranks (a launcher put their rank in their
+    /// environment): launchers and their daemons never call MPI, and mpirun forwards
+    /// each SIGCONT it gets to the whole job, which would let ranks held at their exec
+    /// go on unprobed. (System-wide, processes are traced from their first call on and
+    /// are never held.)
     fn hold_until_mpi(&mut self, pid: u32, needed: &BTreeSet<PathBuf>) {
-        if self.system_wide || self.libs.any_of(needed) {
+        if self.system_wide || self.libs.any_of(needed) || procfs::env_rank(pid).is_none() {
             return;
         }
         let Some((path, dlopen)) = libraries::dlopen_in(needed) else {
