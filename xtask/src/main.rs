@@ -76,6 +76,10 @@ const PACKAGES: &[&str] = &[
     "gcc",
     "bpftool",
     "time",
+    // Real applications the tests trace (tests/tests/applications.rs).
+    "lammps",
+    "hpcc",
+    "python3-mpi4py",
 ];
 
 fn main() -> Result<()> {

@@ -1,0 +1,276 @@
+//! Real applications that nobody here wrote, as Debian ships them: LAMMPS (a
+//! Lennard-Jones melt, tests/apps/in.lj), hpcc (tests/apps/hpccinf.txt: HPL, PTRANS,
+//! RandomAccess, FFT, STREAM, latency/bandwidth) and an mpi4py program (Python ranks,
+//! MPI loaded with dlopen). Debian builds all three against Open MPI only.
+//!
+//! Each run must hold what a user relies on: nothing lost; every message matched and
+//! every collective complete; every rank known; the critical path no longer than the
+//! run and no shorter than any participant thread's own work; every procedure's share at
+//! most the path and its zeroing at most its share; the online profile, `analyze` and
+//! `report` agree; `report`, `metrics` and `export` finish in bounded time. LAMMPS's
+//! message count is also checked against an independent count (tests/programs/
+//! pmpi_count.c, preloaded into the ranks).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tracer_tests::profile::{check_report, tracer_json};
+use tracer_tests::{program, root, tracer};
+
+/// What one traced application run left.
+struct AppRun {
+    dir: PathBuf,
+    recording: PathBuf,
+    online: Value,
+    summary: Value,
+}
+
+/// Runs `command` (an `mpirun.openmpi` job) under `tracer record` in `cwd`.
+fn record_app(tag: &str, funcs: &[&str], command: &[String], cwd: &Path) -> AppRun {
+    let dir = std::env::temp_dir().join(format!("tracer-app-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let recording = dir.join("app.trace");
+    let online = dir.join("online.json");
+    let summary = dir.join("summary.json");
+    let mut cmd = Command::new(tracer());
+    cmd.current_dir(cwd)
+        .args(["record", "-q", "-o"])
+        .arg(&recording)
+        .arg("--profile-json")
+        .arg(&online)
+        .arg("--summary-json")
+        .arg(&summary);
+    for f in funcs {
+        cmd.args(["--func", f]);
+    }
+    cmd.arg("--").args(command);
+    let out = bounded(&mut cmd, Duration::from_secs(300));
+    assert!(
+        out.status.success(),
+        "tracer record {tag}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    AppRun {
+        online: read(&online),
+        summary: read(&summary),
+        dir,
+        recording,
+    }
+}
+
+/// Runs a command to completion, failing the test if it takes longer than `limit`.
+fn bounded(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Drain the pipes on threads of their own: a full pipe would stall the child.
+    let out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    let read_all = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let (out, err) = (read_all(Box::new(out)), read_all(Box::new(err)));
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return std::process::Output {
+                status,
+                stdout: out.join().unwrap(),
+                stderr: err.join().unwrap(),
+            };
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{cmd:?} took more than {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn openmpi_job(np: usize, args: &[&str]) -> Vec<String> {
+    ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(std::iter::once(np.to_string()))
+        .chain(args.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+/// The promises every application run keeps (see the module's doc).
+fn check_application(run: &AppRun, ranks: usize) {
+    let p = &run.online;
+    assert_eq!(p["events"]["lost"], 0, "events lost");
+    let m = &p["messages"];
+    assert_eq!(m["unmatched"], 0, "unmatched messages: {m}");
+    assert_eq!(m["collectives_incomplete"], 0, "incomplete collectives: {m}");
+    assert_eq!(m["sent"], m["matched"], "{m}");
+    assert_eq!(m["received"], m["matched"], "{m}");
+    // Every rank known, each once.
+    let mut known: Vec<i64> = run.summary["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["rank"].as_i64())
+        .collect();
+    known.sort();
+    assert_eq!(known, (0..ranks as i64).collect::<Vec<_>>(), "{}", run.summary);
+
+    // The same answer online, offline and in the report (check_report: equal length,
+    // shares and zeroing; the path's activities add up to it; what-if of the top
+    // procedure at 0 predicts its zeroing).
+    let analyze = tracer_json(&["analyze"], &run.recording);
+    assert_eq!(*p, analyze, "online and offline profiles differ");
+    let report = report_bounded(&run.recording);
+    check_report(p, &report, &run.recording);
+
+    // The path is at most the run, and at least any participant thread's own work.
+    let len = p["critical_path"]["length_ns"].as_u64().unwrap();
+    let elapsed = p["critical_path"]["elapsed_ns"].as_u64().unwrap();
+    assert!(len <= elapsed, "path {len} ns > elapsed {elapsed} ns");
+    let participants: Vec<u64> = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["pid"].as_u64())
+        .collect();
+    let most_work = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| participants.contains(&t["pid"].as_u64().unwrap()))
+        .map(|t| t["work_ns"].as_u64().unwrap())
+        .max()
+        .expect("participant threads");
+    assert!(len >= most_work, "path {len} ns < a thread's work {most_work} ns");
+    for row in p["procedures"].as_array().unwrap() {
+        let (share, zero) = (row["cp_ns"].as_u64().unwrap(), row["zeroing_ns"].as_u64().unwrap());
+        assert!(share <= len && zero <= share, "{row}");
+    }
+
+    // Metrics and an export, in bounded time.
+    for args in [
+        vec!["metrics".to_string(), "--json".into()],
+        vec![
+            "export".into(),
+            "--format".into(),
+            "chrome".into(),
+            "-o".into(),
+            run.dir.join("app.json").display().to_string(),
+        ],
+    ] {
+        let out = bounded(
+            Command::new(tracer()).args(&args).arg(&run.recording),
+            Duration::from_secs(120),
+        );
+        assert!(
+            out.status.success(),
+            "tracer {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn report_bounded(recording: &Path) -> Value {
+    let out = bounded(
+        Command::new(tracer())
+            .args(["report", "--paths", "5", "--json"])
+            .arg(recording),
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// LAMMPS's library, where its procedures are.
+const LIBLAMMPS: &str = "/usr/lib/x86_64-linux-gnu/liblammps.so.0";
+
+#[test]
+fn lammps_lennard_jones_melt() {
+    let apps = root().join("tests/apps");
+    let counts = std::env::temp_dir().join(format!("tracer-app-{}-pmpi", std::process::id()));
+    let _ = std::fs::remove_dir_all(&counts);
+    std::fs::create_dir_all(&counts).unwrap();
+    let preload = format!("LD_PRELOAD={}", program("pmpi_count.openmpi.so"));
+    let count_dir = format!("PMPI_COUNT_DIR={}", counts.display());
+    let ranks = 3;
+    let pair = format!("{LIBLAMMPS}:_ZN9LAMMPS_NS9PairLJCut7computeEii");
+    let neighbor = format!("{LIBLAMMPS}:_ZN9LAMMPS_NS8Neighbor5buildEi");
+    let run = record_app(
+        "lammps",
+        &[&pair, &neighbor],
+        &openmpi_job(
+            ranks,
+            &[
+                "-x", &preload, "-x", &count_dir, "lmp", "-in", "in.lj", "-log", "none", "-screen",
+                "none",
+            ],
+        ),
+        &apps,
+    );
+    check_application(&run, ranks);
+    // The force computation is where LAMMPS spends its time: most of the path.
+    let p = &run.online;
+    let len = p["critical_path"]["length_ns"].as_u64().unwrap();
+    let pair_row = p["procedures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"].as_str().unwrap().contains("PairLJCut"))
+        .expect("PairLJCut::compute probed");
+    assert!(pair_row["cp_ns"].as_u64().unwrap() * 2 > len, "{pair_row}");
+    // The independent count: what the ranks' own PMPI wrappers counted.
+    let mut sends = 0;
+    for r in 0..ranks {
+        let text = std::fs::read_to_string(counts.join(format!("rank-{r}.txt"))).unwrap();
+        sends += text.trim().strip_prefix("sends ").unwrap().parse::<u64>().unwrap();
+    }
+    assert!(sends > 1000, "{sends} sends");
+    assert_eq!(p["messages"]["sent"], sends, "tracer vs PMPI count");
+    let _ = std::fs::remove_dir_all(&counts);
+    let _ = std::fs::remove_dir_all(&run.dir);
+}
+
+#[test]
+fn hpcc_small_problem() {
+    // hpcc reads hpccinf.txt and writes hpccoutf.txt in its working directory.
+    let work = std::env::temp_dir().join(format!("tracer-app-{}-hpcc-cwd", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::copy(root().join("tests/apps/hpccinf.txt"), work.join("hpccinf.txt")).unwrap();
+    let ranks = 2;
+    let run = record_app("hpcc", &[], &openmpi_job(ranks, &["hpcc"]), &work);
+    let out = std::fs::read_to_string(work.join("hpccoutf.txt")).unwrap();
+    assert!(out.contains("Success=1"), "hpcc itself failed:\n{out}");
+    check_application(&run, ranks);
+    let _ = std::fs::remove_dir_all(&work);
+    let _ = std::fs::remove_dir_all(&run.dir);
+}
+
+#[test]
+fn mpi4py_ranks() {
+    let ranks = 3;
+    let script = root().join("tests/apps/mpi4py_exchange.py");
+    let run = record_app(
+        "mpi4py",
+        &[],
+        &openmpi_job(ranks, &["/usr/bin/python3", script.to_str().unwrap(), "20"]),
+        &std::env::temp_dir(),
+    );
+    check_application(&run, ranks);
+    // Python loads MPI with dlopen: still every call from MPI_Init_thread on is seen.
+    let calls = &run.summary["calls"];
+    assert_eq!(calls["MPI_Init_thread"], ranks, "{calls}");
+    assert_eq!(calls["MPI_Finalize"], ranks, "{calls}");
+    let _ = std::fs::remove_dir_all(&run.dir);
+}
