@@ -107,6 +107,23 @@ fn try_join_that_finds_the_thread_done() {
     join_without_blocking("try");
 }
 
+/// With --locks, a semaphore wait that finds its token depends on the post that gave
+/// it, although it never blocks; without, nothing shows the dependency (the path is the
+/// producer's alone).
+#[test]
+fn semaphore_post_taken_without_blocking() {
+    let command = args("threads_semaphore", &["100", "50"]);
+    let run = profile_with("sem", &["--locks"], &["produce", "consume"], &command, &[]);
+    let p = &run.online;
+    assert_near("critical path", length(p), 150.0);
+    assert_procedure(p, "produce", 100.0, 100.0);
+    assert_procedure(p, "consume", 50.0, 50.0);
+    assert_eq!(p["sync"]["sem_posts"], 1, "{}", p["sync"]);
+    let run = profile("sem-unprobed", &["produce", "consume"], &command);
+    assert_near("critical path without --locks", length(&run.online), 100.0);
+    assert_eq!(run.online["sync"]["sem_posts"], 0);
+}
+
 #[test]
 fn fork_join_pipeline() {
     // 5 stages of 3 workers (one slow: 40 ms, the others 10) and a 10 ms serial part.

@@ -132,8 +132,16 @@ pub mod call {
     pub const PTHREAD_TRYJOIN_NP: u16 = 125;
     pub const PTHREAD_TIMEDJOIN_NP: u16 = 126;
     pub const PTHREAD_CLOCKJOIN_NP: u16 = 127;
-    /// Size of the call layout table (ids are below this).
-    pub const TABLE_SIZE: u32 = 128;
+    // POSIX semaphores (`--locks`): `handle` is the sem_t's address; sem_init's initial
+    // value is in `peer`.
+    pub const SEM_INIT: u16 = 200;
+    pub const SEM_WAIT: u16 = 201;
+    pub const SEM_TRYWAIT: u16 = 202;
+    pub const SEM_TIMEDWAIT: u16 = 203;
+    pub const SEM_CLOCKWAIT: u16 = 204;
+    pub const SEM_POST: u16 = 205;
+    /// Size of the call layout table (ids are below this; the cookie keeps 8 bits).
+    pub const TABLE_SIZE: u32 = 256;
 }
 
 /// Packs what a call probe needs to know about its attachment into the 64-bit cookie:

@@ -36,6 +36,12 @@ pub enum Role {
     ThreadCreate,
     /// Joins a thread (`handle`: its pthread_t; `ret` 0 means it was joined).
     ThreadJoin,
+    /// Sets a semaphore's count (`handle`; the value in `peer`).
+    SemInit,
+    /// Takes one of a semaphore's tokens (`ret` 0 means it did).
+    SemWait,
+    /// Gives a semaphore a token.
+    SemPost,
 }
 
 pub struct CallSpec {
@@ -145,6 +151,13 @@ pub static CALLS: &[CallSpec] = &[
         { handle_in: 0, cannot_block: 1 }),
     spec!(call::PTHREAD_BARRIER_WAIT, "pthread_barrier_wait", Threads, BarrierWait,
         { handle_in: 0 }),
+    // POSIX semaphores: sem_t by value, like the locks; sem_init's value is argument 2.
+    spec!(call::SEM_INIT, "sem_init", Threads, SemInit, { handle_in: 0, peer: 2, cannot_block: 1 }),
+    spec!(call::SEM_WAIT, "sem_wait", Threads, SemWait, { handle_in: 0 }),
+    spec!(call::SEM_TRYWAIT, "sem_trywait", Threads, SemWait, { handle_in: 0, cannot_block: 1 }),
+    spec!(call::SEM_TIMEDWAIT, "sem_timedwait", Threads, SemWait, { handle_in: 0 }),
+    spec!(call::SEM_CLOCKWAIT, "sem_clockwait", Threads, SemWait, { handle_in: 0 }),
+    spec!(call::SEM_POST, "sem_post", Threads, SemPost, { handle_in: 0, cannot_block: 1 }),
     // Thread creation and joins, probed without --locks (they are rare). glibc's four
     // joins share one internal function that has no symbol, so each is probed.
     spec!(call::PTHREAD_CREATE, "pthread_create", Threads, ThreadCreate, { handle_out: 0 }),
@@ -348,6 +361,9 @@ mod tests {
                 "pthread_spin_unlock",
                 "pthread_cond_signal",
                 "pthread_cond_broadcast",
+                "sem_init",
+                "sem_trywait",
+                "sem_post",
                 "pthread_tryjoin_np",
             ]
         );
@@ -396,14 +412,16 @@ mod tests {
             .iter()
             .filter(|c| c.family == Family::Threads && !c.is_thread_lifecycle())
             .collect();
-        assert_eq!(threads.len(), 13);
+        assert_eq!(threads.len(), 19);
         for c in threads {
             let l = &c.layout;
             assert_eq!(l.handle_in, 0, "{}: the object is argument 0", c.symbol);
             let cond_wait = c.role == Role::CondWait;
             assert_eq!(l.comm, if cond_wait { 1 } else { NO_ARG }, "{}", c.symbol);
+            // sem_init's initial value.
+            let sem_init = c.role == Role::SemInit;
+            assert_eq!(l.peer, if sem_init { 2 } else { NO_ARG }, "{}", c.symbol);
             for a in [
-                l.peer,
                 l.tag,
                 l.peer2,
                 l.tag2,

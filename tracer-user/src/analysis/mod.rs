@@ -424,6 +424,10 @@ impl<M: PathModel> Analyzer<M> {
                 self.sync.signal(h.tgid, e.handle, h.ts_ns, mark);
             }
             Role::ThreadJoin => self.thread(&h).woken_by_exit = None,
+            Role::SemPost => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.sem_post(h.tgid, e.handle, mark);
+            }
             _ => {}
         }
     }
@@ -442,6 +446,12 @@ impl<M: PathModel> Analyzer<M> {
                 let since = entry.header.ts_ns;
                 incoming.extend(self.sync.cond_returned(h.tgid, entry.handle, since));
                 incoming.extend(self.sync.acquire(h.tgid, entry.comm));
+            }
+            Role::SemInit if x.ret == 0 => {
+                self.sync.sem_init(h.tgid, entry.handle, entry.peer.max(0) as u64);
+            }
+            Role::SemWait if x.ret == 0 => {
+                incoming.extend(self.sync.sem_taken(h.tgid, entry.handle));
             }
             Role::ThreadCreate if x.ret == 0 => {
                 if let Some(child) = self.thread(&h).cloned.take() {

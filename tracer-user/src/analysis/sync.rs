@@ -12,7 +12,10 @@
 //!   thread had exited already, or a try-join found it done), which no futex shows.
 //! - **Locks** (`--locks`, uprobes on the pthread calls): the n-th acquisition of a lock
 //!   depends on the (n-1)-th release even when no thread blocked; a condition wait's
-//!   return depends on the latest signal after it began.
+//!   return depends on the latest signal after it began (a signal before it is seen
+//!   through the mutex: the waiter then finds its condition true under the lock); a
+//!   semaphore wait that took a token depends on the post that gave it, oldest first,
+//!   after the tokens sem_init gave (which depend on nothing).
 //!
 //! The tracker keeps only the latest mark per lock, per condition variable and per
 //! blocked thread, and one entry per thread not joined yet (glibc reuses the pthread_t
@@ -50,6 +53,8 @@ pub struct SyncTracker<M> {
     released: FxHashMap<(u32, u64), M>,
     /// Condition variable (per process) -> (time, mark) of its latest signal.
     signalled: FxHashMap<(u32, u64), (u64, M)>,
+    /// Semaphore (per process) -> its tokens.
+    semaphores: FxHashMap<(u32, u64), Semaphore<M>>,
     /// Dependencies added, by kind (for reports and tests).
     pub stats: SyncStats,
 }
@@ -68,6 +73,18 @@ pub struct SyncStats {
     pub signals: u64,
     /// Joins that depend on the joined thread's end without having waited for its exit.
     pub joins: u64,
+    /// Semaphore waits that depend on a post (`--locks`).
+    pub sem_posts: u64,
+}
+
+/// How many posts not taken yet a semaphore keeps the marks of (older ones become
+/// tokens without a dependency: memory stays bounded).
+const SEM_POSTS_KEPT: usize = 4096;
+
+/// A semaphore's tokens: those sem_init gave, then the posts not taken yet, oldest first.
+struct Semaphore<M> {
+    initial: u64,
+    posts: VecDeque<M>,
 }
 
 /// What woke a blocked thread.
@@ -101,6 +118,7 @@ impl<M: Clone> Default for SyncTracker<M> {
             joinable_ids: FxHashMap::default(),
             released: FxHashMap::default(),
             signalled: FxHashMap::default(),
+            semaphores: FxHashMap::default(),
             stats: SyncStats::default(),
         }
     }
@@ -211,6 +229,41 @@ impl<M: Clone> SyncTracker<M> {
         })
     }
 
+    /// sem_init gave semaphore `sem` `value` tokens.
+    pub fn sem_init(&mut self, pid: u32, sem: u64, value: u64) {
+        let s = Semaphore {
+            initial: value,
+            posts: VecDeque::new(),
+        };
+        self.semaphores.insert((pid, sem), s);
+    }
+
+    /// Semaphore `sem` got a token from a post whose thread's mark is `mark`.
+    pub fn sem_post(&mut self, pid: u32, sem: u64, mark: M) {
+        let s = self.semaphores.entry((pid, sem)).or_insert(Semaphore {
+            initial: 0,
+            posts: VecDeque::new(),
+        });
+        s.posts.push_back(mark);
+        if s.posts.len() > SEM_POSTS_KEPT {
+            s.posts.pop_front();
+            s.initial += 1;
+        }
+    }
+
+    /// A wait took one of `sem`'s tokens: the post it depends on, if the token came from
+    /// one (a token sem_init gave, or one from before tracing began, depends on nothing).
+    pub fn sem_taken(&mut self, pid: u32, sem: u64) -> Option<M> {
+        let s = self.semaphores.get_mut(&(pid, sem))?;
+        if s.initial > 0 {
+            s.initial -= 1;
+            return None;
+        }
+        let m = s.posts.pop_front()?;
+        self.stats.sem_posts += 1;
+        Some(m)
+    }
+
     /// Entries held (for the memory-bound tests).
     pub fn entries_held(&self) -> usize {
         self.created.len()
@@ -220,5 +273,6 @@ impl<M: Clone> SyncTracker<M> {
             + self.joinable_ids.len()
             + self.released.len()
             + self.signalled.len()
+            + self.semaphores.values().map(|s| 1 + s.posts.len()).sum::<usize>()
     }
 }

@@ -39,7 +39,7 @@ impl Cause {
         match calls::spec(id).map(|s| s.role) {
             Some(Role::Send | Role::Recv | Role::SendRecv | Role::Completion) => Cause::Message,
             Some(Role::Collective) => Cause::Collective,
-            Some(Role::Setup | Role::ThreadCreate) | None => Cause::Other,
+            Some(Role::Setup | Role::ThreadCreate | Role::SemInit) | None => Cause::Other,
             // pthread calls (--locks): synchronization between threads, as futex waits.
             Some(
                 Role::LockAcquire
@@ -47,7 +47,9 @@ impl Cause {
                 | Role::CondWait
                 | Role::CondSignal
                 | Role::BarrierWait
-                | Role::ThreadJoin,
+                | Role::ThreadJoin
+                | Role::SemWait
+                | Role::SemPost,
             ) => Cause::Futex,
         }
     }
