@@ -647,12 +647,19 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
 
 fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
-    let Some(thread) = uprobe_thread(tgid, tid) else {
-        return Ok(());
-    };
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     let call_id = cookie as u16 & 0xff;
     let flavor_id = (cookie >> 16) as u8;
+    // An MPI/PVM call makes its process traced in system-wide mode; a pthread call (the
+    // thread creation and join probes fire in every process) never does.
+    let thread = if flavor_id == flavor::GLIBC_PTHREAD {
+        traced_thread(tgid, tid)
+    } else {
+        uprobe_thread(tgid, tid)
+    };
+    let Some(thread) = thread else {
+        return Ok(());
+    };
     let layout = LAYOUTS.get(call_id as u32).ok_or(())?;
     let flavor = FLAVORS.get(flavor_id as u32).ok_or(())?;
     let regs = unsafe { &*ctx.regs };

@@ -36,6 +36,10 @@ pub struct CriticalPath {
     pub ends_in_command: String,
     /// First to last event seen (wall clock).
     pub elapsed_ns: u64,
+    /// Whether only the program's own processes may end the path: some process called
+    /// MPI/PVM or entered a selected procedure. Until one does, every traced thread may
+    /// (a launcher's too), so a live sample taken before can be longer than later ones.
+    pub within_program: bool,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -134,6 +138,7 @@ impl Profile {
                 ends_in_tid: tid,
                 ends_in_command: commands.get(&pid).cloned().unwrap_or_default(),
                 elapsed_ns: a.last_ts.saturating_sub(a.first_ts.unwrap_or(a.last_ts)),
+                within_program: a.has_participants(),
             },
             procedures,
             messages: a.matcher.final_stats(),

@@ -168,8 +168,16 @@ fn sample_line(elapsed: Duration, p: &Profile) -> String {
         .take(3)
         .map(|r| format!("{} {:.1}%", r.name, r.cp_pct))
         .collect();
+    // Before the program shows itself (an MPI/PVM call, a selected procedure), every
+    // traced thread counts, a launcher's too: say so, since later samples count the
+    // program's processes only and can be shorter.
+    let over = if p.critical_path.within_program {
+        ""
+    } else {
+        " (all traced threads: no MPI/PVM call or selected procedure yet)"
+    };
     format!(
-        "[{:>7.1}s] critical path {:>10.3} ms  msgs {}/{}  {}",
+        "[{:>7.1}s] critical path {:>10.3} ms{over}  msgs {}/{}  {}",
         elapsed.as_secs_f64(),
         p.critical_path.length_ns as f64 / 1e6,
         p.messages.matched,

@@ -299,6 +299,7 @@ impl Report {
                         .map(|p| p.command.clone())
                         .unwrap_or_default(),
                     elapsed_ns: rg.last_ts.saturating_sub(rg.first_ts),
+                    within_program: !rg.participants.is_empty(),
                 },
                 vertices: g.vertex_count(),
                 arcs: g.arcs.len(),
