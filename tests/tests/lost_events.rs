@@ -1,0 +1,173 @@
+//! Losing events is loud: `tracer record` warns while it happens, and every command that
+//! reads or writes a recording that lost events ends with a warning that says how many
+//! of how many. The exit status stays the command's (0 here): the outputs are written,
+//! incomplete, and the warning says so.
+//!
+//! To lose events for real, the tracer is stopped (SIGSTOP) for two seconds while a
+//! program floods it with futex and scheduler events, as a tracer starved of CPU would
+//! be: the probes' buffers fill up and the kernel side counts what it drops.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tracer_tests::{program, tracer};
+use tracer_user::recording;
+
+const SIGSTOP: i32 = 19;
+const SIGCONT: i32 = 18;
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// The warning every command ends with, for a recording of `recorded` events that lost
+/// `lost`.
+fn final_warning(recorded: u64, lost: u64) -> String {
+    let produced = recorded + lost;
+    format!(
+        "tracer: warning: {lost} of {produced} events ({:.1} %) were lost (the tracer fell \
+         behind and the probes' buffers filled up): calls and messages among them are \
+         missing, so the results are incomplete",
+        lost as f64 * 100.0 / produced as f64
+    )
+}
+
+/// The numbers of a live warning: "tracer: warning: N events lost so far (P % of M)".
+fn live_warning(line: &str) -> Option<(u64, f64, u64)> {
+    let rest = line.strip_prefix("tracer: warning: ")?;
+    let (lost, rest) = rest.split_once(" events lost so far (")?;
+    let (pct, rest) = rest.split_once(" % of ")?;
+    let (of, _) = rest.split_once("):")?;
+    Some((lost.parse().ok()?, pct.parse().ok()?, of.parse().ok()?))
+}
+
+#[test]
+fn losing_events_warns_while_recording_and_after_every_command() {
+    let dir = std::env::temp_dir().join(format!("tracer-lost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("lost.trace");
+    // 200,000 hand-offs between two threads: several seconds of about 500,000 events a
+    // second.
+    let mut t = Command::new(tracer())
+        .args(["record", "-o", rec.to_str().unwrap(), "--"])
+        .args([program("threads_pingpong"), "200000".into()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut printed = String::new();
+    while !printed.contains("tracing (") {
+        assert!(
+            err.read_line(&mut printed).unwrap() > 0,
+            "tracer exited before tracing: {printed}"
+        );
+    }
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).unwrap();
+        s
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: plain kill(2) to our own child.
+    assert_eq!(unsafe { libc_kill(t.id() as i32, SIGSTOP) }, 0);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(unsafe { libc_kill(t.id() as i32, SIGCONT) }, 0);
+    let status = t.wait().unwrap();
+    printed.push_str(&rest.join().unwrap());
+    assert_eq!(status.code(), Some(0), "{printed}");
+
+    let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
+    let (recorded, lost) = (trailer.events_total, trailer.events_lost);
+    assert!(
+        lost > 0,
+        "nothing lost while the tracer was stopped:\n{printed}"
+    );
+
+    // While recording: at least one warning, the counts so far within the final ones.
+    let live: Vec<(u64, f64, u64)> = printed.lines().filter_map(live_warning).collect();
+    assert!(!live.is_empty(), "no warning while recording:\n{printed}");
+    for &(so_far, pct, of) in &live {
+        assert!(
+            so_far > 0 && so_far <= lost,
+            "{so_far} of {lost}:\n{printed}"
+        );
+        assert!(of >= so_far && of <= recorded + lost, "{of}:\n{printed}");
+        let want = so_far as f64 * 100.0 / of as f64;
+        assert!((pct - want).abs() <= 0.05, "{pct} % for {so_far} of {of}");
+    }
+    assert!(
+        live.windows(2).all(|w| w[0].0 < w[1].0),
+        "a warning without new losses:\n{printed}"
+    );
+    let warning = final_warning(recorded, lost);
+    assert_eq!(
+        printed.lines().last(),
+        Some(warning.as_str()),
+        "record's last line:\n{printed}"
+    );
+    assert!(
+        printed.contains(&format!("events: {recorded} recorded, {lost} lost")),
+        "{printed}"
+    );
+
+    // Every command that reads the recording ends with the same warning, and succeeds.
+    let export = dir.join("lost.json");
+    let commands: [&[&str]; 7] = [
+        &["summary"],
+        &["analyze"],
+        &["report"],
+        &["metrics"],
+        &["dump"],
+        &["whatif", "--placement", "*@0"],
+        &["export", "-o", export.to_str().unwrap()],
+    ];
+    for args in commands {
+        let out = Command::new(tracer())
+            .arg(args[0])
+            .arg(&rec)
+            .args(&args[1..])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "tracer {args:?}: {err}");
+        assert_eq!(
+            err.lines().last(),
+            Some(warning.as_str()),
+            "tracer {args:?}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_complete_recording_has_no_warning() {
+    let dir = std::env::temp_dir().join(format!("tracer-nolost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("ok.trace");
+    let out = Command::new(tracer())
+        .args(["record", "-o", rec.to_str().unwrap(), "--"])
+        .args([program("threads_pingpong"), "100".into()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
+    assert_eq!(trailer.events_lost, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    for command in ["summary", "analyze", "report", "metrics"] {
+        let out = Command::new(tracer())
+            .arg(command)
+            .arg(&rec)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "tracer {command}: {err}");
+        assert!(!err.contains("warning"), "tracer {command}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
