@@ -530,3 +530,75 @@ fn corrupt_recording_is_one_line() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// Per thread (tid -> work ns) from `tracer metrics --json` and `tracer report --json`.
+fn work_by_thread(rec: &Path) -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
+    let metrics: Value = serde_json::from_slice(&tracer_metrics(rec, true)).unwrap();
+    let out = Command::new(tracer())
+        .args(["report", "--json"])
+        .arg(rec)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = |v: &Value| -> Vec<(u64, u64)> {
+        let mut rows: Vec<(u64, u64)> = v["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["tid"].as_u64().unwrap(), t["work_ns"].as_u64().unwrap()))
+            .collect();
+        rows.sort_unstable();
+        rows
+    };
+    (rows(&metrics), rows(&report))
+}
+
+/// A thread's work is the same in `tracer metrics` and `tracer report`: both count it
+/// from where the analysis starts the thread (a launched rank at its exec, not at the
+/// launcher's fork before it; a thread cloned while traced at its clone) to its exit
+/// (not the kernel's teardown after it). Exactly, on real recordings of MPI ranks with
+/// threads (Open MPI and MPICH launchers, helper threads, pthreads created and joined
+/// every round).
+#[test]
+fn thread_work_agrees_with_the_report() {
+    let jobs = [
+        (
+            "hybrid-mpich",
+            mpich(2, "hybrid_mpi_threads", &["2", "5", "40", "10", "-1"]),
+        ),
+        ("ring-openmpi", openmpi(2, "mpi_ring", &["200", "64"])),
+    ];
+    for (tag, job) in jobs {
+        let dir = std::env::temp_dir().join(format!("tracer-work-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rec = dir.join("r.trace");
+        let out = Command::new(tracer())
+            .args(["record", "-q", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .args(&job)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{tag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(read_recording(&rec).lost, 0, "{tag}");
+        let (metrics, report) = work_by_thread(&rec);
+        // The report lists the threads that did work; the metrics list every thread.
+        let working: Vec<(u64, u64)> = metrics.iter().copied().filter(|&(_, w)| w > 0).collect();
+        assert_eq!(
+            working, report,
+            "{tag}: (tid, work ns) in metrics, then in report"
+        );
+        // Ranks' main threads and the created threads are all there.
+        assert!(report.len() >= 2 + 2, "{tag}: {report:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
