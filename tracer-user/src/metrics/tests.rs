@@ -565,3 +565,41 @@ fn one_line_in_every_rank_is_one_call_site() {
         m.text()
     );
 }
+
+/// A thread's work in the recorded graph (what `tracer report` lists per thread): its
+/// program arcs.
+fn graph_work(items: &[Item], tid: u32) -> u64 {
+    use crate::analysis::workclock::ClockKind;
+    use crate::graph::{recorded::RecordedGraph, ArcKind};
+    let rg = RecordedGraph::from_items(items, ClockKind::Cpu);
+    let g = &rg.graph;
+    g.arcs
+        .iter()
+        .filter(|a| a.kind == ArcKind::Program && g.vertices[a.to as usize].tid == tid)
+        .map(|a| a.weight)
+        .sum()
+}
+
+#[test]
+fn work_counts_from_where_the_analysis_starts_the_thread_to_its_exit() {
+    let mut g = Gen::default();
+    let p = 300;
+    // A process its launcher forked: switched in, 1.3 ms of CPU getting ready to exec,
+    // then the program's first record (here a futex wake) ...
+    g.switch(1_000, 0, p, p, None);
+    g.futex(3_000, 1_300_000, p, p, Some(1));
+    g.futex(3_100, 1_310_000, p, p, None);
+    // ... 4 ms of CPU in all until its exit ...
+    g.thread_exit(10_000, 5_300_000, p, p);
+    // ... then the kernel tears it down, preempted once meanwhile.
+    g.switch(10_100, 5_400_000, p, p, Some(0x100));
+    g.switch(10_200, 5_400_000, p, p, None);
+    g.switch(10_300, 5_450_000, p, p, Some(0x10));
+
+    let m = g.metrics();
+    let t = &m.threads[0].measures;
+    assert_eq!(t.work_ns, 4_000_000);
+    assert_eq!(t.work_ns, graph_work(&g.items, p));
+    // The CPU time is all the thread used while traced up to its exit.
+    assert_eq!(t.cpu_ns, 5_300_000);
+}
