@@ -43,6 +43,33 @@ fn live_warning(line: &str) -> Option<(u64, f64, u64)> {
     Some((lost.parse().ok()?, pct.parse().ok()?, of.parse().ok()?))
 }
 
+/// Waits until the command `tracer` launched runs `program` (it is held, stopped, at
+/// its exec until the tracer has probed what it needs).
+fn wait_until_running(tracer: u32, program: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let children = std::fs::read_to_string(format!("/proc/{tracer}/task/{tracer}/children"))
+            .unwrap_or_default();
+        let running = children.split_whitespace().any(|pid| {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            // The state is the field after the parenthesized command name.
+            exe == std::path::Path::new(program)
+                && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                    stat.rsplit_once(") ")
+                        .is_some_and(|(_, rest)| !rest.starts_with('T'))
+                })
+        });
+        if running {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the traced program never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn losing_events_warns_while_recording_and_after_every_command() {
     let dir = std::env::temp_dir().join(format!("tracer-lost-{}", std::process::id()));
@@ -70,7 +97,10 @@ fn losing_events_warns_while_recording_and_after_every_command() {
         err.read_to_string(&mut s).unwrap();
         s
     });
-    std::thread::sleep(Duration::from_millis(500));
+    // The tracer holds the program at its exec until it has looked at it: stopping the
+    // tracer before then would stop the flood too.
+    wait_until_running(t.id(), &program("threads_pingpong"));
+    std::thread::sleep(Duration::from_millis(300));
     // SAFETY: plain kill(2) to our own child.
     assert_eq!(unsafe { libc_kill(t.id() as i32, SIGSTOP) }, 0);
     std::thread::sleep(Duration::from_secs(2));
