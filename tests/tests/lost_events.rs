@@ -34,13 +34,25 @@ fn final_warning(recorded: u64, lost: u64) -> String {
     )
 }
 
-/// The numbers of a live warning: "tracer: warning: N events lost so far (P % of M)".
-fn live_warning(line: &str) -> Option<(u64, f64, u64)> {
+/// What a warning printed while recording says: "tracer: warning: N events lost so far
+/// (P % of M): ...".
+#[derive(Clone, Copy, Debug)]
+struct LiveWarning {
+    lost: u64,
+    percent: f64,
+    of: u64,
+}
+
+fn live_warning(line: &str) -> Option<LiveWarning> {
     let rest = line.strip_prefix("tracer: warning: ")?;
     let (lost, rest) = rest.split_once(" events lost so far (")?;
-    let (pct, rest) = rest.split_once(" % of ")?;
+    let (percent, rest) = rest.split_once(" % of ")?;
     let (of, _) = rest.split_once("):")?;
-    Some((lost.parse().ok()?, pct.parse().ok()?, of.parse().ok()?))
+    Some(LiveWarning {
+        lost: lost.parse().ok()?,
+        percent: percent.parse().ok()?,
+        of: of.parse().ok()?,
+    })
 }
 
 /// Waits until the command `tracer` launched runs `program` (it is held, stopped, at
@@ -117,19 +129,22 @@ fn losing_events_warns_while_recording_and_after_every_command() {
     );
 
     // While recording: at least one warning, the counts so far within the final ones.
-    let live: Vec<(u64, f64, u64)> = printed.lines().filter_map(live_warning).collect();
+    let live: Vec<LiveWarning> = printed.lines().filter_map(live_warning).collect();
     assert!(!live.is_empty(), "no warning while recording:\n{printed}");
-    for &(so_far, pct, of) in &live {
+    for w in &live {
         assert!(
-            so_far > 0 && so_far <= lost,
-            "{so_far} of {lost}:\n{printed}"
+            w.lost > 0 && w.lost <= lost,
+            "{w:?}, {lost} lost:\n{printed}"
         );
-        assert!(of >= so_far && of <= recorded + lost, "{of}:\n{printed}");
-        let want = so_far as f64 * 100.0 / of as f64;
-        assert!((pct - want).abs() <= 0.05, "{pct} % for {so_far} of {of}");
+        assert!(
+            w.of >= w.lost && w.of <= recorded + lost,
+            "{w:?}:\n{printed}"
+        );
+        let want = w.lost as f64 * 100.0 / w.of as f64;
+        assert!((w.percent - want).abs() <= 0.05, "{w:?}: want {want} %");
     }
     assert!(
-        live.windows(2).all(|w| w[0].0 < w[1].0),
+        live.windows(2).all(|w| w[0].lost < w[1].lost),
         "a warning without new losses:\n{printed}"
     );
     let warning = final_warning(recorded, lost);
