@@ -87,8 +87,8 @@ fn kernel_clock_lag_ns() -> u32 {
 /// The ring's default size: 4 MiB per CPU the kernel may run on, rounded up to a power
 /// of two, between 16 MiB and 256 MiB. The slots are a share of the ring per CPU
 /// ([`slots::slots_per_cpu`]): a fixed ring gave each CPU of a big machine fewer slots
-/// (64 CPUs: 1,024, a twentieth of a drain period of a busy CPU), and 4 MiB per CPU
-/// keeps the most (16,384, 2.1 MiB) up to 64 CPUs. The bounds keep small machines as
+/// (64 CPUs: 1,024, 3 ms of a CPU writing 330,000 records a second, against 50 ms with
+/// 16,384), and 4 MiB per CPU keeps the most (16,384, 2.1 MiB) up to 64 CPUs. The bounds keep small machines as
 /// they were and the locked memory of big ones (ring and slots) at most 0.5 GiB.
 pub fn default_ring_bytes(cpus: usize) -> u32 {
     const MIB: u64 = 1 << 20;
