@@ -204,6 +204,41 @@ fn record_exits_with_the_command_s_status() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Ctrl-C in a terminal reaches the whole foreground process group: the tracer stops,
+/// writes its outputs, and exits with the status of the command, which the same SIGINT
+/// killed (128 + 2), as `time` would.
+#[test]
+fn ctrl_c_to_the_process_group_gives_the_command_s_status() {
+    use std::os::unix::process::CommandExt;
+    let dir = std::env::temp_dir().join(format!("tracer-intgrp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("int.trace");
+    let mut t = Command::new(tracer())
+        .args(["record", "-o", rec.to_str().unwrap(), "--", "sleep", "60"])
+        .process_group(0)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut printed = String::new();
+    while !printed.contains("tracing (") {
+        assert!(err.read_line(&mut printed).unwrap() > 0, "{printed}");
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    // SAFETY: plain kill(2) to the process group of our own child.
+    assert_eq!(unsafe { libc_kill(-(t.id() as i32), 2) }, 0);
+    std::io::Read::read_to_string(&mut err, &mut printed).unwrap();
+    let status = t.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{printed}");
+    assert!(
+        printed.contains("tracer: the traced command was killed by signal 2 (status 130)"),
+        "{printed}"
+    );
+    let traced = read_recording(&rec);
+    assert_eq!(traced.meta.command, ["sleep", "60"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;

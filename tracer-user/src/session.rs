@@ -300,7 +300,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         libs,
         locks,
         sink,
-        command_status,
+        mut command_status,
+        child,
         ..
     } = ctx;
     let lost = probes.lost()?;
@@ -309,6 +310,16 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     summary.tracer_cpu_ns = own_cpu_ns();
     write_json(opts.summary_json.as_deref(), &summary)?;
     write_json(opts.profile_json.as_deref(), &profile)?;
+    // Tracing stopped before the command ended. From a terminal, Ctrl-C reaches the
+    // command too: give it a moment to end, so that its status is the tracer's (as
+    // `time` does). At the deadline it runs on.
+    if let (None, Some(child)) = (command_status, child) {
+        let grace = match stop {
+            StopReason::Signal => COMMAND_GRACE,
+            StopReason::Deadline | StopReason::TargetsExited => Duration::ZERO,
+        };
+        command_status = reap_within(child, grace);
+    }
     let detacher = locks.map(|l| l.detacher);
     if let Some(detaching) = opts.on_detach {
         let pending = detacher.as_ref().map_or(0, Detacher::pending);
@@ -681,13 +692,9 @@ impl LoopContext {
 
     /// True when no traced process is alive any more.
     fn targets_gone(&mut self) -> Result<bool, SessionError> {
-        if let Some(child) = self.child {
-            let mut status = 0;
-            // SAFETY: waitpid on our own child.
-            if unsafe { libc::waitpid(child as i32, &mut status, libc::WNOHANG) } == child as i32 {
-                self.command_status = Some(CommandStatus::from_wait_status(status));
-                self.child = None;
-            }
+        if let Some(status) = self.child.and_then(reap) {
+            self.command_status = Some(status);
+            self.child = None;
         }
         // While the command we launched runs, a target is alive: no need to list the
         // traced set, a walk of the probes' 65,536-bucket hash map every tick (4 % of
@@ -697,6 +704,31 @@ impl LoopContext {
         }
         Ok(!self.probes.traced_ids()?.into_iter().any(procfs::is_alive))
     }
+}
+
+/// How long a session stopped by a signal waits for the command it launched to end.
+const COMMAND_GRACE: Duration = Duration::from_millis(500);
+
+/// How our child `pid` ended, if it does within `grace`.
+fn reap_within(pid: u32, grace: Duration) -> Option<CommandStatus> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = reap(pid) {
+            return Some(status);
+        }
+        if started.elapsed() >= grace {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How our child `pid` ended, if it has (without waiting).
+fn reap(pid: u32) -> Option<CommandStatus> {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child.
+    let reaped = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) } == pid as i32;
+    reaped.then(|| CommandStatus::from_wait_status(status))
 }
 
 /// The tracer's own CPU time so far (all its threads, not its children).
