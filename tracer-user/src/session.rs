@@ -160,10 +160,6 @@ impl CommandStatus {
             CommandStatus::Killed { signal } => (128 + signal) as u8,
         }
     }
-
-    pub fn success(self) -> bool {
-        self == CommandStatus::Exited(0)
-    }
 }
 
 pub struct RecordOutcome {

@@ -170,8 +170,9 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         );
     }
     // As `time` does: the command's own status, so that scripts and CI see a failure
-    // through the tracer. A command still running when tracing stopped (--duration,
-    // Ctrl-C) has none: the tracer's own success.
+    // through the tracer. A command still running when tracing stopped (--duration, or
+    // a signal it did not end of within the session's grace) has none: the tracer's
+    // own success.
     Ok(outcome
         .command_status
         .map_or(ExitCode::SUCCESS, |s| ExitCode::from(s.shell_code())))
