@@ -251,11 +251,16 @@ impl Accounts {
         if let Record::Fork(f) = r {
             self.clones.insert(f.child_tid, h.tgid);
         }
-        // Whether this record starts the thread's work clock (`start_work_clock` below).
-        let clone_creator = (!switch_in).then(|| self.clones.remove(&h.tid)).flatten();
-        let Some(t) = self.thread(h.tid, ts, !switch) else {
+        if self.thread(h.tid, ts, !switch).is_none() {
             return;
-        };
+        }
+        // Whether the thread was cloned while traced (`start_work_clock` below); asked
+        // once the record is known to be a live thread's, as the analysis asks.
+        let clone_creator = (!switch_in).then(|| self.clones.remove(&h.tid)).flatten();
+        let t = self
+            .threads
+            .get_mut(&h.tid)
+            .expect("a live thread, just seen");
         // A switch-in may not know the process yet (tgid 0); the thread's clock is valid.
         t.own(ts, h.tgid, h.cpu_ns);
         // The thread's work counts from where the analysis starts it (so that a
