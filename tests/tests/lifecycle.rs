@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tracer_common::call;
 use tracer_tests::{mpich, openmpi, read_recording, tracer};
+use tracer_user::records::Record;
 
 /// Names of our eBPF programs as the kernel lists them.
 const PROGRAMS: &[&str] = &[
@@ -138,6 +139,103 @@ fn ctrl_c_writes_everything_and_detaches() {
     assert_nothing_left();
     // The job was only observed: it runs on and finishes normally.
     assert!(job.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `tracer record -- COMMAND` exits with the command's status, as `time` does (exit code
+/// n: n; killed by signal s: 128 + s), and still writes every output.
+#[test]
+fn record_exits_with_the_command_s_status() {
+    let dir = std::env::temp_dir().join(format!("tracer-status-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("status.trace");
+    let sum = dir.join("status.json");
+    for (script, status, says) in [
+        (
+            "exit 7",
+            7,
+            "tracer: the traced command exited with status 7",
+        ),
+        (
+            "kill -KILL $$",
+            128 + 9,
+            "tracer: the traced command was killed by signal 9 (status 137)",
+        ),
+        ("exit 0", 0, ""),
+    ] {
+        let out = Command::new(tracer())
+            .args(["record", "-o", rec.to_str().unwrap()])
+            .args(["--summary-json", sum.to_str().unwrap()])
+            .args(["--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(status), "sh -c '{script}': {err}");
+        assert!(err.contains(says), "sh -c '{script}': {err}");
+        assert_eq!(
+            err.contains("the traced command"),
+            status != 0,
+            "sh -c '{script}': {err}"
+        );
+        // The outputs are complete: the recording has its trailer and the shell's exec
+        // and exit, and the summary names the shell.
+        let traced = read_recording(&rec);
+        assert_eq!(traced.meta.command, ["sh", "-c", script]);
+        assert_eq!(traced.lost, 0);
+        let execs = traced
+            .records()
+            .filter(|r| matches!(r, Record::Exec(_)))
+            .count();
+        let group_exits = traced
+            .records()
+            .filter(|r| matches!(r, Record::Exit(x) if x.group_dead != 0))
+            .count();
+        assert_eq!((execs, group_exits), (1, 1), "sh -c '{script}'");
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
+        let commands: Vec<&str> = summary["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["command"].as_str().unwrap())
+            .collect();
+        assert_eq!(commands, [format!("sh -c {script}")], "sh -c '{script}'");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Ctrl-C in a terminal reaches the whole foreground process group: the tracer stops,
+/// writes its outputs, and exits with the status of the command, which the same SIGINT
+/// killed (128 + 2), as `time` would.
+#[test]
+fn ctrl_c_to_the_process_group_gives_the_command_s_status() {
+    use std::os::unix::process::CommandExt;
+    let dir = std::env::temp_dir().join(format!("tracer-intgrp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("int.trace");
+    let mut t = Command::new(tracer())
+        .args(["record", "-o", rec.to_str().unwrap(), "--", "sleep", "60"])
+        .process_group(0)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut printed = String::new();
+    while !printed.contains("tracing (") {
+        assert!(err.read_line(&mut printed).unwrap() > 0, "{printed}");
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    // SAFETY: plain kill(2) to the process group of our own child.
+    assert_eq!(unsafe { libc_kill(-(t.id() as i32), 2) }, 0);
+    std::io::Read::read_to_string(&mut err, &mut printed).unwrap();
+    let status = t.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{printed}");
+    assert!(
+        printed.contains("tracer: the traced command was killed by signal 2 (status 130)"),
+        "{printed}"
+    );
+    let traced = read_recording(&rec);
+    assert_eq!(traced.meta.command, ["sleep", "60"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -530,3 +530,84 @@ fn corrupt_recording_is_one_line() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// One thread's work as `tracer metrics --json` or `tracer report --json` lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ThreadWork {
+    tid: u64,
+    work_ns: u64,
+}
+
+/// The `threads` of a metrics or report JSON document, by tid.
+fn thread_work(doc: &Value) -> Vec<ThreadWork> {
+    let mut rows: Vec<ThreadWork> = doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| ThreadWork {
+            tid: t["tid"].as_u64().unwrap(),
+            work_ns: t["work_ns"].as_u64().unwrap(),
+        })
+        .collect();
+    rows.sort_unstable();
+    rows
+}
+
+fn tracer_report_json(rec: &Path) -> Value {
+    let out = Command::new(tracer())
+        .args(["report", "--json"])
+        .arg(rec)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A thread's work is the same in `tracer metrics` and `tracer report`: both count it
+/// from where the analysis starts the thread (a launched rank at its exec, not at the
+/// launcher's fork before it; a thread cloned while traced at its clone) to its exit
+/// (not the kernel's teardown after it). Exactly, on real recordings of MPI ranks with
+/// threads (Open MPI and MPICH launchers, helper threads, pthreads created and joined
+/// every round).
+#[test]
+fn thread_work_agrees_with_the_report() {
+    // With the least number of threads that work: the ranks' main threads, and in the
+    // hybrid run the 2 threads each rank creates in each of 5 rounds.
+    let jobs = [
+        (
+            "hybrid-mpich",
+            mpich(2, "hybrid_mpi_threads", &["2", "5", "40", "10", "-1"]),
+            2 + 2 * 2 * 5,
+        ),
+        ("ring-openmpi", openmpi(2, "mpi_ring", &["200", "64"]), 2),
+    ];
+    for (tag, job, working_threads) in jobs {
+        let dir = std::env::temp_dir().join(format!("tracer-work-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rec = dir.join("r.trace");
+        let out = Command::new(tracer())
+            .args(["record", "-q", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .args(&job)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{tag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(read_recording(&rec).lost, 0, "{tag}");
+        let metrics = thread_work(&serde_json::from_slice(&tracer_metrics(&rec, true)).unwrap());
+        let report = thread_work(&tracer_report_json(&rec));
+        // The report lists the threads that did work; the metrics list every thread.
+        let working: Vec<ThreadWork> = metrics.into_iter().filter(|t| t.work_ns > 0).collect();
+        assert_eq!(working, report, "{tag}: metrics, then report");
+        assert!(report.len() >= working_threads, "{tag}: {report:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -68,7 +68,9 @@ pub struct RecordOptions {
     /// Probe the C library's pthread lock, condition variable and barrier calls in every
     /// traced process (per-process probes).
     pub locks: bool,
-    pub ring_mib: u32,
+    /// The ring's size in MiB; None sizes it for the machine
+    /// ([`crate::probes::default_ring_bytes`]).
+    pub ring_mib: Option<u32>,
     /// Benchmarks only: empty programs instead of the per-call probes (`ProbeOptions::floor`).
     pub floor_probes: bool,
     /// Work clock of the critical path engine.
@@ -79,6 +81,9 @@ pub struct RecordOptions {
     /// Live samples: every `interval`, `on_sample` gets the profile so far.
     pub interval: Option<Duration>,
     pub on_sample: Option<SampleHook>,
+    /// Called while tracing when the probes have lost events since the last call (the
+    /// kernel's counter grew), at most once every [`LOSS_CHECK_PERIOD`].
+    pub on_loss: Option<LossHook>,
     /// Called when the outputs are written and the probes are about to be detached.
     pub on_detach: Option<Box<dyn FnOnce(usize)>>,
     /// Called once every probe is attached and the targets are traced.
@@ -87,6 +92,31 @@ pub struct RecordOptions {
 
 pub type ReadyHook = Box<dyn FnOnce(&Ready)>;
 pub type SampleHook = Box<dyn FnMut(&Profile)>;
+pub type LossHook = Box<dyn FnMut(&EventsSoFar)>;
+
+/// How often the session looks at the kernel's lost-events counter while it traces: a
+/// warning a second late is still in time, and a person can read one a second.
+pub const LOSS_CHECK_PERIOD: Duration = Duration::from_secs(1);
+
+/// The events of a session so far: those the tracer has read, and those the probes
+/// dropped because the buffers were full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventsSoFar {
+    pub recorded: u64,
+    pub lost: u64,
+}
+
+impl EventsSoFar {
+    /// Lost events as a percentage of all the probes produced.
+    pub fn lost_percent(&self) -> f64 {
+        let produced = self.recorded + self.lost;
+        if produced == 0 {
+            0.0
+        } else {
+            self.lost as f64 * 100.0 / produced as f64
+        }
+    }
+}
 
 /// What is being traced, reported when tracing starts.
 pub struct Ready {
@@ -102,13 +132,43 @@ pub enum StopReason {
     Signal,
 }
 
+/// How the command `tracer record -- COMMAND` launched ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandStatus {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Killed { signal: i32 },
+}
+
+impl CommandStatus {
+    fn from_wait_status(status: i32) -> Self {
+        if libc::WIFEXITED(status) {
+            CommandStatus::Exited(libc::WEXITSTATUS(status))
+        } else {
+            CommandStatus::Killed {
+                signal: libc::WTERMSIG(status),
+            }
+        }
+    }
+
+    /// The status a shell would report (`$?`), which `tracer record` exits with, as
+    /// `time` does: the exit code, or 128 + the signal for a command a signal killed.
+    pub fn shell_code(self) -> u8 {
+        match self {
+            CommandStatus::Exited(code) => code as u8,
+            CommandStatus::Killed { signal } => (128 + signal) as u8,
+        }
+    }
+}
+
 pub struct RecordOutcome {
     pub summary: Summary,
     /// The critical path profile computed online while tracing.
     pub profile: Profile,
     pub stop: StopReason,
-    /// Exit status of the launched command, if it was reaped.
-    pub command_status: Option<i32>,
+    /// How the launched command ended, if it was reaped.
+    pub command_status: Option<CommandStatus>,
     /// The online what-if prediction, when asked for.
     pub whatif: Option<Result<OnlinePrediction, ReplayError>>,
     /// `--func` patterns that matched no function anywhere.
@@ -149,7 +209,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let mut probes = Probes::load(&ProbeOptions {
         system_wide: opts.system_wide,
         hold_on_exec: !opts.system_wide,
-        ring_bytes: opts.ring_mib.max(1) << 20,
+        ring_bytes: opts.ring_mib.map(|mib| mib.max(1) << 20),
         floor: opts.floor_probes,
     })?;
     let mut libs = LibrarySet::new(found_libs);
@@ -230,6 +290,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         command_status: None,
         system_wide: opts.system_wide,
         on_sample: opts.on_sample,
+        on_loss: opts.on_loss,
+        lost_reported: 0,
     };
     let stop = runtime.block_on(event_loop(&mut ctx, opts.duration, opts.interval))?;
     let LoopContext {
@@ -238,7 +300,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         libs,
         locks,
         sink,
-        command_status,
+        mut command_status,
+        child,
         ..
     } = ctx;
     let lost = probes.lost()?;
@@ -247,6 +310,16 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     summary.tracer_cpu_ns = own_cpu_ns();
     write_json(opts.summary_json.as_deref(), &summary)?;
     write_json(opts.profile_json.as_deref(), &profile)?;
+    // Tracing stopped before the command ended. From a terminal, Ctrl-C reaches the
+    // command too: give it a moment to end, so that its status is the tracer's (as
+    // `time` does). At the deadline it runs on.
+    if let (None, Some(child)) = (command_status, child) {
+        let grace = match stop {
+            StopReason::Signal => COMMAND_GRACE,
+            StopReason::Deadline | StopReason::TargetsExited => Duration::ZERO,
+        };
+        command_status = reap_within(child, grace);
+    }
     let detacher = locks.and_then(|l| l.detacher);
     if let Some(detaching) = opts.on_detach {
         let pending = detacher.as_ref().map_or(0, Detacher::pending);
@@ -580,9 +653,12 @@ struct LoopContext {
     held_on_load: HashSet<u32>,
     sink: Sink,
     child: Option<u32>,
-    command_status: Option<i32>,
+    command_status: Option<CommandStatus>,
     system_wide: bool,
     on_sample: Option<SampleHook>,
+    on_loss: Option<LossHook>,
+    /// The kernel's lost-events counter when `on_loss` was last called.
+    lost_reported: u64,
 }
 
 impl LoopContext {
@@ -682,19 +758,27 @@ impl LoopContext {
         Ok(())
     }
 
+    /// Tells `on_loss` if the probes lost events since it was last told.
+    fn check_loss(&mut self) -> Result<(), SessionError> {
+        let Some(hook) = &mut self.on_loss else {
+            return Ok(());
+        };
+        let lost = self.probes.lost()?;
+        if lost > self.lost_reported {
+            self.lost_reported = lost;
+            hook(&EventsSoFar {
+                recorded: self.sink.total,
+                lost,
+            });
+        }
+        Ok(())
+    }
+
     /// True when no traced process is alive any more.
     fn targets_gone(&mut self) -> Result<bool, SessionError> {
-        if let Some(child) = self.child {
-            let mut status = 0;
-            // SAFETY: waitpid on our own child.
-            if unsafe { libc::waitpid(child as i32, &mut status, libc::WNOHANG) } == child as i32 {
-                self.command_status = Some(if libc::WIFEXITED(status) {
-                    libc::WEXITSTATUS(status)
-                } else {
-                    128 + libc::WTERMSIG(status)
-                });
-                self.child = None;
-            }
+        if let Some(status) = self.child.and_then(reap) {
+            self.command_status = Some(status);
+            self.child = None;
         }
         // While the command we launched runs, a target is alive: no need to list the
         // traced set, a walk of the probes' 65,536-bucket hash map every tick (4 % of
@@ -704,6 +788,31 @@ impl LoopContext {
         }
         Ok(!self.probes.traced_ids()?.into_iter().any(procfs::is_alive))
     }
+}
+
+/// How long a session stopped by a signal waits for the command it launched to end.
+const COMMAND_GRACE: Duration = Duration::from_millis(500);
+
+/// How our child `pid` ended, if it does within `grace`.
+fn reap_within(pid: u32, grace: Duration) -> Option<CommandStatus> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = reap(pid) {
+            return Some(status);
+        }
+        if started.elapsed() >= grace {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How our child `pid` ended, if it has (without waiting).
+fn reap(pid: u32) -> Option<CommandStatus> {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child.
+    let reaped = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) } == pid as i32;
+    reaped.then(|| CommandStatus::from_wait_status(status))
 }
 
 /// The tracer's own CPU time so far (all its threads, not its children).
@@ -781,6 +890,10 @@ async fn event_loop(
     tokio::pin!(deadline);
     let mut samples = tokio::time::interval(interval.unwrap_or(Duration::from_secs(3600)));
     samples.tick().await;
+    let mut loss_checks = tokio::time::interval(LOSS_CHECK_PERIOD);
+    loss_checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loss_checks.tick().await;
+    let watch_loss = ctx.on_loss.is_some();
     let stop = loop {
         tokio::select! {
             guard = ring.readable_mut() => {
@@ -803,6 +916,7 @@ async fn event_loop(
                     hook(&profile);
                 }
             }
+            _ = loss_checks.tick(), if watch_loss => ctx.check_loss()?,
             _ = sigint.recv() => break StopReason::Signal,
             _ = sigterm.recv() => break StopReason::Signal,
             _ = &mut deadline, if duration.is_some() => break StopReason::Deadline,

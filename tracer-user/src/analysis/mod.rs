@@ -232,6 +232,15 @@ impl<M: PathModel> Analyzer<M> {
                 }
                 return;
             }
+            // The switches of a thread after its exit record (the kernel still tears it
+            // down, and may preempt it meanwhile) are no new thread's: they would start
+            // a path for the id with the teardown's CPU time as work, which the metrics
+            // do not count. A thread that reuses the id shows itself by another record.
+            Record::SwitchOut(_)
+                if !self.threads.contains_key(&h.tid) && self.sync.exited(h.tid).is_some() =>
+            {
+                return;
+            }
             _ => {}
         }
         let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);

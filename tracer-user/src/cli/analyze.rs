@@ -55,8 +55,8 @@ pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         }
         pipeline.item(&item);
     }
-    let lost = reader.trailer.as_ref().map(|t| t.events_lost).unwrap_or(0);
-    let profile = Profile::new(pipeline.flush(), clock, lost, &commands);
+    let trailer = reader.trailer.clone().unwrap_or_default();
+    let profile = Profile::new(pipeline.flush(), clock, trailer.events_lost, &commands);
     if let Some(path) = &a.profile_json {
         std::fs::write(path, serde_json::to_string_pretty(&profile)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
@@ -66,5 +66,6 @@ pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", profile.text());
     }
+    super::warn_lost(trailer.events_total, trailer.events_lost);
     Ok(ExitCode::SUCCESS)
 }

@@ -101,5 +101,9 @@ pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
             break; // closed pipe (e.g. `| head`)
         }
     }
+    // Known once the whole recording is read (not after a closed pipe).
+    if let Some(t) = &r.trailer {
+        super::warn_lost(t.events_total, t.events_lost);
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -36,6 +36,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let Format::Chrome = a.format;
     // The graph first: a bad recording fails before an output file exists.
     let plan = ChromeExport::read(&a.file, ClockKind::from(a.clock)).with_context(reading)?;
+    let (recorded, lost) = (plan.events_recorded, plan.events_lost);
     let items = recording_items(&a.file).with_context(reading)?;
     let to_stdout = a.output == Path::new("-");
     let result = if to_stdout {
@@ -63,6 +64,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     if !to_stdout {
         report(&stats, &a.output);
     }
+    super::warn_lost(recorded, lost);
     Ok(ExitCode::SUCCESS)
 }
 

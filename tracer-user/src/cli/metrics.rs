@@ -26,5 +26,6 @@ pub fn run(a: MetricsArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", m.text());
     }
+    super::warn_lost(m.events.analyzed, m.events.lost);
     Ok(ExitCode::SUCCESS)
 }

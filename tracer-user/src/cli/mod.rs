@@ -69,13 +69,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Says on stderr that a recording is incomplete, when it is.
-fn warn_lost(events_lost: u64) {
-    if events_lost > 0 {
+/// Says on stderr that a recording is incomplete, when it is: `recorded` events are in
+/// it, `lost` more were dropped by the probes (every command that reads or writes a
+/// recording ends with this, so that no result from an incomplete one goes unflagged).
+fn warn_lost(recorded: u64, lost: u64) {
+    if lost > 0 {
+        let produced = recorded + lost;
         eprintln!(
-            "warning: the recording lost {events_lost} events (the tracer fell behind and \
-             its ring buffer filled up): calls and messages among them are missing, so the \
-             results are approximate"
+            "tracer: warning: {lost} of {produced} events ({:.1} %) were lost (the tracer \
+             fell behind and the probes' buffers filled up): calls and messages among them \
+             are missing, so the results are incomplete",
+            lost as f64 * 100.0 / produced as f64
         );
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use tracer_user::analysis::profile::Profile;
-use tracer_user::session::{self, RecordOptions, StopReason};
+use tracer_user::session::{self, CommandStatus, EventsSoFar, RecordOptions, StopReason};
 
 #[derive(Args)]
 pub struct RecordArgs {
@@ -36,9 +36,10 @@ pub struct RecordArgs {
     #[arg(long)]
     locks: bool,
     /// Ring buffer size in MiB (a power of two); the per-CPU slots get as much, shared out
-    /// among the CPUs (256 to 16,384 slots of 136 bytes each).
-    #[arg(long, value_name = "MIB", default_value_t = 16)]
-    buffer_mib: u32,
+    /// among the CPUs (256 to 16,384 slots of 136 bytes each). Default: 4 MiB per CPU,
+    /// rounded up to a power of two, at least 16 and at most 256.
+    #[arg(long, value_name = "MIB")]
+    buffer_mib: Option<u32>,
     /// Write the critical path profile as JSON here (schema: docs/profile-json.md).
     #[arg(long, value_name = "FILE")]
     profile_json: Option<PathBuf>,
@@ -60,7 +61,7 @@ pub struct RecordArgs {
     /// --network`).
     #[arg(long, value_name = "TABLE")]
     whatif_network: Option<PathBuf>,
-    /// Print nothing but errors.
+    /// Print nothing but errors and warnings about lost events.
     #[arg(short, long)]
     quiet: bool,
     /// The command to launch and trace from its first instruction.
@@ -75,8 +76,8 @@ enum ProbeSet {
 }
 
 pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
-    if !a.buffer_mib.is_power_of_two() {
-        bail!("--buffer-mib must be a power of two, got {}", a.buffer_mib);
+    if let Some(mib) = a.buffer_mib.filter(|mib| !mib.is_power_of_two()) {
+        bail!("--buffer-mib must be a power of two, got {mib}");
     }
     let duration = match a.duration {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
@@ -100,6 +101,9 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         whatif,
         interval,
         on_sample: Some(Box::new(move |p: &Profile| eprintln!("{}", sample_line(started.elapsed(), p)))),
+        // Even with --quiet: the outputs will be incomplete, and the user can still stop
+        // and retry with larger buffers.
+        on_loss: Some(Box::new(|e: &EventsSoFar| eprintln!("{}", loss_line(e)))),
         pids: a.pids,
         command: a.command,
         system_wide: a.all,
@@ -141,13 +145,21 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         if let Some(Ok(p)) = &outcome.whatif {
             eprintln!("{}", super::whatif::online_line(p));
         }
-        if let Some(code) = outcome.command_status.filter(|c| *c != 0) {
-            eprintln!("tracer: the traced command exited with status {code}");
+        match outcome.command_status {
+            Some(CommandStatus::Exited(code)) if code != 0 => {
+                eprintln!("tracer: the traced command exited with status {code}")
+            }
+            Some(CommandStatus::Killed { signal }) => eprintln!(
+                "tracer: the traced command was killed by signal {signal} (status {})",
+                128 + signal
+            ),
+            _ => {}
         }
         if let Some(o) = &a.output {
             eprintln!("recording written to {}", o.display());
         }
     }
+    super::warn_lost(outcome.summary.events.total, outcome.summary.events.lost);
     if let Some(Err(e)) = outcome.whatif {
         bail!("what-if: {e}");
     }
@@ -157,7 +169,24 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
             outcome.unmatched_funcs.join(", ")
         );
     }
-    Ok(ExitCode::SUCCESS)
+    // As `time` does: the command's own status, so that scripts and CI see a failure
+    // through the tracer. A command still running when tracing stopped (--duration, or
+    // a signal it did not end of within the session's grace) has none: the tracer's
+    // own success.
+    Ok(outcome
+        .command_status
+        .map_or(ExitCode::SUCCESS, |s| ExitCode::from(s.shell_code())))
+}
+
+/// The warning printed while tracing when the probes drop events.
+fn loss_line(e: &EventsSoFar) -> String {
+    format!(
+        "tracer: warning: {} events lost so far ({:.1} % of {}): the tracer is falling behind \
+         and the results will be incomplete (a larger --buffer-mib may help)",
+        e.lost,
+        e.lost_percent(),
+        e.recorded + e.lost
+    )
 }
 
 /// One line a person can watch: elapsed time, critical path so far, top procedures.

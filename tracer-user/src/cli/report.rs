@@ -68,7 +68,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut metrics = Metrics::from_reader(&mut reader).with_context(context)?;
     metrics.locate_sites(&mut tracer_user::symbolize::Symbolizer::new());
     let report = Report::new(&rg, &opts, Some(metrics));
-    super::warn_lost(reader.trailer.map_or(0, |t| t.events_lost));
+    super::warn_lost(rg.events, rg.lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -23,5 +23,6 @@ pub fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
     } else {
         super::print_summary(&s);
     }
+    super::warn_lost(trailer.events_total, trailer.events_lost);
     Ok(ExitCode::SUCCESS)
 }

@@ -65,7 +65,8 @@ fn online(
         w.item(&item);
     }
     let p = w.finish()?;
-    super::warn_lost(reader.trailer.map_or(0, |t| t.events_lost));
+    let trailer = reader.trailer.unwrap_or_default();
+    super::warn_lost(trailer.events_total, trailer.events_lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
     } else {
@@ -204,7 +205,7 @@ pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
         predicted_path: PathProfile::of(&p, &run.cpu),
         path: p.path.clone(),
     };
-    super::warn_lost(run.events_lost);
+    super::warn_lost(run.cpu.events, run.events_lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

@@ -119,6 +119,10 @@ pub struct ChromeExport {
     endpoints: HashMap<u32, VecDeque<Endpoint>>,
     /// Ranks the matcher learned, for processes the summary has none for.
     ranks: HashMap<u32, i32>,
+    /// Events in the recording, and events the probes dropped (the timeline misses
+    /// their calls and messages).
+    pub events_recorded: u64,
+    pub events_lost: u64,
 }
 
 impl ChromeExport {
@@ -195,6 +199,8 @@ impl ChromeExport {
                 .iter()
                 .filter_map(|(&pid, p)| Some((pid, p.rank?)))
                 .collect(),
+            events_recorded: rg.events,
+            events_lost: rg.lost,
         }
     }
 

@@ -8,6 +8,14 @@
 //! hash, so the cost is `O(n x lengths)` whatever the alphabet; equal hashes are
 //! confirmed by comparing the substrings, so a collision can cost time, never a wrong
 //! answer.
+//!
+//! Why bounded lengths and hashing rather than a suffix array or tree: the report asks
+//! for patterns of at most 16 activities (`ReportOptions::phase_max_len`), so the cost
+//! is linear in the path (200,000 activities: tens of ms). Unbounded lengths would not
+//! be: a loop's path is periodic, and a periodic string of length n has Θ(n) distinct
+//! repeated substrings with Θ(n) occurrences each, so listing their greedy
+//! non-overlapping occurrences is Θ(n²) whatever index finds them. Each candidate's
+//! occurrences come out of its pass already sorted, which the greedy count needs.
 
 use std::collections::HashMap;
 

@@ -139,6 +139,9 @@ struct Accounts {
     traffic: TrafficAcc,
     events: u64,
     lost: u64,
+    /// Threads cloned while traced whose first own record has not come yet: the process
+    /// of their creator.
+    clones: HashMap<u32, u32>,
 }
 
 impl Accounts {
@@ -161,6 +164,7 @@ impl Accounts {
             traffic: TrafficAcc::default(),
             events: 0,
             lost: 0,
+            clones: HashMap::new(),
         }
     }
 
@@ -243,11 +247,32 @@ impl Accounts {
             _ => None,
         };
         let switch = matches!(r, Record::SwitchIn(_) | Record::SwitchOut(_));
-        let Some(t) = self.thread(h.tid, ts, !switch) else {
+        let switch_in = matches!(r, Record::SwitchIn(_));
+        if let Record::Fork(f) = r {
+            self.clones.insert(f.child_tid, h.tgid);
+        }
+        if self.thread(h.tid, ts, !switch).is_none() {
             return;
-        };
+        }
+        // Whether the thread was cloned while traced (`start_work_clock` below); asked
+        // once the record is known to be a live thread's, as the analysis asks.
+        let clone_creator = (!switch_in).then(|| self.clones.remove(&h.tid)).flatten();
+        let t = self
+            .threads
+            .get_mut(&h.tid)
+            .expect("a live thread, just seen");
         // A switch-in may not know the process yet (tgid 0); the thread's clock is valid.
         t.own(ts, h.tgid, h.cpu_ns);
+        // The thread's work counts from where the analysis starts it (so that a
+        // thread's work here is the report's): at its first record other than a
+        // switch-in, or at its clone (CPU clock 0) for a thread its process created
+        // while traced (`SyncTracker::first_event`). The switch-ins before the first
+        // other record of a new process are its launcher's fork getting ready to exec
+        // (up to 1.3 ms of CPU that is not the program's work; it stays in `cpu`).
+        if !switch_in {
+            let cloned_here = clone_creator == Some(h.tgid) && h.tid != h.tgid;
+            t.start_work_clock(if cloned_here { 0 } else { h.cpu_ns });
+        }
         match r {
             Record::SwitchOut(s) => t.switch_out(ts, s.prev_state),
             Record::SwitchIn(_) => t.switch_in(ts),

@@ -2,8 +2,8 @@
 //! sets, so the expected metrics are exact.
 
 use tracer_common::{
-    call, flavor, kind, CallRecord, EventHeader, ExitRecord, FutexRecord, SwitchRecord, WakeRecord,
-    UNSET,
+    call, flavor, kind, CallRecord, EventHeader, ExitRecord, ForkRecord, FutexRecord, SwitchRecord,
+    WakeRecord, UNSET,
 };
 
 use super::{Cause, Metrics};
@@ -137,6 +137,15 @@ impl Gen {
         self.push(Record::Exit(ExitRecord {
             header: self.h(ts, cpu, pid, tid, kind::EXIT, 0),
             group_dead: 0,
+            _reserved: 0,
+        }));
+    }
+
+    /// Thread `parent` of process `pid` creates thread `child`.
+    fn clone_thread(&mut self, ts: u64, cpu: u64, pid: u32, parent: u32, child: u32) {
+        self.push(Record::Fork(ForkRecord {
+            header: self.h(ts, cpu, pid, parent, kind::FORK, 0),
+            child_tid: child,
             _reserved: 0,
         }));
     }
@@ -564,4 +573,81 @@ fn one_line_in_every_rank_is_one_call_site() {
         "{}",
         m.text()
     );
+}
+
+/// A thread's work in the recorded graph (what `tracer report` lists per thread): its
+/// program arcs.
+fn graph_work(items: &[Item], tid: u32) -> u64 {
+    use crate::analysis::workclock::ClockKind;
+    use crate::graph::{recorded::RecordedGraph, ArcKind};
+    let rg = RecordedGraph::from_items(items, ClockKind::Cpu);
+    let g = &rg.graph;
+    g.arcs
+        .iter()
+        .filter(|a| a.kind == ArcKind::Program && g.vertices[a.to as usize].tid == tid)
+        .map(|a| a.weight)
+        .sum()
+}
+
+#[test]
+fn work_counts_from_where_the_analysis_starts_the_thread_to_its_exit() {
+    let mut g = Gen::default();
+    let p = 300;
+    // A process its launcher forked: switched in, 1.3 ms of CPU getting ready to exec,
+    // then the program's first record (here a futex wake) ...
+    g.switch(1_000, 0, p, p, None);
+    g.futex(3_000, 1_300_000, p, p, Some(1));
+    g.futex(3_100, 1_310_000, p, p, None);
+    // ... 4 ms of CPU in all until its exit ...
+    g.thread_exit(10_000, 5_300_000, p, p);
+    // ... then the kernel tears it down, preempted once meanwhile.
+    g.switch(10_100, 5_400_000, p, p, Some(0x100));
+    g.switch(10_200, 5_400_000, p, p, None);
+    g.switch(10_300, 5_450_000, p, p, Some(0x10));
+
+    let m = g.metrics();
+    let t = &m.threads[0].measures;
+    assert_eq!(t.work_ns, 4_000_000);
+    assert_eq!(t.work_ns, graph_work(&g.items, p));
+    // The CPU time is all the thread used while traced up to its exit.
+    assert_eq!(t.cpu_ns, 5_300_000);
+}
+
+#[test]
+fn a_thread_created_while_traced_works_from_its_creation_even_with_a_reused_id() {
+    let mut g = Gen::default();
+    let p = 400;
+    g.futex(1_000, 10_000, p, p, Some(1));
+    g.futex(1_100, 11_000, p, p, None);
+    // Thread 401 runs 2 ms of CPU from its creation, its first record at 0.5 ms.
+    g.clone_thread(2_000, 20_000, p, p, 401);
+    g.switch(2_100, 0, p, 401, None);
+    g.futex(3_000, 500_000, p, 401, Some(1));
+    g.futex(3_100, 510_000, p, 401, None);
+    g.thread_exit(4_000, 2_000_000, p, 401);
+    g.switch(4_100, 2_050_000, p, 401, Some(0x10));
+    // The id comes back for a new thread, switched out once before its first other
+    // record: 3 ms of CPU from its creation.
+    g.clone_thread(5_000, 30_000, p, p, 401);
+    g.switch(5_100, 0, p, 401, None);
+    g.switch(5_200, 200_000, p, 401, Some(0x100));
+    g.switch(5_300, 200_000, p, 401, None);
+    g.futex(6_000, 700_000, p, 401, Some(1));
+    g.futex(6_100, 710_000, p, 401, None);
+    g.thread_exit(7_000, 3_000_000, p, 401);
+    g.thread_exit(8_000, 40_000, p, p);
+
+    let m = g.metrics();
+    let works: Vec<(u32, u64)> = m
+        .threads
+        .iter()
+        .map(|t| (t.tid, t.measures.work_ns))
+        .collect();
+    assert_eq!(
+        works,
+        vec![(400, 30_000), (401, 2_000_000), (401, 3_000_000)]
+    );
+    // The graph counts the two lives of 401 under one id.
+    assert_eq!(graph_work(&g.items, 401), 5_000_000);
+    assert_eq!(graph_work(&g.items, 400), 30_000);
 }

@@ -140,6 +140,9 @@ pub struct ThreadAcc {
     pub first_ts: u64,
     pub last_ts: u64,
     first_cpu: Option<u64>,
+    /// The CPU clock where the thread's work starts to count
+    /// ([`ThreadAcc::start_work_clock`]).
+    work_from_cpu: Option<u64>,
     cpu: u64,
     /// MPI/PVM calls in progress, outermost first.
     calls: Vec<Open>,
@@ -164,6 +167,7 @@ impl ThreadAcc {
             first_ts: ts,
             last_ts: ts,
             first_cpu: None,
+            work_from_cpu: None,
             cpu: 0,
             calls: Vec::new(),
             futex: None,
@@ -187,6 +191,12 @@ impl ThreadAcc {
         self.cpu = self.cpu.max(cpu_ns);
     }
 
+    /// The thread's work counts from CPU clock `cpu_ns` on; the first call decides.
+    /// Until then it has none.
+    pub fn start_work_clock(&mut self, cpu_ns: u64) {
+        self.work_from_cpu.get_or_insert(cpu_ns);
+    }
+
     fn touch(&mut self, ts: u64) {
         self.first_ts = self.first_ts.min(ts);
         self.last_ts = self.last_ts.max(ts);
@@ -197,9 +207,11 @@ impl ThreadAcc {
         self.first_cpu.map_or(0, |f| self.cpu.saturating_sub(f))
     }
 
-    /// CPU time outside blocking intervals.
+    /// CPU time outside blocking intervals, from where the work clock started.
     pub fn work_ns(&self) -> u64 {
-        self.cpu_ns().saturating_sub(self.cpu_blocked)
+        self.work_from_cpu.map_or(0, |f| {
+            self.cpu.saturating_sub(f).saturating_sub(self.cpu_blocked)
+        })
     }
 
     pub fn blocked_ns(&self, c: Cause) -> u64 {

@@ -1,0 +1,218 @@
+//! Losing events is loud: `tracer record` warns while it happens, and every command that
+//! reads or writes a recording that lost events ends with a warning that says how many
+//! of how many. The exit status stays the command's (0 here): the outputs are written,
+//! incomplete, and the warning says so.
+//!
+//! To lose events for real, the tracer is stopped (SIGSTOP) for two seconds while a
+//! program floods it with futex and scheduler events, as a tracer starved of CPU would
+//! be: the probes' buffers fill up and the kernel side counts what it drops.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tracer_tests::{program, tracer};
+use tracer_user::recording;
+
+const SIGSTOP: i32 = 19;
+const SIGCONT: i32 = 18;
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// The warning every command ends with, for a recording of `recorded` events that lost
+/// `lost`.
+fn final_warning(recorded: u64, lost: u64) -> String {
+    let produced = recorded + lost;
+    format!(
+        "tracer: warning: {lost} of {produced} events ({:.1} %) were lost (the tracer fell \
+         behind and the probes' buffers filled up): calls and messages among them are \
+         missing, so the results are incomplete",
+        lost as f64 * 100.0 / produced as f64
+    )
+}
+
+/// What a warning printed while recording says: "tracer: warning: N events lost so far
+/// (P % of M): ...".
+#[derive(Clone, Copy, Debug)]
+struct LiveWarning {
+    lost: u64,
+    percent: f64,
+    of: u64,
+}
+
+fn live_warning(line: &str) -> Option<LiveWarning> {
+    let rest = line.strip_prefix("tracer: warning: ")?;
+    let (lost, rest) = rest.split_once(" events lost so far (")?;
+    let (percent, rest) = rest.split_once(" % of ")?;
+    let (of, _) = rest.split_once("):")?;
+    Some(LiveWarning {
+        lost: lost.parse().ok()?,
+        percent: percent.parse().ok()?,
+        of: of.parse().ok()?,
+    })
+}
+
+/// Waits until the command `tracer` launched runs `program` (it is held, stopped, at
+/// its exec until the tracer has probed what it needs).
+fn wait_until_running(tracer: u32, program: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let children = std::fs::read_to_string(format!("/proc/{tracer}/task/{tracer}/children"))
+            .unwrap_or_default();
+        let running = children.split_whitespace().any(|pid| {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            // The state is the field after the parenthesized command name.
+            exe == std::path::Path::new(program)
+                && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                    stat.rsplit_once(") ")
+                        .is_some_and(|(_, rest)| !rest.starts_with('T'))
+                })
+        });
+        if running {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the traced program never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn losing_events_warns_while_recording_and_after_every_command() {
+    let dir = std::env::temp_dir().join(format!("tracer-lost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("lost.trace");
+    // 200,000 hand-offs between two threads: several seconds of about 500,000 events a
+    // second.
+    let mut t = Command::new(tracer())
+        .args(["record", "-o", rec.to_str().unwrap(), "--"])
+        .args([program("threads_pingpong"), "200000".into()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut printed = String::new();
+    while !printed.contains("tracing (") {
+        assert!(
+            err.read_line(&mut printed).unwrap() > 0,
+            "tracer exited before tracing: {printed}"
+        );
+    }
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).unwrap();
+        s
+    });
+    // The tracer holds the program at its exec until it has looked at it: stopping the
+    // tracer before then would stop the flood too.
+    wait_until_running(t.id(), &program("threads_pingpong"));
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: plain kill(2) to our own child.
+    assert_eq!(unsafe { libc_kill(t.id() as i32, SIGSTOP) }, 0);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(unsafe { libc_kill(t.id() as i32, SIGCONT) }, 0);
+    let status = t.wait().unwrap();
+    printed.push_str(&rest.join().unwrap());
+    assert_eq!(status.code(), Some(0), "{printed}");
+
+    let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
+    let (recorded, lost) = (trailer.events_total, trailer.events_lost);
+    assert!(
+        lost > 0,
+        "nothing lost while the tracer was stopped:\n{printed}"
+    );
+
+    // While recording: at least one warning, the counts so far within the final ones.
+    let live: Vec<LiveWarning> = printed.lines().filter_map(live_warning).collect();
+    assert!(!live.is_empty(), "no warning while recording:\n{printed}");
+    for w in &live {
+        assert!(
+            w.lost > 0 && w.lost <= lost,
+            "{w:?}, {lost} lost:\n{printed}"
+        );
+        assert!(
+            w.of >= w.lost && w.of <= recorded + lost,
+            "{w:?}:\n{printed}"
+        );
+        let want = w.lost as f64 * 100.0 / w.of as f64;
+        assert!((w.percent - want).abs() <= 0.05, "{w:?}: want {want} %");
+    }
+    assert!(
+        live.windows(2).all(|w| w[0].lost < w[1].lost),
+        "a warning without new losses:\n{printed}"
+    );
+    let warning = final_warning(recorded, lost);
+    assert_eq!(
+        printed.lines().last(),
+        Some(warning.as_str()),
+        "record's last line:\n{printed}"
+    );
+    assert!(
+        printed.contains(&format!("events: {recorded} recorded, {lost} lost")),
+        "{printed}"
+    );
+
+    // Every command that reads the recording ends with the same warning, and succeeds.
+    let export = dir.join("lost.json");
+    let commands: [&[&str]; 7] = [
+        &["summary"],
+        &["analyze"],
+        &["report"],
+        &["metrics"],
+        &["dump"],
+        &["whatif", "--placement", "*@0"],
+        &["export", "-o", export.to_str().unwrap()],
+    ];
+    for args in commands {
+        let out = Command::new(tracer())
+            .arg(args[0])
+            .arg(&rec)
+            .args(&args[1..])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "tracer {args:?}: {err}");
+        assert_eq!(
+            err.lines().last(),
+            Some(warning.as_str()),
+            "tracer {args:?}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_complete_recording_has_no_warning() {
+    let dir = std::env::temp_dir().join(format!("tracer-nolost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("ok.trace");
+    let out = Command::new(tracer())
+        .args(["record", "-o", rec.to_str().unwrap(), "--"])
+        .args([program("threads_pingpong"), "100".into()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
+    assert_eq!(trailer.events_lost, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    for command in ["summary", "analyze", "report", "metrics"] {
+        let out = Command::new(tracer())
+            .arg(command)
+            .arg(&rec)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "tracer {command}: {err}");
+        assert!(!err.contains("warning"), "tracer {command}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
