@@ -684,6 +684,10 @@ pub struct CallFrame {
     pub handle_out: u64,
     pub out: u64,
     pub status: [u64; 3],
+    /// The caller's return address, read at the entry of a call that can block (0 for
+    /// the others): where a futex wait inside the call comes from. The stack no longer
+    /// says once the return probe has put its trampoline's address there.
+    pub site: u64,
 }
 
 /// Slots of the probes' direct-mapped table of thread states (`THREAD_SLOTS`, indexed by
@@ -766,10 +770,10 @@ const _: () = {
     assert!(size_of::<CallPairRecord>() <= SLOT_BYTES);
     // Map values: no padding either (the kernel copies them byte for byte).
     assert!(size_of::<ThreadClock>() == 40);
-    assert!(size_of::<CallFrame>() == 56);
+    assert!(size_of::<CallFrame>() == 64);
     assert!(size_of::<CallResult>() == 48);
     assert!(size_of::<CallReturnRecord>() == 80);
     assert!(size_of::<CallPairRecord>() == 136);
     assert!(size_of::<FutexPairRecord>() == 96);
-    assert!(size_of::<ThreadState>() == 56 + 56 * MAX_CALL_DEPTH + 104 + 64);
+    assert!(size_of::<ThreadState>() == 56 + 64 * MAX_CALL_DEPTH + 104 + 64);
 };

@@ -92,6 +92,7 @@ const EMPTY_FRAME: CallFrame = CallFrame {
     handle_out: 0,
     out: 0,
     status: [0; 3],
+    site: 0,
 };
 const EMPTY_HEADER: EventHeader = EventHeader {
     ts_ns: 0,
@@ -714,6 +715,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         rec.handle = bias;
     }
     let (count, header) = (rec.count, rec.header);
+    let mut site = 0;
     if hold {
         // Written with the exit, unless another record of the thread comes first.
         thread.held = held::CALL;
@@ -722,7 +724,8 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         // The exit record has it for free (the kernel puts it back in rip before the
         // return probe), but a call that can block may never return: one that hangs
         // keeps its site this way.
-        rec.site = read_user::<u64>(regs.rsp).unwrap_or(0);
+        site = read_user::<u64>(regs.rsp).unwrap_or(0);
+        rec.site = site;
         emit(rec);
     }
 
@@ -740,6 +743,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
     frame.flavor = flavor_id as u16;
     frame.count = count;
     frame.bias = bias;
+    frame.site = site;
     if layout.handle_out != NO_ARG {
         frame.handle_out = arg(regs, layout.handle_out);
     }
@@ -1316,6 +1320,7 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     }
     let h = header(thread, kind, 0, tgid, tid);
     if kind == tracer_common::kind::FUTEX_ENTER {
+        let call_site = innermost_call_site(thread);
         // Built where it waits for the exit.
         let rec = &mut thread.held_futex;
         copy_words(rec, &EMPTY_FUTEX);
@@ -1324,7 +1329,12 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
         rec.op = field::<u64>(ctx, c.futex_op)? as u32;
         rec.val = field::<u64>(ctx, c.futex_val)? as u32;
         if tracer_common::futex_waits(rec.op) {
-            rec.site = futex_site();
+            // Inside a probed call (pthread_join, an MPI call), the program's line is
+            // that call's: its return probe hid the return address from the scan.
+            rec.site = match call_site {
+                0 => futex_site(),
+                site => site,
+            };
         }
         thread.held = held::FUTEX;
         return Ok(());
@@ -1374,6 +1384,18 @@ const USER_TOP: u64 = 0x0000_7fff_ffff_ffff;
 /// site on the line of the program's pthread call; docs/design-decisions.md). Bounded:
 /// `SCAN_WORDS` words read at once, and one 8-byte read of code per candidate. Falls back
 /// to the syscall instruction's address; 0 if the user registers cannot be read.
+/// The call site of the innermost probed call the thread is in, if it read one (0 if none).
+fn innermost_call_site(t: &ThreadState) -> u64 {
+    let depth = t.depth as usize;
+    if depth > MAX_CALL_DEPTH {
+        return 0;
+    }
+    depth
+        .checked_sub(1)
+        .and_then(|i| t.frames.get(i))
+        .map_or(0, |f| f.site)
+}
+
 fn futex_site() -> u64 {
     let task = unsafe { bpf_get_current_task_btf() };
     let regs = unsafe { bpf_task_pt_regs(task) } as *const pt_regs;

@@ -200,6 +200,11 @@ pub fn waits(id: u16) -> bool {
     spec(id).is_none_or(|s| s.role != Role::ThreadCreate)
 }
 
+/// Whether call id `id` is an MPI or PVM call (not a pthread call).
+pub fn is_mpi_or_pvm(id: u16) -> bool {
+    spec(id).is_some_and(|s| s.family != Family::Threads)
+}
+
 /// Name of a call id, or "call#N".
 pub fn name(id: u16) -> String {
     spec(id)

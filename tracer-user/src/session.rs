@@ -401,6 +401,16 @@ impl Sink {
         self.inspect(pid)
     }
 
+    /// Records what /proc says about a process now, if it is still there: a process that
+    /// exited before the reader got to its record has nothing left to say, and an empty
+    /// snapshot would hide the one recorded before.
+    fn refresh(&mut self, pid: u32) -> Result<(), SessionError> {
+        if procfs::is_alive(pid) {
+            self.inspect(pid)?;
+        }
+        Ok(())
+    }
+
     fn inspect(&mut self, pid: u32) -> Result<(), SessionError> {
         let mut info = procfs::inspect(pid);
         info.mpi_world_handle = self
@@ -431,10 +441,13 @@ impl Sink {
             // the libraries are mapped (they were not yet at exec).
             Record::Exec(_) => {
                 self.inspected_after_mpi.remove(&h.tgid);
-                self.inspect(h.tgid)?;
+                self.refresh(h.tgid)?;
             }
-            Record::CallEnter(_) if self.inspected_after_mpi.insert(h.tgid) => {
-                self.inspect(h.tgid)?
+            Record::CallEnter(c)
+                if crate::calls::is_mpi_or_pvm(crate::calls::split_call_field(c.header.call).0)
+                    && self.inspected_after_mpi.insert(h.tgid) =>
+            {
+                self.refresh(h.tgid)?
             }
             _ => {}
         }
