@@ -60,8 +60,16 @@ struct ProcFacts {
     pvm_tid: Option<i32>,
 }
 
-/// A process's part in a Comm_split: (pid, color, key).
-type SplitMember = (u32, i32, i32);
+/// A process's part in a Comm_split.
+#[derive(Clone, Copy, Debug)]
+struct SplitMember {
+    pid: u32,
+    color: i32,
+    key: i32,
+}
+
+/// `MPI_UNDEFINED` (both libraries): a split color that yields `MPI_COMM_NULL`.
+const MPI_UNDEFINED: i32 = -32766;
 
 /// Who is who: processes, their ranks and task ids, and their communicator handles.
 #[derive(Default)]
@@ -71,8 +79,11 @@ pub struct Directory {
     comms: Vec<CommDef>,
     interned: FxHashMap<CommDef, u32>,
     creation_seq: FxHashMap<(u32, u32), u32>,
-    /// (parent, seq) -> members' (pid, color, key) of a Comm_split.
+    /// (parent, seq) -> members' parts of a Comm_split, registered at their entries.
     splits: FxHashMap<(u32, u32), Vec<SplitMember>>,
+    /// Thread -> the communicator its creating call in progress makes (known at entry,
+    /// mapped to the new handle at exit).
+    creating: FxHashMap<u32, CommDef>,
     members_cache: FxHashMap<u32, Vec<u32>>,
     pvm_pids: FxHashMap<i32, u32>,
 }
@@ -100,6 +111,53 @@ impl Directory {
         }
     }
 
+    /// A communicator-creating call begins. Its place in the parent's creation order,
+    /// and a split's color and key, are taken here rather than at its exit: every member
+    /// enters MPI_Comm_split before any member can leave it (the call exchanges every
+    /// member's color and key), so once any member has left, and a fortiori once any
+    /// traffic on the new communicator exists, every member's part is known. Taken at the
+    /// exits, a member that starts sending at once would see a communicator with only
+    /// the members that had left so far, and its ranks would name the wrong processes.
+    pub fn setup_enter(&mut self, pid: u32, entry: &CallRecord) {
+        let (id, flavor) = split_call_field(entry.header.call);
+        let flavor = Flavor::from_id(flavor);
+        if !matches!(
+            id,
+            call::MPI_COMM_DUP | call::MPI_COMM_SPLIT | call::MPI_COMM_CREATE
+        ) {
+            return;
+        }
+        let Some(parent) = self.comm_of(pid, entry.comm, flavor) else {
+            return;
+        };
+        let seq = self.creation_seq.entry((pid, parent)).or_default();
+        let this = *seq;
+        *seq += 1;
+        let def = match id {
+            call::MPI_COMM_DUP => CommDef::Dup { parent, seq: this },
+            call::MPI_COMM_SPLIT => {
+                self.splits
+                    .entry((parent, this))
+                    .or_default()
+                    .push(SplitMember {
+                        pid,
+                        color: entry.peer,
+                        key: entry.peer2,
+                    });
+                self.members_cache.clear();
+                CommDef::Split {
+                    parent,
+                    seq: this,
+                    color: entry.peer,
+                }
+            }
+            // The group is not visible to the probes: the new communicator stays
+            // unknown and its traffic is counted as unmatched.
+            _ => return,
+        };
+        self.creating.insert(entry.header.tid, def);
+    }
+
     /// Facts learned from setup calls (init, rank, task id, communicator creation).
     pub fn setup_call(&mut self, pid: u32, entry: &CallRecord, exit: &CallRecord) {
         let (id, flavor) = split_call_field(entry.header.call);
@@ -117,40 +175,14 @@ impl Directory {
                 self.procs.entry(pid).or_default().pvm_tid = Some(exit.ret as i32);
                 self.pvm_pids.insert(exit.ret as i32, pid);
             }
-            call::MPI_COMM_DUP | call::MPI_COMM_SPLIT if exit.ret == 0 => {
-                let Some(parent) = self.comm_of(pid, entry.comm, flavor) else {
+            call::MPI_COMM_DUP | call::MPI_COMM_SPLIT | call::MPI_COMM_CREATE => {
+                let Some(def) = self.creating.remove(&entry.header.tid) else {
                     return;
                 };
-                let seq = self.creation_seq.entry((pid, parent)).or_default();
-                let this = *seq;
-                *seq += 1;
-                let def = if id == call::MPI_COMM_DUP {
-                    CommDef::Dup { parent, seq: this }
-                } else {
-                    self.splits.entry((parent, this)).or_default().push((
-                        pid,
-                        entry.peer,
-                        entry.peer2,
-                    ));
-                    self.members_cache.clear();
-                    CommDef::Split {
-                        parent,
-                        seq: this,
-                        color: entry.peer,
-                    }
-                };
                 // MPI_UNDEFINED color gives MPI_COMM_NULL: nothing to map.
-                if exit.handle != 0 && entry.peer != -32766 {
+                if exit.ret == 0 && exit.handle != 0 && entry.peer != MPI_UNDEFINED {
                     let gid = self.intern(def);
                     self.handles.insert((pid, exit.handle), gid);
-                }
-            }
-            call::MPI_COMM_CREATE => {
-                // The group is not visible to the probes: the new communicator stays
-                // unknown and its traffic is counted as unmatched.
-                let seq = self.comm_of(pid, entry.comm, flavor).map(|p| (pid, p));
-                if let Some(k) = seq {
-                    *self.creation_seq.entry(k).or_default() += 1;
                 }
             }
             _ => {}
@@ -229,18 +261,22 @@ impl Directory {
             Some(CommDef::Dup { parent, .. }) => self.members(parent),
             Some(CommDef::Split { parent, seq, color }) => {
                 let parent_members = self.members(parent);
-                let mut v: Vec<(i32, usize, u32)> = self
-                    .splits
-                    .get(&(parent, seq))
-                    .map(|regs| {
-                        regs.iter()
-                            .filter(|(_, c, _)| *c == color)
-                            .filter_map(|&(pid, _, key)| {
-                                Some((key, parent_members.iter().position(|&p| p == pid)?, pid))
-                            })
-                            .collect()
+                let regs = self.splits.get(&(parent, seq)).map_or(&[][..], |r| &r[..]);
+                // Ranks follow (key, parent rank) over the whole color, so they mean
+                // something only once every member of the parent took part (causally
+                // true before any traffic on it, see `setup_enter`; not when tracing
+                // began inside the split). Until then: unresolved and uncached.
+                if parent_members.is_empty() || regs.len() < parent_members.len() {
+                    return Vec::new();
+                }
+                let mut v: Vec<(i32, usize, u32)> = regs
+                    .iter()
+                    .filter(|m| m.color == color)
+                    .filter_map(|m| {
+                        let parent_rank = parent_members.iter().position(|&p| p == m.pid)?;
+                        Some((m.key, parent_rank, m.pid))
                     })
-                    .unwrap_or_default();
+                    .collect();
                 v.sort_unstable();
                 v.into_iter().map(|(_, _, p)| p).collect()
             }
@@ -381,6 +417,7 @@ impl<S: Clone> MessageMatcher<S> {
         let flavor = Flavor::from_id(flavor);
         if matches!(flavor, Some(Flavor::OpenMpi | Flavor::Mpich)) {
             self.directory.calls_mpi(pid);
+            self.directory.setup_enter(pid, e);
         }
         let Some(state) = state else { return };
         let sent = Sent {
@@ -694,4 +731,123 @@ fn is_collective(id: u16) -> bool {
             | call::MPI_ALLGATHER
             | call::MPI_ALLTOALL
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_common::{flavor, kind, EventHeader};
+
+    /// Four MPICH ranks, pid = tid = 100 + world rank, each told its rank by the launcher.
+    fn four_ranks() -> MessageMatcher<u32> {
+        let mut d = Directory::new();
+        for r in 0..4 {
+            d.process(&ProcessInfo {
+                pid: 100 + r,
+                ppid: 1,
+                env_rank: Some(r as i32),
+                env_size: Some(4),
+                ..Default::default()
+            });
+        }
+        MessageMatcher::new(d)
+    }
+
+    /// A call record of world rank `rank`, at `ts`.
+    fn rec(rank: u32, id: u16, k: u16, ts: u64) -> CallRecord {
+        let pid = 100 + rank;
+        CallRecord::unset(EventHeader {
+            ts_ns: ts,
+            cpu_ns: 0,
+            tgid: pid,
+            tid: pid,
+            kind: k,
+            call: id | (flavor::MPICH as u16) << 8,
+            cpu: 0,
+        })
+    }
+
+    /// MPI_Comm_split(world, color, key) entry of `rank`.
+    fn split_entry(rank: u32, color: i32, key: i32) -> CallRecord {
+        CallRecord {
+            comm: MPICH_COMM_WORLD,
+            peer: color,
+            peer2: key,
+            ..rec(
+                rank,
+                call::MPI_COMM_SPLIT,
+                kind::CALL_ENTER,
+                10 + rank as u64,
+            )
+        }
+    }
+
+    fn exit_with_handle(entry: &CallRecord, handle: u64) -> CallRecord {
+        let (id, _) = split_call_field(entry.header.call);
+        let rank = entry.header.tgid - 100;
+        CallRecord {
+            ret: 0,
+            handle,
+            ..rec(rank, id, kind::CALL_EXIT, 100 + rank as u64)
+        }
+    }
+
+    /// Rank 3 leaves MPI_Comm_split first and sends on the new communicator at once,
+    /// before the other members' exits are seen: the ranks in it still follow the keys of
+    /// all four (key = 4 - rank reverses them), so new rank 0 (world 3) sending to new
+    /// rank 1 reaches world rank 2, and world rank 2's receive from new rank 0 takes it.
+    #[test]
+    fn a_split_communicator_is_usable_before_the_other_members_leave_the_split() {
+        const NEW: u64 = 0x8400_0001;
+        let mut m = four_ranks();
+        let entries: Vec<CallRecord> = (0..4).map(|r| split_entry(r, 0, 4 - r as i32)).collect();
+        for e in &entries {
+            m.on_enter(e.header.tgid, e, None);
+        }
+        let first = exit_with_handle(&entries[3], NEW);
+        m.directory.setup_call(103, &entries[3], &first);
+        let send = CallRecord {
+            comm: NEW,
+            peer: 1,
+            tag: 9,
+            ..rec(3, call::MPI_SEND, kind::CALL_ENTER, 200)
+        };
+        m.on_enter(103, &send, Some(3));
+        for r in 0..3 {
+            let x = exit_with_handle(&entries[r], NEW);
+            m.directory.setup_call(100 + r as u32, &entries[r], &x);
+        }
+        let recv = CallRecord {
+            comm: NEW,
+            peer: 0,
+            tag: 9,
+            ..rec(2, call::MPI_RECV, kind::CALL_ENTER, 300)
+        };
+        let got = m.on_exit(
+            102,
+            &recv,
+            &[],
+            &rec(2, call::MPI_RECV, kind::CALL_EXIT, 400),
+        );
+        assert_eq!(got, vec![3], "the message of world rank 3");
+        let gid = m.directory.comm_of(102, NEW, Some(Flavor::Mpich)).unwrap();
+        assert_eq!(m.directory.members(gid), vec![103, 102, 101, 100]);
+        assert_eq!(m.final_stats().unmatched, 0);
+    }
+
+    /// Until every member of the parent has entered the split, the new communicator's
+    /// ranks are unresolved, never a guess from the members seen so far.
+    #[test]
+    fn a_split_seen_in_part_resolves_no_ranks() {
+        const NEW: u64 = 0x8400_0001;
+        let mut m = four_ranks();
+        let entries: Vec<CallRecord> = (0..3).map(|r| split_entry(r, 0, 4 - r as i32)).collect();
+        for e in &entries {
+            m.on_enter(e.header.tgid, e, None);
+        }
+        let x = exit_with_handle(&entries[0], NEW);
+        m.directory.setup_call(100, &entries[0], &x);
+        let gid = m.directory.comm_of(100, NEW, Some(Flavor::Mpich)).unwrap();
+        assert!(m.directory.members(gid).is_empty());
+    }
 }
