@@ -78,3 +78,50 @@ fn split_used_at_once_openmpi() {
 fn split_used_at_once_mpich() {
     split_used_at_once("mpich");
 }
+
+/// mpi_comm_create: communicators from groups (Comm_create of Group_incl, Comm_dup and
+/// Comm_split of it, Comm_create_group of Group_excl) and Cart_create; per round, by world
+/// rank: 0->1 40 B; 1->2 16 + 40 B; 1->3 8 + 24 B; 2->1 8 B; 2->3 16 B; 3->1 16 + 24 B;
+/// 3->2 8 B; 11 collective exits.
+fn created_from_groups(mpi: &str) {
+    let r = 10u64;
+    let (t, m) = traced("comm-create", mpi, "mpi_comm_create", &["10"]);
+    let want = vec![
+        (0, 1, r, 40 * r),
+        (1, 2, 2 * r, 56 * r),
+        (1, 3, 2 * r, 32 * r),
+        (2, 1, r, 8 * r),
+        (2, 3, r, 16 * r),
+        (3, 1, 2 * r, 40 * r),
+        (3, 2, r, 8 * r),
+    ];
+    assert_eq!(world_pairs(&m), want, "the message matrix");
+    let s = &m.traffic.matching;
+    assert_eq!(s.matched, 10 * r, "{s:?}");
+    assert_eq!((s.unmatched, s.collectives_incomplete), (0, 0), "{s:?}");
+    assert_eq!(s.collectives, 11 * r, "{s:?}");
+    // Every group and creation call was seen: 4 ranks made 3 groups each and called
+    // Comm_create and Cart_create; world ranks 1-3 called dup, split and create_group.
+    for (name, n) in [
+        ("MPI_Comm_group", 4),
+        ("MPI_Group_incl", 4),
+        ("MPI_Group_excl", 4),
+        ("MPI_Comm_create", 4),
+        ("MPI_Cart_create", 4),
+        ("MPI_Comm_dup", 3),
+        ("MPI_Comm_split", 3),
+        ("MPI_Comm_create_group", 3),
+    ] {
+        assert_eq!(t.summary["calls"][name], n, "{name}");
+    }
+}
+
+#[test]
+fn created_from_groups_openmpi() {
+    created_from_groups("openmpi");
+}
+
+#[test]
+fn created_from_groups_mpich() {
+    created_from_groups("mpich");
+}

@@ -120,8 +120,27 @@ pub mod call {
     pub const PTHREAD_COND_SIGNAL: u16 = 120;
     pub const PTHREAD_COND_BROADCAST: u16 = 121;
     pub const PTHREAD_BARRIER_WAIT: u16 = 122;
-    /// Size of the call layout table (ids are below this).
-    pub const TABLE_SIZE: u32 = 128;
+    // Groups and the communicators made from them (the matcher follows the group algebra
+    // to learn a new communicator's members). Group calls: the input group is in `comm`,
+    // a second one in `handle`, the ranks in a handle array, the new group at exit in
+    // `handle`.
+    pub const MPI_COMM_GROUP: u16 = 130;
+    pub const MPI_GROUP_INCL: u16 = 131;
+    pub const MPI_GROUP_EXCL: u16 = 132;
+    pub const MPI_GROUP_RANGE_INCL: u16 = 133;
+    pub const MPI_GROUP_RANGE_EXCL: u16 = 134;
+    pub const MPI_GROUP_UNION: u16 = 135;
+    pub const MPI_GROUP_INTERSECTION: u16 = 136;
+    pub const MPI_GROUP_DIFFERENCE: u16 = 137;
+    /// Entry: the group in `handle`, the tag in `tag`.
+    pub const MPI_COMM_CREATE_GROUP: u16 = 138;
+    /// Entry: the dimensions in a handle array (`count` of them).
+    pub const MPI_CART_CREATE: u16 = 139;
+    /// Entry: the communicator in `handle`.
+    pub const MPI_COMM_FREE: u16 = 140;
+    /// Size of the call layout table (ids are below this; the probes keep the id in the
+    /// low byte of `EventHeader::call`).
+    pub const TABLE_SIZE: u32 = 256;
 }
 
 /// Packs what a call probe needs to know about its attachment into the 64-bit cookie:
@@ -474,6 +493,13 @@ pub struct CallLayout {
     /// Nonzero if the call never waits for another thread or process (MPI_Comm_rank,
     /// MPI_Isend, an unlock): its entry record may wait for its exit ([`CallPairRecord`]).
     pub cannot_block: u8,
+    /// Nonzero: the `handle_in` argument is a handle passed by value (an MPI_Group, the
+    /// second group of MPI_Group_union), read like `comm`, not a pointer to one.
+    pub handle_in_by_value: u8,
+    /// Values of `array` per unit of `count` (3 for MPI_Group_range_incl's rank
+    /// triples); 0 means 1.
+    pub array_per_count: u8,
+    pub _reserved: [u8; 2],
 }
 
 impl CallLayout {
@@ -494,6 +520,9 @@ impl CallLayout {
         want_bias: 0,
         array_elem: 0,
         cannot_block: 0,
+        handle_in_by_value: 0,
+        array_per_count: 0,
+        _reserved: [0; 2],
     };
 }
 
@@ -736,7 +765,7 @@ const _: () = {
     assert!(size_of::<ForkRecord>() == 40);
     assert!(size_of::<ExecRecord>() == 168);
     assert!(size_of::<ExitRecord>() == 40);
-    assert!(size_of::<CallLayout>() == 16);
+    assert!(size_of::<CallLayout>() == 20);
     assert!(size_of::<FlavorConfig>() == 56);
     assert!(size_of::<ProbeConfig>() == 96);
     assert!(size_of::<SlotCursor>() == 128);

@@ -696,6 +696,8 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         // pthread calls: the lock's address is its identity; MPI: a pointer to a request.
         rec.handle = if flavor.handle_by_value != 0 {
             a
+        } else if layout.handle_in_by_value != 0 {
+            handle_value(a, flavor)
         } else {
             read_handle(a, flavor)
         };
@@ -721,7 +723,14 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         } else {
             layout.array_elem as u32
         };
-        emit_handle_array(&header, arg(regs, layout.array), count as u32, elem);
+        // Group_range_incl/excl: `count` triples of ints.
+        let per_count = if layout.array_per_count == 0 {
+            1
+        } else {
+            layout.array_per_count as u32
+        };
+        let total = (count as u32).saturating_mul(per_count);
+        emit_handle_array(&header, arg(regs, layout.array), total, elem);
     }
 
     let mut frame = EMPTY_FRAME;

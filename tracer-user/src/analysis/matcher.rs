@@ -30,6 +30,120 @@ enum CommDef {
         seq: u32,
         color: i32,
     },
+    /// MPI_Comm_create: its members are the group it was given (see
+    /// [`Directory::group_members`]). Since MPI-2.2 the members of disjoint groups may
+    /// call it together; `leader`, the group's first process, tells them apart.
+    Create {
+        parent: u32,
+        seq: u32,
+        leader: u32,
+    },
+    /// MPI_Comm_create_group: called by the group's members only, so it is not in the
+    /// parent's creation order; numbered per (parent, group leader, tag) instead.
+    CreateGroup {
+        parent: u32,
+        leader: u32,
+        tag: i32,
+        seq: u32,
+    },
+    /// MPI_Cart_create: the parent's first `size` ranks (the product of the dimensions)
+    /// in their order. Both libraries ignore `reorder` (Open MPI 4.1's topo/basic and
+    /// MPICH 4.0's default `MPIR_Cart_map` keep each rank).
+    Cart {
+        parent: u32,
+        seq: u32,
+        size: u32,
+    },
+}
+
+/// A creating call in progress: its parent and its place in the parent's creation
+/// order, taken at entry.
+#[derive(Clone, Copy, Debug)]
+struct Creation {
+    parent: u32,
+    seq: u32,
+}
+
+/// What a group call makes of its input group (MPI's group algebra, on processes).
+#[derive(Clone, Copy, Debug)]
+enum GroupOp<'a> {
+    Incl(&'a [i32]),
+    Excl(&'a [i32]),
+    /// (first, last, stride) triples, flattened.
+    RangeIncl(&'a [i32]),
+    RangeExcl(&'a [i32]),
+    Union(&'a [u32]),
+    Intersection(&'a [u32]),
+    Difference(&'a [u32]),
+}
+
+/// The ranks that (first, last, stride) triples name, in order; None for a malformed
+/// triple or more ranks than the group has.
+fn expand_ranges(triples: &[i32], group_size: usize) -> Option<Vec<i32>> {
+    let mut ranks = Vec::new();
+    for t in triples.chunks(3) {
+        let &[first, last, stride] = t else {
+            return None;
+        };
+        if stride == 0 || (last - first).signum() * stride.signum() < 0 {
+            return None;
+        }
+        let mut r = first;
+        while (stride > 0 && r <= last) || (stride < 0 && r >= last) {
+            ranks.push(r);
+            if ranks.len() > group_size {
+                return None;
+            }
+            r += stride;
+        }
+    }
+    Some(ranks)
+}
+
+/// The group (processes by group rank) that `op` makes of `base`; None when a rank is
+/// out of range.
+fn apply_group_op(base: &[u32], op: GroupOp) -> Option<Vec<u32>> {
+    let pick = |ranks: &[i32]| -> Option<Vec<u32>> {
+        ranks
+            .iter()
+            .map(|&r| usize::try_from(r).ok().and_then(|r| base.get(r).copied()))
+            .collect()
+    };
+    let without = |ranks: &[i32]| -> Option<Vec<u32>> {
+        if ranks
+            .iter()
+            .any(|&r| usize::try_from(r).map_or(true, |r| r >= base.len()))
+        {
+            return None;
+        }
+        Some(
+            base.iter()
+                .enumerate()
+                .filter(|(i, _)| !ranks.contains(&(*i as i32)))
+                .map(|(_, &p)| p)
+                .collect(),
+        )
+    };
+    match op {
+        GroupOp::Incl(ranks) => pick(ranks),
+        GroupOp::Excl(ranks) => without(ranks),
+        GroupOp::RangeIncl(t) => pick(&expand_ranges(t, base.len())?),
+        GroupOp::RangeExcl(t) => without(&expand_ranges(t, base.len())?),
+        GroupOp::Union(other) => {
+            let mut v = base.to_vec();
+            v.extend(other.iter().filter(|p| !base.contains(p)));
+            Some(v)
+        }
+        GroupOp::Intersection(other) => {
+            Some(base.iter().copied().filter(|p| other.contains(p)).collect())
+        }
+        GroupOp::Difference(other) => Some(
+            base.iter()
+                .copied()
+                .filter(|p| !other.contains(p))
+                .collect(),
+        ),
+    }
 }
 
 /// The job of a process: the one its launcher names in the environment, else the
@@ -81,9 +195,15 @@ pub struct Directory {
     creation_seq: FxHashMap<(u32, u32), u32>,
     /// (parent, seq) -> members' parts of a Comm_split, registered at their entries.
     splits: FxHashMap<(u32, u32), Vec<SplitMember>>,
-    /// Thread -> the communicator its creating call in progress makes (known at entry,
-    /// mapped to the new handle at exit).
-    creating: FxHashMap<u32, CommDef>,
+    /// Thread -> its communicator-creating call in progress (known at entry, mapped to
+    /// the new handle at exit).
+    creating: FxHashMap<u32, Creation>,
+    /// Groups as each process holds them: (pid, group handle) -> processes by group rank.
+    groups: FxHashMap<(u32, u64), Vec<u32>>,
+    /// Members of communicators made from a group (Create, CreateGroup), by rank.
+    group_members: FxHashMap<u32, Vec<u32>>,
+    /// (pid, parent, group leader, tag) -> MPI_Comm_create_group calls so far.
+    create_group_seq: FxHashMap<(u32, u32, u32, i32), u32>,
     members_cache: FxHashMap<u32, Vec<u32>>,
     pvm_pids: FxHashMap<i32, u32>,
 }
@@ -118,48 +238,43 @@ impl Directory {
     /// traffic on the new communicator exists, every member's part is known. Taken at the
     /// exits, a member that starts sending at once would see a communicator with only
     /// the members that had left so far, and its ranks would name the wrong processes.
+    /// (MPI_Comm_create_group is not collective over its parent: numbered at exit.)
     pub fn setup_enter(&mut self, pid: u32, entry: &CallRecord) {
         let (id, flavor) = split_call_field(entry.header.call);
         let flavor = Flavor::from_id(flavor);
         if !matches!(
             id,
-            call::MPI_COMM_DUP | call::MPI_COMM_SPLIT | call::MPI_COMM_CREATE
+            call::MPI_COMM_DUP
+                | call::MPI_COMM_SPLIT
+                | call::MPI_COMM_CREATE
+                | call::MPI_CART_CREATE
         ) {
             return;
         }
         let Some(parent) = self.comm_of(pid, entry.comm, flavor) else {
             return;
         };
-        let seq = self.creation_seq.entry((pid, parent)).or_default();
-        let this = *seq;
-        *seq += 1;
-        let def = match id {
-            call::MPI_COMM_DUP => CommDef::Dup { parent, seq: this },
-            call::MPI_COMM_SPLIT => {
-                self.splits
-                    .entry((parent, this))
-                    .or_default()
-                    .push(SplitMember {
-                        pid,
-                        color: entry.peer,
-                        key: entry.peer2,
-                    });
-                self.members_cache.clear();
-                CommDef::Split {
-                    parent,
-                    seq: this,
+        let counter = self.creation_seq.entry((pid, parent)).or_default();
+        let seq = *counter;
+        *counter += 1;
+        if id == call::MPI_COMM_SPLIT {
+            self.splits
+                .entry((parent, seq))
+                .or_default()
+                .push(SplitMember {
+                    pid,
                     color: entry.peer,
-                }
-            }
-            // The group is not visible to the probes: the new communicator stays
-            // unknown and its traffic is counted as unmatched.
-            _ => return,
-        };
-        self.creating.insert(entry.header.tid, def);
+                    key: entry.peer2,
+                });
+            self.members_cache.clear();
+        }
+        self.creating
+            .insert(entry.header.tid, Creation { parent, seq });
     }
 
-    /// Facts learned from setup calls (init, rank, task id, communicator creation).
-    pub fn setup_call(&mut self, pid: u32, entry: &CallRecord, exit: &CallRecord) {
+    /// Facts learned from setup calls (init, rank, task id, groups, communicator
+    /// creation). `values` is the call's array argument (group ranks, dimensions).
+    pub fn setup_call(&mut self, pid: u32, entry: &CallRecord, exit: &CallRecord, values: &[u64]) {
         let (id, flavor) = split_call_field(entry.header.call);
         let flavor = Flavor::from_id(flavor);
         match id {
@@ -175,18 +290,172 @@ impl Directory {
                 self.procs.entry(pid).or_default().pvm_tid = Some(exit.ret as i32);
                 self.pvm_pids.insert(exit.ret as i32, pid);
             }
-            call::MPI_COMM_DUP | call::MPI_COMM_SPLIT | call::MPI_COMM_CREATE => {
-                let Some(def) = self.creating.remove(&entry.header.tid) else {
+            call::MPI_COMM_DUP
+            | call::MPI_COMM_SPLIT
+            | call::MPI_COMM_CREATE
+            | call::MPI_CART_CREATE => {
+                let Some(creation) = self.creating.remove(&entry.header.tid) else {
                     return;
                 };
-                // MPI_UNDEFINED color gives MPI_COMM_NULL: nothing to map.
-                if exit.ret == 0 && exit.handle != 0 && entry.peer != MPI_UNDEFINED {
+                if exit.ret != 0 || exit.handle == 0 {
+                    return;
+                }
+                if let Some(def) = self.created(pid, id, creation, entry, values) {
                     let gid = self.intern(def);
                     self.handles.insert((pid, exit.handle), gid);
                 }
             }
+            call::MPI_COMM_CREATE_GROUP if exit.ret == 0 && exit.handle != 0 => {
+                let Some(parent) = self.comm_of(pid, entry.comm, flavor) else {
+                    return;
+                };
+                let Some(members) = self.groups.get(&(pid, entry.handle)).cloned() else {
+                    return;
+                };
+                let Some(&leader) = members.first() else {
+                    return;
+                };
+                let counter = self
+                    .create_group_seq
+                    .entry((pid, parent, leader, entry.tag))
+                    .or_default();
+                let seq = *counter;
+                *counter += 1;
+                let def = CommDef::CreateGroup {
+                    parent,
+                    leader,
+                    tag: entry.tag,
+                    seq,
+                };
+                self.map_group_comm(pid, def, members, exit.handle);
+            }
+            call::MPI_COMM_FREE if exit.ret == 0 => {
+                self.handles.remove(&(pid, entry.handle));
+            }
+            call::MPI_COMM_GROUP if exit.ret == 0 => {
+                let members = self
+                    .comm_of(pid, entry.comm, flavor)
+                    .map(|gid| self.members(gid))
+                    .filter(|m| !m.is_empty());
+                self.set_group(pid, exit.handle, members);
+            }
+            call::MPI_GROUP_INCL
+            | call::MPI_GROUP_EXCL
+            | call::MPI_GROUP_RANGE_INCL
+            | call::MPI_GROUP_RANGE_EXCL
+            | call::MPI_GROUP_UNION
+            | call::MPI_GROUP_INTERSECTION
+            | call::MPI_GROUP_DIFFERENCE
+                if exit.ret == 0 =>
+            {
+                let group = self.derived_group(pid, id, entry, values);
+                self.set_group(pid, exit.handle, group);
+            }
             _ => {}
         }
+    }
+
+    /// Records what group handle `handle` of `pid` holds; an unknown group forgets what
+    /// an earlier group of the same (reused) handle held.
+    fn set_group(&mut self, pid: u32, handle: u64, members: Option<Vec<u32>>) {
+        match members {
+            Some(m) => self.groups.insert((pid, handle), m),
+            None => self.groups.remove(&(pid, handle)),
+        };
+    }
+
+    /// The group a group call made, from its input group(s) and rank list.
+    fn derived_group(
+        &self,
+        pid: u32,
+        id: u16,
+        entry: &CallRecord,
+        values: &[u64],
+    ) -> Option<Vec<u32>> {
+        let base = self.groups.get(&(pid, entry.comm))?;
+        let per_count = if matches!(id, call::MPI_GROUP_RANGE_INCL | call::MPI_GROUP_RANGE_EXCL) {
+            3
+        } else {
+            1
+        };
+        // The probes read at most ARRAY_MAX_CHUNKS * ARRAY_CHUNK values: a longer list is
+        // not known whole.
+        let want = usize::try_from(entry.count).ok()? * per_count;
+        let ranks: Vec<i32> = values.iter().map(|&v| v as u32 as i32).collect();
+        let ranks = ranks.get(..want).filter(|_| values.len() >= want);
+        let other = || self.groups.get(&(pid, entry.handle));
+        let op = match id {
+            call::MPI_GROUP_INCL => GroupOp::Incl(ranks?),
+            call::MPI_GROUP_EXCL => GroupOp::Excl(ranks?),
+            call::MPI_GROUP_RANGE_INCL => GroupOp::RangeIncl(ranks?),
+            call::MPI_GROUP_RANGE_EXCL => GroupOp::RangeExcl(ranks?),
+            call::MPI_GROUP_UNION => GroupOp::Union(other()?),
+            call::MPI_GROUP_INTERSECTION => GroupOp::Intersection(other()?),
+            call::MPI_GROUP_DIFFERENCE => GroupOp::Difference(other()?),
+            _ => return None,
+        };
+        apply_group_op(base, op)
+    }
+
+    /// The communicator a collective creating call of `pid` made, or None when the
+    /// process is not in it (it got MPI_COMM_NULL) or its members cannot be known.
+    fn created(
+        &mut self,
+        pid: u32,
+        id: u16,
+        Creation { parent, seq }: Creation,
+        entry: &CallRecord,
+        values: &[u64],
+    ) -> Option<CommDef> {
+        match id {
+            call::MPI_COMM_DUP => Some(CommDef::Dup { parent, seq }),
+            // MPI_UNDEFINED color gives MPI_COMM_NULL: nothing to map.
+            call::MPI_COMM_SPLIT => (entry.peer != MPI_UNDEFINED).then_some(CommDef::Split {
+                parent,
+                seq,
+                color: entry.peer,
+            }),
+            call::MPI_COMM_CREATE => {
+                let members = self.groups.get(&(pid, entry.handle))?.clone();
+                let leader = *members.first()?;
+                let def = CommDef::Create {
+                    parent,
+                    seq,
+                    leader,
+                };
+                self.map_group_comm(pid, def, members, 0)
+            }
+            call::MPI_CART_CREATE => {
+                let dims = values.get(..usize::try_from(entry.count).ok()?)?;
+                let size = dims.iter().try_fold(1u32, |n, &d| {
+                    n.checked_mul(u32::try_from(d as u32 as i32).ok()?)
+                })?;
+                let rank = self.members(parent).iter().position(|&p| p == pid)?;
+                ((rank as u32) < size).then_some(CommDef::Cart { parent, seq, size })
+            }
+            _ => None,
+        }
+    }
+
+    /// A communicator whose members are a group `pid` holds: known, and mapped to
+    /// `handle` (unless 0), when `pid` is one of them (else it got MPI_COMM_NULL).
+    fn map_group_comm(
+        &mut self,
+        pid: u32,
+        def: CommDef,
+        members: Vec<u32>,
+        handle: u64,
+    ) -> Option<CommDef> {
+        if !members.contains(&pid) {
+            return None;
+        }
+        let gid = self.intern(def);
+        self.group_members.entry(gid).or_insert(members);
+        self.members_cache.remove(&gid);
+        if handle != 0 {
+            self.handles.insert((pid, handle), gid);
+        }
+        Some(def)
     }
 
     fn intern(&mut self, def: CommDef) -> u32 {
@@ -279,6 +548,17 @@ impl Directory {
                     .collect();
                 v.sort_unstable();
                 v.into_iter().map(|(_, _, p)| p).collect()
+            }
+            Some(CommDef::Create { .. } | CommDef::CreateGroup { .. }) => {
+                self.group_members.get(&gid).cloned().unwrap_or_default()
+            }
+            Some(CommDef::Cart { parent, size, .. }) => {
+                let mut m = self.members(parent);
+                if m.len() < size as usize {
+                    return Vec::new();
+                }
+                m.truncate(size as usize);
+                m
             }
             None => Vec::new(),
         };
@@ -805,7 +1085,7 @@ mod tests {
             m.on_enter(e.header.tgid, e, None);
         }
         let first = exit_with_handle(&entries[3], NEW);
-        m.directory.setup_call(103, &entries[3], &first);
+        m.directory.setup_call(103, &entries[3], &first, &[]);
         let send = CallRecord {
             comm: NEW,
             peer: 1,
@@ -815,7 +1095,7 @@ mod tests {
         m.on_enter(103, &send, Some(3));
         for r in 0..3 {
             let x = exit_with_handle(&entries[r], NEW);
-            m.directory.setup_call(100 + r as u32, &entries[r], &x);
+            m.directory.setup_call(100 + r as u32, &entries[r], &x, &[]);
         }
         let recv = CallRecord {
             comm: NEW,
@@ -846,8 +1126,92 @@ mod tests {
             m.on_enter(e.header.tgid, e, None);
         }
         let x = exit_with_handle(&entries[0], NEW);
-        m.directory.setup_call(100, &entries[0], &x);
+        m.directory.setup_call(100, &entries[0], &x, &[]);
         let gid = m.directory.comm_of(100, NEW, Some(Flavor::Mpich)).unwrap();
         assert!(m.directory.members(gid).is_empty());
+    }
+
+    #[test]
+    fn group_algebra_follows_mpi() {
+        let world = [100, 101, 102, 103, 104, 105];
+        assert_eq!(
+            apply_group_op(&world, GroupOp::Incl(&[3, 1, 2])),
+            Some(vec![103, 101, 102])
+        );
+        assert_eq!(apply_group_op(&world, GroupOp::Incl(&[6])), None);
+        assert_eq!(
+            apply_group_op(&world, GroupOp::Excl(&[0, 4])),
+            Some(vec![101, 102, 103, 105])
+        );
+        // (0, 4, 2) and (5, 3, -2): 0 2 4 5 3.
+        assert_eq!(
+            apply_group_op(&world, GroupOp::RangeIncl(&[0, 4, 2, 5, 3, -2])),
+            Some(vec![100, 102, 104, 105, 103])
+        );
+        assert_eq!(
+            apply_group_op(&world, GroupOp::RangeExcl(&[1, 5, 2])),
+            Some(vec![100, 102, 104])
+        );
+        assert_eq!(apply_group_op(&world, GroupOp::RangeIncl(&[0, 4, 0])), None);
+        let a = [103, 101];
+        assert_eq!(
+            apply_group_op(&a, GroupOp::Union(&[100, 101, 105])),
+            Some(vec![103, 101, 100, 105])
+        );
+        assert_eq!(
+            apply_group_op(&world, GroupOp::Intersection(&a)),
+            Some(vec![101, 103])
+        );
+        assert_eq!(
+            apply_group_op(&world, GroupOp::Difference(&a)),
+            Some(vec![100, 102, 104, 105])
+        );
+    }
+
+    /// MPI_Comm_create from a group of ranks {3, 1, 2} of the world: rank 0 of the new
+    /// communicator is world rank 3, and world rank 0 (not in the group) gets no mapping.
+    #[test]
+    fn comm_create_takes_its_members_from_the_group() {
+        const WORLD_GROUP: u64 = 0x8800_0000;
+        const SUBGROUP: u64 = 0x8800_0001;
+        const NEW: u64 = 0x8400_0002;
+        let mut m = four_ranks();
+        for r in 0..4u32 {
+            let pid = 100 + r;
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                ..rec(r, call::MPI_COMM_GROUP, kind::CALL_ENTER, 10)
+            };
+            let x = exit_with_handle(&e, WORLD_GROUP);
+            m.on_enter(pid, &e, None);
+            m.directory.setup_call(pid, &e, &x, &[]);
+            let e = CallRecord {
+                comm: WORLD_GROUP,
+                count: 3,
+                ..rec(r, call::MPI_GROUP_INCL, kind::CALL_ENTER, 20)
+            };
+            let x = exit_with_handle(&e, SUBGROUP);
+            m.on_enter(pid, &e, None);
+            m.directory.setup_call(pid, &e, &x, &[3, 1, 2]);
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                handle: SUBGROUP,
+                ..rec(r, call::MPI_COMM_CREATE, kind::CALL_ENTER, 30)
+            };
+            // MPICH's MPI_COMM_NULL for the process outside the group.
+            let x = exit_with_handle(&e, if r == 0 { 0x0400_0000 } else { NEW });
+            m.on_enter(pid, &e, None);
+            m.directory.setup_call(pid, &e, &x, &[]);
+        }
+        let gid = m.directory.comm_of(101, NEW, Some(Flavor::Mpich)).unwrap();
+        assert_eq!(m.directory.members(gid), vec![103, 101, 102]);
+        assert_eq!(
+            m.directory.comm_of(102, NEW, Some(Flavor::Mpich)),
+            Some(gid)
+        );
+        assert_eq!(
+            m.directory.comm_of(100, 0x0400_0000, Some(Flavor::Mpich)),
+            None
+        );
     }
 }

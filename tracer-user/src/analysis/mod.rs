@@ -454,7 +454,9 @@ impl<M: PathModel> Analyzer<M> {
             return;
         }
         if calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
-            self.matcher.directory.setup_call(pid, &open.entry, x);
+            self.matcher
+                .directory
+                .setup_call(pid, &open.entry, x, &open.handles);
             if matches!(id, call::MPI_INIT | call::MPI_INIT_THREAD) {
                 self.engine.milestone(h.tid, Milestone::Initialized);
             }
