@@ -184,6 +184,12 @@ pub fn spec(id: u16) -> Option<&'static CallSpec> {
         .flatten()
 }
 
+/// Whether call id `id` is an MPI or PVM call (not a pthread call). Ids are not ordered
+/// by family: MPI calls were added after the pthread ones (130 and up).
+pub fn is_mpi_or_pvm(id: u16) -> bool {
+    spec(id).is_some_and(|s| s.family != Family::Threads)
+}
+
 /// Name of a call id, or "call#N".
 pub fn name(id: u16) -> String {
     spec(id)
