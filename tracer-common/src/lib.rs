@@ -138,6 +138,55 @@ pub mod call {
     pub const MPI_CART_CREATE: u16 = 139;
     /// Entry: the communicator in `handle`.
     pub const MPI_COMM_FREE: u16 = 140;
+    // More collectives, as their blocking forms.
+    pub const MPI_ALLTOALLV: u16 = 141;
+    pub const MPI_ALLTOALLW: u16 = 142;
+    pub const MPI_GATHERV: u16 = 143;
+    pub const MPI_SCATTERV: u16 = 144;
+    pub const MPI_ALLGATHERV: u16 = 145;
+    pub const MPI_REDUCE_SCATTER: u16 = 146;
+    pub const MPI_REDUCE_SCATTER_BLOCK: u16 = 147;
+    pub const MPI_SCAN: u16 = 148;
+    pub const MPI_EXSCAN: u16 = 149;
+    /// As MPI_Sendrecv: the receive side in `peer2`/`tag2`.
+    pub const MPI_SENDRECV_REPLACE: u16 = 150;
+    /// Entry: the requests in a handle array. Exit: `out` = the index (MPI_UNDEFINED
+    /// when none completed).
+    pub const MPI_TESTANY: u16 = 151;
+    /// Exit: `out` = the flag.
+    pub const MPI_TESTALL: u16 = 152;
+    /// Entry: the requests in a handle array; exit: `out` = how many completed, and their
+    /// indices in a second handle array written just before the exit.
+    pub const MPI_TESTSOME: u16 = 153;
+    pub const MPI_WAITSOME: u16 = 154;
+    /// Exit: `out` = the flag, and the status of the message found.
+    pub const MPI_IPROBE: u16 = 155;
+    pub const MPI_PROBE: u16 = 156;
+    /// Entry: `handle` = the request.
+    pub const MPI_CANCEL: u16 = 157;
+    /// Persistent requests: as Isend/Irecv; `MPI_Start` (`handle`) and `MPI_Startall`
+    /// (a handle array) post them.
+    pub const MPI_SEND_INIT: u16 = 158;
+    pub const MPI_RECV_INIT: u16 = 159;
+    pub const MPI_START: u16 = 160;
+    pub const MPI_STARTALL: u16 = 161;
+    /// Nonblocking collectives: the entry is the arrival, the request (exit `handle`)
+    /// completes at a Wait/Test.
+    pub const MPI_IBARRIER: u16 = 162;
+    pub const MPI_IBCAST: u16 = 163;
+    pub const MPI_IREDUCE: u16 = 164;
+    pub const MPI_IALLREDUCE: u16 = 165;
+    pub const MPI_IGATHER: u16 = 166;
+    pub const MPI_ISCATTER: u16 = 167;
+    pub const MPI_IALLGATHER: u16 = 168;
+    pub const MPI_IALLTOALL: u16 = 169;
+    /// One-sided communication: windows over a communicator; a fence is a collective
+    /// over the window's members; Put and Get are counted as waits.
+    pub const MPI_WIN_CREATE: u16 = 170;
+    pub const MPI_WIN_FENCE: u16 = 171;
+    pub const MPI_PUT: u16 = 172;
+    pub const MPI_GET: u16 = 173;
+    pub const MPI_WIN_FREE: u16 = 174;
     /// Size of the call layout table (ids are below this; the probes keep the id in the
     /// low byte of `EventHeader::call`).
     pub const TABLE_SIZE: u32 = 256;
@@ -460,6 +509,9 @@ pub mod status_mode {
     pub const PVM_RBUF: u8 = 3;
     /// Argument `status` points to an array of MPI_Status, length in argument `count`.
     pub const MPI_STATUS_ARRAY: u8 = 4;
+    /// Argument `status` points to an int array whose length is the int the call wrote
+    /// through `out` (Waitsome/Testsome's indices): a handle array before the exit.
+    pub const INDEX_ARRAY: u8 = 5;
 }
 
 /// Which argument (0-based, `NO_ARG` if none) of a call holds each field. One entry per

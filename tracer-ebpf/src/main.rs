@@ -859,6 +859,15 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         place.submit();
         return Ok(());
     }
+    if layout.status_mode == status_mode::INDEX_ARRAY {
+        // Waitsome/Testsome: the indices of the requests that completed, written before
+        // the exit so that userspace reads them while the call is still open.
+        if let Some(n) = read_user::<i32>(frame.out) {
+            if n > 0 {
+                emit_handle_array(&h, frame.status[0], n as u32, 4);
+            }
+        }
+    }
     let Some(mut place) = reserve::<CallReturnRecord>() else {
         return Ok(());
     };

@@ -22,6 +22,9 @@ pub enum Role {
     SendRecv,
     Completion,
     Collective,
+    /// One-sided access (MPI_Put, MPI_Get): a wait, with no dependency of its own (the
+    /// window's fences carry them).
+    OneSided,
     /// Takes a lock (mutex, rwlock, spinlock; trylock too: `ret` 0 means it was taken).
     LockAcquire,
     /// Releases a lock.
@@ -124,6 +127,61 @@ pub static CALLS: &[CallSpec] = &[
     spec!(call::MPI_SCATTER, "MPI_Scatter", Mpi, Collective, { count: 1, dtype: 2, peer: 6, comm: 7 }),
     spec!(call::MPI_ALLGATHER, "MPI_Allgather", Mpi, Collective, { count: 1, dtype: 2, comm: 6 }),
     spec!(call::MPI_ALLTOALL, "MPI_Alltoall", Mpi, Collective, { count: 1, dtype: 2, comm: 6 }),
+    spec!(call::MPI_ALLTOALLV, "MPI_Alltoallv", Mpi, Collective, { comm: 8 }),
+    spec!(call::MPI_ALLTOALLW, "MPI_Alltoallw", Mpi, Collective, { comm: 8 }),
+    spec!(call::MPI_GATHERV, "MPI_Gatherv", Mpi, Collective, { count: 1, dtype: 2, peer: 7, comm: 8 }),
+    spec!(call::MPI_SCATTERV, "MPI_Scatterv", Mpi, Collective, { count: 5, dtype: 6, peer: 7, comm: 8 }),
+    spec!(call::MPI_ALLGATHERV, "MPI_Allgatherv", Mpi, Collective, { count: 1, dtype: 2, comm: 7 }),
+    spec!(call::MPI_REDUCE_SCATTER, "MPI_Reduce_scatter", Mpi, Collective, { comm: 5 }),
+    spec!(call::MPI_REDUCE_SCATTER_BLOCK, "MPI_Reduce_scatter_block", Mpi, Collective,
+        { count: 2, dtype: 3, comm: 5 }),
+    spec!(call::MPI_SCAN, "MPI_Scan", Mpi, Collective, { count: 2, dtype: 3, comm: 5 }),
+    spec!(call::MPI_EXSCAN, "MPI_Exscan", Mpi, Collective, { count: 2, dtype: 3, comm: 5 }),
+    spec!(call::MPI_SENDRECV_REPLACE, "MPI_Sendrecv_replace", Mpi, SendRecv,
+        { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 5, tag2: 6, comm: 7, status: 8, status_mode: S }),
+    spec!(call::MPI_TESTANY, "MPI_Testany", Mpi, Completion,
+        { count: 0, array: 1, out: 2, status: 4, status_mode: S }),
+    spec!(call::MPI_TESTALL, "MPI_Testall", Mpi, Completion,
+        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::MPI_STATUS_ARRAY }),
+    // The completed requests' indices (argument 3) are read at exit.
+    spec!(call::MPI_TESTSOME, "MPI_Testsome", Mpi, Completion,
+        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY }),
+    spec!(call::MPI_WAITSOME, "MPI_Waitsome", Mpi, Completion,
+        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY }),
+    // Probes find a message without receiving it: waits, not matched.
+    spec!(call::MPI_IPROBE, "MPI_Iprobe", Mpi, Completion,
+        { peer: 0, tag: 1, comm: 2, out: 3, status: 4, status_mode: S, cannot_block: 1 }),
+    spec!(call::MPI_PROBE, "MPI_Probe", Mpi, Completion,
+        { peer: 0, tag: 1, comm: 2, status: 3, status_mode: S }),
+    spec!(call::MPI_CANCEL, "MPI_Cancel", Mpi, Completion, { handle_in: 0, cannot_block: 1 }),
+    spec!(call::MPI_SEND_INIT, "MPI_Send_init", Mpi, Setup,
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 }),
+    spec!(call::MPI_RECV_INIT, "MPI_Recv_init", Mpi, Setup,
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 }),
+    spec!(call::MPI_START, "MPI_Start", Mpi, Send, { handle_in: 0, cannot_block: 1 }),
+    spec!(call::MPI_STARTALL, "MPI_Startall", Mpi, Send, { count: 0, array: 1 }),
+    spec!(call::MPI_IBARRIER, "MPI_Ibarrier", Mpi, Collective,
+        { comm: 0, handle_out: 1 }),
+    spec!(call::MPI_IBCAST, "MPI_Ibcast", Mpi, Collective,
+        { count: 1, dtype: 2, peer: 3, comm: 4, handle_out: 5 }),
+    spec!(call::MPI_IREDUCE, "MPI_Ireduce", Mpi, Collective,
+        { count: 2, dtype: 3, peer: 5, comm: 6, handle_out: 7 }),
+    spec!(call::MPI_IALLREDUCE, "MPI_Iallreduce", Mpi, Collective,
+        { count: 2, dtype: 3, comm: 5, handle_out: 6 }),
+    spec!(call::MPI_IGATHER, "MPI_Igather", Mpi, Collective,
+        { count: 1, dtype: 2, peer: 6, comm: 7, handle_out: 8 }),
+    spec!(call::MPI_ISCATTER, "MPI_Iscatter", Mpi, Collective,
+        { count: 1, dtype: 2, peer: 6, comm: 7, handle_out: 8 }),
+    spec!(call::MPI_IALLGATHER, "MPI_Iallgather", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 6, handle_out: 7 }),
+    spec!(call::MPI_IALLTOALL, "MPI_Ialltoall", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 6, handle_out: 7 }),
+    spec!(call::MPI_WIN_CREATE, "MPI_Win_create", Mpi, Setup, { comm: 4, handle_out: 5 }),
+    // The window (by value) in `comm`: the matcher maps it to the window's members.
+    spec!(call::MPI_WIN_FENCE, "MPI_Win_fence", Mpi, Collective, { comm: 1 }),
+    spec!(call::MPI_PUT, "MPI_Put", Mpi, OneSided, { peer: 3, comm: 7 }),
+    spec!(call::MPI_GET, "MPI_Get", Mpi, OneSided, { peer: 3, comm: 7 }),
+    spec!(call::MPI_WIN_FREE, "MPI_Win_free", Mpi, Setup, { handle_in: 0 }),
     spec!(call::PVM_MYTID, "pvm_mytid", Pvm, Setup, { want_bias: 1 }),
     spec!(call::PVM_SEND, "pvm_send", Pvm, Send, { peer: 0, tag: 1, want_bias: 1 }),
     spec!(call::PVM_PSEND, "pvm_psend", Pvm, Send,
@@ -309,8 +367,12 @@ impl Flavor {
 
 /// Open MPI's MPI_COMM_WORLD is the address of this data symbol in libmpi.
 pub const OMPI_COMM_WORLD_SYMBOL: &str = "ompi_mpi_comm_world";
+/// Open MPI's MPI_COMM_SELF is the address of this data symbol in libmpi.
+pub const OMPI_COMM_SELF_SYMBOL: &str = "ompi_mpi_comm_self";
 /// MPICH's MPI_COMM_WORLD handle.
 pub const MPICH_COMM_WORLD: u64 = 0x4400_0000;
+/// MPICH's MPI_COMM_SELF handle.
+pub const MPICH_COMM_SELF: u64 = 0x4400_0001;
 /// PVM's current receive buffer (struct pmsg *).
 pub const PVM_RBUF_SYMBOL: &str = "pvmrbuf";
 
@@ -348,6 +410,11 @@ mod tests {
                 "MPI_Isend",
                 "MPI_Irecv",
                 "MPI_Test",
+                "MPI_Iprobe",
+                "MPI_Cancel",
+                "MPI_Send_init",
+                "MPI_Recv_init",
+                "MPI_Start",
                 "pvm_nrecv",
                 "pthread_mutex_trylock",
                 "pthread_mutex_unlock",

@@ -4,7 +4,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use crate::calls::{Family, Flavor, CALLS, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL};
+use crate::calls::{
+    Family, Flavor, CALLS, OMPI_COMM_SELF_SYMBOL, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL,
+};
 use crate::procfs;
 use crate::recording::LibraryInfo;
 use crate::symbols::{Symbol, SymbolError, SymbolTable};
@@ -54,6 +56,10 @@ impl Library {
             flavor: self.flavor,
             comm_world_vaddr: match self.flavor {
                 Flavor::OpenMpi => self.symbols.get(OMPI_COMM_WORLD_SYMBOL).map(|s| s.vaddr),
+                _ => None,
+            },
+            comm_self_vaddr: match self.flavor {
+                Flavor::OpenMpi => self.symbols.get(OMPI_COMM_SELF_SYMBOL).map(|s| s.vaddr),
                 _ => None,
             },
         }
@@ -109,14 +115,29 @@ pub fn mapped_candidates(pids: &[u32]) -> BTreeSet<PathBuf> {
 /// that use MPI_COMM_WORLD directly usually hold a copy of the object (a copy
 /// relocation); otherwise it is the library's own.
 pub fn ompi_world_handle(lib: &LibraryInfo, info: &procfs::ProcessInfo) -> Option<u64> {
-    let vaddr = lib.comm_world_vaddr?;
+    ompi_predefined_handle(lib.comm_world_vaddr?, OMPI_COMM_WORLD_SYMBOL, lib, info)
+}
+
+/// Open MPI: the MPI_COMM_SELF handle of a process (as [`ompi_world_handle`]).
+pub fn ompi_self_handle(lib: &LibraryInfo, info: &procfs::ProcessInfo) -> Option<u64> {
+    ompi_predefined_handle(lib.comm_self_vaddr?, OMPI_COMM_SELF_SYMBOL, lib, info)
+}
+
+/// Where the dynamic linker put Open MPI's predefined object `symbol` (at `vaddr` in
+/// the library) for process `info`.
+fn ompi_predefined_handle(
+    vaddr: u64,
+    symbol: &str,
+    lib: &LibraryInfo,
+    info: &procfs::ProcessInfo,
+) -> Option<u64> {
     let lib_map = info.mappings.iter().find(|m| m.path == lib.path)?;
     let exe = Path::new(&info.exe);
     if let (Ok(table), Some(exe_map)) = (
         SymbolTable::read(exe),
         info.mappings.iter().find(|m| Path::new(&m.path) == exe),
     ) {
-        if let Some(addr) = table.runtime_address(OMPI_COMM_WORLD_SYMBOL, exe_map.bias) {
+        if let Some(addr) = table.runtime_address(symbol, exe_map.bias) {
             return Some(addr);
         }
     }

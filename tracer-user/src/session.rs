@@ -330,6 +330,10 @@ impl Sink {
             .open_mpi
             .iter()
             .find_map(|l| libraries::ompi_world_handle(l, &info));
+        info.mpi_self_handle = self
+            .open_mpi
+            .iter()
+            .find_map(|l| libraries::ompi_self_handle(l, &info));
         self.summary.process(&info);
         self.pipeline.item(&Item::Process(info.clone()));
         if let Some(w) = &mut self.whatif {

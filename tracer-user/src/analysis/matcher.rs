@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use tracer_common::{call, CallRecord, UNSET32};
 
-use crate::calls::{split_call_field, Flavor, MPICH_COMM_WORLD};
+use crate::calls::{split_call_field, Flavor, MPICH_COMM_SELF, MPICH_COMM_WORLD};
 use crate::procfs::ProcessInfo;
 
 /// A communicator as every member knows it, interned to a small id.
@@ -20,6 +20,10 @@ enum CommDef {
     /// MPI_COMM_WORLD of a job (see [`job_key`]).
     World {
         job: u64,
+    },
+    /// MPI_COMM_SELF of a process: itself alone.
+    OnlySelf {
+        pid: u32,
     },
     Dup {
         parent: u32,
@@ -53,6 +57,12 @@ enum CommDef {
         parent: u32,
         seq: u32,
         size: u32,
+    },
+    /// MPI_Win_create: a window's members are its communicator's; its fences are
+    /// numbered apart from the communicator's collectives.
+    Window {
+        parent: u32,
+        seq: u32,
     },
 }
 
@@ -171,6 +181,8 @@ struct ProcFacts {
     env_rank: Option<i32>,
     world_size: Option<i32>,
     world_handle: Option<u64>,
+    /// Open MPI: the process's MPI_COMM_SELF handle.
+    self_handle: Option<u64>,
     pvm_tid: Option<i32>,
 }
 
@@ -219,6 +231,7 @@ impl Directory {
         f.env_rank = info.env_rank.or(f.env_rank);
         f.world_size = f.world_size.or(info.env_size);
         f.world_handle = info.mpi_world_handle.or(f.world_handle);
+        f.self_handle = info.mpi_self_handle.or(f.self_handle);
         self.members_cache.clear();
     }
 
@@ -248,6 +261,7 @@ impl Directory {
                 | call::MPI_COMM_SPLIT
                 | call::MPI_COMM_CREATE
                 | call::MPI_CART_CREATE
+                | call::MPI_WIN_CREATE
         ) {
             return;
         }
@@ -293,7 +307,8 @@ impl Directory {
             call::MPI_COMM_DUP
             | call::MPI_COMM_SPLIT
             | call::MPI_COMM_CREATE
-            | call::MPI_CART_CREATE => {
+            | call::MPI_CART_CREATE
+            | call::MPI_WIN_CREATE => {
                 let Some(creation) = self.creating.remove(&entry.header.tid) else {
                     return;
                 };
@@ -329,7 +344,9 @@ impl Directory {
                 };
                 self.map_group_comm(pid, def, members, exit.handle);
             }
-            call::MPI_COMM_FREE if exit.ret == 0 => {
+            // Windows are in the communicators' map (their handles are distinct
+            // objects: pointers in Open MPI, handles of another kind in MPICH).
+            call::MPI_COMM_FREE | call::MPI_WIN_FREE if exit.ret == 0 => {
                 self.handles.remove(&(pid, entry.handle));
             }
             call::MPI_COMM_GROUP if exit.ret == 0 => {
@@ -409,6 +426,7 @@ impl Directory {
     ) -> Option<CommDef> {
         match id {
             call::MPI_COMM_DUP => Some(CommDef::Dup { parent, seq }),
+            call::MPI_WIN_CREATE => Some(CommDef::Window { parent, seq }),
             // MPI_UNDEFINED color gives MPI_COMM_NULL: nothing to map.
             call::MPI_COMM_SPLIT => (entry.peer != MPI_UNDEFINED).then_some(CommDef::Split {
                 parent,
@@ -478,6 +496,16 @@ impl Directory {
         }
     }
 
+    fn is_self(&self, pid: u32, handle: u64, flavor: Option<Flavor>) -> bool {
+        match flavor {
+            Some(Flavor::Mpich) => handle == MPICH_COMM_SELF,
+            Some(Flavor::OpenMpi) => {
+                self.procs.get(&pid).and_then(|f| f.self_handle) == Some(handle)
+            }
+            _ => false,
+        }
+    }
+
     /// The global id of a communicator handle of process `pid`.
     pub fn comm_of(&mut self, pid: u32, handle: u64, flavor: Option<Flavor>) -> Option<u32> {
         if let Some(&g) = self.handles.get(&(pid, handle)) {
@@ -486,6 +514,9 @@ impl Directory {
         if self.is_world(pid, handle, flavor) {
             let job = self.procs.get(&pid)?.job;
             return Some(self.intern(CommDef::World { job }));
+        }
+        if self.is_self(pid, handle, flavor) {
+            return Some(self.intern(CommDef::OnlySelf { pid }));
         }
         None
     }
@@ -527,7 +558,10 @@ impl Directory {
                 }
                 v.into_iter().map(|(_, p)| p).collect()
             }
-            Some(CommDef::Dup { parent, .. }) => self.members(parent),
+            Some(CommDef::OnlySelf { pid }) => vec![pid],
+            Some(CommDef::Dup { parent, .. } | CommDef::Window { parent, .. }) => {
+                self.members(parent)
+            }
             Some(CommDef::Split { parent, seq, color }) => {
                 let parent_members = self.members(parent);
                 let regs = self.splits.get(&(parent, seq)).map_or(&[][..], |r| &r[..]);
@@ -628,6 +662,71 @@ struct IrecvInfo {
     flavor: Option<Flavor>,
 }
 
+/// Whom a member's exit from a collective depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CollectiveShape {
+    /// Every member's entry (barrier, allreduce, alltoall(v/w), allgather(v),
+    /// reduce_scatter, a window fence).
+    Everyone,
+    /// The root's entry, for the other members (bcast, scatter(v)).
+    FromRoot,
+    /// Every member's entry, for the root only (reduce, gather(v)).
+    ToRoot,
+    /// The entries of ranks 0..=r (scan) or 0..r (exscan) for rank r.
+    Prefix { inclusive: bool },
+}
+
+/// A collective call: its shape and whether it only starts (a nonblocking collective,
+/// completed by a Wait/Test on its request).
+#[derive(Clone, Copy, Debug)]
+struct CollectiveCall {
+    shape: CollectiveShape,
+    nonblocking: bool,
+}
+
+fn collective_call(id: u16) -> Option<CollectiveCall> {
+    use CollectiveShape::*;
+    let (shape, nonblocking) = match id {
+        call::MPI_BARRIER
+        | call::MPI_ALLREDUCE
+        | call::MPI_ALLGATHER
+        | call::MPI_ALLGATHERV
+        | call::MPI_ALLTOALL
+        | call::MPI_ALLTOALLV
+        | call::MPI_ALLTOALLW
+        | call::MPI_REDUCE_SCATTER
+        | call::MPI_REDUCE_SCATTER_BLOCK
+        | call::MPI_WIN_FENCE => (Everyone, false),
+        call::MPI_BCAST | call::MPI_SCATTER | call::MPI_SCATTERV => (FromRoot, false),
+        call::MPI_REDUCE | call::MPI_GATHER | call::MPI_GATHERV => (ToRoot, false),
+        call::MPI_SCAN => (Prefix { inclusive: true }, false),
+        call::MPI_EXSCAN => (Prefix { inclusive: false }, false),
+        call::MPI_IBARRIER | call::MPI_IALLREDUCE | call::MPI_IALLGATHER | call::MPI_IALLTOALL => {
+            (Everyone, true)
+        }
+        call::MPI_IBCAST | call::MPI_ISCATTER => (FromRoot, true),
+        call::MPI_IREDUCE | call::MPI_IGATHER => (ToRoot, true),
+        _ => return None,
+    };
+    Some(CollectiveCall { shape, nonblocking })
+}
+
+/// A member's arrival at a collective: the communicator and the collective's sequence
+/// number on it.
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    gid: u32,
+    seq: u32,
+}
+
+/// A nonblocking collective a process started, until the Wait/Test that completes it.
+#[derive(Clone, Copy, Debug)]
+struct PendingCollective {
+    arrival: Arrival,
+    shape: CollectiveShape,
+    root: i32,
+}
+
 struct Collective<S> {
     /// Entries by member process (ranks are resolved at exit, when all have entered).
     entries: FxHashMap<u32, S>,
@@ -643,8 +742,15 @@ pub struct MessageMatcher<S> {
     /// the destinations arrive.
     mcasts: FxHashMap<u32, (u64, Option<u64>)>,
     irecvs: FxHashMap<(u32, u64), IrecvInfo>,
+    /// Persistent requests (Send_init, Recv_init) by (pid, request): their init entry,
+    /// which each MPI_Start posts again.
+    persistent: FxHashMap<(u32, u64), CallRecord>,
     collectives: FxHashMap<(u32, u32), Collective<S>>,
     coll_seq: FxHashMap<(u32, u32), u32>,
+    /// Nonblocking collectives between entry and exit, by thread.
+    icoll_entering: FxHashMap<u32, Arrival>,
+    /// Nonblocking collectives started, by (pid, request): completed by a Wait/Test.
+    icollectives: FxHashMap<(u32, u64), PendingCollective>,
     pub stats: MatchStats,
     /// Every point-to-point match, when logging is on (see `log_matches`).
     matches: Option<Vec<MatchedMessage>>,
@@ -661,8 +767,11 @@ impl<S: Clone> MessageMatcher<S> {
             p2p: FxHashMap::default(),
             pvm: FxHashMap::default(),
             irecvs: FxHashMap::default(),
+            persistent: FxHashMap::default(),
             collectives: FxHashMap::default(),
             coll_seq: FxHashMap::default(),
+            icoll_entering: FxHashMap::default(),
+            icollectives: FxHashMap::default(),
             stats: MatchStats::default(),
             mcasts: FxHashMap::default(),
             matches: None,
@@ -712,14 +821,21 @@ impl<S: Clone> MessageMatcher<S> {
             | call::MPI_BSEND
             | call::MPI_RSEND
             | call::MPI_ISEND
-            | call::MPI_SENDRECV => self.post_mpi(pid, e.comm, e.peer, e.tag, flavor, sent),
+            | call::MPI_SENDRECV
+            | call::MPI_SENDRECV_REPLACE => self.post_mpi(pid, e.comm, e.peer, e.tag, flavor, sent),
+            call::MPI_START => self.start_persistent(pid, e.handle, sent),
             call::PVM_SEND | call::PVM_PSEND => self.post_pvm(pid, e.peer, e.tag, sent),
             call::PVM_MCAST => {
                 // destinations arrive in the handle array
                 self.mcasts.insert(pid, (sent.ts, sent.bytes));
             }
-            _ if is_collective(id) => self.collective_enter(pid, e.comm, flavor, sent.state),
-            _ => {}
+            _ => {
+                let Some(c) = collective_call(id) else { return };
+                let arrival = self.collective_enter(pid, e.comm, flavor, sent.state);
+                if let (true, Some(a)) = (c.nonblocking, arrival) {
+                    self.icoll_entering.insert(e.header.tid, a);
+                }
+            }
         }
     }
 
@@ -735,6 +851,55 @@ impl<S: Clone> MessageMatcher<S> {
             };
             self.post_pvm(pid, t as u32 as i32, tag, sent);
         }
+    }
+
+    /// MPI_Startall's requests (from the handle array that follows the entry).
+    pub fn on_startall(&mut self, pid: u32, entry: &CallRecord, requests: &[u64], state: &S) {
+        for &r in requests {
+            let sent = Sent {
+                state: state.clone(),
+                from: pid,
+                ts: entry.header.ts_ns,
+                bytes: None,
+            };
+            self.start_persistent(pid, r, sent);
+        }
+    }
+
+    /// MPI_Start of a persistent request: a send posts its message (with the size its
+    /// init described), a receive becomes an open receive request, as after Isend/Irecv.
+    fn start_persistent(&mut self, pid: u32, request: u64, s: Sent<S>) {
+        let Some(init) = self.persistent.get(&(pid, request)).copied() else {
+            return;
+        };
+        let (id, flavor) = split_call_field(init.header.call);
+        let flavor = Flavor::from_id(flavor);
+        if id == call::MPI_SEND_INIT {
+            let s = Sent {
+                bytes: known_bytes(init.bytes),
+                ..s
+            };
+            self.post_mpi(pid, init.comm, init.peer, init.tag, flavor, s);
+        } else {
+            self.receive_posted(pid, request, &init, flavor);
+        }
+    }
+
+    /// A receive request was posted (Irecv's exit, Start of a Recv_init's request).
+    fn receive_posted(&mut self, pid: u32, request: u64, e: &CallRecord, flavor: Option<Flavor>) {
+        if flavor.and_then(Flavor::proc_null) == Some(e.peer) {
+            return; // MPI_PROC_NULL: nothing is received
+        }
+        let gid = self.directory.comm_of(pid, e.comm, flavor);
+        self.irecvs.insert(
+            (pid, request),
+            IrecvInfo {
+                gid,
+                source: e.peer,
+                tag: e.tag,
+                flavor,
+            },
+        );
     }
 
     fn post_mpi(
@@ -840,7 +1005,7 @@ impl<S: Clone> MessageMatcher<S> {
         let wildcard =
             |v: i32, f: Option<Flavor>| f.is_some_and(|f| v == f.any_source()) || v == -1;
         match id {
-            call::MPI_RECV | call::MPI_SENDRECV => {
+            call::MPI_RECV | call::MPI_SENDRECV | call::MPI_SENDRECV_REPLACE => {
                 let (req_src, req_tag) = if id == call::MPI_RECV {
                     (e.peer, e.tag)
                 } else {
@@ -854,32 +1019,42 @@ impl<S: Clone> MessageMatcher<S> {
                 let gid = self.directory.comm_of(pid, e.comm, flavor);
                 out.extend(self.take_mpi(pid, gid, source, tag, x));
             }
-            call::MPI_IRECV if x.ret == 0 && flavor.and_then(Flavor::proc_null) != Some(e.peer) => {
-                let gid = self.directory.comm_of(pid, e.comm, flavor);
-                self.irecvs.insert(
-                    (pid, x.handle),
-                    IrecvInfo {
-                        gid,
-                        source: e.peer,
-                        tag: e.tag,
-                        flavor,
-                    },
-                );
+            call::MPI_IRECV if x.ret == 0 => self.receive_posted(pid, x.handle, e, flavor),
+            call::MPI_SEND_INIT | call::MPI_RECV_INIT if x.ret == 0 => {
+                self.persistent.insert((pid, x.handle), *e);
+            }
+            // A cancelled receive takes no message (a cancel that came too late leaves
+            // the message it would have taken unmatched).
+            call::MPI_CANCEL if x.ret == 0 => {
+                self.irecvs.remove(&(pid, e.handle));
             }
             call::MPI_WAIT => out.extend(self.complete(pid, e.handle, x)),
             call::MPI_TEST if x.out == 1 => out.extend(self.complete(pid, e.handle, x)),
-            call::MPI_WAITANY if x.out >= 0 => {
+            call::MPI_WAITANY | call::MPI_TESTANY if x.out >= 0 => {
                 if let Some(&h) = handles.get(x.out as usize) {
                     out.extend(self.complete(pid, h, x));
                 }
             }
-            call::MPI_WAITALL => {
+            call::MPI_WAITALL | call::MPI_TESTALL | call::MPI_WAITSOME | call::MPI_TESTSOME => {
+                // No status per request: wildcard receives are matched when unambiguous.
                 let none = CallRecord {
                     peer: UNSET32,
                     tag: UNSET32,
                     ..*x
                 };
-                for &h in handles {
+                let n = usize::try_from(e.count).unwrap_or(0).min(handles.len());
+                let (requests, indices) = handles.split_at(n);
+                let done: Vec<u64> = match id {
+                    call::MPI_WAITALL => requests.to_vec(),
+                    call::MPI_TESTALL if x.out == 1 => requests.to_vec(),
+                    // Waitsome/Testsome: the indices written before the exit.
+                    call::MPI_WAITSOME | call::MPI_TESTSOME if x.out > 0 => indices
+                        .iter()
+                        .filter_map(|&i| requests.get(i as u32 as usize).copied())
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for h in done {
                     out.extend(self.complete(pid, h, &none));
                 }
             }
@@ -898,25 +1073,50 @@ impl<S: Clone> MessageMatcher<S> {
                     out.extend(self.count(found, pid, x));
                 }
             }
-            _ if is_collective(id) => out.extend(self.collective_exit(pid, id, e, flavor)),
-            _ => {}
+            _ => match collective_call(id) {
+                Some(c) if c.nonblocking => {
+                    let arrival = self.icoll_entering.remove(&e.header.tid);
+                    if let (0, Some(arrival)) = (x.ret, arrival) {
+                        let pending = PendingCollective {
+                            arrival,
+                            shape: c.shape,
+                            root: e.peer,
+                        };
+                        self.icollectives.insert((pid, x.handle), pending);
+                    }
+                }
+                Some(c) => out.extend(self.collective_exit(pid, c.shape, e, flavor)),
+                None => {}
+            },
         }
         out
     }
 
-    /// A request completed; if it was a receive, the message it delivered.
-    fn complete(&mut self, pid: u32, handle: u64, status: &CallRecord) -> Option<S> {
-        let info = self.irecvs.remove(&(pid, handle))?;
+    /// A request completed: the message a receive request delivered, or the entries a
+    /// nonblocking collective's completion depends on.
+    fn complete(&mut self, pid: u32, handle: u64, status: &CallRecord) -> Vec<S> {
+        if let Some(c) = self.icollectives.remove(&(pid, handle)) {
+            return self.collective_complete(pid, c.arrival, c.shape, c.root);
+        }
+        let Some(info) = self.irecvs.remove(&(pid, handle)) else {
+            return Vec::new();
+        };
         let wildcard = info.flavor.is_some_and(|f| info.source == f.any_source());
         let source = set(status.peer).or((!wildcard).then_some(info.source));
         let tag = set(status.tag).or((info.tag != -1).then_some(info.tag));
         self.take_mpi(pid, info.gid, source, tag, status)
+            .into_iter()
+            .collect()
     }
 
-    fn collective_enter(&mut self, pid: u32, comm: u64, flavor: Option<Flavor>, s: S) {
-        let Some(gid) = self.directory.comm_of(pid, comm, flavor) else {
-            return;
-        };
+    fn collective_enter(
+        &mut self,
+        pid: u32,
+        comm: u64,
+        flavor: Option<Flavor>,
+        s: S,
+    ) -> Option<Arrival> {
+        let gid = self.directory.comm_of(pid, comm, flavor)?;
         let seq = self.coll_seq.entry((pid, gid)).or_default();
         let this = *seq;
         *seq += 1;
@@ -928,20 +1128,19 @@ impl<S: Clone> MessageMatcher<S> {
                 exits: 0,
             });
         inst.entries.insert(pid, s);
+        Some(Arrival { gid, seq: this })
     }
 
+    /// A blocking collective's exit: the collective is the process's latest on the
+    /// communicator.
     fn collective_exit(
         &mut self,
         pid: u32,
-        id: u16,
+        shape: CollectiveShape,
         e: &CallRecord,
         flavor: Option<Flavor>,
     ) -> Vec<S> {
         let Some(gid) = self.directory.comm_of(pid, e.comm, flavor) else {
-            return Vec::new();
-        };
-        let members = self.directory.members(gid);
-        let Some(rank) = members.iter().position(|&p| p == pid) else {
             return Vec::new();
         };
         let Some(seq) = self
@@ -951,22 +1150,39 @@ impl<S: Clone> MessageMatcher<S> {
         else {
             return Vec::new();
         };
+        self.collective_complete(pid, Arrival { gid, seq }, shape, e.peer)
+    }
+
+    /// Member `pid` leaves (or completes) the collective it arrived at: the entries it
+    /// depends on, by `shape` (`root` is the root's rank for rooted ones).
+    fn collective_complete(
+        &mut self,
+        pid: u32,
+        Arrival { gid, seq }: Arrival,
+        shape: CollectiveShape,
+        root: i32,
+    ) -> Vec<S> {
+        let members = self.directory.members(gid);
+        let Some(rank) = members.iter().position(|&p| p == pid) else {
+            return Vec::new();
+        };
         let Some(inst) = self.collectives.get_mut(&(gid, seq)) else {
             return Vec::new();
         };
-        let root = e.peer as usize;
-        let deps: Vec<u32> = match id {
-            call::MPI_BCAST | call::MPI_SCATTER if root != rank => {
-                members.get(root).copied().into_iter().collect()
+        let root = usize::try_from(root).ok();
+        let deps: &[u32] = match shape {
+            CollectiveShape::Everyone => &members,
+            CollectiveShape::FromRoot if root != Some(rank) => {
+                root.and_then(|r| members.get(r..=r)).unwrap_or(&[])
             }
-            call::MPI_REDUCE | call::MPI_GATHER if root == rank => members.clone(),
-            call::MPI_BCAST | call::MPI_SCATTER | call::MPI_REDUCE | call::MPI_GATHER => vec![],
-            _ => members.clone(),
+            CollectiveShape::ToRoot if root == Some(rank) => &members,
+            CollectiveShape::FromRoot | CollectiveShape::ToRoot => &[],
+            CollectiveShape::Prefix { inclusive } => &members[..rank + inclusive as usize],
         };
         let mut out = Vec::new();
         let mut incomplete = false;
         for d in deps {
-            match inst.entries.get(&d) {
+            match inst.entries.get(d) {
                 Some(s) => out.push(s.clone()),
                 None => incomplete = true,
             }
@@ -988,7 +1204,11 @@ impl<S: Clone> MessageMatcher<S> {
 
     /// Entries held (messages in flight, open requests, open collectives).
     pub fn entries_held(&self) -> usize {
-        self.in_flight() + self.irecvs.len() + self.collectives.len()
+        self.in_flight()
+            + self.irecvs.len()
+            + self.collectives.len()
+            + self.icollectives.len()
+            + self.persistent.len()
     }
 
     /// Final statistics: sends never received count as unmatched.
@@ -997,20 +1217,6 @@ impl<S: Clone> MessageMatcher<S> {
         s.unmatched += self.in_flight() as u64;
         s
     }
-}
-
-fn is_collective(id: u16) -> bool {
-    matches!(
-        id,
-        call::MPI_BARRIER
-            | call::MPI_BCAST
-            | call::MPI_REDUCE
-            | call::MPI_ALLREDUCE
-            | call::MPI_GATHER
-            | call::MPI_SCATTER
-            | call::MPI_ALLGATHER
-            | call::MPI_ALLTOALL
-    )
 }
 
 #[cfg(test)]

@@ -271,10 +271,15 @@ impl<M: PathModel> Analyzer<M> {
                     return;
                 };
                 open.handles.extend_from_slice(vals);
-                if outermost && split_call_field(open.entry.header.call).0 == call::PVM_MCAST {
+                let id = split_call_field(open.entry.header.call).0;
+                if outermost && id == call::PVM_MCAST {
                     let tag = open.entry.tag;
                     let state = self.engine.snapshot(h.tid);
                     self.matcher.on_mcast_targets(pid, tag, vals, &state);
+                } else if outermost && id == call::MPI_STARTALL {
+                    let entry = open.entry;
+                    let state = self.engine.snapshot(h.tid);
+                    self.matcher.on_startall(pid, &entry, vals, &state);
                 }
             }
             Record::CallExit(x) => self.call_exit(x),
