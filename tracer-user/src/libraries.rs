@@ -194,15 +194,19 @@ impl LibrarySet {
         LibrarySet { libs, probed }
     }
 
-    /// Probes the libraries among `paths` (canonical) that are not probed yet.
+    /// Probes the libraries `wanted` accepts (canonical paths): every call that is not
+    /// on demand, and the on-demand calls in `imports`. A library probed before gets the
+    /// on-demand calls it lacks.
     pub fn probe(
         &mut self,
         probes: &mut crate::probes::Probes,
         wanted: impl Fn(&Path) -> bool,
+        imports: &ImportedCalls,
     ) -> Result<(), crate::probes::ProbeError> {
         for (lib, probed) in self.libs.iter().zip(self.probed.iter_mut()) {
-            if probed.is_none() && wanted(&lib.path) {
-                *probed = Some(probes.attach_library(lib)?);
+            if wanted(&lib.path) {
+                let n = probes.attach_library(lib, |c| !c.on_demand || imports.includes(c))?;
+                *probed = Some(probed.unwrap_or(0) + n);
             }
         }
         Ok(())
@@ -220,6 +224,81 @@ impl LibrarySet {
             .filter_map(|(l, n)| Some((l.path.clone(), l.flavor, (*n)?)))
             .collect()
     }
+}
+
+/// Which on-demand MPI calls ([`crate::calls::CallSpec::on_demand`]) a program needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImportedCalls {
+    /// Unknown programs (running targets, system-wide mode) or a program that imports no
+    /// MPI call at all (it may load MPI with dlopen): every call.
+    All,
+    /// The normalized names ([`mpi_call_key`]) the program and its libraries import.
+    Names(BTreeSet<String>),
+}
+
+impl ImportedCalls {
+    pub fn includes(&self, c: &crate::calls::CallSpec) -> bool {
+        match self {
+            ImportedCalls::All => true,
+            ImportedCalls::Names(names) => {
+                mpi_call_key(c.symbol).is_some_and(|k| names.contains(&k))
+            }
+        }
+    }
+
+    /// The MPI calls imported by the program of process `pid` and by `needed`, its
+    /// shared libraries, leaving out the objects that define MPI calls themselves (the
+    /// MPI library, its Fortran bindings, profiling wrappers): they import nearly every
+    /// call whether the program uses it or not.
+    pub fn of_process(pid: u32, needed: &BTreeSet<PathBuf>) -> ImportedCalls {
+        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+            return ImportedCalls::All;
+        };
+        let mut names = BTreeSet::new();
+        for path in std::iter::once(&exe).chain(needed) {
+            if let Some(imports) = mpi_imports(path) {
+                names.extend(imports);
+            }
+        }
+        if names.is_empty() {
+            ImportedCalls::All
+        } else {
+            ImportedCalls::Names(names)
+        }
+    }
+}
+
+/// The one name of an MPI call under its C, profiling and Fortran symbols: `MPI_Send`,
+/// `PMPI_Send`, `mpi_send_`, `mpi_send__`, `MPI_SEND`, `pmpi_send_f08` all give
+/// `mpi_send`. None for a symbol that is not an MPI call's.
+pub fn mpi_call_key(symbol: &str) -> Option<String> {
+    let lower = symbol.to_ascii_lowercase();
+    let name = lower
+        .strip_prefix('p')
+        .filter(|n| n.starts_with("mpi_"))
+        .unwrap_or(&lower);
+    let name = name.strip_suffix("_f08").unwrap_or(name);
+    let name = name.trim_end_matches('_');
+    (name.starts_with("mpi_") && name.len() > 4).then(|| name.to_string())
+}
+
+/// The MPI calls an ELF file imports (keys of [`mpi_call_key`]), or None when it defines
+/// MPI calls itself or cannot be read.
+fn mpi_imports(path: &Path) -> Option<BTreeSet<String>> {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let mut imports = BTreeSet::new();
+    for s in file.dynamic_symbols() {
+        let Some(key) = s.name().ok().and_then(mpi_call_key) else {
+            continue;
+        };
+        if !s.is_undefined() {
+            return None;
+        }
+        imports.insert(key);
+    }
+    Some(imports)
 }
 
 /// File name prefixes of the libraries that may define the pthread calls: libpthread
@@ -593,5 +672,40 @@ mod tests {
         let sym = table.get("pthread_spin_lock").unwrap();
         assert_eq!(spin.file_offset - sym.file_offset, spin.vaddr - sym.vaddr);
         assert!(spin.file_offset - sym.file_offset <= 3);
+    }
+
+    #[test]
+    fn mpi_call_keys_join_c_profiling_and_fortran_names() {
+        for sym in [
+            "MPI_Alltoallv",
+            "PMPI_Alltoallv",
+            "mpi_alltoallv_",
+            "mpi_alltoallv__",
+        ] {
+            assert_eq!(mpi_call_key(sym).as_deref(), Some("mpi_alltoallv"), "{sym}");
+        }
+        assert_eq!(
+            mpi_call_key("MPI_ALLTOALLV").as_deref(),
+            Some("mpi_alltoallv")
+        );
+        assert_eq!(mpi_call_key("pmpi_send_f08").as_deref(), Some("mpi_send"));
+        assert_eq!(mpi_call_key("ompi_mpi_comm_world"), None);
+        assert_eq!(mpi_call_key("printf"), None);
+        assert_eq!(mpi_call_key("MPI_"), None);
+    }
+
+    /// The MPI libraries define the calls, so their imports never count; a C program's
+    /// own imports do.
+    #[test]
+    fn a_program_imports_the_calls_it_makes() {
+        let libs = installed_candidates();
+        let mpich = libs
+            .iter()
+            .find(|p| p.to_string_lossy().contains("libmpich.so"))
+            .expect("MPICH is installed");
+        assert_eq!(mpi_imports(mpich), None);
+        // This test binary imports no MPI call: nothing, not "every call".
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(mpi_imports(&me), Some(BTreeSet::new()));
     }
 }

@@ -18,7 +18,7 @@ use crate::analysis::profile::Profile;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Pipeline;
 use crate::funcs::{FuncError, FunctionSelector};
-use crate::libraries::{self, Library, LibrarySet, ThreadLibraries};
+use crate::libraries::{self, ImportedCalls, Library, LibrarySet, ThreadLibraries};
 use crate::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf};
 use crate::predict::replay::ReplayError;
 use crate::probes::slots::CpuSlots;
@@ -155,9 +155,11 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let mut libs = LibrarySet::new(found_libs);
     // Libraries the user named, those the targets have loaded, and, system-wide, all.
     let mapped = libraries::mapped_candidates(&targets);
-    libs.probe(&mut probes, |p| {
-        opts.system_wide || user_libs.contains(p) || mapped.contains(p)
-    })?;
+    libs.probe(
+        &mut probes,
+        |p| opts.system_wide || user_libs.contains(p) || mapped.contains(p),
+        &ImportedCalls::All,
+    )?;
     let mut locks = opts.locks.then(LockProbes::new);
     if let Some(locks) = &mut locks {
         for &pid in &targets {
@@ -571,7 +573,10 @@ impl LoopContext {
             if let Some(locks) = &mut self.locks {
                 locks.attach_exec(&mut self.probes, pid, &needed);
             }
-            let libs = self.libs.probe(&mut self.probes, |p| needed.contains(p));
+            let imports = ImportedCalls::of_process(pid, &needed);
+            let libs = self
+                .libs
+                .probe(&mut self.probes, |p| needed.contains(p), &imports);
             let attached = libs.map_err(SessionError::from).and_then(|()| {
                 self.funcs
                     .attach_in_process(&mut self.probes, pid)
