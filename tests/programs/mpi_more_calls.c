@@ -9,6 +9,7 @@
  * 24 bytes, tag 2, started with Startall, completed with Waitsome until both are done),
  * a ring of Isend (to r + 1, 8 bytes, tag 3) whose Irecv is cancelled first once and
  * then posted again and completed with Testall.
+ * Once at start, MPI_Comm_split_type (not probed: the tracer reports it as such).
  * Known answer: 3 messages per rank and round, all matched (world rank r to r + 1:
  * 48 bytes per round); 15 collective exits per rank and round, none incomplete. */
 #include <mpi.h>
@@ -24,6 +25,9 @@ int main(int argc, char **argv) {
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     int counts[64], displs[64], x[64] = {0}, y[64] = {0}, big[256] = {0};
     for (int j = 0; j < size; j++) { counts[j] = 2; displs[j] = 2 * j; }
+    MPI_Comm shm;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
+    MPI_Comm_free(&shm);
     int *winbuf = calloc(4, sizeof(int));
     MPI_Win win;
     MPI_Win_create(winbuf, 4 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);

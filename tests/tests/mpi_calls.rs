@@ -78,6 +78,11 @@ fn more_calls(mpi: &str) {
     ] {
         assert_eq!(t.summary["calls"][name], n, "{name}");
     }
+    // Imported and not probed: reported, once per rank's program.
+    assert_eq!(
+        t.summary["unprobed_mpi_calls"],
+        serde_json::json!({ "MPI_Comm_split_type": n }),
+    );
     // Completed until done: at least one call per round and rank.
     for name in ["MPI_Waitsome", "MPI_Testall"] {
         assert!(

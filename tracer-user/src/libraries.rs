@@ -268,6 +268,72 @@ impl ImportedCalls {
     }
 }
 
+/// MPI calls that only compute or look something up locally (no waiting, no traffic):
+/// not worth reporting when they are not probed. Prefixes of [`mpi_call_key`]s.
+const LOCAL_MPI_CALLS: &[&str] = &[
+    "mpi_abort",
+    "mpi_address",
+    "mpi_attr_",
+    "mpi_cart_coords",
+    "mpi_cart_get",
+    "mpi_cart_rank",
+    "mpi_cart_shift",
+    "mpi_cartdim_get",
+    "mpi_comm_compare",
+    "mpi_comm_get_",
+    "mpi_comm_set_",
+    "mpi_comm_test_inter",
+    "mpi_dims_create",
+    "mpi_errhandler_",
+    "mpi_error_",
+    "mpi_finalized",
+    "mpi_get_",
+    "mpi_group_compare",
+    "mpi_group_free",
+    "mpi_group_rank",
+    "mpi_group_size",
+    "mpi_group_translate_ranks",
+    "mpi_info_",
+    "mpi_initialized",
+    "mpi_keyval_",
+    "mpi_op_",
+    "mpi_pack",
+    "mpi_query_thread",
+    "mpi_request_free",
+    "mpi_status_",
+    "mpi_type_",
+    "mpi_unpack",
+    "mpi_wtick",
+    "mpi_wtime",
+];
+
+impl ImportedCalls {
+    /// Imported MPI calls that no probe covers and that may wait or carry traffic
+    /// (their time counts as work, their messages are not matched), in C spelling
+    /// (`MPI_Neighbor_alltoall`).
+    pub fn unprobed(&self) -> Vec<String> {
+        let ImportedCalls::Names(names) = self else {
+            return Vec::new();
+        };
+        let probed: BTreeSet<String> = crate::calls::CALLS
+            .iter()
+            .filter(|c| c.family == Family::Mpi)
+            .filter_map(|c| mpi_call_key(c.symbol))
+            .collect();
+        names
+            .iter()
+            .filter(|k| !probed.contains(*k))
+            .filter(|k| !LOCAL_MPI_CALLS.iter().any(|l| k.starts_with(l)))
+            .map(|k| {
+                let rest = &k["mpi_".len()..];
+                let mut c = rest.chars();
+                let first = c.next().map(|f| f.to_ascii_uppercase()).unwrap_or_default();
+                format!("MPI_{first}{}", c.as_str())
+            })
+            .collect()
+    }
+}
+
 /// The one name of an MPI call under its C, profiling and Fortran symbols: `MPI_Send`,
 /// `PMPI_Send`, `mpi_send_`, `mpi_send__`, `MPI_SEND`, `pmpi_send_f08` all give
 /// `mpi_send`. None for a symbol that is not an MPI call's.
@@ -692,6 +758,21 @@ mod tests {
         assert_eq!(mpi_call_key("ompi_mpi_comm_world"), None);
         assert_eq!(mpi_call_key("printf"), None);
         assert_eq!(mpi_call_key("MPI_"), None);
+        let imports = ImportedCalls::Names(
+            [
+                "mpi_send",
+                "mpi_wtime",
+                "mpi_neighbor_alltoall",
+                "mpi_comm_split_type",
+            ]
+            .map(String::from)
+            .into(),
+        );
+        assert_eq!(
+            imports.unprobed(),
+            ["MPI_Comm_split_type", "MPI_Neighbor_alltoall"]
+        );
+        assert!(ImportedCalls::All.unprobed().is_empty());
     }
 
     /// The MPI libraries define the calls, so their imports never count; a C program's

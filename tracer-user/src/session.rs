@@ -3,7 +3,7 @@
 //! ring buffer) into the recording and the summary, and stop cleanly when the targets
 //! are gone, at the deadline or on a signal.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -228,6 +228,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         command_status: None,
         system_wide: opts.system_wide,
         on_sample: opts.on_sample,
+        unprobed_mpi_calls: BTreeMap::new(),
     };
     let stop = runtime.block_on(event_loop(&mut ctx, opts.duration, opts.interval))?;
     let LoopContext {
@@ -237,12 +238,14 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         locks,
         sink,
         command_status,
+        unprobed_mpi_calls,
         ..
     } = ctx;
     let lost = probes.lost()?;
     // Every output is complete before the probes go: detaching takes seconds.
     let (mut summary, profile, whatif) = sink.finish(lost)?;
     summary.tracer_cpu_ns = own_cpu_ns();
+    summary.unprobed_mpi_calls = Some(unprobed_mpi_calls);
     write_json(opts.summary_json.as_deref(), &summary)?;
     write_json(opts.profile_json.as_deref(), &profile)?;
     let detacher = locks.map(|l| l.detacher);
@@ -559,6 +562,8 @@ struct LoopContext {
     command_status: Option<i32>,
     system_wide: bool,
     on_sample: Option<SampleHook>,
+    /// MPI calls the programs held at exec import and no probe covers: programs each.
+    unprobed_mpi_calls: BTreeMap<String, u64>,
 }
 
 impl LoopContext {
@@ -574,6 +579,9 @@ impl LoopContext {
                 locks.attach_exec(&mut self.probes, pid, &needed);
             }
             let imports = ImportedCalls::of_process(pid, &needed);
+            for name in imports.unprobed() {
+                *self.unprobed_mpi_calls.entry(name).or_default() += 1;
+            }
             let libs = self
                 .libs
                 .probe(&mut self.probes, |p| needed.contains(p), &imports);
