@@ -3,15 +3,19 @@
  * Reduce_scatter, Reduce_scatter_block, Scan, Exscan, an Allreduce on MPI_COMM_SELF, an
  * Ibcast (completed by Wait), an Iallreduce and an Ibarrier (completed together by
  * Waitall), an Ireduce (completed by a Test loop), two Win_fence on a window of
- * MPI_COMM_WORLD with a Put and a Get between them, and a Barrier: 15 collective exits.
+ * MPI_COMM_WORLD with a Put and a Get between them, a Barrier, an Alltoallw, an
+ * Igather and an Iscatter (each completed by Wait), an Iallgather and an Ialltoall
+ * (completed together by Waitall): 20 collective exits.
  * Point to point, per round and rank: a Sendrecv_replace around the ring (to r + 1, 16
  * bytes, tag 1) and a persistent ring (Send_init to r + 1 and Recv_init from r - 1,
  * 24 bytes, tag 2, started with Startall, completed with Waitsome until both are done),
  * a ring of Isend (to r + 1, 8 bytes, tag 3) whose Irecv is cancelled first once and
- * then posted again and completed with Testall.
+ * then posted again and completed with Testall, a message to r + 1 (8 bytes, tag 4) that
+ * the receiver finds with MPI_Probe before receiving it, and a ring of Isend/Irecv (8
+ * bytes, tag 5) completed with a Testsome loop.
  * Once at start, MPI_Comm_split_type (not probed: the tracer reports it as such).
- * Known answer: 3 messages per rank and round, all matched (world rank r to r + 1:
- * 48 bytes per round); 15 collective exits per rank and round, none incomplete. */
+ * Known answer: 5 messages per rank and round, all matched (world rank r to r + 1:
+ * 64 bytes per round); 20 collective exits per rank and round, none incomplete. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +80,36 @@ int main(int argc, char **argv) {
         MPI_Isend(is, 8, MPI_BYTE, next, 3, MPI_COMM_WORLD, &t[1]);
         flag = 0;
         while (!flag) MPI_Testall(2, t, &flag, MPI_STATUSES_IGNORE);
+
+        MPI_Datatype types[64];
+        int wcounts[64], wdispls[64];
+        for (int j = 0; j < size; j++) {
+            types[j] = MPI_INT; wcounts[j] = 1; wdispls[j] = 4 * j;
+        }
+        MPI_Alltoallw(x, wcounts, wdispls, types, y, wcounts, wdispls, types, MPI_COMM_WORLD);
+        MPI_Igather(x, 1, MPI_INT, big, 1, MPI_INT, 0, MPI_COMM_WORLD, &one);
+        MPI_Wait(&one, MPI_STATUS_IGNORE);
+        MPI_Iscatter(big, 1, MPI_INT, x, 1, MPI_INT, 0, MPI_COMM_WORLD, &one);
+        MPI_Wait(&one, MPI_STATUS_IGNORE);
+        MPI_Iallgather(x, 1, MPI_INT, big, 1, MPI_INT, MPI_COMM_WORLD, &q[0]);
+        MPI_Ialltoall(x, 1, MPI_INT, big + 64, 1, MPI_INT, MPI_COMM_WORLD, &q[1]);
+        MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+
+        char pb[8] = {0};
+        MPI_Status st;
+        MPI_Request pq;
+        MPI_Isend(pb, 8, MPI_BYTE, next, 4, MPI_COMM_WORLD, &pq);
+        MPI_Probe(prev, 4, MPI_COMM_WORLD, &st);
+        MPI_Recv(ir, 8, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Wait(&pq, MPI_STATUS_IGNORE);
+
+        MPI_Irecv(ir, 8, MPI_BYTE, prev, 5, MPI_COMM_WORLD, &t[0]);
+        MPI_Isend(is, 8, MPI_BYTE, next, 5, MPI_COMM_WORLD, &t[1]);
+        int completed = 0, outcount2, idx2[2];
+        while (completed < 2) {
+            MPI_Testsome(2, t, &outcount2, idx2, MPI_STATUSES_IGNORE);
+            if (outcount2 != MPI_UNDEFINED) completed += outcount2;
+        }
     }
     MPI_Request_free(&pers[0]);
     MPI_Request_free(&pers[1]);

@@ -18,8 +18,8 @@ fn launcher(mpi: &str) -> fn(usize, &str, &[&str]) -> Vec<String> {
     }
 }
 
-/// mpi_more_calls, 3 rounds on 4 ranks: world rank r sends 3 messages a round to r + 1
-/// (16 + 24 + 8 bytes); 15 collective exits per rank and round.
+/// mpi_more_calls, 3 rounds on 4 ranks: world rank r sends 5 messages a round to r + 1
+/// (16 + 24 + 8 + 8 + 8 bytes); 20 collective exits per rank and round.
 fn more_calls(mpi: &str) {
     let (n, rounds) = (4u64, 3u64);
     let t = record(
@@ -40,12 +40,12 @@ fn more_calls(mpi: &str) {
         .collect();
     pairs.sort();
     let want: Vec<(i32, i32, u64, u64)> = (0..n as i32)
-        .map(|r| (r, (r + 1) % n as i32, 3 * rounds, 48 * rounds))
+        .map(|r| (r, (r + 1) % n as i32, 5 * rounds, 64 * rounds))
         .collect();
     assert_eq!(pairs, want, "the message matrix");
     let s = &m.traffic.matching;
-    assert_eq!((s.sent, s.matched, s.unmatched), (36, 36, 0), "{s:?}");
-    assert_eq!(s.collectives, 15 * rounds * n, "{s:?}");
+    assert_eq!((s.sent, s.matched, s.unmatched), (60, 60, 0), "{s:?}");
+    assert_eq!(s.collectives, 20 * rounds * n, "{s:?}");
     assert_eq!(s.collectives_incomplete, 0, "{s:?}");
     let per_round = n * rounds;
     for name in [
@@ -65,11 +65,17 @@ fn more_calls(mpi: &str) {
         "MPI_Sendrecv_replace",
         "MPI_Startall",
         "MPI_Cancel",
-        "MPI_Waitall",
+        "MPI_Alltoallw",
+        "MPI_Igather",
+        "MPI_Iscatter",
+        "MPI_Iallgather",
+        "MPI_Ialltoall",
+        "MPI_Probe",
     ] {
         assert_eq!(t.summary["calls"][name], per_round, "{name}");
     }
     assert_eq!(t.summary["calls"]["MPI_Win_fence"], 2 * per_round);
+    assert_eq!(t.summary["calls"]["MPI_Waitall"], 2 * per_round);
     for name in [
         "MPI_Send_init",
         "MPI_Recv_init",
@@ -84,7 +90,7 @@ fn more_calls(mpi: &str) {
         serde_json::json!({ "MPI_Comm_split_type": n }),
     );
     // Completed until done: at least one call per round and rank.
-    for name in ["MPI_Waitsome", "MPI_Testall"] {
+    for name in ["MPI_Waitsome", "MPI_Testall", "MPI_Testsome"] {
         assert!(
             t.summary["calls"][name].as_u64().unwrap() >= per_round,
             "{name}"
