@@ -399,7 +399,7 @@ impl Directory {
         // not known whole.
         let want = usize::try_from(entry.count).ok()? * per_count;
         let ranks: Vec<i32> = values.iter().map(|&v| v as u32 as i32).collect();
-        let ranks = ranks.get(..want).filter(|_| values.len() >= want);
+        let ranks = ranks.get(..want);
         let other = || self.groups.get(&(pid, entry.handle));
         let op = match id {
             call::MPI_GROUP_INCL => GroupOp::Incl(ranks?),
@@ -1299,9 +1299,9 @@ mod tests {
             ..rec(3, call::MPI_SEND, kind::CALL_ENTER, 200)
         };
         m.on_enter(103, &send, Some(3));
-        for r in 0..3 {
-            let x = exit_with_handle(&entries[r], NEW);
-            m.directory.setup_call(100 + r as u32, &entries[r], &x, &[]);
+        for e in &entries[..3] {
+            let x = exit_with_handle(e, NEW);
+            m.directory.setup_call(e.header.tgid, e, &x, &[]);
         }
         let recv = CallRecord {
             comm: NEW,
