@@ -125,3 +125,45 @@ fn created_from_groups_openmpi() {
 fn created_from_groups_mpich() {
     created_from_groups("mpich");
 }
+
+/// mpi_comm_create_f (Fortran bindings): per round, by world rank: 1->2 16 B; 1->3 8 +
+/// 24 B; 2->1 8 B; 2->3 16 B; 3->1 16 + 24 B; 3->2 8 B; 5 collective exits.
+fn fortran_created_from_a_group(mpi: &str) {
+    let r = 6u64;
+    let (t, m) = traced("comm-create-f", mpi, "mpi_comm_create_f", &["6"]);
+    let want = vec![
+        (1, 2, r, 16 * r),
+        (1, 3, 2 * r, 32 * r),
+        (2, 1, r, 8 * r),
+        (2, 3, r, 16 * r),
+        (3, 1, 2 * r, 40 * r),
+        (3, 2, r, 8 * r),
+    ];
+    assert_eq!(world_pairs(&m), want, "the message matrix");
+    let s = &m.traffic.matching;
+    assert_eq!((s.matched, s.unmatched), (8 * r, 0), "{s:?}");
+    assert_eq!(
+        (s.collectives, s.collectives_incomplete),
+        (5 * r, 0),
+        "{s:?}"
+    );
+    // The Fortran program imports the group calls under their Fortran names: they were
+    // probed on demand.
+    for (name, n) in [
+        ("MPI_Comm_group", 4),
+        ("MPI_Group_incl", 4),
+        ("MPI_Comm_create", 4),
+    ] {
+        assert_eq!(t.summary["calls"][name], n, "{name}");
+    }
+}
+
+#[test]
+fn fortran_created_from_a_group_openmpi() {
+    fortran_created_from_a_group("openmpi");
+}
+
+#[test]
+fn fortran_created_from_a_group_mpich() {
+    fortran_created_from_a_group("mpich");
+}
