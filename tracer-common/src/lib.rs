@@ -140,7 +140,75 @@ pub mod call {
     pub const SEM_TIMEDWAIT: u16 = 203;
     pub const SEM_CLOCKWAIT: u16 = 204;
     pub const SEM_POST: u16 = 205;
-    /// Size of the call layout table (ids are below this; the cookie keeps 8 bits).
+    // Groups and the communicators made from them (the matcher follows the group algebra
+    // to learn a new communicator's members). Group calls: the input group is in `comm`,
+    // a second one in `handle`, the ranks in a handle array, the new group at exit in
+    // `handle`.
+    pub const MPI_COMM_GROUP: u16 = 130;
+    pub const MPI_GROUP_INCL: u16 = 131;
+    pub const MPI_GROUP_EXCL: u16 = 132;
+    pub const MPI_GROUP_RANGE_INCL: u16 = 133;
+    pub const MPI_GROUP_RANGE_EXCL: u16 = 134;
+    pub const MPI_GROUP_UNION: u16 = 135;
+    pub const MPI_GROUP_INTERSECTION: u16 = 136;
+    pub const MPI_GROUP_DIFFERENCE: u16 = 137;
+    /// Entry: the group in `handle`, the tag in `tag`.
+    pub const MPI_COMM_CREATE_GROUP: u16 = 138;
+    /// Entry: the dimensions in a handle array (`count` of them).
+    pub const MPI_CART_CREATE: u16 = 139;
+    /// Entry: the communicator in `handle`.
+    pub const MPI_COMM_FREE: u16 = 140;
+    // More collectives, as their blocking forms.
+    pub const MPI_ALLTOALLV: u16 = 141;
+    pub const MPI_ALLTOALLW: u16 = 142;
+    pub const MPI_GATHERV: u16 = 143;
+    pub const MPI_SCATTERV: u16 = 144;
+    pub const MPI_ALLGATHERV: u16 = 145;
+    pub const MPI_REDUCE_SCATTER: u16 = 146;
+    pub const MPI_REDUCE_SCATTER_BLOCK: u16 = 147;
+    pub const MPI_SCAN: u16 = 148;
+    pub const MPI_EXSCAN: u16 = 149;
+    /// As MPI_Sendrecv: the receive side in `peer2`/`tag2`.
+    pub const MPI_SENDRECV_REPLACE: u16 = 150;
+    /// Entry: the requests in a handle array. Exit: `out` = the index (MPI_UNDEFINED
+    /// when none completed).
+    pub const MPI_TESTANY: u16 = 151;
+    /// Exit: `out` = the flag.
+    pub const MPI_TESTALL: u16 = 152;
+    /// Entry: the requests in a handle array; exit: `out` = how many completed, and their
+    /// indices in a second handle array written just before the exit.
+    pub const MPI_TESTSOME: u16 = 153;
+    pub const MPI_WAITSOME: u16 = 154;
+    /// Exit: `out` = the flag, and the status of the message found.
+    pub const MPI_IPROBE: u16 = 155;
+    pub const MPI_PROBE: u16 = 156;
+    /// Entry: `handle` = the request.
+    pub const MPI_CANCEL: u16 = 157;
+    /// Persistent requests: as Isend/Irecv; `MPI_Start` (`handle`) and `MPI_Startall`
+    /// (a handle array) post them.
+    pub const MPI_SEND_INIT: u16 = 158;
+    pub const MPI_RECV_INIT: u16 = 159;
+    pub const MPI_START: u16 = 160;
+    pub const MPI_STARTALL: u16 = 161;
+    /// Nonblocking collectives: the entry is the arrival, the request (exit `handle`)
+    /// completes at a Wait/Test.
+    pub const MPI_IBARRIER: u16 = 162;
+    pub const MPI_IBCAST: u16 = 163;
+    pub const MPI_IREDUCE: u16 = 164;
+    pub const MPI_IALLREDUCE: u16 = 165;
+    pub const MPI_IGATHER: u16 = 166;
+    pub const MPI_ISCATTER: u16 = 167;
+    pub const MPI_IALLGATHER: u16 = 168;
+    pub const MPI_IALLTOALL: u16 = 169;
+    /// One-sided communication: windows over a communicator; a fence is a collective
+    /// over the window's members; Put and Get are counted as waits.
+    pub const MPI_WIN_CREATE: u16 = 170;
+    pub const MPI_WIN_FENCE: u16 = 171;
+    pub const MPI_PUT: u16 = 172;
+    pub const MPI_GET: u16 = 173;
+    pub const MPI_WIN_FREE: u16 = 174;
+    /// Size of the call layout table (ids are below this; the probes keep the id in the
+    /// low byte of `EventHeader::call`).
     pub const TABLE_SIZE: u32 = 256;
 }
 
@@ -463,6 +531,9 @@ pub mod status_mode {
     pub const PVM_RBUF: u8 = 3;
     /// Argument `status` points to an array of MPI_Status, length in argument `count`.
     pub const MPI_STATUS_ARRAY: u8 = 4;
+    /// Argument `status` points to an int array whose length is the int the call wrote
+    /// through `out` (Waitsome/Testsome's indices): a handle array before the exit.
+    pub const INDEX_ARRAY: u8 = 5;
 }
 
 /// Which argument (0-based, `NO_ARG` if none) of a call holds each field. One entry per
@@ -496,6 +567,13 @@ pub struct CallLayout {
     /// Nonzero if the call never waits for another thread or process (MPI_Comm_rank,
     /// MPI_Isend, an unlock): its entry record may wait for its exit ([`CallPairRecord`]).
     pub cannot_block: u8,
+    /// Nonzero: the `handle_in` argument is a handle passed by value (an MPI_Group, the
+    /// second group of MPI_Group_union), read like `comm`, not a pointer to one.
+    pub handle_in_by_value: u8,
+    /// Values of `array` per unit of `count` (3 for MPI_Group_range_incl's rank
+    /// triples); 0 means 1.
+    pub array_per_count: u8,
+    pub _reserved: [u8; 2],
 }
 
 impl CallLayout {
@@ -516,6 +594,9 @@ impl CallLayout {
         want_bias: 0,
         array_elem: 0,
         cannot_block: 0,
+        handle_in_by_value: 0,
+        array_per_count: 0,
+        _reserved: [0; 2],
     };
 }
 
@@ -763,7 +844,7 @@ const _: () = {
     assert!(size_of::<ForkRecord>() == 40);
     assert!(size_of::<ExecRecord>() == 168);
     assert!(size_of::<ExitRecord>() == 40);
-    assert!(size_of::<CallLayout>() == 16);
+    assert!(size_of::<CallLayout>() == 20);
     assert!(size_of::<FlavorConfig>() == 56);
     assert!(size_of::<ProbeConfig>() == 96);
     assert!(size_of::<SlotCursor>() == 128);

@@ -708,6 +708,8 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         // pthread calls: the lock's address is its identity; MPI: a pointer to a request.
         rec.handle = if flavor.handle_by_value != 0 {
             a
+        } else if layout.handle_in_by_value != 0 {
+            handle_value(a, flavor)
         } else {
             read_handle(a, flavor)
         };
@@ -735,7 +737,14 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         } else {
             layout.array_elem as u32
         };
-        emit_handle_array(&header, arg(regs, layout.array), count as u32, elem);
+        // Group_range_incl/excl: `count` triples of ints.
+        let per_count = if layout.array_per_count == 0 {
+            1
+        } else {
+            layout.array_per_count as u32
+        };
+        let total = (count as u32).saturating_mul(per_count);
+        emit_handle_array(&header, arg(regs, layout.array), total, elem);
     }
 
     let mut frame = EMPTY_FRAME;
@@ -864,6 +873,15 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
         place.submit();
         return Ok(());
+    }
+    if layout.status_mode == status_mode::INDEX_ARRAY {
+        // Waitsome/Testsome: the indices of the requests that completed, written before
+        // the exit so that userspace reads them while the call is still open.
+        if let Some(n) = read_user::<i32>(frame.out) {
+            if n > 0 {
+                emit_handle_array(&h, frame.status[0], n as u32, 4);
+            }
+        }
     }
     let Some(mut place) = reserve::<CallReturnRecord>() else {
         return Ok(());

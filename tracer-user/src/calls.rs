@@ -22,6 +22,9 @@ pub enum Role {
     SendRecv,
     Completion,
     Collective,
+    /// One-sided access (MPI_Put, MPI_Get): a wait, with no dependency of its own (the
+    /// window's fences carry them).
+    OneSided,
     /// Takes a lock (mutex, rwlock, spinlock; trylock too: `ret` 0 means it was taken).
     LockAcquire,
     /// Releases a lock.
@@ -50,6 +53,10 @@ pub struct CallSpec {
     pub family: Family,
     pub role: Role,
     pub layout: CallLayout,
+    /// Probed only for programs that import it (see `libraries::ImportedCalls`): each
+    /// probe costs about 0.1 s to remove at the end, and most programs call few of the
+    /// less common MPI calls.
+    pub on_demand: bool,
 }
 
 const fn layout() -> CallLayout {
@@ -64,8 +71,17 @@ macro_rules! spec {
             family: Family::$fam,
             role: Role::$role,
             layout: CallLayout { $($field: $val,)* ..layout() },
+            on_demand: false,
         }
     };
+}
+
+/// A call probed only for programs that import it ([`CallSpec::on_demand`]).
+const fn on_demand(spec: CallSpec) -> CallSpec {
+    CallSpec {
+        on_demand: true,
+        ..spec
+    }
 }
 
 const S: u8 = status_mode::MPI_STATUS;
@@ -81,7 +97,42 @@ pub static CALLS: &[CallSpec] = &[
     // color in `peer`, key in `peer2`
     spec!(call::MPI_COMM_SPLIT, "MPI_Comm_split", Mpi, Setup,
         { comm: 0, peer: 1, peer2: 2, handle_out: 3 }),
-    spec!(call::MPI_COMM_CREATE, "MPI_Comm_create", Mpi, Setup, { comm: 0, handle_out: 2 }),
+    // The group, passed by value, in `handle`.
+    spec!(call::MPI_COMM_CREATE, "MPI_Comm_create", Mpi, Setup,
+        { comm: 0, handle_in: 1, handle_in_by_value: 1, handle_out: 2 }),
+    on_demand(
+        spec!(call::MPI_COMM_CREATE_GROUP, "MPI_Comm_create_group", Mpi, Setup,
+        { comm: 0, handle_in: 1, handle_in_by_value: 1, tag: 2, handle_out: 3 }),
+    ),
+    // ndims in `count`, dims[] in the handle array.
+    on_demand(spec!(call::MPI_CART_CREATE, "MPI_Cart_create", Mpi, Setup,
+        { comm: 0, count: 1, array: 2, array_elem: 4, handle_out: 5 })),
+    on_demand(spec!(call::MPI_COMM_FREE, "MPI_Comm_free", Mpi, Setup, { handle_in: 0 })),
+    // Groups: local calls. The input group (by value) in `comm`, ranks in the array.
+    on_demand(spec!(call::MPI_COMM_GROUP, "MPI_Comm_group", Mpi, Setup,
+        { comm: 0, handle_out: 1, cannot_block: 1 })),
+    on_demand(spec!(call::MPI_GROUP_INCL, "MPI_Group_incl", Mpi, Setup,
+        { comm: 0, count: 1, array: 2, array_elem: 4, handle_out: 3 })),
+    on_demand(spec!(call::MPI_GROUP_EXCL, "MPI_Group_excl", Mpi, Setup,
+        { comm: 0, count: 1, array: 2, array_elem: 4, handle_out: 3 })),
+    on_demand(
+        spec!(call::MPI_GROUP_RANGE_INCL, "MPI_Group_range_incl", Mpi, Setup,
+        { comm: 0, count: 1, array: 2, array_elem: 4, array_per_count: 3, handle_out: 3 }),
+    ),
+    on_demand(
+        spec!(call::MPI_GROUP_RANGE_EXCL, "MPI_Group_range_excl", Mpi, Setup,
+        { comm: 0, count: 1, array: 2, array_elem: 4, array_per_count: 3, handle_out: 3 }),
+    ),
+    on_demand(spec!(call::MPI_GROUP_UNION, "MPI_Group_union", Mpi, Setup,
+        { comm: 0, handle_in: 1, handle_in_by_value: 1, handle_out: 2, cannot_block: 1 })),
+    on_demand(
+        spec!(call::MPI_GROUP_INTERSECTION, "MPI_Group_intersection", Mpi, Setup,
+        { comm: 0, handle_in: 1, handle_in_by_value: 1, handle_out: 2, cannot_block: 1 }),
+    ),
+    on_demand(
+        spec!(call::MPI_GROUP_DIFFERENCE, "MPI_Group_difference", Mpi, Setup,
+        { comm: 0, handle_in: 1, handle_in_by_value: 1, handle_out: 2, cannot_block: 1 }),
+    ),
     spec!(call::MPI_SEND, "MPI_Send", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
     spec!(call::MPI_SSEND, "MPI_Ssend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
     spec!(call::MPI_BSEND, "MPI_Bsend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
@@ -109,6 +160,81 @@ pub static CALLS: &[CallSpec] = &[
     spec!(call::MPI_SCATTER, "MPI_Scatter", Mpi, Collective, { count: 1, dtype: 2, peer: 6, comm: 7 }),
     spec!(call::MPI_ALLGATHER, "MPI_Allgather", Mpi, Collective, { count: 1, dtype: 2, comm: 6 }),
     spec!(call::MPI_ALLTOALL, "MPI_Alltoall", Mpi, Collective, { count: 1, dtype: 2, comm: 6 }),
+    on_demand(spec!(call::MPI_ALLTOALLV, "MPI_Alltoallv", Mpi, Collective, { comm: 8 })),
+    on_demand(spec!(call::MPI_ALLTOALLW, "MPI_Alltoallw", Mpi, Collective, { comm: 8 })),
+    on_demand(
+        spec!(call::MPI_GATHERV, "MPI_Gatherv", Mpi, Collective, { count: 1, dtype: 2, peer: 7, comm: 8 }),
+    ),
+    on_demand(
+        spec!(call::MPI_SCATTERV, "MPI_Scatterv", Mpi, Collective, { count: 5, dtype: 6, peer: 7, comm: 8 }),
+    ),
+    on_demand(
+        spec!(call::MPI_ALLGATHERV, "MPI_Allgatherv", Mpi, Collective, { count: 1, dtype: 2, comm: 7 }),
+    ),
+    on_demand(spec!(call::MPI_REDUCE_SCATTER, "MPI_Reduce_scatter", Mpi, Collective, { comm: 5 })),
+    on_demand(
+        spec!(call::MPI_REDUCE_SCATTER_BLOCK, "MPI_Reduce_scatter_block", Mpi, Collective,
+        { count: 2, dtype: 3, comm: 5 }),
+    ),
+    on_demand(spec!(call::MPI_SCAN, "MPI_Scan", Mpi, Collective, { count: 2, dtype: 3, comm: 5 })),
+    on_demand(
+        spec!(call::MPI_EXSCAN, "MPI_Exscan", Mpi, Collective, { count: 2, dtype: 3, comm: 5 }),
+    ),
+    on_demand(
+        spec!(call::MPI_SENDRECV_REPLACE, "MPI_Sendrecv_replace", Mpi, SendRecv,
+        { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 5, tag2: 6, comm: 7, status: 8, status_mode: S }),
+    ),
+    on_demand(spec!(call::MPI_TESTANY, "MPI_Testany", Mpi, Completion,
+        { count: 0, array: 1, out: 2, status: 4, status_mode: S })),
+    on_demand(spec!(call::MPI_TESTALL, "MPI_Testall", Mpi, Completion,
+        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::MPI_STATUS_ARRAY })),
+    // The completed requests' indices (argument 3) are read at exit.
+    on_demand(spec!(call::MPI_TESTSOME, "MPI_Testsome", Mpi, Completion,
+        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY })),
+    on_demand(spec!(call::MPI_WAITSOME, "MPI_Waitsome", Mpi, Completion,
+        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY })),
+    // Probes find a message without receiving it: waits, not matched.
+    on_demand(spec!(call::MPI_IPROBE, "MPI_Iprobe", Mpi, Completion,
+        { peer: 0, tag: 1, comm: 2, out: 3, status: 4, status_mode: S, cannot_block: 1 })),
+    on_demand(spec!(call::MPI_PROBE, "MPI_Probe", Mpi, Completion,
+        { peer: 0, tag: 1, comm: 2, status: 3, status_mode: S })),
+    on_demand(
+        spec!(call::MPI_CANCEL, "MPI_Cancel", Mpi, Completion, { handle_in: 0, cannot_block: 1 }),
+    ),
+    on_demand(spec!(call::MPI_SEND_INIT, "MPI_Send_init", Mpi, Setup,
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 })),
+    on_demand(spec!(call::MPI_RECV_INIT, "MPI_Recv_init", Mpi, Setup,
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 })),
+    on_demand(spec!(call::MPI_START, "MPI_Start", Mpi, Send, { handle_in: 0, cannot_block: 1 })),
+    on_demand(spec!(call::MPI_STARTALL, "MPI_Startall", Mpi, Send, { count: 0, array: 1 })),
+    on_demand(spec!(call::MPI_IBARRIER, "MPI_Ibarrier", Mpi, Collective,
+        { comm: 0, handle_out: 1 })),
+    on_demand(spec!(call::MPI_IBCAST, "MPI_Ibcast", Mpi, Collective,
+        { count: 1, dtype: 2, peer: 3, comm: 4, handle_out: 5 })),
+    on_demand(spec!(call::MPI_IREDUCE, "MPI_Ireduce", Mpi, Collective,
+        { count: 2, dtype: 3, peer: 5, comm: 6, handle_out: 7 })),
+    on_demand(
+        spec!(call::MPI_IALLREDUCE, "MPI_Iallreduce", Mpi, Collective,
+        { count: 2, dtype: 3, comm: 5, handle_out: 6 }),
+    ),
+    on_demand(spec!(call::MPI_IGATHER, "MPI_Igather", Mpi, Collective,
+        { count: 1, dtype: 2, peer: 6, comm: 7, handle_out: 8 })),
+    on_demand(spec!(call::MPI_ISCATTER, "MPI_Iscatter", Mpi, Collective,
+        { count: 1, dtype: 2, peer: 6, comm: 7, handle_out: 8 })),
+    on_demand(
+        spec!(call::MPI_IALLGATHER, "MPI_Iallgather", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 6, handle_out: 7 }),
+    ),
+    on_demand(spec!(call::MPI_IALLTOALL, "MPI_Ialltoall", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 6, handle_out: 7 })),
+    on_demand(
+        spec!(call::MPI_WIN_CREATE, "MPI_Win_create", Mpi, Setup, { comm: 4, handle_out: 5 }),
+    ),
+    // The window (by value) in `comm`: the matcher maps it to the window's members.
+    on_demand(spec!(call::MPI_WIN_FENCE, "MPI_Win_fence", Mpi, Collective, { comm: 1 })),
+    on_demand(spec!(call::MPI_PUT, "MPI_Put", Mpi, OneSided, { peer: 3, comm: 7 })),
+    on_demand(spec!(call::MPI_GET, "MPI_Get", Mpi, OneSided, { peer: 3, comm: 7 })),
+    on_demand(spec!(call::MPI_WIN_FREE, "MPI_Win_free", Mpi, Setup, { handle_in: 0 })),
     spec!(call::PVM_MYTID, "pvm_mytid", Pvm, Setup, { want_bias: 1 }),
     spec!(call::PVM_SEND, "pvm_send", Pvm, Send, { peer: 0, tag: 1, want_bias: 1 }),
     spec!(call::PVM_PSEND, "pvm_psend", Pvm, Send,
@@ -200,7 +326,8 @@ pub fn waits(id: u16) -> bool {
     spec(id).is_none_or(|s| s.role != Role::ThreadCreate)
 }
 
-/// Whether call id `id` is an MPI or PVM call (not a pthread call).
+/// Whether call id `id` is an MPI or PVM call (not a pthread call). Ids are not ordered
+/// by family: MPI calls were added after the pthread ones (130 and up).
 pub fn is_mpi_or_pvm(id: u16) -> bool {
     spec(id).is_some_and(|s| s.family != Family::Threads)
 }
@@ -324,8 +451,12 @@ impl Flavor {
 
 /// Open MPI's MPI_COMM_WORLD is the address of this data symbol in libmpi.
 pub const OMPI_COMM_WORLD_SYMBOL: &str = "ompi_mpi_comm_world";
+/// Open MPI's MPI_COMM_SELF is the address of this data symbol in libmpi.
+pub const OMPI_COMM_SELF_SYMBOL: &str = "ompi_mpi_comm_self";
 /// MPICH's MPI_COMM_WORLD handle.
 pub const MPICH_COMM_WORLD: u64 = 0x4400_0000;
+/// MPICH's MPI_COMM_SELF handle.
+pub const MPICH_COMM_SELF: u64 = 0x4400_0001;
 /// PVM's current receive buffer (struct pmsg *).
 pub const PVM_RBUF_SYMBOL: &str = "pvmrbuf";
 
@@ -356,9 +487,18 @@ mod tests {
             [
                 "MPI_Comm_rank",
                 "MPI_Comm_size",
+                "MPI_Comm_group",
+                "MPI_Group_union",
+                "MPI_Group_intersection",
+                "MPI_Group_difference",
                 "MPI_Isend",
                 "MPI_Irecv",
                 "MPI_Test",
+                "MPI_Iprobe",
+                "MPI_Cancel",
+                "MPI_Send_init",
+                "MPI_Recv_init",
+                "MPI_Start",
                 "pvm_nrecv",
                 "pthread_mutex_trylock",
                 "pthread_mutex_unlock",

@@ -23,6 +23,10 @@ pub struct ProcessInfo {
     /// as the dynamic linker resolved it), when the library was mapped.
     #[serde(default)]
     pub mpi_world_handle: Option<u64>,
+    /// Open MPI: the process's MPI_COMM_SELF handle (address of `ompi_mpi_comm_self`),
+    /// found as `mpi_world_handle` is.
+    #[serde(default)]
+    pub mpi_self_handle: Option<u64>,
     /// The job the launcher says the process belongs to (PMIX_NAMESPACE, Open MPI's
     /// OMPI_MCA_ess_base_jobid): ranks started by daemons on two "nodes" have different
     /// parents but one job.
@@ -203,6 +207,7 @@ pub fn inspect(pid: u32) -> ProcessInfo {
         env_size: env_int(&env, &["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]),
         mappings: mappings(pid),
         mpi_world_handle: None,
+        mpi_self_handle: None,
         env_job: env_str(&env, &["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"]),
     }
 }

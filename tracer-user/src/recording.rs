@@ -72,6 +72,9 @@ pub struct LibraryInfo {
     pub flavor: Flavor,
     /// Open MPI: virtual address of `ompi_mpi_comm_world` (MPI_COMM_WORLD = bias + this).
     pub comm_world_vaddr: Option<u64>,
+    /// Open MPI: virtual address of `ompi_mpi_comm_self` (absent in older recordings).
+    #[serde(default)]
+    pub comm_self_vaddr: Option<u64>,
 }
 
 /// A selected-procedure probe (`--func`): events of kind FUNC_* carry its id.

@@ -3,7 +3,7 @@
 //! ring buffer) into the recording and the summary, and stop cleanly when the targets
 //! are gone, at the deadline or on a signal.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,7 +18,9 @@ use crate::analysis::profile::Profile;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Pipeline;
 use crate::funcs::{FuncError, FunctionSelector};
-use crate::libraries::{self, Library, LibrarySet, ThreadCallSet, ThreadLibraries};
+use crate::libraries::{
+    self, ImportedCalls, Library, LibrarySet, ThreadCallSet, ThreadLibraries,
+};
 use crate::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf};
 use crate::predict::replay::ReplayError;
 use crate::probes::slots::CpuSlots;
@@ -215,9 +217,11 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let mut libs = LibrarySet::new(found_libs);
     // Libraries the user named, those the targets have loaded, and, system-wide, all.
     let mapped = libraries::mapped_candidates(&targets);
-    libs.probe(&mut probes, |p| {
-        opts.system_wide || user_libs.contains(p) || mapped.contains(p)
-    })?;
+    libs.probe(
+        &mut probes,
+        |p| opts.system_wide || user_libs.contains(p) || mapped.contains(p),
+        &ImportedCalls::All,
+    )?;
     let mut joins = ThreadCallProbes::joins();
     let mut locks = opts.locks.then(ThreadCallProbes::locks);
     for &pid in &targets {
@@ -292,6 +296,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         on_sample: opts.on_sample,
         on_loss: opts.on_loss,
         lost_reported: 0,
+        unprobed_mpi_calls: BTreeMap::new(),
     };
     let stop = runtime.block_on(event_loop(&mut ctx, opts.duration, opts.interval))?;
     let LoopContext {
@@ -302,12 +307,14 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         sink,
         mut command_status,
         child,
+        unprobed_mpi_calls,
         ..
     } = ctx;
     let lost = probes.lost()?;
     // Every output is complete before the probes go: detaching takes seconds.
     let (mut summary, profile, whatif) = sink.finish(lost)?;
     summary.tracer_cpu_ns = own_cpu_ns();
+    summary.unprobed_mpi_calls = Some(unprobed_mpi_calls);
     write_json(opts.summary_json.as_deref(), &summary)?;
     write_json(opts.profile_json.as_deref(), &profile)?;
     // Tracing stopped before the command ended. From a terminal, Ctrl-C reaches the
@@ -417,6 +424,10 @@ impl Sink {
             .open_mpi
             .iter()
             .find_map(|l| libraries::ompi_world_handle(l, &info));
+        info.mpi_self_handle = self
+            .open_mpi
+            .iter()
+            .find_map(|l| libraries::ompi_self_handle(l, &info));
         self.summary.process(&info);
         self.pipeline.item(&Item::Process(info.clone()));
         if let Some(w) = &mut self.whatif {
@@ -672,6 +683,8 @@ struct LoopContext {
     on_loss: Option<LossHook>,
     /// The kernel's lost-events counter when `on_loss` was last called.
     lost_reported: u64,
+    /// MPI calls the programs held at exec import and no probe covers: programs each.
+    unprobed_mpi_calls: BTreeMap<String, u64>,
 }
 
 impl LoopContext {
@@ -690,7 +703,13 @@ impl LoopContext {
             if let Some(locks) = &mut self.locks {
                 locks.attach_exec(&mut self.probes, pid, &needed);
             }
-            let libs = self.libs.probe(&mut self.probes, |p| needed.contains(p));
+            let imports = ImportedCalls::of_process(pid, &needed);
+            for name in imports.unprobed() {
+                *self.unprobed_mpi_calls.entry(name).or_default() += 1;
+            }
+            let libs = self
+                .libs
+                .probe(&mut self.probes, |p| needed.contains(p), &imports);
             let attached = libs.map_err(SessionError::from).and_then(|()| {
                 self.funcs
                     .attach_in_process(&mut self.probes, pid)
@@ -754,7 +773,11 @@ impl LoopContext {
     /// an MPI/PVM library it is held no more.
     fn library_loaded(&mut self, pid: u32) -> Result<(), SessionError> {
         let mapped = libraries::mapped_candidates(&[pid]);
-        let libs = self.libs.probe(&mut self.probes, |p| mapped.contains(p));
+        // The calls of a library loaded with dlopen: what its loader imports is not
+        // known here (mpi4py's module imports nearly all of MPI anyway).
+        let libs = self
+            .libs
+            .probe(&mut self.probes, |p| mapped.contains(p), &ImportedCalls::All);
         let attached = libs.map_err(SessionError::from).and_then(|()| {
             self.funcs
                 .attach_in_process(&mut self.probes, pid)

@@ -29,6 +29,10 @@ pub struct Summary {
     /// CPU time of the tracer itself (user + system, all its threads, not the traced
     /// programs): set by `tracer record`, None for a summary of a recording.
     pub tracer_cpu_ns: Option<u64>,
+    /// MPI calls that traced programs import and no probe covers (their time counts as
+    /// work, their traffic is unmatched), with how many programs held at exec import
+    /// each: set by `tracer record`, None for a summary of a recording.
+    pub unprobed_mpi_calls: Option<BTreeMap<String, u64>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -223,6 +227,7 @@ impl SummaryBuilder {
             functions,
             processes,
             tracer_cpu_ns: None,
+            unprobed_mpi_calls: None,
         }
     }
 }

@@ -286,10 +286,15 @@ impl<M: PathModel> Analyzer<M> {
                     return;
                 };
                 open.handles.extend_from_slice(vals);
-                if outermost && split_call_field(open.entry.header.call).0 == call::PVM_MCAST {
+                let id = split_call_field(open.entry.header.call).0;
+                if outermost && id == call::PVM_MCAST {
                     let tag = open.entry.tag;
                     let state = self.engine.snapshot(h.tid);
                     self.matcher.on_mcast_targets(pid, tag, vals, &state);
+                } else if outermost && id == call::MPI_STARTALL {
+                    let entry = open.entry;
+                    let state = self.engine.snapshot(h.tid);
+                    self.matcher.on_startall(pid, &entry, vals, &state);
                 }
             }
             Record::CallExit(x) => self.call_exit(x),
@@ -502,7 +507,9 @@ impl<M: PathModel> Analyzer<M> {
             return;
         }
         if calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
-            self.matcher.directory.setup_call(pid, &open.entry, x);
+            self.matcher
+                .directory
+                .setup_call(pid, &open.entry, x, &open.handles);
             if matches!(id, call::MPI_INIT | call::MPI_INIT_THREAD) {
                 self.engine.milestone(h.tid, Milestone::Initialized);
             }

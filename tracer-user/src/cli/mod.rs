@@ -119,4 +119,12 @@ fn print_summary(s: &tracer_user::summary::Summary) {
             .collect();
         eprintln!("procedures entered: {}", f.join(", "));
     }
+    if let Some(unprobed) = s.unprobed_mpi_calls.as_ref().filter(|u| !u.is_empty()) {
+        let names: Vec<&str> = unprobed.keys().map(String::as_str).collect();
+        eprintln!(
+            "MPI calls imported but not probed (their time counts as work, their traffic \
+             is unmatched): {}",
+            names.join(", ")
+        );
+    }
 }

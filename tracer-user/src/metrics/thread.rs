@@ -37,7 +37,9 @@ impl Cause {
     /// The cause of the time inside MPI/PVM call `id`.
     pub fn of_call(id: u16) -> Cause {
         match calls::spec(id).map(|s| s.role) {
-            Some(Role::Send | Role::Recv | Role::SendRecv | Role::Completion) => Cause::Message,
+            Some(Role::Send | Role::Recv | Role::SendRecv | Role::Completion | Role::OneSided) => {
+                Cause::Message
+            }
             Some(Role::Collective) => Cause::Collective,
             Some(Role::Setup | Role::ThreadCreate | Role::SemInit) | None => Cause::Other,
             // pthread calls (--locks): synchronization between threads, as futex waits.

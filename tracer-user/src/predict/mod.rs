@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use serde::Serialize;
-use tracer_common::call;
 
 use crate::analysis::workclock::still_runnable;
 use crate::calls::{self, split_call_field, Role};
@@ -119,7 +118,7 @@ pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, R
         // Communication calls only: setup calls (MPI_Init waits for the launcher) and
         // pthread calls say nothing about how the library waits for messages.
         let id = split_call_field(c.header.call).0;
-        if id >= call::PTHREAD_MUTEX_LOCK || calls::spec(id).is_none_or(|s| s.role == Role::Setup) {
+        if !calls::is_mpi_or_pvm(id) || calls::spec(id).is_none_or(|s| s.role == Role::Setup) {
             continue;
         }
         let t = threads.entry(h.tid).or_default();

@@ -17,7 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
 
-use tracer_common::{call, kind, EventHeader};
+use tracer_common::{kind, EventHeader};
 
 use super::placement::{CpuSet, PlacementSpec};
 use super::replay::{is_mpi_or_pvm_exit, ReplayError, Shape};
@@ -581,8 +581,8 @@ impl PathModel for OnlineReplay {
         }
         // The program's processes call MPI/PVM or a selected procedure.
         let (id, _) = crate::calls::split_call_field(at.call);
-        let mpi =
-            matches!(at.kind, kind::CALL_ENTER | kind::CALL_EXIT) && id < call::PTHREAD_MUTEX_LOCK;
+        let mpi = matches!(at.kind, kind::CALL_ENTER | kind::CALL_EXIT)
+            && crate::calls::is_mpi_or_pvm(id);
         if (mpi && at.kind == kind::CALL_ENTER) || at.kind == kind::FUNC_ENTER {
             self.participant(at.tgid);
         }

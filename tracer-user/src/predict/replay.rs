@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tracer_common::{call, kind};
+use tracer_common::kind;
 
 use super::placement::{GroupId, Placement};
 use crate::analysis::{Clocks, Milestone};
@@ -215,7 +215,7 @@ pub struct Prediction {
 
 pub(super) fn is_mpi_or_pvm_exit(label: u32) -> bool {
     let (k, field) = ((label >> 16) as u16, label as u16);
-    k == kind::CALL_EXIT && split_call_field(field).0 < call::PTHREAD_MUTEX_LOCK
+    k == kind::CALL_EXIT && crate::calls::is_mpi_or_pvm(split_call_field(field).0)
 }
 
 impl<'g> Replay<'g> {

@@ -17,7 +17,7 @@ use aya::programs::{TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, call_cookie, maps, ProbeConfig, ThreadClock, ThreadState};
 
-use crate::calls::{Flavor, CALLS};
+use crate::calls::{CallSpec, Flavor, CALLS};
 use crate::libraries::{Library, ThreadLibrary};
 use crate::symbols::Symbol;
 
@@ -290,26 +290,35 @@ impl Probes {
             })
     }
 
-    /// Attaches entry and exit probes to every call of `lib`'s family that it defines.
-    /// Returns the number of calls probed.
-    pub fn attach_library(&mut self, lib: &Library) -> Result<usize, ProbeError> {
+    /// Attaches entry and exit probes to the calls of `lib`'s family that it defines and
+    /// `wanted` accepts. Returns the number of calls newly probed (a call probed before
+    /// is not probed again).
+    pub fn attach_library(
+        &mut self,
+        lib: &Library,
+        wanted: impl Fn(&CallSpec) -> bool,
+    ) -> Result<usize, ProbeError> {
         self.configure_flavor(lib.flavor, lib.pvm_rbuf_vaddr())?;
         let mut n = 0;
-        for c in CALLS.iter().filter(|c| c.family == lib.flavor.family()) {
+        for c in CALLS
+            .iter()
+            .filter(|c| c.family == lib.flavor.family() && wanted(c))
+        {
             // MPI_X is a weak alias of PMPI_X: one address serves C, Fortran and PMPI callers.
             let Some(sym) = lib.symbols.get(c.symbol) else {
                 continue;
             };
             let cookie = call_cookie(c.id, lib.flavor.id(), sym.vaddr as u32);
-            self.attach_pair(
+            if self.attach_pair(
                 ("call_enter", "call_exit"),
                 &lib.path,
                 c.symbol,
                 sym.file_offset,
                 cookie,
                 None,
-            )?;
-            n += 1;
+            )? {
+                n += 1;
+            }
         }
         Ok(n)
     }
