@@ -674,6 +674,10 @@ enum CollectiveShape {
     ToRoot,
     /// The entries of ranks 0..=r (scan) or 0..r (exscan) for rank r.
     Prefix { inclusive: bool },
+    /// Nobody's: a collective of zero elements moves no data, and MPI libraries return
+    /// from one at once (Open MPI's MPI_Bcast of 0 elements: a member left before the
+    /// root arrived, in hpcc).
+    NoData,
 }
 
 /// A collective call: its shape and whether it only starts (a nonblocking collective,
@@ -682,6 +686,24 @@ enum CollectiveShape {
 struct CollectiveCall {
     shape: CollectiveShape,
     nonblocking: bool,
+}
+
+/// Whether the element count a collective's probe reads is the same at every member (so
+/// that 0 at one member is 0 at all): not MPI_Scatter's send count, which only the root's
+/// call gives, nor the v/w collectives' count arrays.
+fn count_at_every_member(id: u16) -> bool {
+    matches!(
+        id,
+        call::MPI_BCAST
+            | call::MPI_REDUCE
+            | call::MPI_ALLREDUCE
+            | call::MPI_GATHER
+            | call::MPI_ALLGATHER
+            | call::MPI_ALLTOALL
+            | call::MPI_SCAN
+            | call::MPI_EXSCAN
+            | call::MPI_REDUCE_SCATTER_BLOCK
+    )
 }
 
 fn collective_call(id: u16) -> Option<CollectiveCall> {
@@ -1128,6 +1150,7 @@ impl<S: Clone> MessageMatcher<S> {
                 exits: 0,
             });
         inst.entries.insert(pid, s);
+        log::trace!("collective arrival: pid {pid} communicator {gid} seq {this}");
         Some(Arrival { gid, seq: this })
     }
 
@@ -1149,6 +1172,11 @@ impl<S: Clone> MessageMatcher<S> {
             .and_then(|s| s.checked_sub(1))
         else {
             return Vec::new();
+        };
+        let shape = if e.count == 0 && count_at_every_member(split_call_field(e.header.call).0) {
+            CollectiveShape::NoData
+        } else {
+            shape
         };
         self.collective_complete(pid, Arrival { gid, seq }, shape, e.peer)
     }
@@ -1176,7 +1204,7 @@ impl<S: Clone> MessageMatcher<S> {
                 root.and_then(|r| members.get(r..=r)).unwrap_or(&[])
             }
             CollectiveShape::ToRoot if root == Some(rank) => &members,
-            CollectiveShape::FromRoot | CollectiveShape::ToRoot => &[],
+            CollectiveShape::FromRoot | CollectiveShape::ToRoot | CollectiveShape::NoData => &[],
             CollectiveShape::Prefix { inclusive } => &members[..rank + inclusive as usize],
         };
         let mut out = Vec::new();
@@ -1193,6 +1221,12 @@ impl<S: Clone> MessageMatcher<S> {
         }
         self.stats.collectives += 1;
         self.stats.collectives_incomplete += incomplete as u64;
+        if incomplete {
+            log::debug!(
+                "collective {seq} of communicator {gid}: pid {pid} left without every \
+                 entry it depends on (members {members:?}, {shape:?})"
+            );
+        }
         out
     }
 
