@@ -99,12 +99,17 @@ fn bounded(cmd: &mut Command, limit: Duration) -> std::process::Output {
 }
 
 fn openmpi_job(np: usize, args: &[&str]) -> Vec<String> {
-    ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(std::iter::once(np.to_string()))
-        .chain(args.iter().map(|s| s.to_string()))
-        .collect()
+    [
+        "mpirun.openmpi",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(std::iter::once(np.to_string()))
+    .chain(args.iter().map(|s| s.to_string()))
+    .collect()
 }
 
 /// The promises every application run keeps (see the module's doc).
@@ -113,7 +118,10 @@ fn check_application(run: &AppRun, ranks: usize) {
     assert_eq!(p["events"]["lost"], 0, "events lost");
     let m = &p["messages"];
     assert_eq!(m["unmatched"], 0, "unmatched messages: {m}");
-    assert_eq!(m["collectives_incomplete"], 0, "incomplete collectives: {m}");
+    assert_eq!(
+        m["collectives_incomplete"], 0,
+        "incomplete collectives: {m}"
+    );
     assert_eq!(m["sent"], m["matched"], "{m}");
     assert_eq!(m["received"], m["matched"], "{m}");
     // Every rank known, each once.
@@ -124,7 +132,12 @@ fn check_application(run: &AppRun, ranks: usize) {
         .filter_map(|p| p["rank"].as_i64())
         .collect();
     known.sort();
-    assert_eq!(known, (0..ranks as i64).collect::<Vec<_>>(), "{}", run.summary);
+    assert_eq!(
+        known,
+        (0..ranks as i64).collect::<Vec<_>>(),
+        "{}",
+        run.summary
+    );
 
     // The same answer online, offline and in the report (check_report: equal length,
     // shares and zeroing; the path's activities add up to it; what-if of the top
@@ -152,9 +165,15 @@ fn check_application(run: &AppRun, ranks: usize) {
         .map(|t| t["work_ns"].as_u64().unwrap())
         .max()
         .expect("participant threads");
-    assert!(len >= most_work, "path {len} ns < a thread's work {most_work} ns");
+    assert!(
+        len >= most_work,
+        "path {len} ns < a thread's work {most_work} ns"
+    );
     for row in p["procedures"].as_array().unwrap() {
-        let (share, zero) = (row["cp_ns"].as_u64().unwrap(), row["zeroing_ns"].as_u64().unwrap());
+        let (share, zero) = (
+            row["cp_ns"].as_u64().unwrap(),
+            row["zeroing_ns"].as_u64().unwrap(),
+        );
         assert!(share <= len && zero <= share, "{row}");
     }
 
@@ -188,7 +207,11 @@ fn report_bounded(recording: &Path) -> Value {
             .arg(recording),
         Duration::from_secs(120),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -233,7 +256,12 @@ fn lammps_lennard_jones_melt() {
     let mut sends = 0;
     for r in 0..ranks {
         let text = std::fs::read_to_string(counts.join(format!("rank-{r}.txt"))).unwrap();
-        sends += text.trim().strip_prefix("sends ").unwrap().parse::<u64>().unwrap();
+        sends += text
+            .trim()
+            .strip_prefix("sends ")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap();
     }
     assert!(sends > 1000, "{sends} sends");
     assert_eq!(p["messages"]["sent"], sends, "tracer vs PMPI count");
@@ -247,7 +275,11 @@ fn hpcc_small_problem() {
     let work = std::env::temp_dir().join(format!("tracer-app-{}-hpcc-cwd", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
-    std::fs::copy(root().join("tests/apps/hpccinf.txt"), work.join("hpccinf.txt")).unwrap();
+    std::fs::copy(
+        root().join("tests/apps/hpccinf.txt"),
+        work.join("hpccinf.txt"),
+    )
+    .unwrap();
     let ranks = 2;
     let run = record_app("hpcc", &[], &openmpi_job(ranks, &["hpcc"]), &work);
     let out = std::fs::read_to_string(work.join("hpccoutf.txt")).unwrap();

@@ -217,6 +217,11 @@ fn without_locks_no_pthread_lock_calls_are_recorded() {
     lifecycle.sort();
     assert_eq!(
         lifecycle,
-        ["pthread_create", "pthread_create", "pthread_join", "pthread_join"]
+        [
+            "pthread_create",
+            "pthread_create",
+            "pthread_join",
+            "pthread_join"
+        ]
     );
 }

@@ -180,7 +180,10 @@ fn reused_thread_id_of_an_untraced_process_is_not_traced() {
         .args(["take", &tid.to_string()])
         .output()
         .unwrap();
-    assert!(take.status.success(), "could not reuse thread id {tid}: {take:?}");
+    assert!(
+        take.status.success(),
+        "could not reuse thread id {tid}: {take:?}"
+    );
     let text = String::from_utf8_lossy(&take.stdout);
     let taker: u32 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
     std::fs::write(&done, "").unwrap();
@@ -202,5 +205,8 @@ fn reused_thread_id_of_an_untraced_process_is_not_traced() {
         .map(|r| format!("{r:?}"))
         .take(3)
         .collect();
-    assert!(stray.is_empty(), "records of untraced pid {taker}: {stray:?}");
+    assert!(
+        stray.is_empty(),
+        "records of untraced pid {taker}: {stray:?}"
+    );
 }

@@ -207,6 +207,13 @@ pub mod call {
     pub const MPI_PUT: u16 = 172;
     pub const MPI_GET: u16 = 173;
     pub const MPI_WIN_FREE: u16 = 174;
+    /// Matched probes (mpi4py receives every pickled object with them): Mprobe and
+    /// Improbe (exit: `out` = the flag) take the message they find off the queue, and are
+    /// where a receive matches its send; the Mrecv/Imrecv that follows copies it in.
+    pub const MPI_MPROBE: u16 = 175;
+    pub const MPI_IMPROBE: u16 = 176;
+    pub const MPI_MRECV: u16 = 177;
+    pub const MPI_IMRECV: u16 = 178;
     /// Size of the call layout table (ids are below this; the probes keep the id in the
     /// low byte of `EventHeader::call`).
     pub const TABLE_SIZE: u32 = 256;

@@ -198,6 +198,14 @@ pub static CALLS: &[CallSpec] = &[
         { peer: 0, tag: 1, comm: 2, out: 3, status: 4, status_mode: S, cannot_block: 1 })),
     on_demand(spec!(call::MPI_PROBE, "MPI_Probe", Mpi, Completion,
         { peer: 0, tag: 1, comm: 2, status: 3, status_mode: S })),
+    // Matched probes do receive: the message they find is theirs alone.
+    on_demand(spec!(call::MPI_MPROBE, "MPI_Mprobe", Mpi, Recv,
+        { peer: 0, tag: 1, comm: 2, status: 4, status_mode: S })),
+    on_demand(spec!(call::MPI_IMPROBE, "MPI_Improbe", Mpi, Recv,
+        { peer: 0, tag: 1, comm: 2, out: 3, status: 5, status_mode: S, cannot_block: 1 })),
+    on_demand(spec!(call::MPI_MRECV, "MPI_Mrecv", Mpi, Completion, { count: 1, dtype: 2 })),
+    on_demand(spec!(call::MPI_IMRECV, "MPI_Imrecv", Mpi, Completion,
+        { count: 1, dtype: 2, cannot_block: 1 })),
     on_demand(
         spec!(call::MPI_CANCEL, "MPI_Cancel", Mpi, Completion, { handle_in: 0, cannot_block: 1 }),
     ),
@@ -495,6 +503,8 @@ mod tests {
                 "MPI_Irecv",
                 "MPI_Test",
                 "MPI_Iprobe",
+                "MPI_Improbe",
+                "MPI_Imrecv",
                 "MPI_Cancel",
                 "MPI_Send_init",
                 "MPI_Recv_init",
@@ -534,7 +544,12 @@ mod tests {
             // pthread_create writes the new pthread_t through argument 0; a join takes it
             // by value in argument 0.
             let create = c.role == Role::ThreadCreate;
-            assert_eq!(l.handle_out, if create { 0 } else { NO_ARG }, "{}", c.symbol);
+            assert_eq!(
+                l.handle_out,
+                if create { 0 } else { NO_ARG },
+                "{}",
+                c.symbol
+            );
             assert_eq!(l.handle_in, if create { NO_ARG } else { 0 }, "{}", c.symbol);
             assert_eq!(waits(c.id), !create, "{}", c.symbol);
         }

@@ -5,8 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::calls::{
-    CallSpec, Family, Flavor, CALLS, OMPI_COMM_SELF_SYMBOL, OMPI_COMM_WORLD_SYMBOL,
-    PVM_RBUF_SYMBOL,
+    CallSpec, Family, Flavor, CALLS, OMPI_COMM_SELF_SYMBOL, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL,
 };
 use crate::procfs;
 use crate::recording::LibraryInfo;
@@ -753,7 +752,11 @@ mod tests {
                 c.symbol,
                 lib.path.display()
             );
-            assert!(!other.calls.iter().any(|(id, _)| *id == c.id), "{}", c.symbol);
+            assert!(
+                !other.calls.iter().any(|(id, _)| *id == c.id),
+                "{}",
+                c.symbol
+            );
         }
         // pthread_cond_wait has two versions at different addresses; the default one is
         // the one this very test binary was linked against.

@@ -18,9 +18,7 @@ use crate::analysis::profile::Profile;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Pipeline;
 use crate::funcs::{FuncError, FunctionSelector};
-use crate::libraries::{
-    self, ImportedCalls, Library, LibrarySet, ThreadCallSet, ThreadLibraries,
-};
+use crate::libraries::{self, ImportedCalls, Library, LibrarySet, ThreadCallSet, ThreadLibraries};
 use crate::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf};
 use crate::predict::replay::ReplayError;
 use crate::probes::slots::CpuSlots;
@@ -745,8 +743,7 @@ impl LoopContext {
             }
         }
         let pid = rec.header().tgid;
-        if matches!(&rec, Record::Exit(x) if x.group_dead != 0) && self.held_on_load.remove(&pid)
-        {
+        if matches!(&rec, Record::Exit(x) if x.group_dead != 0) && self.held_on_load.remove(&pid) {
             // Gone: nothing to hold any more.
             let _ = self.probes.hold_on_load(pid, false);
         }
@@ -795,9 +792,11 @@ impl LoopContext {
         let mapped = libraries::mapped_candidates(&[pid]);
         // The calls of a library loaded with dlopen: what its loader imports is not
         // known here (mpi4py's module imports nearly all of MPI anyway).
-        let libs = self
-            .libs
-            .probe(&mut self.probes, |p| mapped.contains(p), &ImportedCalls::All);
+        let libs = self.libs.probe(
+            &mut self.probes,
+            |p| mapped.contains(p),
+            &ImportedCalls::All,
+        );
         let attached = libs.map_err(SessionError::from).and_then(|()| {
             self.funcs
                 .attach_in_process(&mut self.probes, pid)

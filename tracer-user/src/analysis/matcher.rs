@@ -1041,6 +1041,18 @@ impl<S: Clone> MessageMatcher<S> {
                 let gid = self.directory.comm_of(pid, e.comm, flavor);
                 out.extend(self.take_mpi(pid, gid, source, tag, x));
             }
+            // A matched probe that found a message: the receive (see call::MPI_MPROBE).
+            call::MPI_MPROBE | call::MPI_IMPROBE
+                if x.ret == 0 && (id == call::MPI_MPROBE || x.out == 1) =>
+            {
+                if flavor.and_then(Flavor::proc_null) == Some(e.peer) {
+                    return out; // MPI_PROC_NULL: nothing is received
+                }
+                let source = set(x.peer).or((!wildcard(e.peer, flavor)).then_some(e.peer));
+                let tag = set(x.tag).or((e.tag != -1).then_some(e.tag));
+                let gid = self.directory.comm_of(pid, e.comm, flavor);
+                out.extend(self.take_mpi(pid, gid, source, tag, x));
+            }
             call::MPI_IRECV if x.ret == 0 => self.receive_posted(pid, x.handle, e, flavor),
             call::MPI_SEND_INIT | call::MPI_RECV_INIT if x.ret == 0 => {
                 self.persistent.insert((pid, x.handle), *e);
@@ -1150,7 +1162,6 @@ impl<S: Clone> MessageMatcher<S> {
                 exits: 0,
             });
         inst.entries.insert(pid, s);
-        log::trace!("collective arrival: pid {pid} communicator {gid} seq {this}");
         Some(Arrival { gid, seq: this })
     }
 

@@ -462,7 +462,8 @@ impl<M: PathModel> Analyzer<M> {
                 incoming.extend(self.sync.acquire(h.tgid, entry.comm));
             }
             Role::SemInit if x.ret == 0 => {
-                self.sync.sem_init(h.tgid, entry.handle, entry.peer.max(0) as u64);
+                self.sync
+                    .sem_init(h.tgid, entry.handle, entry.peer.max(0) as u64);
             }
             Role::SemWait if x.ret == 0 => {
                 incoming.extend(self.sync.sem_taken(h.tgid, entry.handle));

@@ -273,6 +273,10 @@ impl<M: Clone> SyncTracker<M> {
             + self.joinable_ids.len()
             + self.released.len()
             + self.signalled.len()
-            + self.semaphores.values().map(|s| 1 + s.posts.len()).sum::<usize>()
+            + self
+                .semaphores
+                .values()
+                .map(|s| 1 + s.posts.len())
+                .sum::<usize>()
     }
 }

@@ -640,7 +640,10 @@ mod tests {
     fn tick_rate_comes_from_the_kernel_configuration() {
         let hz = super::config_hz;
         assert_eq!(hz("CONFIG_HZ_250=y\nCONFIG_HZ=250\n"), Some(250));
-        assert_eq!(hz("# CONFIG_HZ_1000 is not set\nCONFIG_HZ=1000"), Some(1000));
+        assert_eq!(
+            hz("# CONFIG_HZ_1000 is not set\nCONFIG_HZ=1000"),
+            Some(1000)
+        );
         assert_eq!(hz("CONFIG_HZ_PERIODIC=y\n"), None);
         assert_eq!(hz("CONFIG_HZ=0\n"), None);
     }
