@@ -159,6 +159,59 @@ fn openmp_parallel_for_with_one_slow_iteration() {
     assert_procedure(p, "iteration", 90.0, 90.0);
 }
 
+/// omp_slow_iteration at libgomp's default wait policy (threads spin before they sleep):
+/// the waits and releases come from the region probes, not from futex calls.
+fn omp_default_policy(threads: &str, path: f64, iteration: f64, worker_starts: u64) {
+    let run = profile_with(
+        &format!("omp-default-{threads}"),
+        &[],
+        &["slow_iteration", "iteration"],
+        &args("omp_slow_iteration", &["12", "6", "5", "40"]),
+        &[("OMP_NUM_THREADS", threads)],
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), path);
+    assert_procedure(p, "slow_iteration", 240.0, 210.0);
+    assert_procedure(p, "iteration", iteration, iteration);
+    // 6 regions end; the workers of regions 2-6 wait for their fork (those of the first
+    // region are new threads: they depend on their creation).
+    assert_eq!(p["sync"]["omp_joins"], 6, "{}", p["sync"]);
+    assert_eq!(p["sync"]["omp_forks"], worker_starts, "{}", p["sync"]);
+}
+
+#[test]
+fn openmp_default_wait_policy_three_threads() {
+    // 3 threads on 2 CPUs: libgomp spins briefly (it sees more threads than CPUs).
+    omp_default_policy("3", 330.0, 90.0, 10);
+}
+
+#[test]
+fn openmp_default_wait_policy_two_threads() {
+    // 2 threads on 2 CPUs: libgomp spins up to 300,000 times before it sleeps.
+    omp_default_policy("2", 390.0, 150.0, 5);
+}
+
+#[test]
+fn openmp_barriers_at_the_active_wait_policy() {
+    // One region, 2 threads, 8 phases ending at barriers (4 explicit, 4 implicit at the
+    // end of a dynamic loop); OMP_WAIT_POLICY=active: the threads never sleep.
+    let run = profile_with(
+        "omp-barriers",
+        &[],
+        &["slow_phase", "normal_phase"],
+        &args("omp_barrier_phases", &["2", "4", "40", "10"]),
+        &[("OMP_WAIT_POLICY", "active")],
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 320.0);
+    assert_procedure(p, "slow_phase", 320.0, 240.0);
+    assert_procedure(p, "normal_phase", 0.0, 0.0);
+    // Each of the 2 threads leaves each of the 8 barriers once.
+    assert_eq!(p["sync"]["omp_barriers"], 16, "{}", p["sync"]);
+    assert_eq!(p["sync"]["omp_joins"], 1, "{}", p["sync"]);
+    assert_eq!(p["sync"]["wakeups"], 0, "no futex wake: {}", p["sync"]);
+}
+
 fn hybrid(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
     // 2 ranks x 2 threads, 5 rounds; one thread of one rank (rotating) runs 40 ms, the
     // others 10 ms; each rank joins its threads, then all ranks Allreduce. The path

@@ -214,6 +214,38 @@ pub mod call {
     pub const MPI_IMPROBE: u16 = 176;
     pub const MPI_MRECV: u16 = 177;
     pub const MPI_IMRECV: u16 = 178;
+    /// OpenMP (libgomp). A parallel region's start (`GOMP_parallel` and its combined
+    /// loop/sections forms): `comm` = the outlined function, `handle` = its data
+    /// argument, `peer` = the requested number of threads. These and the outlined
+    /// function's records never reach a recording: userspace lowers them into the
+    /// waits below (`openmp::lowering`).
+    pub const GOMP_PARALLEL: u16 = 180;
+    pub const GOMP_PARALLEL_LOOP_STATIC: u16 = 181;
+    pub const GOMP_PARALLEL_LOOP_DYNAMIC: u16 = 182;
+    pub const GOMP_PARALLEL_LOOP_GUIDED: u16 = 183;
+    pub const GOMP_PARALLEL_LOOP_RUNTIME: u16 = 184;
+    pub const GOMP_PARALLEL_LOOP_NONMONOTONIC_DYNAMIC: u16 = 185;
+    pub const GOMP_PARALLEL_LOOP_NONMONOTONIC_GUIDED: u16 = 186;
+    pub const GOMP_PARALLEL_SECTIONS: u16 = 187;
+    pub const GOMP_PARALLEL_REDUCTIONS: u16 = 188;
+    /// A compiler-outlined function (the body of a parallel region or task, e.g.
+    /// `main._omp_fn.0`): `comm` = its address ([`ARG_IP`]), `handle` = its data argument.
+    pub const OMP_OUTLINED: u16 = 190;
+    /// Team barriers: explicit, and the implicit ones at the end of worksharing
+    /// constructs. Lowered: `comm`/`handle` = the region, `tag` = the barrier's index
+    /// within the region, `peer` = [`omp_wait::SUSPENDED`]/[`omp_wait::RESUMED`] or 0.
+    pub const GOMP_BARRIER: u16 = 191;
+    pub const GOMP_BARRIER_CANCEL: u16 = 192;
+    pub const GOMP_LOOP_END: u16 = 193;
+    pub const GOMP_LOOP_END_CANCEL: u16 = 194;
+    pub const GOMP_SECTIONS_END: u16 = 195;
+    pub const GOMP_SECTIONS_END_CANCEL: u16 = 196;
+    /// Lowered only (userspace): the master forks a region (a call that does not wait),
+    /// the master waits at the region's end for its team, a worker waits between the
+    /// regions it works in. `comm`/`handle` = the region.
+    pub const OMP_FORK: u16 = 197;
+    pub const OMP_JOIN: u16 = 198;
+    pub const OMP_IDLE: u16 = 199;
     /// Size of the call layout table (ids are below this; the probes keep the id in the
     /// low byte of `EventHeader::call`).
     pub const TABLE_SIZE: u32 = 256;
@@ -525,6 +557,17 @@ pub const fn record_size(kind: u16) -> Option<usize> {
 
 /// Marks an argument slot as unused in a [`CallLayout`].
 pub const NO_ARG: u8 = 0xff;
+/// An argument slot that is the probed address itself (the function's address in the
+/// process: an OpenMP outlined function's identity).
+pub const ARG_IP: u8 = 0xfe;
+
+/// `peer` of a lowered OpenMP wait call (see [`call::GOMP_BARRIER`]): a wait that a task
+/// interrupts ends SUSPENDED and goes on RESUMED after it; neither is an arrival or a
+/// release.
+pub mod omp_wait {
+    pub const SUSPENDED: i32 = 1;
+    pub const RESUMED: i32 = 2;
+}
 
 /// How a call's exit learns the actual source, tag and size of what it received.
 pub mod status_mode {

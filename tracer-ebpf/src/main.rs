@@ -31,8 +31,8 @@ use tracer_common::{
     CallLayout, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader, ExecRecord,
     ExitRecord, FlavorConfig, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
     ProbeConfig, Slot, SlotCursor, StatusArrayRecord, SwitchRecord, ThreadClock, ThreadState,
-    WakeRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, SLOT_BYTES, STOLEN_UNKNOWN,
-    THREAD_SLOTS_LEN, UNSET, UNSET32,
+    WakeRecord, ARG_IP, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, SLOT_BYTES,
+    STOLEN_UNKNOWN, THREAD_SLOTS_LEN, UNSET, UNSET32,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -694,7 +694,9 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
     rec.peer2 = int_arg(regs, layout.peer2);
     rec.tag2 = int_arg(regs, layout.tag2);
     rec.count = int_arg(regs, layout.count);
-    if layout.comm != NO_ARG {
+    if layout.comm == ARG_IP {
+        rec.comm = regs.rip;
+    } else if layout.comm != NO_ARG {
         rec.comm = handle_value(arg(regs, layout.comm), flavor);
     }
     if layout.dtype != NO_ARG {

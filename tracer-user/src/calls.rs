@@ -1,7 +1,9 @@
 //! The MPI, PVM and pthread calls we probe: their symbols, where their arguments are (the
 //! layout table the probes read), and the per-library facts (handle sizes, status layouts).
 
-use tracer_common::{call, count_mode, dtype_mode, flavor, status_mode, CallLayout, FlavorConfig};
+use tracer_common::{
+    call, count_mode, dtype_mode, flavor, status_mode, CallLayout, FlavorConfig, ARG_IP,
+};
 
 /// Which family of libraries defines a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -11,6 +13,10 @@ pub enum Family {
     Pvm,
     /// The C library's pthread synchronization calls (`tracer record --locks`).
     Threads,
+    /// OpenMP: libgomp's parallel regions and barriers, and the compiler-outlined
+    /// functions that run in them.
+    #[serde(rename = "openmp")]
+    OpenMp,
 }
 
 /// What a call does, for the matcher and the work clock.
@@ -45,6 +51,18 @@ pub enum Role {
     SemWait,
     /// Gives a semaphore a token.
     SemPost,
+    /// Starts an OpenMP parallel region (probed; lowered into `OmpFork` and `OmpJoin`).
+    OmpParallel,
+    /// Runs a compiler-outlined function (probed; lowered into the end of a wait).
+    OmpOutlined,
+    /// Waits at an OpenMP team barrier until every thread of the team arrived.
+    OmpBarrier,
+    /// Lowered: the master starts a region's team (its work, not a wait).
+    OmpFork,
+    /// Lowered: the master waits at the end of its region for the team.
+    OmpJoin,
+    /// Lowered: a worker waits between two regions (spinning or asleep in libgomp).
+    OmpIdle,
 }
 
 pub struct CallSpec {
@@ -302,6 +320,63 @@ pub static CALLS: &[CallSpec] = &[
         { handle_in: 0 }),
     spec!(call::PTHREAD_CLOCKJOIN_NP, "pthread_clockjoin_np", Threads, ThreadJoin,
         { handle_in: 0 }),
+    // OpenMP (libgomp). The region's outlined function and its data in `comm` and
+    // `handle` (flavor Glibc: passed by value).
+    spec!(call::GOMP_PARALLEL, "GOMP_parallel", OpenMp, OmpParallel,
+        { comm: 0, handle_in: 1, peer: 2 }),
+    spec!(call::GOMP_PARALLEL_LOOP_STATIC, "GOMP_parallel_loop_static", OpenMp, OmpParallel,
+        { comm: 0, handle_in: 1, peer: 2 }),
+    spec!(call::GOMP_PARALLEL_LOOP_DYNAMIC, "GOMP_parallel_loop_dynamic", OpenMp, OmpParallel,
+        { comm: 0, handle_in: 1, peer: 2 }),
+    spec!(call::GOMP_PARALLEL_LOOP_GUIDED, "GOMP_parallel_loop_guided", OpenMp, OmpParallel,
+        { comm: 0, handle_in: 1, peer: 2 }),
+    spec!(call::GOMP_PARALLEL_LOOP_RUNTIME, "GOMP_parallel_loop_runtime", OpenMp, OmpParallel,
+        { comm: 0, handle_in: 1, peer: 2 }),
+    spec!(call::GOMP_PARALLEL_LOOP_NONMONOTONIC_DYNAMIC, "GOMP_parallel_loop_nonmonotonic_dynamic",
+        OpenMp, OmpParallel, { comm: 0, handle_in: 1, peer: 2 }),
+    spec!(call::GOMP_PARALLEL_LOOP_NONMONOTONIC_GUIDED, "GOMP_parallel_loop_nonmonotonic_guided",
+        OpenMp, OmpParallel, { comm: 0, handle_in: 1, peer: 2 }),
+    spec!(call::GOMP_PARALLEL_SECTIONS, "GOMP_parallel_sections", OpenMp, OmpParallel,
+        { comm: 0, handle_in: 1, peer: 2 }),
+    spec!(call::GOMP_PARALLEL_REDUCTIONS, "GOMP_parallel_reductions", OpenMp, OmpParallel,
+        { comm: 0, handle_in: 1, peer: 2 }),
+    // Probed at each `*._omp_fn.*` symbol of the program (not a libgomp symbol).
+    spec!(call::OMP_OUTLINED, "omp_outlined_function", OpenMp, OmpOutlined,
+        { comm: ARG_IP, handle_in: 0 }),
+    spec!(call::GOMP_BARRIER, "GOMP_barrier", OpenMp, OmpBarrier, {}),
+    spec!(
+        call::GOMP_BARRIER_CANCEL,
+        "GOMP_barrier_cancel",
+        OpenMp,
+        OmpBarrier,
+        {}
+    ),
+    spec!(call::GOMP_LOOP_END, "GOMP_loop_end", OpenMp, OmpBarrier, {}),
+    spec!(
+        call::GOMP_LOOP_END_CANCEL,
+        "GOMP_loop_end_cancel",
+        OpenMp,
+        OmpBarrier,
+        {}
+    ),
+    spec!(
+        call::GOMP_SECTIONS_END,
+        "GOMP_sections_end",
+        OpenMp,
+        OmpBarrier,
+        {}
+    ),
+    spec!(
+        call::GOMP_SECTIONS_END_CANCEL,
+        "GOMP_sections_end_cancel",
+        OpenMp,
+        OmpBarrier,
+        {}
+    ),
+    // Lowered from the records above (never probed).
+    spec!(call::OMP_FORK, "omp_fork", OpenMp, OmpFork, {}),
+    spec!(call::OMP_JOIN, "omp_join", OpenMp, OmpJoin, {}),
+    spec!(call::OMP_IDLE, "omp_idle", OpenMp, OmpIdle, {}),
 ];
 
 impl CallSpec {
@@ -329,15 +404,21 @@ pub fn spec(id: u16) -> Option<&'static CallSpec> {
 }
 
 /// Whether time inside call `id` is waiting, not work: every probed call but
-/// pthread_create (unknown ids wait, as MPI/PVM calls do).
+/// pthread_create, an OpenMP fork, and the raw OpenMP records (lowered before anything
+/// reads them). Unknown ids wait, as MPI/PVM calls do.
 pub fn waits(id: u16) -> bool {
-    spec(id).is_none_or(|s| s.role != Role::ThreadCreate)
+    spec(id).is_none_or(|s| {
+        !matches!(
+            s.role,
+            Role::ThreadCreate | Role::OmpFork | Role::OmpParallel | Role::OmpOutlined
+        )
+    })
 }
 
 /// Whether call id `id` is an MPI or PVM call (not a pthread call). Ids are not ordered
 /// by family: MPI calls were added after the pthread ones (130 and up).
 pub fn is_mpi_or_pvm(id: u16) -> bool {
-    spec(id).is_some_and(|s| s.family != Family::Threads)
+    spec(id).is_some_and(|s| matches!(s.family, Family::Mpi | Family::Pvm))
 }
 
 /// Name of a call id, or "call#N".
@@ -611,12 +692,17 @@ mod tests {
     fn argument_positions_are_within_what_the_probe_reads() {
         for c in CALLS {
             let l = &c.layout;
+            // `comm` may be the probed address itself (the probe reads it for `comm`).
+            assert!(
+                l.comm == ARG_IP || l.comm == NO_ARG || l.comm <= 13,
+                "{}",
+                c.symbol
+            );
             for a in [
                 l.peer,
                 l.tag,
                 l.peer2,
                 l.tag2,
-                l.comm,
                 l.count,
                 l.dtype,
                 l.handle_in,

@@ -15,6 +15,7 @@ pub mod funcs;
 pub mod graph;
 pub mod libraries;
 pub mod metrics;
+pub mod openmp;
 pub mod predict;
 pub mod probes;
 pub mod procfs;

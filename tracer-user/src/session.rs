@@ -19,6 +19,7 @@ use crate::analysis::workclock::ClockKind;
 use crate::analysis::Pipeline;
 use crate::funcs::{FuncError, FunctionSelector};
 use crate::libraries::{self, ImportedCalls, Library, LibrarySet, ThreadCallSet, ThreadLibraries};
+use crate::openmp::{lowering, OpenMpLowering, OpenMpProbes};
 use crate::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf};
 use crate::predict::replay::ReplayError;
 use crate::probes::slots::CpuSlots;
@@ -222,8 +223,10 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     )?;
     let mut joins = ThreadCallProbes::joins();
     let mut locks = opts.locks.then(ThreadCallProbes::locks);
+    let mut openmp = OpenMpProbes::default();
     for &pid in &targets {
         joins.attach_running(&mut probes, pid);
+        openmp.attach_running(&mut probes, pid);
         if let Some(locks) = &mut locks {
             locks.attach_running(&mut probes, pid);
         }
@@ -286,6 +289,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         libs,
         joins,
         locks,
+        openmp,
+        lowering: OpenMpLowering::default(),
         held_on_load: HashSet::new(),
         sink,
         child,
@@ -691,6 +696,9 @@ struct LoopContext {
     libs: LibrarySet,
     joins: ThreadCallProbes,
     locks: Option<ThreadCallProbes>,
+    openmp: OpenMpProbes,
+    /// Turns the OpenMP probes' records into waits before anything reads them.
+    lowering: OpenMpLowering,
     /// Processes the probes stop after each dlopen ([`LoopContext::hold_until_mpi`]).
     held_on_load: HashSet<u32>,
     sink: Sink,
@@ -711,13 +719,22 @@ impl LoopContext {
             return self.library_loaded(records::peek_header(raw)?.tgid);
         }
         let rec = records::decode(raw)?;
-        self.sink.record(raw, &rec)?;
+        if lowering::concerns(&rec) {
+            let mut lowered = Vec::with_capacity(2);
+            self.lowering.lower(&rec, |r| lowered.push(r));
+            for r in &lowered {
+                self.sink.record(r.as_bytes(), r)?;
+            }
+        } else {
+            self.sink.record(raw, &rec)?;
+        }
         if let Record::Exec(e) = &rec {
             let pid = e.header.tgid;
             // The probes stopped the process at exec: probe the MPI/PVM libraries and the
             // procedures the new program needs, then let it run.
             let needed = libraries::needed_by(pid);
             self.joins.attach_exec(&mut self.probes, pid, &needed);
+            self.openmp.attach_exec(&mut self.probes, pid, &needed);
             if let Some(locks) = &mut self.locks {
                 locks.attach_exec(&mut self.probes, pid, &needed);
             }
@@ -746,6 +763,11 @@ impl LoopContext {
         if matches!(&rec, Record::Exit(x) if x.group_dead != 0) && self.held_on_load.remove(&pid) {
             // Gone: nothing to hold any more.
             let _ = self.probes.hold_on_load(pid, false);
+        }
+        match &rec {
+            Record::Exit(x) if x.group_dead != 0 => self.openmp.exited(pid),
+            _ if from_traced_thread(&rec) => self.openmp.attach_running(&mut self.probes, pid),
+            _ => {}
         }
         for calls in std::iter::once(&mut self.joins).chain(self.locks.as_mut()) {
             match &rec {

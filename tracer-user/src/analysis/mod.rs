@@ -22,6 +22,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tracer_common::{call, CallRecord, EventHeader};
 
 use crate::calls::{self, split_call_field, Family, Role};
+use crate::openmp::lowering::RegionKey;
 use crate::procfs::ProcessInfo;
 use crate::recording::{FunctionProbe, Item};
 use crate::records::Record;
@@ -79,11 +80,19 @@ pub fn makes_participant(r: &Record) -> bool {
     }
 }
 
-/// The role of a pthread call (`--locks`); None for MPI/PVM calls.
+/// The role of a pthread or OpenMP call; None for MPI/PVM calls.
 fn thread_call_role(id: u16) -> Option<Role> {
     calls::spec(id)
-        .filter(|s| s.family == Family::Threads)
+        .filter(|s| matches!(s.family, Family::Threads | Family::OpenMp))
         .map(|s| s.role)
+}
+
+/// The OpenMP region a lowered call record names.
+fn region(c: &CallRecord) -> RegionKey {
+    RegionKey {
+        function: c.comm,
+        data: c.handle,
+    }
 }
 
 /// Procedures selected with `--func`, by name (one symbol probed in two files is one
@@ -442,6 +451,17 @@ impl<M: PathModel> Analyzer<M> {
                 let mark = self.engine.snapshot(h.tid);
                 self.sync.sem_post(h.tgid, e.handle, mark);
             }
+            // OpenMP (lowered records): a thread's part of a region ended, or it arrived
+            // at a barrier. A wait resumed after a task is neither.
+            Role::OmpJoin | Role::OmpIdle if e.peer == 0 => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.omp_arrived(h.tgid, region(e), mark);
+            }
+            Role::OmpBarrier if e.peer == 0 => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync
+                    .omp_barrier_arrived(h.tgid, region(e), e.tag, mark);
+            }
             _ => {}
         }
     }
@@ -483,6 +503,22 @@ impl<M: PathModel> Analyzer<M> {
                         incoming.push(joined.end);
                     }
                 }
+            }
+            // OpenMP: the fork is what the workers' parts depend on; the end of a region
+            // and a barrier's exit depend on every arrival. (A wait suspended for a task
+            // is not released.)
+            Role::OmpFork => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.omp_fork(h.tgid, region(entry), mark);
+            }
+            Role::OmpIdle if x.peer == 0 => {
+                incoming.extend(self.sync.omp_started(h.tgid, region(x)));
+            }
+            Role::OmpJoin if x.peer == 0 => {
+                incoming.extend(self.sync.omp_joined(h.tgid, region(entry)));
+            }
+            Role::OmpBarrier if x.peer == 0 => {
+                incoming.extend(self.sync.omp_barrier_left(h.tgid, region(entry), entry.tag));
             }
             _ => {}
         }

@@ -24,6 +24,7 @@
 
 use std::collections::VecDeque;
 
+use crate::openmp::lowering::RegionKey;
 use rustc_hash::FxHashMap;
 
 /// futex(2) operations that wake waiters (FUTEX_WAKE, FUTEX_REQUEUE,
@@ -55,6 +56,8 @@ pub struct SyncTracker<M> {
     signalled: FxHashMap<(u32, u64), (u64, M)>,
     /// Semaphore (per process) -> its tokens.
     semaphores: FxHashMap<(u32, u64), Semaphore<M>>,
+    /// OpenMP regions in progress, by process and region.
+    regions: FxHashMap<(u32, RegionKey), Region<M>>,
     /// Dependencies added, by kind (for reports and tests).
     pub stats: SyncStats,
 }
@@ -75,6 +78,24 @@ pub struct SyncStats {
     pub joins: u64,
     /// Semaphore waits that depend on a post (`--locks`).
     pub sem_posts: u64,
+    /// OpenMP workers released by their master's fork of a parallel region.
+    pub omp_forks: u64,
+    /// OpenMP masters released at the end of a region by their team's arrivals.
+    pub omp_joins: u64,
+    /// OpenMP barrier exits released by the team's arrivals.
+    pub omp_barriers: u64,
+}
+
+/// An OpenMP parallel region in progress (see `openmp::lowering`).
+struct Region<M> {
+    /// The master's event at the fork.
+    fork: M,
+    /// Each thread's event as its part of the region ended.
+    arrivals: Vec<M>,
+    /// The barriers in progress, by index within the region. A thread leaves barrier
+    /// n before it arrives at n + 1, and nobody leaves n + 1 before everybody arrived
+    /// there, so only the latest two can still be left: older ones are dropped.
+    barriers: VecDeque<(i32, Vec<M>)>,
 }
 
 /// How many posts not taken yet a semaphore keeps the marks of (older ones become
@@ -119,6 +140,7 @@ impl<M: Clone> Default for SyncTracker<M> {
             released: FxHashMap::default(),
             signalled: FxHashMap::default(),
             semaphores: FxHashMap::default(),
+            regions: FxHashMap::default(),
             stats: SyncStats::default(),
         }
     }
@@ -264,6 +286,66 @@ impl<M: Clone> SyncTracker<M> {
         Some(m)
     }
 
+    /// An OpenMP master forks `region` (a region of the same key that has not ended is
+    /// one whose end was not seen: replaced).
+    pub fn omp_fork(&mut self, pid: u32, region: RegionKey, mark: M) {
+        let r = Region {
+            fork: mark,
+            arrivals: Vec::new(),
+            barriers: VecDeque::new(),
+        };
+        self.regions.insert((pid, region), r);
+    }
+
+    /// A worker starts its part of `region`: it depends on the fork.
+    pub fn omp_started(&mut self, pid: u32, region: RegionKey) -> Option<M> {
+        let r = self.regions.get(&(pid, region))?;
+        self.stats.omp_forks += 1;
+        Some(r.fork.clone())
+    }
+
+    /// A thread's part of `region` ended.
+    pub fn omp_arrived(&mut self, pid: u32, region: RegionKey, mark: M) {
+        if let Some(r) = self.regions.get_mut(&(pid, region)) {
+            r.arrivals.push(mark);
+        }
+    }
+
+    /// The master goes on after `region`: it depends on every thread's arrival.
+    pub fn omp_joined(&mut self, pid: u32, region: RegionKey) -> Vec<M> {
+        let Some(r) = self.regions.remove(&(pid, region)) else {
+            return Vec::new();
+        };
+        self.stats.omp_joins += 1;
+        r.arrivals
+    }
+
+    /// A thread arrives at barrier `index` of `region`.
+    pub fn omp_barrier_arrived(&mut self, pid: u32, region: RegionKey, index: i32, mark: M) {
+        let Some(r) = self.regions.get_mut(&(pid, region)) else {
+            return;
+        };
+        match r.barriers.iter_mut().find(|(i, _)| *i == index) {
+            Some((_, arrivals)) => arrivals.push(mark),
+            None => r.barriers.push_back((index, vec![mark])),
+        }
+        r.barriers.retain(|(i, _)| *i >= index - 1);
+    }
+
+    /// A thread leaves barrier `index` of `region`: it depends on every arrival there.
+    pub fn omp_barrier_left(&mut self, pid: u32, region: RegionKey, index: i32) -> Vec<M> {
+        let Some(r) = self.regions.get(&(pid, region)) else {
+            return Vec::new();
+        };
+        match r.barriers.iter().find(|(i, _)| *i == index) {
+            Some((_, arrivals)) => {
+                self.stats.omp_barriers += 1;
+                arrivals.clone()
+            }
+            None => Vec::new(),
+        }
+    }
+
     /// Entries held (for the memory-bound tests).
     pub fn entries_held(&self) -> usize {
         self.created.len()
@@ -277,6 +359,11 @@ impl<M: Clone> SyncTracker<M> {
                 .semaphores
                 .values()
                 .map(|s| 1 + s.posts.len())
+                .sum::<usize>()
+            + self
+                .regions
+                .values()
+                .map(|r| 1 + r.arrivals.len() + r.barriers.iter().map(|b| b.1.len()).sum::<usize>())
                 .sum::<usize>()
     }
 }

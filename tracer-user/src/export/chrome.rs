@@ -90,6 +90,7 @@ fn dependency_name(to: &Vertex) -> &'static str {
         Some(s) if s.role == Role::Collective => "collective",
         Some(s) if s.role == Role::ThreadJoin => "join",
         Some(s) if s.family == Family::Threads => "lock",
+        Some(s) if s.family == Family::OpenMp => "openmp",
         _ => "message",
     }
 }
@@ -580,6 +581,7 @@ fn call_slice(e: &CallRecord, x: &CallRecord) -> Closed {
             Some(Family::Mpi) => "mpi",
             Some(Family::Pvm) => "pvm",
             Some(Family::Threads) => "pthread",
+            Some(Family::OpenMp) => "openmp",
             None => "call",
         },
         start_ns: e.header.ts_ns,

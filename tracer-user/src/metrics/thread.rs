@@ -19,8 +19,9 @@ pub enum Cause {
     Message,
     /// MPI collectives.
     Collective,
-    /// futex(2) waits outside MPI/PVM calls (locks, condition variables, joins), and
-    /// the pthread calls probed with `--locks`.
+    /// Synchronization between threads: futex(2) waits outside MPI/PVM calls (locks,
+    /// condition variables, joins), the pthread calls probed with `--locks`, and
+    /// OpenMP's waits (barriers, a master waiting for its team, idle workers).
     Futex,
     /// Other MPI/PVM calls: init, finalize, rank/size, communicator creation, pvm_mytid.
     Other,
@@ -41,7 +42,15 @@ impl Cause {
                 Cause::Message
             }
             Some(Role::Collective) => Cause::Collective,
-            Some(Role::Setup | Role::ThreadCreate | Role::SemInit) | None => Cause::Other,
+            Some(
+                Role::Setup
+                | Role::ThreadCreate
+                | Role::SemInit
+                | Role::OmpParallel
+                | Role::OmpOutlined
+                | Role::OmpFork,
+            )
+            | None => Cause::Other,
             // pthread calls (--locks): synchronization between threads, as futex waits.
             Some(
                 Role::LockAcquire
@@ -51,7 +60,10 @@ impl Cause {
                 | Role::BarrierWait
                 | Role::ThreadJoin
                 | Role::SemWait
-                | Role::SemPost,
+                | Role::SemPost
+                | Role::OmpBarrier
+                | Role::OmpJoin
+                | Role::OmpIdle,
             ) => Cause::Futex,
         }
     }
