@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use crate::analysis::profile::Profile;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Pipeline;
+use crate::calls;
 use crate::funcs::{FuncError, FunctionSelector};
 use crate::libraries::{self, ImportedCalls, Library, LibrarySet, ThreadCallSet, ThreadLibraries};
 use crate::openmp::{lowering, OpenMpLowering, OpenMpProbes};
@@ -719,6 +720,14 @@ impl LoopContext {
             return self.library_loaded(records::peek_header(raw)?.tgid);
         }
         let rec = records::decode(raw)?;
+        if let Record::CallEnter(c) = &rec {
+            if calls::spec(calls::split_call_field(c.header.call).0)
+                .is_some_and(|s| s.role == calls::Role::OmpParallel)
+            {
+                self.openmp
+                    .region_started(&mut self.probes, c.header.tgid, c.comm);
+            }
+        }
         if lowering::concerns(&rec) {
             let mut lowered = Vec::with_capacity(2);
             self.lowering.lower(&rec, |r| lowered.push(r));

@@ -12,7 +12,7 @@ use crate::calls::{Family, Role, CALLS};
 use crate::libraries::ThreadLibrary;
 use crate::probes::Probes;
 use crate::procfs;
-use crate::symbols::SymbolTable;
+use crate::symbols::{Symbol, SymbolTable};
 
 /// File name prefix of GCC's OpenMP runtime.
 const GOMP_PREFIX: &str = "libgomp.so";
@@ -35,6 +35,8 @@ pub struct OpenMpProbes {
     searched: HashSet<PathBuf>,
     /// Processes looked at, until they exit.
     seen: HashSet<u32>,
+    /// Outlined functions seen at a region's start, by process and address.
+    started: HashSet<(u32, u64)>,
 }
 
 impl OpenMpProbes {
@@ -66,6 +68,50 @@ impl OpenMpProbes {
 
     pub fn exited(&mut self, pid: u32) {
         self.seen.remove(&pid);
+        self.started.retain(|(p, _)| *p != pid);
+    }
+
+    /// Process `pid` started a region whose outlined function is at `address`. A program
+    /// without a symbol table (a stripped executable or library) has no outlined
+    /// function probed yet: the function is probed now, at its address, so the waits of
+    /// its later regions are seen (this one's are not: its threads have started).
+    pub fn region_started(&mut self, probes: &mut Probes, pid: u32, address: u64) {
+        if !self.started.insert((pid, address)) {
+            return;
+        }
+        // The mapping of the file that holds the address: the highest start below it.
+        let Some(m) = procfs::mappings(pid)
+            .into_iter()
+            .filter(|m| m.bias <= address)
+            .max_by_key(|m| m.bias)
+        else {
+            return;
+        };
+        let path = PathBuf::from(&m.path);
+        let offset = address - m.bias;
+        let inside = std::fs::metadata(&path).is_ok_and(|f| offset < f.len());
+        if !inside {
+            return;
+        }
+        let sym = Symbol {
+            name: format!("outlined function at {offset:#x}"),
+            vaddr: offset,
+            file_offset: offset,
+            is_function: true,
+        };
+        let lib = ThreadLibrary {
+            path,
+            calls: vec![(call::OMP_OUTLINED, sym)],
+        };
+        match probes.attach_thread_calls(&lib, None) {
+            Ok(1) => log::debug!(
+                "probed the outlined function at {address:#x} in {} (pid {pid})",
+                lib.path.display()
+            ),
+            Ok(_) => {}
+            Err(e) if procfs::is_alive(pid) => log::warn!("OpenMP region in pid {pid}: {e}"),
+            Err(_) => {}
+        }
     }
 
     /// Probes libgomp and the outlined functions of a program made of `files`, if it
