@@ -192,6 +192,32 @@ fn openmp_default_wait_policy_two_threads() {
 }
 
 #[test]
+fn openmp_stripped_program() {
+    // Without a symbol table the outlined function is found at the first region's start
+    // and probed then: the regions after that are seen (20 regions of 65 ms, 2 threads).
+    let dir = std::env::temp_dir().join(format!("tracer-omp-strip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stripped = dir.join("omp_slow_iteration");
+    std::fs::copy(program("omp_slow_iteration"), &stripped).unwrap();
+    let status = std::process::Command::new("strip")
+        .arg(&stripped)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let command: Vec<String> = std::iter::once(stripped.display().to_string())
+        .chain(["12", "20", "5", "40"].map(String::from))
+        .collect();
+    let run = profile_with("omp-stripped", &[], &[], &command, &[("OMP_NUM_THREADS", "2")]);
+    let p = &run.online;
+    // 20 * (5 * 5 + 40) ms; the first regions (before the probe) count their waits as
+    // work, which the master's spinning about makes up for.
+    assert_near("critical path", length(p), 1300.0);
+    let joins = p["sync"]["omp_joins"].as_u64().unwrap();
+    assert!((10..=20).contains(&joins), "{}", p["sync"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn openmp_barriers_at_the_active_wait_policy() {
     // One region, 2 threads, 8 phases ending at barriers (4 explicit, 4 implicit at the
     // end of a dynamic loop); OMP_WAIT_POLICY=active: the threads never sleep.
