@@ -207,7 +207,13 @@ fn openmp_stripped_program() {
     let command: Vec<String> = std::iter::once(stripped.display().to_string())
         .chain(["12", "20", "5", "40"].map(String::from))
         .collect();
-    let run = profile_with("omp-stripped", &[], &[], &command, &[("OMP_NUM_THREADS", "2")]);
+    let run = profile_with(
+        "omp-stripped",
+        &[],
+        &[],
+        &command,
+        &[("OMP_NUM_THREADS", "2")],
+    );
     let p = &run.online;
     // 20 * (5 * 5 + 40) ms; the first regions (before the probe) count their waits as
     // work, which the master's spinning about makes up for.
