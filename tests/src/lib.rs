@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use tracer_analysis::format::calls::split_call_field;
+use tracer_analysis::format::recording::{self, Item, RecordingMeta};
+use tracer_analysis::format::records::Record;
 use tracer_common::CallRecord;
-use tracer_user::calls::split_call_field;
-use tracer_user::recording::{self, Item, RecordingMeta};
-use tracer_user::records::Record;
 
 pub mod netlab;
 pub mod profile;
@@ -217,7 +217,7 @@ impl Traced {
 pub fn read_recording(path: &Path) -> Traced {
     let (meta, items, trailer) = recording::read_all(path).expect("complete recording");
     assert_graph_matches_engine(&items);
-    let summary = tracer_user::summary::summarize(&items, trailer.events_lost);
+    let summary = tracer_analysis::format::summary::summarize(&items, trailer.events_lost);
     Traced {
         summary: serde_json::to_value(summary).unwrap(),
         meta,
@@ -230,8 +230,8 @@ pub fn read_recording(path: &Path) -> Traced {
 /// length and the same zeroing value for every selected procedure (checked on every
 /// recording the integration tests make).
 pub fn assert_graph_matches_engine(items: &[Item]) {
-    use tracer_user::analysis::{analyze, workclock::ClockKind};
-    use tracer_user::graph::{cpm::Schedule, recorded::RecordedGraph, whatif};
+    use tracer_analysis::analysis::{analyze, workclock::ClockKind};
+    use tracer_analysis::graph::{cpm::Schedule, recorded::RecordedGraph, whatif};
     for clock in [ClockKind::Cpu, ClockKind::Wall] {
         let online = analyze(items, clock);
         let length = online.critical().map(|(_, p)| p.longest).unwrap_or(0);

@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
 
 use serde_json::Value;
+use tracer_analysis::export::chrome::CRITICAL_PID;
 use tracer_tests::{openmpi, tracer};
-use tracer_user::export::chrome::CRITICAL_PID;
 
 const N: usize = 4;
 const ROUNDS: usize = 10;

@@ -4,9 +4,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use tracer_analysis::format::records::Record;
 use tracer_common::call;
 use tracer_tests::{mpich, openmpi, read_recording, tracer};
-use tracer_user::records::Record;
 
 /// Names of our eBPF programs as the kernel lists them.
 const PROGRAMS: &[&str] = &[

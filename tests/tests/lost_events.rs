@@ -11,8 +11,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use tracer_analysis::format::recording;
 use tracer_tests::{program, tracer};
-use tracer_user::recording;
 
 const SIGSTOP: i32 = 19;
 const SIGCONT: i32 = 18;

@@ -13,11 +13,11 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+use tracer_analysis::format::recording::Item;
+use tracer_analysis::format::records::Record;
+use tracer_analysis::metrics::{Measures, Metrics, ProcessMetrics};
 use tracer_common::call;
 use tracer_tests::{mpich, openmpi, program, pvm, read_recording, tracer, Traced};
-use tracer_user::metrics::{Measures, Metrics, ProcessMetrics};
-use tracer_user::recording::Item;
-use tracer_user::records::Record;
 
 /// Records `command` (with `--func` selections), then computes the metrics twice: with
 /// the library on the recording, and with `tracer metrics --json`; both must agree.
@@ -44,7 +44,7 @@ fn metrics(tag: &str, funcs: &[&str], command: &[String]) -> (Metrics, Traced) {
     assert_eq!(t.lost, 0);
     let mut m = Metrics::from_items(&t.items, &t.meta);
     // The command also names the call sites (function, file and line).
-    m.locate_sites(&mut tracer_user::symbolize::Symbolizer::new());
+    m.locate_sites(&mut tracer_analysis::symbolize::Symbolizer::new());
     let cli: Value = serde_json::from_slice(&json).unwrap();
     let lib = serde_json::to_value(&m).unwrap();
     assert!(
@@ -180,7 +180,7 @@ fn assert_ratios(what: &str, x: &Measures, cpus: u32) {
     );
 }
 
-fn procedure<'a>(m: &'a Metrics, name: &str) -> &'a tracer_user::metrics::ProcedureMetrics {
+fn procedure<'a>(m: &'a Metrics, name: &str) -> &'a tracer_analysis::metrics::ProcedureMetrics {
     m.procedures
         .iter()
         .find(|p| p.name == name)
@@ -248,7 +248,7 @@ fn ring(tag: &str, launch: fn(usize, &str, &[&str]) -> Vec<String>) {
     for name in ["MPI_Send", "MPI_Recv"] {
         let c = m.calls.iter().find(|c| c.name == name).unwrap();
         assert_eq!(c.blocked.count, total, "{name}");
-        assert_eq!(c.cause, tracer_user::metrics::Cause::Message);
+        assert_eq!(c.cause, tracer_analysis::metrics::Cause::Message);
         // Two source lines per call in mpi_ring.c (rank 0's branch: `rounds` calls, the
         // other ranks' branch: 3 x `rounds`), each one site across all ranks.
         let mut sites: Vec<(u64, &str)> = m
@@ -443,7 +443,7 @@ fn imbalance_collective_wait() {
     assert_eq!(m.program.blocked.message_ns, 0);
     let allreduce = m.calls.iter().find(|c| c.name == "MPI_Allreduce").unwrap();
     assert_eq!(allreduce.blocked.count, 2 * iters);
-    assert_eq!(allreduce.cause, tracer_user::metrics::Cause::Collective);
+    assert_eq!(allreduce.cause, tracer_analysis::metrics::Cause::Collective);
     // Every rank calls Allreduce from one line: one site for both ranks.
     let sites: Vec<_> = m
         .call_sites
@@ -511,8 +511,8 @@ fn corrupt_recording_is_one_line() {
     std::fs::create_dir_all(&dir).unwrap();
     let rec = dir.join("bad.trace");
     // A header, then a chunk header cut short.
-    let mut bytes = tracer_user::recording::MAGIC.to_vec();
-    bytes.extend(tracer_user::recording::VERSION.to_le_bytes());
+    let mut bytes = tracer_analysis::format::recording::MAGIC.to_vec();
+    bytes.extend(tracer_analysis::format::recording::VERSION.to_le_bytes());
     bytes.extend([0, 0, 0, 0, 1, 0, 0, 0]);
     std::fs::write(&rec, bytes).unwrap();
     let out = Command::new(tracer())

@@ -6,9 +6,9 @@
 //!
 //! Times: 5 % of the expected value or 10 ms, whichever is larger (critical_path.rs).
 
+use tracer_analysis::metrics::Metrics;
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, profile};
 use tracer_tests::{mpich, openmpi, record};
-use tracer_user::metrics::Metrics;
 
 fn launcher(mpi: &str) -> fn(usize, &str, &[&str]) -> Vec<String> {
     if mpi == "openmpi" {

@@ -3,8 +3,8 @@
 //! Real Open MPI and MPICH jobs under the real tracer; every count follows from the
 //! program's construction (see each program's header comment).
 
+use tracer_analysis::metrics::Metrics;
 use tracer_tests::{mpich, openmpi, record, Traced};
-use tracer_user::metrics::Metrics;
 
 const N: usize = 4;
 

@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use tracer_analysis::predict::network::{NetworkTable, Scope};
 use tracer_tests::netlab::{calibrate, NetLab};
 use tracer_tests::{tracer, tracer_fails};
-use tracer_user::predict::network::{NetworkTable, Scope};
 
 /// Link rate of the shaped lab.
 const RATE_BPS: u64 = 20_000_000;

@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
+use tracer_analysis::format::recording::Item;
+use tracer_analysis::format::records::Record;
+use tracer_analysis::format::{Mapping, ProcessInfo};
+use tracer_analysis::symbolize::{CodeLocation, Symbolizer};
 use tracer_common::{call, futex_waits};
 use tracer_tests::{mpich, openmpi, program, record, root, tracer, tracer_fails, Traced};
-use tracer_user::procfs::{Mapping, ProcessInfo};
-use tracer_user::recording::Item;
-use tracer_user::records::Record;
-use tracer_user::symbolize::{CodeLocation, Symbolizer};
 
 /// Each record with the mappings its process had then (the latest PROCESS chunk before
 /// it: a pid can be a launcher's helper before it execs the program).
@@ -65,7 +65,7 @@ fn check_ring_sites(t: &Traced) {
             Record::CallExit(c) => (c, false),
             _ => continue,
         };
-        let id = tracer_user::calls::split_call_field(c.header.call).0;
+        let id = tracer_analysis::format::calls::split_call_field(c.header.call).0;
         let lines = match id {
             call::MPI_SEND => &send_lines,
             call::MPI_RECV => &recv_lines,

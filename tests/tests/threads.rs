@@ -3,9 +3,9 @@
 
 use std::collections::HashSet;
 
+use tracer_analysis::analysis::futex_waits;
+use tracer_analysis::format::records::Record;
 use tracer_tests::{program, record};
-use tracer_user::analysis::futex_waits;
-use tracer_user::records::Record;
 
 #[test]
 fn pingpong_threads_wake_each_other() {

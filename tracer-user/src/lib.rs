@@ -1,29 +1,12 @@
-//! The userspace side of the tracer. Data flows one way:
-//! probes (aya) -> records (decode) -> recording / summary -> analyses and reports.
-//! Only `probes` and `session` touch the kernel; everything else works on decoded
-//! records, so it is tested without root on recordings and synthetic streams.
+//! The `tracer` binary's library: finding targets (`target`), loading and attaching the
+//! eBPF probes (`probes`) and running a tracing session (`session`). Data flows one way:
+//! probes -> session -> the analysis crate (`tracer_analysis`: decode, recording,
+//! analyses, reports), which needs neither root nor eBPF.
 
 // Errors carry aya/io sources by value; they are built once per failed session, never
 // on the event path, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
-pub mod analysis;
-pub mod calls;
-pub mod candidates;
-pub mod export;
-pub mod funcs;
-pub mod graph;
-pub mod libraries;
-pub mod metrics;
-pub mod openmp;
-pub mod predict;
 pub mod probes;
-pub mod procfs;
-pub mod recording;
-pub mod records;
 pub mod session;
-pub mod summary;
-pub mod symbolize;
-pub mod symbols;
-#[cfg(test)]
-pub(crate) mod synth;
+pub mod target;

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use tracer_user::analysis::{profile::Profile, workclock::ClockKind, Pipeline};
-use tracer_user::recording::{Item, RecordingReader};
+use tracer_analysis::analysis::{profile::Profile, workclock::ClockKind, Pipeline};
+use tracer_analysis::format::recording::{Item, RecordingReader};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Clock {

@@ -7,10 +7,10 @@ use std::process::{Command, ExitCode, Output};
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use tracer_user::predict::network::{NetworkTable, Scope};
+use tracer_analysis::predict::network::{NetworkTable, Scope};
 
 /// The ping-pong program, compiled at run time with the MPI the user picks.
-const PINGPONG_C: &str = include_str!("../predict/pingpong.c");
+const PINGPONG_C: &str = include_str!("pingpong.c");
 
 const DEFAULT_SIZES: &str = "0,8,64,512,4096,32768,65536,262144,1048576";
 

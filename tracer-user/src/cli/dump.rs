@@ -4,10 +4,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use tracer_analysis::format::calls;
+use tracer_analysis::format::recording::{Item, RecordingReader};
+use tracer_analysis::format::records::{self, Record};
 use tracer_common::{UNSET, UNSET32};
-use tracer_user::calls;
-use tracer_user::recording::{Item, RecordingReader};
-use tracer_user::records::{self, Record};
 
 #[derive(Args)]
 pub struct DumpArgs {

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use tracer_user::analysis::workclock::ClockKind;
-use tracer_user::export::chrome::{ChromeExport, ExportStats};
-use tracer_user::export::{recording_items, ExportError};
+use tracer_analysis::analysis::workclock::ClockKind;
+use tracer_analysis::export::chrome::{ChromeExport, ExportStats};
+use tracer_analysis::export::{recording_items, ExportError};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Format {

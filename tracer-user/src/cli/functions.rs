@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use serde::Serialize;
-use tracer_user::candidates::{self, Candidate, ProfileRanks, Target};
+use tracer_user::target::candidates::{self, Candidate, ProfileRanks, Target};
 
 #[derive(Args)]
 pub struct FunctionsArgs {

@@ -85,7 +85,7 @@ fn warn_lost(recorded: u64, lost: u64) {
 }
 
 /// Prints a summary for people.
-fn print_summary(s: &tracer_user::summary::Summary) {
+fn print_summary(s: &tracer_analysis::format::summary::Summary) {
     let cpu = s
         .tracer_cpu_ns
         .map(|ns| format!("; tracer CPU {:.2} s", ns as f64 / 1e9))

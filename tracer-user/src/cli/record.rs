@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
-use tracer_user::analysis::profile::Profile;
+use tracer_analysis::analysis::profile::Profile;
 use tracer_user::session::{self, CommandStatus, EventsSoFar, RecordOptions, StopReason};
 
 #[derive(Args)]

@@ -3,11 +3,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use tracer_user::graph::recorded::RecordedGraph;
-use tracer_user::graph::report::{write_arcs_csv, Report, ReportOptions};
-use tracer_user::graph::whatif::parse_scale;
-use tracer_user::metrics::Metrics;
-use tracer_user::recording::RecordingReader;
+use tracer_analysis::format::recording::RecordingReader;
+use tracer_analysis::graph::recorded::RecordedGraph;
+use tracer_analysis::graph::report::{write_arcs_csv, Report, ReportOptions};
+use tracer_analysis::graph::whatif::parse_scale;
+use tracer_analysis::metrics::Metrics;
 
 use super::analyze::Clock;
 
@@ -66,7 +66,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     // A second pass for the metrics by level (they feed the diagnosis).
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     let mut metrics = Metrics::from_reader(&mut reader).with_context(context)?;
-    metrics.locate_sites(&mut tracer_user::symbolize::Symbolizer::new());
+    metrics.locate_sites(&mut tracer_analysis::symbolize::Symbolizer::new());
     let report = Report::new(&rg, &opts, Some(metrics));
     super::warn_lost(rg.events, rg.lost);
     if a.json {

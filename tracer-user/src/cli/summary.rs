@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use tracer_user::{recording, summary};
+use tracer_analysis::format::{recording, summary};
 
 #[derive(Args)]
 pub struct SummaryArgs {

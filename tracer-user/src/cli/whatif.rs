@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use tracer_user::predict::network::{NetworkTable, Scope};
-use tracer_user::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf, OwnedCost};
-use tracer_user::predict::placement::{Placement, PlacementSpec};
-use tracer_user::predict::replay::DEFAULT_SLICE_NS;
-use tracer_user::predict::{PathProfile, RecordedRun};
-use tracer_user::recording::RecordingReader;
+use tracer_analysis::format::recording::RecordingReader;
+use tracer_analysis::predict::network::{NetworkTable, Scope};
+use tracer_analysis::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf, OwnedCost};
+use tracer_analysis::predict::placement::{Placement, PlacementSpec};
+use tracer_analysis::predict::replay::DEFAULT_SLICE_NS;
+use tracer_analysis::predict::{PathProfile, RecordedRun};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub(super) enum Polling {
@@ -93,7 +93,7 @@ struct Output {
     predicted_total_ns: u64,
     predicted_path: PathProfile,
     /// The predicted critical path piece by piece (times in ns from the first event).
-    path: Vec<tracer_user::predict::replay::PathPiece>,
+    path: Vec<tracer_analysis::predict::replay::PathPiece>,
 }
 
 impl Polling {
@@ -269,7 +269,7 @@ fn text(o: &Output, run: &RecordedRun) -> String {
     }
     if p.procedures
         .iter()
-        .any(|r| r.procedure != tracer_user::graph::path::OUTSIDE)
+        .any(|r| r.procedure != tracer_analysis::graph::path::OUTSIDE)
     {
         let _ = writeln!(s, "  by procedure (running time, inclusive):");
         for r in p.procedures.iter().take(8) {

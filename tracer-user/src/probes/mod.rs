@@ -17,9 +17,9 @@ use aya::programs::{TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, call_cookie, maps, ProbeConfig, ThreadClock, ThreadState};
 
-use crate::calls::{CallSpec, Flavor, CALLS};
-use crate::libraries::{Library, ThreadLibrary};
-use crate::symbols::Symbol;
+use crate::target::libraries::{Library, ThreadLibrary};
+use crate::target::symbols::Symbol;
+use tracer_analysis::format::calls::{CallSpec, Flavor, CALLS};
 
 static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
 

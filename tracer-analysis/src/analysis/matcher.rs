@@ -1,0 +1,1468 @@
+//! Message matching: which send a receive completion depends on, which entries a
+//! collective's exit depends on. MPI does not let messages overtake each other between
+//! one sender and one receiver on one communicator and tag, so one FIFO queue per
+//! (sender, receiver, communicator, tag) pairs the n-th send with the n-th receive. PVM
+//! is FIFO per (source task, destination task, tag). What cannot be resolved is
+//! counted, never guessed.
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+
+use tracer_common::{call, CallRecord, UNSET32};
+
+use crate::format::calls::{split_call_field, Flavor, MPICH_COMM_SELF, MPICH_COMM_WORLD};
+use crate::format::ProcessInfo;
+
+/// A communicator as every member knows it, interned to a small id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum CommDef {
+    /// MPI_COMM_WORLD of a job (see [`job_key`]).
+    World {
+        job: u64,
+    },
+    /// MPI_COMM_SELF of a process: itself alone.
+    OnlySelf {
+        pid: u32,
+    },
+    Dup {
+        parent: u32,
+        seq: u32,
+    },
+    Split {
+        parent: u32,
+        seq: u32,
+        color: i32,
+    },
+    /// MPI_Comm_create: its members are the group it was given (see
+    /// [`Directory::group_members`]). Since MPI-2.2 the members of disjoint groups may
+    /// call it together; `leader`, the group's first process, tells them apart.
+    Create {
+        parent: u32,
+        seq: u32,
+        leader: u32,
+    },
+    /// MPI_Comm_create_group: called by the group's members only, so it is not in the
+    /// parent's creation order; numbered per (parent, group leader, tag) instead.
+    CreateGroup {
+        parent: u32,
+        leader: u32,
+        tag: i32,
+        seq: u32,
+    },
+    /// MPI_Cart_create: the parent's first `size` ranks (the product of the dimensions)
+    /// in their order. Both libraries ignore `reorder` (Open MPI 4.1's topo/basic and
+    /// MPICH 4.0's default `MPIR_Cart_map` keep each rank).
+    Cart {
+        parent: u32,
+        seq: u32,
+        size: u32,
+    },
+    /// MPI_Win_create: a window's members are its communicator's; its fences are
+    /// numbered apart from the communicator's collectives.
+    Window {
+        parent: u32,
+        seq: u32,
+    },
+}
+
+/// A creating call in progress: its parent and its place in the parent's creation
+/// order, taken at entry.
+#[derive(Clone, Copy, Debug)]
+struct Creation {
+    parent: u32,
+    seq: u32,
+}
+
+/// What a group call makes of its input group (MPI's group algebra, on processes).
+#[derive(Clone, Copy, Debug)]
+enum GroupOp<'a> {
+    Incl(&'a [i32]),
+    Excl(&'a [i32]),
+    /// (first, last, stride) triples, flattened.
+    RangeIncl(&'a [i32]),
+    RangeExcl(&'a [i32]),
+    Union(&'a [u32]),
+    Intersection(&'a [u32]),
+    Difference(&'a [u32]),
+}
+
+/// The ranks that (first, last, stride) triples name, in order; None for a malformed
+/// triple or more ranks than the group has.
+fn expand_ranges(triples: &[i32], group_size: usize) -> Option<Vec<i32>> {
+    let mut ranks = Vec::new();
+    for t in triples.chunks(3) {
+        let &[first, last, stride] = t else {
+            return None;
+        };
+        if stride == 0 || (last - first).signum() * stride.signum() < 0 {
+            return None;
+        }
+        let mut r = first;
+        while (stride > 0 && r <= last) || (stride < 0 && r >= last) {
+            ranks.push(r);
+            if ranks.len() > group_size {
+                return None;
+            }
+            r += stride;
+        }
+    }
+    Some(ranks)
+}
+
+/// The group (processes by group rank) that `op` makes of `base`; None when a rank is
+/// out of range.
+fn apply_group_op(base: &[u32], op: GroupOp) -> Option<Vec<u32>> {
+    let pick = |ranks: &[i32]| -> Option<Vec<u32>> {
+        ranks
+            .iter()
+            .map(|&r| usize::try_from(r).ok().and_then(|r| base.get(r).copied()))
+            .collect()
+    };
+    let without = |ranks: &[i32]| -> Option<Vec<u32>> {
+        if ranks
+            .iter()
+            .any(|&r| usize::try_from(r).map_or(true, |r| r >= base.len()))
+        {
+            return None;
+        }
+        Some(
+            base.iter()
+                .enumerate()
+                .filter(|(i, _)| !ranks.contains(&(*i as i32)))
+                .map(|(_, &p)| p)
+                .collect(),
+        )
+    };
+    match op {
+        GroupOp::Incl(ranks) => pick(ranks),
+        GroupOp::Excl(ranks) => without(ranks),
+        GroupOp::RangeIncl(t) => pick(&expand_ranges(t, base.len())?),
+        GroupOp::RangeExcl(t) => without(&expand_ranges(t, base.len())?),
+        GroupOp::Union(other) => {
+            let mut v = base.to_vec();
+            v.extend(other.iter().filter(|p| !base.contains(p)));
+            Some(v)
+        }
+        GroupOp::Intersection(other) => {
+            Some(base.iter().copied().filter(|p| other.contains(p)).collect())
+        }
+        GroupOp::Difference(other) => Some(
+            base.iter()
+                .copied()
+                .filter(|p| !other.contains(p))
+                .collect(),
+        ),
+    }
+}
+
+/// The job of a process: the one its launcher names in the environment, else the
+/// ranks that share a parent (the launcher or its daemon) are one job.
+fn job_key(info: &ProcessInfo) -> u64 {
+    use std::hash::{Hash, Hasher};
+    match &info.env_job {
+        Some(name) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            name.hash(&mut h);
+            // Named jobs never collide with parent pids (below 2^32).
+            h.finish() | 1 << 63
+        }
+        None => info.ppid as u64,
+    }
+}
+
+#[derive(Default, Clone, Debug)]
+struct ProcFacts {
+    job: u64,
+    /// The process called MPI (a rank, not a helper the launcher started with the same
+    /// environment, such as a wrapper script's subshell).
+    calls_mpi: bool,
+    world_rank: Option<i32>,
+    env_rank: Option<i32>,
+    world_size: Option<i32>,
+    world_handle: Option<u64>,
+    /// Open MPI: the process's MPI_COMM_SELF handle.
+    self_handle: Option<u64>,
+    pvm_tid: Option<i32>,
+}
+
+/// A process's part in a Comm_split.
+#[derive(Clone, Copy, Debug)]
+struct SplitMember {
+    pid: u32,
+    color: i32,
+    key: i32,
+}
+
+/// `MPI_UNDEFINED` (both libraries): a split color that yields `MPI_COMM_NULL`.
+const MPI_UNDEFINED: i32 = -32766;
+
+/// Who is who: processes, their ranks and task ids, and their communicator handles.
+#[derive(Default)]
+pub struct Directory {
+    procs: FxHashMap<u32, ProcFacts>,
+    handles: FxHashMap<(u32, u64), u32>,
+    comms: Vec<CommDef>,
+    interned: FxHashMap<CommDef, u32>,
+    creation_seq: FxHashMap<(u32, u32), u32>,
+    /// (parent, seq) -> members' parts of a Comm_split, registered at their entries.
+    splits: FxHashMap<(u32, u32), Vec<SplitMember>>,
+    /// Thread -> its communicator-creating call in progress (known at entry, mapped to
+    /// the new handle at exit).
+    creating: FxHashMap<u32, Creation>,
+    /// Groups as each process holds them: (pid, group handle) -> processes by group rank.
+    groups: FxHashMap<(u32, u64), Vec<u32>>,
+    /// Members of communicators made from a group (Create, CreateGroup), by rank.
+    group_members: FxHashMap<u32, Vec<u32>>,
+    /// (pid, parent, group leader, tag) -> MPI_Comm_create_group calls so far.
+    create_group_seq: FxHashMap<(u32, u32, u32, i32), u32>,
+    members_cache: FxHashMap<u32, Vec<u32>>,
+    pvm_pids: FxHashMap<i32, u32>,
+}
+
+impl Directory {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn process(&mut self, info: &ProcessInfo) {
+        let f = self.procs.entry(info.pid).or_default();
+        f.job = job_key(info);
+        f.env_rank = info.env_rank.or(f.env_rank);
+        f.world_size = f.world_size.or(info.env_size);
+        f.world_handle = info.mpi_world_handle.or(f.world_handle);
+        f.self_handle = info.mpi_self_handle.or(f.self_handle);
+        self.members_cache.clear();
+    }
+
+    /// Process `pid` entered an MPI call.
+    pub fn calls_mpi(&mut self, pid: u32) {
+        let f = self.procs.entry(pid).or_default();
+        if !f.calls_mpi {
+            f.calls_mpi = true;
+            self.members_cache.clear();
+        }
+    }
+
+    /// A communicator-creating call begins. Its place in the parent's creation order,
+    /// and a split's color and key, are taken here rather than at its exit: every member
+    /// enters MPI_Comm_split before any member can leave it (the call exchanges every
+    /// member's color and key), so once any member has left, and a fortiori once any
+    /// traffic on the new communicator exists, every member's part is known. Taken at the
+    /// exits, a member that starts sending at once would see a communicator with only
+    /// the members that had left so far, and its ranks would name the wrong processes.
+    /// (MPI_Comm_create_group is not collective over its parent: numbered at exit.)
+    pub fn setup_enter(&mut self, pid: u32, entry: &CallRecord) {
+        let (id, flavor) = split_call_field(entry.header.call);
+        let flavor = Flavor::from_id(flavor);
+        if !matches!(
+            id,
+            call::MPI_COMM_DUP
+                | call::MPI_COMM_SPLIT
+                | call::MPI_COMM_CREATE
+                | call::MPI_CART_CREATE
+                | call::MPI_WIN_CREATE
+        ) {
+            return;
+        }
+        let Some(parent) = self.comm_of(pid, entry.comm, flavor) else {
+            return;
+        };
+        let counter = self.creation_seq.entry((pid, parent)).or_default();
+        let seq = *counter;
+        *counter += 1;
+        if id == call::MPI_COMM_SPLIT {
+            self.splits
+                .entry((parent, seq))
+                .or_default()
+                .push(SplitMember {
+                    pid,
+                    color: entry.peer,
+                    key: entry.peer2,
+                });
+            self.members_cache.clear();
+        }
+        self.creating
+            .insert(entry.header.tid, Creation { parent, seq });
+    }
+
+    /// Facts learned from setup calls (init, rank, task id, groups, communicator
+    /// creation). `values` is the call's array argument (group ranks, dimensions).
+    pub fn setup_call(&mut self, pid: u32, entry: &CallRecord, exit: &CallRecord, values: &[u64]) {
+        let (id, flavor) = split_call_field(entry.header.call);
+        let flavor = Flavor::from_id(flavor);
+        match id {
+            call::MPI_COMM_RANK if exit.ret == 0 && self.is_world(pid, entry.comm, flavor) => {
+                self.procs.entry(pid).or_default().world_rank = Some(exit.out as i32);
+                self.members_cache.clear();
+            }
+            call::MPI_COMM_SIZE if exit.ret == 0 && self.is_world(pid, entry.comm, flavor) => {
+                self.procs.entry(pid).or_default().world_size = Some(exit.out as i32);
+                self.members_cache.clear();
+            }
+            call::PVM_MYTID if exit.ret > 0 => {
+                self.procs.entry(pid).or_default().pvm_tid = Some(exit.ret as i32);
+                self.pvm_pids.insert(exit.ret as i32, pid);
+            }
+            call::MPI_COMM_DUP
+            | call::MPI_COMM_SPLIT
+            | call::MPI_COMM_CREATE
+            | call::MPI_CART_CREATE
+            | call::MPI_WIN_CREATE => {
+                let Some(creation) = self.creating.remove(&entry.header.tid) else {
+                    return;
+                };
+                if exit.ret != 0 || exit.handle == 0 {
+                    return;
+                }
+                if let Some(def) = self.created(pid, id, creation, entry, values) {
+                    let gid = self.intern(def);
+                    self.handles.insert((pid, exit.handle), gid);
+                }
+            }
+            call::MPI_COMM_CREATE_GROUP if exit.ret == 0 && exit.handle != 0 => {
+                let Some(parent) = self.comm_of(pid, entry.comm, flavor) else {
+                    return;
+                };
+                let Some(members) = self.groups.get(&(pid, entry.handle)).cloned() else {
+                    return;
+                };
+                let Some(&leader) = members.first() else {
+                    return;
+                };
+                let counter = self
+                    .create_group_seq
+                    .entry((pid, parent, leader, entry.tag))
+                    .or_default();
+                let seq = *counter;
+                *counter += 1;
+                let def = CommDef::CreateGroup {
+                    parent,
+                    leader,
+                    tag: entry.tag,
+                    seq,
+                };
+                self.map_group_comm(pid, def, members, exit.handle);
+            }
+            // Windows are in the communicators' map (their handles are distinct
+            // objects: pointers in Open MPI, handles of another kind in MPICH).
+            call::MPI_COMM_FREE | call::MPI_WIN_FREE if exit.ret == 0 => {
+                self.handles.remove(&(pid, entry.handle));
+            }
+            call::MPI_COMM_GROUP if exit.ret == 0 => {
+                let members = self
+                    .comm_of(pid, entry.comm, flavor)
+                    .map(|gid| self.members(gid))
+                    .filter(|m| !m.is_empty());
+                self.set_group(pid, exit.handle, members);
+            }
+            call::MPI_GROUP_INCL
+            | call::MPI_GROUP_EXCL
+            | call::MPI_GROUP_RANGE_INCL
+            | call::MPI_GROUP_RANGE_EXCL
+            | call::MPI_GROUP_UNION
+            | call::MPI_GROUP_INTERSECTION
+            | call::MPI_GROUP_DIFFERENCE
+                if exit.ret == 0 =>
+            {
+                let group = self.derived_group(pid, id, entry, values);
+                self.set_group(pid, exit.handle, group);
+            }
+            _ => {}
+        }
+    }
+
+    /// Records what group handle `handle` of `pid` holds; an unknown group forgets what
+    /// an earlier group of the same (reused) handle held.
+    fn set_group(&mut self, pid: u32, handle: u64, members: Option<Vec<u32>>) {
+        match members {
+            Some(m) => self.groups.insert((pid, handle), m),
+            None => self.groups.remove(&(pid, handle)),
+        };
+    }
+
+    /// The group a group call made, from its input group(s) and rank list.
+    fn derived_group(
+        &self,
+        pid: u32,
+        id: u16,
+        entry: &CallRecord,
+        values: &[u64],
+    ) -> Option<Vec<u32>> {
+        let base = self.groups.get(&(pid, entry.comm))?;
+        let per_count = if matches!(id, call::MPI_GROUP_RANGE_INCL | call::MPI_GROUP_RANGE_EXCL) {
+            3
+        } else {
+            1
+        };
+        // The probes read at most ARRAY_MAX_CHUNKS * ARRAY_CHUNK values: a longer list is
+        // not known whole.
+        let want = usize::try_from(entry.count).ok()? * per_count;
+        let ranks: Vec<i32> = values.iter().map(|&v| v as u32 as i32).collect();
+        let ranks = ranks.get(..want);
+        let other = || self.groups.get(&(pid, entry.handle));
+        let op = match id {
+            call::MPI_GROUP_INCL => GroupOp::Incl(ranks?),
+            call::MPI_GROUP_EXCL => GroupOp::Excl(ranks?),
+            call::MPI_GROUP_RANGE_INCL => GroupOp::RangeIncl(ranks?),
+            call::MPI_GROUP_RANGE_EXCL => GroupOp::RangeExcl(ranks?),
+            call::MPI_GROUP_UNION => GroupOp::Union(other()?),
+            call::MPI_GROUP_INTERSECTION => GroupOp::Intersection(other()?),
+            call::MPI_GROUP_DIFFERENCE => GroupOp::Difference(other()?),
+            _ => return None,
+        };
+        apply_group_op(base, op)
+    }
+
+    /// The communicator a collective creating call of `pid` made, or None when the
+    /// process is not in it (it got MPI_COMM_NULL) or its members cannot be known.
+    fn created(
+        &mut self,
+        pid: u32,
+        id: u16,
+        Creation { parent, seq }: Creation,
+        entry: &CallRecord,
+        values: &[u64],
+    ) -> Option<CommDef> {
+        match id {
+            call::MPI_COMM_DUP => Some(CommDef::Dup { parent, seq }),
+            call::MPI_WIN_CREATE => Some(CommDef::Window { parent, seq }),
+            // MPI_UNDEFINED color gives MPI_COMM_NULL: nothing to map.
+            call::MPI_COMM_SPLIT => (entry.peer != MPI_UNDEFINED).then_some(CommDef::Split {
+                parent,
+                seq,
+                color: entry.peer,
+            }),
+            call::MPI_COMM_CREATE => {
+                let members = self.groups.get(&(pid, entry.handle))?.clone();
+                let leader = *members.first()?;
+                let def = CommDef::Create {
+                    parent,
+                    seq,
+                    leader,
+                };
+                self.map_group_comm(pid, def, members, 0)
+            }
+            call::MPI_CART_CREATE => {
+                let dims = values.get(..usize::try_from(entry.count).ok()?)?;
+                let size = dims.iter().try_fold(1u32, |n, &d| {
+                    n.checked_mul(u32::try_from(d as u32 as i32).ok()?)
+                })?;
+                let rank = self.members(parent).iter().position(|&p| p == pid)?;
+                ((rank as u32) < size).then_some(CommDef::Cart { parent, seq, size })
+            }
+            _ => None,
+        }
+    }
+
+    /// A communicator whose members are a group `pid` holds: known, and mapped to
+    /// `handle` (unless 0), when `pid` is one of them (else it got MPI_COMM_NULL).
+    fn map_group_comm(
+        &mut self,
+        pid: u32,
+        def: CommDef,
+        members: Vec<u32>,
+        handle: u64,
+    ) -> Option<CommDef> {
+        if !members.contains(&pid) {
+            return None;
+        }
+        let gid = self.intern(def);
+        self.group_members.entry(gid).or_insert(members);
+        self.members_cache.remove(&gid);
+        if handle != 0 {
+            self.handles.insert((pid, handle), gid);
+        }
+        Some(def)
+    }
+
+    fn intern(&mut self, def: CommDef) -> u32 {
+        if let Some(&id) = self.interned.get(&def) {
+            return id;
+        }
+        let id = self.comms.len() as u32;
+        self.comms.push(def);
+        self.interned.insert(def, id);
+        id
+    }
+
+    fn is_world(&self, pid: u32, handle: u64, flavor: Option<Flavor>) -> bool {
+        match flavor {
+            Some(Flavor::Mpich) => handle == MPICH_COMM_WORLD,
+            Some(Flavor::OpenMpi) => {
+                self.procs.get(&pid).and_then(|f| f.world_handle) == Some(handle)
+            }
+            _ => false,
+        }
+    }
+
+    fn is_self(&self, pid: u32, handle: u64, flavor: Option<Flavor>) -> bool {
+        match flavor {
+            Some(Flavor::Mpich) => handle == MPICH_COMM_SELF,
+            Some(Flavor::OpenMpi) => {
+                self.procs.get(&pid).and_then(|f| f.self_handle) == Some(handle)
+            }
+            _ => false,
+        }
+    }
+
+    /// The global id of a communicator handle of process `pid`.
+    pub fn comm_of(&mut self, pid: u32, handle: u64, flavor: Option<Flavor>) -> Option<u32> {
+        if let Some(&g) = self.handles.get(&(pid, handle)) {
+            return Some(g);
+        }
+        if self.is_world(pid, handle, flavor) {
+            let job = self.procs.get(&pid)?.job;
+            return Some(self.intern(CommDef::World { job }));
+        }
+        if self.is_self(pid, handle, flavor) {
+            return Some(self.intern(CommDef::OnlySelf { pid }));
+        }
+        None
+    }
+
+    fn rank_in_world(&self, pid: u32) -> Option<i32> {
+        let f = self.procs.get(&pid)?;
+        f.world_rank.or(f.env_rank)
+    }
+
+    /// Members of a communicator, by rank.
+    pub fn members(&mut self, gid: u32) -> Vec<u32> {
+        if let Some(m) = self.members_cache.get(&gid) {
+            return m.clone();
+        }
+        let m = match self.comms.get(gid as usize).copied() {
+            Some(CommDef::World { job }) => {
+                // A rank claimed by several processes of the job (the launcher's
+                // environment reaches wrapper scripts too) is the one that calls MPI.
+                let mut v: Vec<(i32, bool, u32)> = self
+                    .procs
+                    .iter()
+                    .filter(|(_, f)| f.job == job)
+                    .filter_map(|(&pid, f)| Some((self.rank_in_world(pid)?, !f.calls_mpi, pid)))
+                    .collect();
+                v.sort_unstable();
+                v.dedup_by(|b, a| a.0 == b.0 && !a.1 && b.1);
+                let v: Vec<(i32, u32)> = v.into_iter().map(|(r, _, p)| (r, p)).collect();
+                // Ranks must be exactly 0..size for rank -> process to mean anything;
+                // until every member is known the world stays unresolved (and uncached).
+                let size = self
+                    .procs
+                    .values()
+                    .filter(|f| f.job == job)
+                    .find_map(|f| f.world_size);
+                let complete = v.iter().enumerate().all(|(i, (r, _))| *r == i as i32)
+                    && size.is_none_or(|n| v.len() == n as usize);
+                if !complete {
+                    return Vec::new();
+                }
+                v.into_iter().map(|(_, p)| p).collect()
+            }
+            Some(CommDef::OnlySelf { pid }) => vec![pid],
+            Some(CommDef::Dup { parent, .. } | CommDef::Window { parent, .. }) => {
+                self.members(parent)
+            }
+            Some(CommDef::Split { parent, seq, color }) => {
+                let parent_members = self.members(parent);
+                let regs = self.splits.get(&(parent, seq)).map_or(&[][..], |r| &r[..]);
+                // Ranks follow (key, parent rank) over the whole color, so they mean
+                // something only once every member of the parent took part (causally
+                // true before any traffic on it, see `setup_enter`; not when tracing
+                // began inside the split). Until then: unresolved and uncached.
+                if parent_members.is_empty() || regs.len() < parent_members.len() {
+                    return Vec::new();
+                }
+                let mut v: Vec<(i32, usize, u32)> = regs
+                    .iter()
+                    .filter(|m| m.color == color)
+                    .filter_map(|m| {
+                        let parent_rank = parent_members.iter().position(|&p| p == m.pid)?;
+                        Some((m.key, parent_rank, m.pid))
+                    })
+                    .collect();
+                v.sort_unstable();
+                v.into_iter().map(|(_, _, p)| p).collect()
+            }
+            Some(CommDef::Create { .. } | CommDef::CreateGroup { .. }) => {
+                self.group_members.get(&gid).cloned().unwrap_or_default()
+            }
+            Some(CommDef::Cart { parent, size, .. }) => {
+                let mut m = self.members(parent);
+                if m.len() < size as usize {
+                    return Vec::new();
+                }
+                m.truncate(size as usize);
+                m
+            }
+            None => Vec::new(),
+        };
+        self.members_cache.insert(gid, m.clone());
+        m
+    }
+
+    pub fn pvm_tid(&self, pid: u32) -> Option<i32> {
+        self.procs.get(&pid)?.pvm_tid
+    }
+
+    /// The MPI_COMM_WORLD rank of a process, from MPI_Comm_rank or the launcher.
+    pub fn world_rank(&self, pid: u32) -> Option<i32> {
+        let f = self.procs.get(&pid)?;
+        f.world_rank.or(f.env_rank)
+    }
+}
+
+/// Counts of what the matcher saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MatchStats {
+    pub sent: u64,
+    pub received: u64,
+    pub matched: u64,
+    /// Receives with no send to match, plus sends never received.
+    pub unmatched: u64,
+    pub collectives: u64,
+    /// Collective exits that found a member's entry missing (tracing began mid-call).
+    pub collectives_incomplete: u64,
+}
+
+type P2pKey = (u32, u32, u32, i32);
+type PvmKey = (i32, i32, i32);
+
+/// A point-to-point message the matcher paired, for traffic and latency accounting
+/// (`crate::metrics`). Logged only after [`MessageMatcher::log_matches`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatchedMessage {
+    pub from_pid: u32,
+    pub to_pid: u32,
+    /// Bytes as the send described them, else as the receive's status reported them;
+    /// None when neither knew.
+    pub bytes: Option<u64>,
+    /// Entry of the send.
+    pub send_ts: u64,
+    /// Exit of the call that completed the receive (Recv, Wait*, Test, pvm_*recv).
+    pub recv_ts: u64,
+}
+
+/// A message in flight: what the sender leaves for the receiver, and who sent it when
+/// (kept beside the path state so a match can be accounted).
+struct Sent<S> {
+    state: S,
+    from: u32,
+    ts: u64,
+    bytes: Option<u64>,
+}
+
+fn known_bytes(v: i64) -> Option<u64> {
+    u64::try_from(v).ok()
+}
+
+struct IrecvInfo {
+    gid: Option<u32>,
+    source: i32,
+    tag: i32,
+    flavor: Option<Flavor>,
+}
+
+/// Whom a member's exit from a collective depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CollectiveShape {
+    /// Every member's entry (barrier, allreduce, alltoall(v/w), allgather(v),
+    /// reduce_scatter, a window fence).
+    Everyone,
+    /// The root's entry, for the other members (bcast, scatter(v)).
+    FromRoot,
+    /// Every member's entry, for the root only (reduce, gather(v)).
+    ToRoot,
+    /// The entries of ranks 0..=r (scan) or 0..r (exscan) for rank r.
+    Prefix { inclusive: bool },
+    /// Nobody's: a collective of zero elements moves no data, and MPI libraries return
+    /// from one at once (Open MPI's MPI_Bcast of 0 elements: a member left before the
+    /// root arrived, in hpcc).
+    NoData,
+}
+
+/// A collective call: its shape and whether it only starts (a nonblocking collective,
+/// completed by a Wait/Test on its request).
+#[derive(Clone, Copy, Debug)]
+struct CollectiveCall {
+    shape: CollectiveShape,
+    nonblocking: bool,
+}
+
+/// Whether the element count a collective's probe reads is the same at every member (so
+/// that 0 at one member is 0 at all): not MPI_Scatter's send count, which only the root's
+/// call gives, nor the v/w collectives' count arrays.
+fn count_at_every_member(id: u16) -> bool {
+    matches!(
+        id,
+        call::MPI_BCAST
+            | call::MPI_REDUCE
+            | call::MPI_ALLREDUCE
+            | call::MPI_GATHER
+            | call::MPI_ALLGATHER
+            | call::MPI_ALLTOALL
+            | call::MPI_SCAN
+            | call::MPI_EXSCAN
+            | call::MPI_REDUCE_SCATTER_BLOCK
+    )
+}
+
+fn collective_call(id: u16) -> Option<CollectiveCall> {
+    use CollectiveShape::*;
+    let (shape, nonblocking) = match id {
+        call::MPI_BARRIER
+        | call::MPI_ALLREDUCE
+        | call::MPI_ALLGATHER
+        | call::MPI_ALLGATHERV
+        | call::MPI_ALLTOALL
+        | call::MPI_ALLTOALLV
+        | call::MPI_ALLTOALLW
+        | call::MPI_REDUCE_SCATTER
+        | call::MPI_REDUCE_SCATTER_BLOCK
+        | call::MPI_WIN_FENCE => (Everyone, false),
+        call::MPI_BCAST | call::MPI_SCATTER | call::MPI_SCATTERV => (FromRoot, false),
+        call::MPI_REDUCE | call::MPI_GATHER | call::MPI_GATHERV => (ToRoot, false),
+        call::MPI_SCAN => (Prefix { inclusive: true }, false),
+        call::MPI_EXSCAN => (Prefix { inclusive: false }, false),
+        call::MPI_IBARRIER | call::MPI_IALLREDUCE | call::MPI_IALLGATHER | call::MPI_IALLTOALL => {
+            (Everyone, true)
+        }
+        call::MPI_IBCAST | call::MPI_ISCATTER => (FromRoot, true),
+        call::MPI_IREDUCE | call::MPI_IGATHER => (ToRoot, true),
+        _ => return None,
+    };
+    Some(CollectiveCall { shape, nonblocking })
+}
+
+/// A member's arrival at a collective: the communicator and the collective's sequence
+/// number on it.
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    gid: u32,
+    seq: u32,
+}
+
+/// A nonblocking collective a process started, until the Wait/Test that completes it.
+#[derive(Clone, Copy, Debug)]
+struct PendingCollective {
+    arrival: Arrival,
+    shape: CollectiveShape,
+    root: i32,
+}
+
+struct Collective<S> {
+    /// Entries by member process (ranks are resolved at exit, when all have entered).
+    entries: FxHashMap<u32, S>,
+    exits: usize,
+}
+
+/// Pairs dependencies. `S` is what a send carries (the engine's path state).
+pub struct MessageMatcher<S> {
+    pub directory: Directory,
+    p2p: FxHashMap<P2pKey, VecDeque<Sent<S>>>,
+    pvm: FxHashMap<PvmKey, VecDeque<Sent<S>>>,
+    /// pvm_mcast entries by process: their time and size, for the copies posted when
+    /// the destinations arrive.
+    mcasts: FxHashMap<u32, (u64, Option<u64>)>,
+    irecvs: FxHashMap<(u32, u64), IrecvInfo>,
+    /// Persistent requests (Send_init, Recv_init) by (pid, request): their init entry,
+    /// which each MPI_Start posts again.
+    persistent: FxHashMap<(u32, u64), CallRecord>,
+    collectives: FxHashMap<(u32, u32), Collective<S>>,
+    coll_seq: FxHashMap<(u32, u32), u32>,
+    /// Nonblocking collectives between entry and exit, by thread.
+    icoll_entering: FxHashMap<u32, Arrival>,
+    /// Nonblocking collectives started, by (pid, request): completed by a Wait/Test.
+    icollectives: FxHashMap<(u32, u64), PendingCollective>,
+    pub stats: MatchStats,
+    /// Every point-to-point match, when logging is on (see `log_matches`).
+    matches: Option<Vec<MatchedMessage>>,
+}
+
+fn set(v: i32) -> Option<i32> {
+    (v != UNSET32).then_some(v)
+}
+
+impl<S: Clone> MessageMatcher<S> {
+    pub fn new(directory: Directory) -> Self {
+        MessageMatcher {
+            directory,
+            p2p: FxHashMap::default(),
+            pvm: FxHashMap::default(),
+            irecvs: FxHashMap::default(),
+            persistent: FxHashMap::default(),
+            collectives: FxHashMap::default(),
+            coll_seq: FxHashMap::default(),
+            icoll_entering: FxHashMap::default(),
+            icollectives: FxHashMap::default(),
+            stats: MatchStats::default(),
+            mcasts: FxHashMap::default(),
+            matches: None,
+        }
+    }
+
+    /// From now on, log every point-to-point match (drain with `take_matches`).
+    pub fn log_matches(&mut self) {
+        self.matches.get_or_insert_with(Vec::new);
+    }
+
+    /// The matches logged since the last call.
+    pub fn take_matches(&mut self) -> Vec<MatchedMessage> {
+        self.matches
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Whether the entry of this call needs the sender's path state.
+    pub fn wants_snapshot(id: u16) -> bool {
+        use crate::format::calls::Role;
+        matches!(
+            crate::format::calls::spec(id).map(|s| s.role),
+            Some(Role::Send | Role::SendRecv | Role::Collective)
+        )
+    }
+
+    /// An outermost call's entry. `state` is the caller's path state if `wants_snapshot`.
+    pub fn on_enter(&mut self, pid: u32, e: &CallRecord, state: Option<S>) {
+        let (id, flavor) = split_call_field(e.header.call);
+        let flavor = Flavor::from_id(flavor);
+        if matches!(flavor, Some(Flavor::OpenMpi | Flavor::Mpich)) {
+            self.directory.calls_mpi(pid);
+            self.directory.setup_enter(pid, e);
+        }
+        let Some(state) = state else { return };
+        let sent = Sent {
+            state,
+            from: pid,
+            ts: e.header.ts_ns,
+            bytes: known_bytes(e.bytes),
+        };
+        match id {
+            call::MPI_SEND
+            | call::MPI_SSEND
+            | call::MPI_BSEND
+            | call::MPI_RSEND
+            | call::MPI_ISEND
+            | call::MPI_SENDRECV
+            | call::MPI_SENDRECV_REPLACE => self.post_mpi(pid, e.comm, e.peer, e.tag, flavor, sent),
+            call::MPI_START => self.start_persistent(pid, e.handle, sent),
+            call::PVM_SEND | call::PVM_PSEND => self.post_pvm(pid, e.peer, e.tag, sent),
+            call::PVM_MCAST => {
+                // destinations arrive in the handle array
+                self.mcasts.insert(pid, (sent.ts, sent.bytes));
+            }
+            _ => {
+                let Some(c) = collective_call(id) else { return };
+                let arrival = self.collective_enter(pid, e.comm, flavor, sent.state);
+                if let (true, Some(a)) = (c.nonblocking, arrival) {
+                    self.icoll_entering.insert(e.header.tid, a);
+                }
+            }
+        }
+    }
+
+    /// pvm_mcast destinations (from the handle array that follows the entry).
+    pub fn on_mcast_targets(&mut self, pid: u32, tag: i32, tids: &[u64], state: &S) {
+        let (ts, bytes) = self.mcasts.get(&pid).copied().unwrap_or_default();
+        for &t in tids {
+            let sent = Sent {
+                state: state.clone(),
+                from: pid,
+                ts,
+                bytes,
+            };
+            self.post_pvm(pid, t as u32 as i32, tag, sent);
+        }
+    }
+
+    /// MPI_Startall's requests (from the handle array that follows the entry).
+    pub fn on_startall(&mut self, pid: u32, entry: &CallRecord, requests: &[u64], state: &S) {
+        for &r in requests {
+            let sent = Sent {
+                state: state.clone(),
+                from: pid,
+                ts: entry.header.ts_ns,
+                bytes: None,
+            };
+            self.start_persistent(pid, r, sent);
+        }
+    }
+
+    /// MPI_Start of a persistent request: a send posts its message (with the size its
+    /// init described), a receive becomes an open receive request, as after Isend/Irecv.
+    fn start_persistent(&mut self, pid: u32, request: u64, s: Sent<S>) {
+        let Some(init) = self.persistent.get(&(pid, request)).copied() else {
+            return;
+        };
+        let (id, flavor) = split_call_field(init.header.call);
+        let flavor = Flavor::from_id(flavor);
+        if id == call::MPI_SEND_INIT {
+            let s = Sent {
+                bytes: known_bytes(init.bytes),
+                ..s
+            };
+            self.post_mpi(pid, init.comm, init.peer, init.tag, flavor, s);
+        } else {
+            self.receive_posted(pid, request, &init, flavor);
+        }
+    }
+
+    /// A receive request was posted (Irecv's exit, Start of a Recv_init's request).
+    fn receive_posted(&mut self, pid: u32, request: u64, e: &CallRecord, flavor: Option<Flavor>) {
+        if flavor.and_then(Flavor::proc_null) == Some(e.peer) {
+            return; // MPI_PROC_NULL: nothing is received
+        }
+        let gid = self.directory.comm_of(pid, e.comm, flavor);
+        self.irecvs.insert(
+            (pid, request),
+            IrecvInfo {
+                gid,
+                source: e.peer,
+                tag: e.tag,
+                flavor,
+            },
+        );
+    }
+
+    fn post_mpi(
+        &mut self,
+        pid: u32,
+        comm: u64,
+        dest: i32,
+        tag: i32,
+        flavor: Option<Flavor>,
+        s: Sent<S>,
+    ) {
+        if flavor.and_then(Flavor::proc_null) == Some(dest) {
+            return; // MPI_PROC_NULL: nothing is sent
+        }
+        self.stats.sent += 1;
+        let Some(gid) = self.directory.comm_of(pid, comm, flavor) else {
+            return;
+        };
+        let Some(&dst) = self.directory.members(gid).get(dest as usize) else {
+            return;
+        };
+        self.p2p
+            .entry((pid, dst, gid, tag))
+            .or_default()
+            .push_back(s);
+    }
+
+    fn post_pvm(&mut self, pid: u32, dest: i32, tag: i32, s: Sent<S>) {
+        self.stats.sent += 1;
+        let Some(src) = self.directory.pvm_tid(pid) else {
+            return;
+        };
+        self.pvm.entry((src, dest, tag)).or_default().push_back(s);
+    }
+
+    /// The message a receive completion took. With the source or tag unknown (a wildcard
+    /// receive whose status was ignored), the match is only made when exactly one queue
+    /// holds a candidate: every send that could match has started by now (records come in
+    /// time order), so a single candidate is certain; several are counted as unmatched.
+    /// `x` is the record that completed the receive.
+    fn take_mpi(
+        &mut self,
+        pid: u32,
+        gid: Option<u32>,
+        source: Option<i32>,
+        tag: Option<i32>,
+        x: &CallRecord,
+    ) -> Option<S> {
+        self.stats.received += 1;
+        let found = (|| {
+            let gid = gid?;
+            let src = match source {
+                Some(r) => Some(*self.directory.members(gid).get(r as usize)?),
+                None => None,
+            };
+            let key = match (src, tag) {
+                (Some(s), Some(t)) => (s, pid, gid, t),
+                _ => {
+                    let mut candidates = self.p2p.iter().filter(|((s, d, g, t), q)| {
+                        *d == pid
+                            && *g == gid
+                            && !q.is_empty()
+                            && src.is_none_or(|x| x == *s)
+                            && tag.is_none_or(|x| x == *t)
+                    });
+                    let (key, _) = candidates.next()?;
+                    if candidates.next().is_some() {
+                        return None;
+                    }
+                    *key
+                }
+            };
+            self.p2p.get_mut(&key)?.pop_front()
+        })();
+        self.count(found, pid, x)
+    }
+
+    /// Counts a receive completion `x` of process `pid` and logs its match.
+    fn count(&mut self, found: Option<Sent<S>>, pid: u32, x: &CallRecord) -> Option<S> {
+        let Some(sent) = found else {
+            self.stats.unmatched += 1;
+            return None;
+        };
+        self.stats.matched += 1;
+        if let Some(log) = &mut self.matches {
+            log.push(MatchedMessage {
+                from_pid: sent.from,
+                to_pid: pid,
+                bytes: sent.bytes.or(known_bytes(x.bytes)),
+                send_ts: sent.ts,
+                recv_ts: x.header.ts_ns,
+            });
+        }
+        Some(sent.state)
+    }
+
+    /// An outermost call's exit; `handles` are the request handles its entry named.
+    /// Returns the path states the caller now depends on.
+    pub fn on_exit(&mut self, pid: u32, e: &CallRecord, handles: &[u64], x: &CallRecord) -> Vec<S> {
+        let (id, flavor_id) = split_call_field(e.header.call);
+        let flavor = Flavor::from_id(flavor_id);
+        let mut out = Vec::new();
+        let wildcard =
+            |v: i32, f: Option<Flavor>| f.is_some_and(|f| v == f.any_source()) || v == -1;
+        match id {
+            call::MPI_RECV | call::MPI_SENDRECV | call::MPI_SENDRECV_REPLACE => {
+                let (req_src, req_tag) = if id == call::MPI_RECV {
+                    (e.peer, e.tag)
+                } else {
+                    (e.peer2, e.tag2)
+                };
+                if flavor.and_then(Flavor::proc_null) == Some(req_src) {
+                    return out; // MPI_PROC_NULL: nothing is received
+                }
+                let source = set(x.peer).or((!wildcard(req_src, flavor)).then_some(req_src));
+                let tag = set(x.tag).or((req_tag != -1).then_some(req_tag));
+                let gid = self.directory.comm_of(pid, e.comm, flavor);
+                out.extend(self.take_mpi(pid, gid, source, tag, x));
+            }
+            // A matched probe that found a message: the receive (see call::MPI_MPROBE).
+            call::MPI_MPROBE | call::MPI_IMPROBE
+                if x.ret == 0 && (id == call::MPI_MPROBE || x.out == 1) =>
+            {
+                if flavor.and_then(Flavor::proc_null) == Some(e.peer) {
+                    return out; // MPI_PROC_NULL: nothing is received
+                }
+                let source = set(x.peer).or((!wildcard(e.peer, flavor)).then_some(e.peer));
+                let tag = set(x.tag).or((e.tag != -1).then_some(e.tag));
+                let gid = self.directory.comm_of(pid, e.comm, flavor);
+                out.extend(self.take_mpi(pid, gid, source, tag, x));
+            }
+            call::MPI_IRECV if x.ret == 0 => self.receive_posted(pid, x.handle, e, flavor),
+            call::MPI_SEND_INIT | call::MPI_RECV_INIT if x.ret == 0 => {
+                self.persistent.insert((pid, x.handle), *e);
+            }
+            // A cancelled receive takes no message (a cancel that came too late leaves
+            // the message it would have taken unmatched).
+            call::MPI_CANCEL if x.ret == 0 => {
+                self.irecvs.remove(&(pid, e.handle));
+            }
+            call::MPI_WAIT => out.extend(self.complete(pid, e.handle, x)),
+            call::MPI_TEST if x.out == 1 => out.extend(self.complete(pid, e.handle, x)),
+            call::MPI_WAITANY | call::MPI_TESTANY if x.out >= 0 => {
+                if let Some(&h) = handles.get(x.out as usize) {
+                    out.extend(self.complete(pid, h, x));
+                }
+            }
+            call::MPI_WAITALL | call::MPI_TESTALL | call::MPI_WAITSOME | call::MPI_TESTSOME => {
+                // No status per request: wildcard receives are matched when unambiguous.
+                let none = CallRecord {
+                    peer: UNSET32,
+                    tag: UNSET32,
+                    ..*x
+                };
+                let n = usize::try_from(e.count).unwrap_or(0).min(handles.len());
+                let (requests, indices) = handles.split_at(n);
+                let done: Vec<u64> = match id {
+                    call::MPI_WAITALL => requests.to_vec(),
+                    call::MPI_TESTALL if x.out == 1 => requests.to_vec(),
+                    // Waitsome/Testsome: the indices written before the exit.
+                    call::MPI_WAITSOME | call::MPI_TESTSOME if x.out > 0 => indices
+                        .iter()
+                        .filter_map(|&i| requests.get(i as u32 as usize).copied())
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for h in done {
+                    out.extend(self.complete(pid, h, &none));
+                }
+            }
+            call::PVM_RECV | call::PVM_NRECV | call::PVM_TRECV | call::PVM_PRECV if x.ret >= 0 => {
+                // pvm_nrecv/trecv return 0 when nothing arrived; pvm_precv returns 0 on success.
+                let got = if id == call::PVM_PRECV {
+                    x.ret == 0
+                } else {
+                    x.ret > 0
+                };
+                if got {
+                    self.stats.received += 1;
+                    let me = self.directory.pvm_tid(pid);
+                    let found =
+                        me.and_then(|me| self.pvm.get_mut(&(x.peer, me, x.tag))?.pop_front());
+                    out.extend(self.count(found, pid, x));
+                }
+            }
+            _ => match collective_call(id) {
+                Some(c) if c.nonblocking => {
+                    let arrival = self.icoll_entering.remove(&e.header.tid);
+                    if let (0, Some(arrival)) = (x.ret, arrival) {
+                        let pending = PendingCollective {
+                            arrival,
+                            shape: c.shape,
+                            root: e.peer,
+                        };
+                        self.icollectives.insert((pid, x.handle), pending);
+                    }
+                }
+                Some(c) => out.extend(self.collective_exit(pid, c.shape, e, flavor)),
+                None => {}
+            },
+        }
+        out
+    }
+
+    /// A request completed: the message a receive request delivered, or the entries a
+    /// nonblocking collective's completion depends on.
+    fn complete(&mut self, pid: u32, handle: u64, status: &CallRecord) -> Vec<S> {
+        if let Some(c) = self.icollectives.remove(&(pid, handle)) {
+            return self.collective_complete(pid, c.arrival, c.shape, c.root);
+        }
+        let Some(info) = self.irecvs.remove(&(pid, handle)) else {
+            return Vec::new();
+        };
+        let wildcard = info.flavor.is_some_and(|f| info.source == f.any_source());
+        let source = set(status.peer).or((!wildcard).then_some(info.source));
+        let tag = set(status.tag).or((info.tag != -1).then_some(info.tag));
+        self.take_mpi(pid, info.gid, source, tag, status)
+            .into_iter()
+            .collect()
+    }
+
+    fn collective_enter(
+        &mut self,
+        pid: u32,
+        comm: u64,
+        flavor: Option<Flavor>,
+        s: S,
+    ) -> Option<Arrival> {
+        let gid = self.directory.comm_of(pid, comm, flavor)?;
+        let seq = self.coll_seq.entry((pid, gid)).or_default();
+        let this = *seq;
+        *seq += 1;
+        let inst = self
+            .collectives
+            .entry((gid, this))
+            .or_insert_with(|| Collective {
+                entries: FxHashMap::default(),
+                exits: 0,
+            });
+        inst.entries.insert(pid, s);
+        Some(Arrival { gid, seq: this })
+    }
+
+    /// A blocking collective's exit: the collective is the process's latest on the
+    /// communicator.
+    fn collective_exit(
+        &mut self,
+        pid: u32,
+        shape: CollectiveShape,
+        e: &CallRecord,
+        flavor: Option<Flavor>,
+    ) -> Vec<S> {
+        let Some(gid) = self.directory.comm_of(pid, e.comm, flavor) else {
+            return Vec::new();
+        };
+        let Some(seq) = self
+            .coll_seq
+            .get(&(pid, gid))
+            .and_then(|s| s.checked_sub(1))
+        else {
+            return Vec::new();
+        };
+        let shape = if e.count == 0 && count_at_every_member(split_call_field(e.header.call).0) {
+            CollectiveShape::NoData
+        } else {
+            shape
+        };
+        self.collective_complete(pid, Arrival { gid, seq }, shape, e.peer)
+    }
+
+    /// Member `pid` leaves (or completes) the collective it arrived at: the entries it
+    /// depends on, by `shape` (`root` is the root's rank for rooted ones).
+    fn collective_complete(
+        &mut self,
+        pid: u32,
+        Arrival { gid, seq }: Arrival,
+        shape: CollectiveShape,
+        root: i32,
+    ) -> Vec<S> {
+        let members = self.directory.members(gid);
+        let Some(rank) = members.iter().position(|&p| p == pid) else {
+            return Vec::new();
+        };
+        let Some(inst) = self.collectives.get_mut(&(gid, seq)) else {
+            return Vec::new();
+        };
+        let root = usize::try_from(root).ok();
+        let deps: &[u32] = match shape {
+            CollectiveShape::Everyone => &members,
+            CollectiveShape::FromRoot if root != Some(rank) => {
+                root.and_then(|r| members.get(r..=r)).unwrap_or(&[])
+            }
+            CollectiveShape::ToRoot if root == Some(rank) => &members,
+            CollectiveShape::FromRoot | CollectiveShape::ToRoot | CollectiveShape::NoData => &[],
+            CollectiveShape::Prefix { inclusive } => &members[..rank + inclusive as usize],
+        };
+        let mut out = Vec::new();
+        let mut incomplete = false;
+        for d in deps {
+            match inst.entries.get(d) {
+                Some(s) => out.push(s.clone()),
+                None => incomplete = true,
+            }
+        }
+        inst.exits += 1;
+        if inst.exits >= members.len() {
+            self.collectives.remove(&(gid, seq));
+        }
+        self.stats.collectives += 1;
+        self.stats.collectives_incomplete += incomplete as u64;
+        if incomplete {
+            log::debug!(
+                "collective {seq} of communicator {gid}: pid {pid} left without every \
+                 entry it depends on (members {members:?}, {shape:?})"
+            );
+        }
+        out
+    }
+
+    /// Sends still waiting for their receive (counted as unmatched at the end).
+    pub fn in_flight(&self) -> usize {
+        self.p2p.values().map(|q| q.len()).sum::<usize>()
+            + self.pvm.values().map(|q| q.len()).sum::<usize>()
+    }
+
+    /// Entries held (messages in flight, open requests, open collectives).
+    pub fn entries_held(&self) -> usize {
+        self.in_flight()
+            + self.irecvs.len()
+            + self.collectives.len()
+            + self.icollectives.len()
+            + self.persistent.len()
+    }
+
+    /// Final statistics: sends never received count as unmatched.
+    pub fn final_stats(&self) -> MatchStats {
+        let mut s = self.stats.clone();
+        s.unmatched += self.in_flight() as u64;
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_common::{flavor, kind, EventHeader};
+
+    /// Four MPICH ranks, pid = tid = 100 + world rank, each told its rank by the launcher.
+    fn four_ranks() -> MessageMatcher<u32> {
+        let mut d = Directory::new();
+        for r in 0..4 {
+            d.process(&ProcessInfo {
+                pid: 100 + r,
+                ppid: 1,
+                env_rank: Some(r as i32),
+                env_size: Some(4),
+                ..Default::default()
+            });
+        }
+        MessageMatcher::new(d)
+    }
+
+    /// A call record of world rank `rank`, at `ts`.
+    fn rec(rank: u32, id: u16, k: u16, ts: u64) -> CallRecord {
+        let pid = 100 + rank;
+        CallRecord::unset(EventHeader {
+            ts_ns: ts,
+            cpu_ns: 0,
+            tgid: pid,
+            tid: pid,
+            kind: k,
+            call: id | (flavor::MPICH as u16) << 8,
+            cpu: 0,
+        })
+    }
+
+    /// MPI_Comm_split(world, color, key) entry of `rank`.
+    fn split_entry(rank: u32, color: i32, key: i32) -> CallRecord {
+        CallRecord {
+            comm: MPICH_COMM_WORLD,
+            peer: color,
+            peer2: key,
+            ..rec(
+                rank,
+                call::MPI_COMM_SPLIT,
+                kind::CALL_ENTER,
+                10 + rank as u64,
+            )
+        }
+    }
+
+    fn exit_with_handle(entry: &CallRecord, handle: u64) -> CallRecord {
+        let (id, _) = split_call_field(entry.header.call);
+        let rank = entry.header.tgid - 100;
+        CallRecord {
+            ret: 0,
+            handle,
+            ..rec(rank, id, kind::CALL_EXIT, 100 + rank as u64)
+        }
+    }
+
+    /// Rank 3 leaves MPI_Comm_split first and sends on the new communicator at once,
+    /// before the other members' exits are seen: the ranks in it still follow the keys of
+    /// all four (key = 4 - rank reverses them), so new rank 0 (world 3) sending to new
+    /// rank 1 reaches world rank 2, and world rank 2's receive from new rank 0 takes it.
+    #[test]
+    fn a_split_communicator_is_usable_before_the_other_members_leave_the_split() {
+        const NEW: u64 = 0x8400_0001;
+        let mut m = four_ranks();
+        let entries: Vec<CallRecord> = (0..4).map(|r| split_entry(r, 0, 4 - r as i32)).collect();
+        for e in &entries {
+            m.on_enter(e.header.tgid, e, None);
+        }
+        let first = exit_with_handle(&entries[3], NEW);
+        m.directory.setup_call(103, &entries[3], &first, &[]);
+        let send = CallRecord {
+            comm: NEW,
+            peer: 1,
+            tag: 9,
+            ..rec(3, call::MPI_SEND, kind::CALL_ENTER, 200)
+        };
+        m.on_enter(103, &send, Some(3));
+        for e in &entries[..3] {
+            let x = exit_with_handle(e, NEW);
+            m.directory.setup_call(e.header.tgid, e, &x, &[]);
+        }
+        let recv = CallRecord {
+            comm: NEW,
+            peer: 0,
+            tag: 9,
+            ..rec(2, call::MPI_RECV, kind::CALL_ENTER, 300)
+        };
+        let got = m.on_exit(
+            102,
+            &recv,
+            &[],
+            &rec(2, call::MPI_RECV, kind::CALL_EXIT, 400),
+        );
+        assert_eq!(got, vec![3], "the message of world rank 3");
+        let gid = m.directory.comm_of(102, NEW, Some(Flavor::Mpich)).unwrap();
+        assert_eq!(m.directory.members(gid), vec![103, 102, 101, 100]);
+        assert_eq!(m.final_stats().unmatched, 0);
+    }
+
+    /// Until every member of the parent has entered the split, the new communicator's
+    /// ranks are unresolved, never a guess from the members seen so far.
+    #[test]
+    fn a_split_seen_in_part_resolves_no_ranks() {
+        const NEW: u64 = 0x8400_0001;
+        let mut m = four_ranks();
+        let entries: Vec<CallRecord> = (0..3).map(|r| split_entry(r, 0, 4 - r as i32)).collect();
+        for e in &entries {
+            m.on_enter(e.header.tgid, e, None);
+        }
+        let x = exit_with_handle(&entries[0], NEW);
+        m.directory.setup_call(100, &entries[0], &x, &[]);
+        let gid = m.directory.comm_of(100, NEW, Some(Flavor::Mpich)).unwrap();
+        assert!(m.directory.members(gid).is_empty());
+    }
+
+    #[test]
+    fn group_algebra_follows_mpi() {
+        let world = [100, 101, 102, 103, 104, 105];
+        assert_eq!(
+            apply_group_op(&world, GroupOp::Incl(&[3, 1, 2])),
+            Some(vec![103, 101, 102])
+        );
+        assert_eq!(apply_group_op(&world, GroupOp::Incl(&[6])), None);
+        assert_eq!(
+            apply_group_op(&world, GroupOp::Excl(&[0, 4])),
+            Some(vec![101, 102, 103, 105])
+        );
+        // (0, 4, 2) and (5, 3, -2): 0 2 4 5 3.
+        assert_eq!(
+            apply_group_op(&world, GroupOp::RangeIncl(&[0, 4, 2, 5, 3, -2])),
+            Some(vec![100, 102, 104, 105, 103])
+        );
+        assert_eq!(
+            apply_group_op(&world, GroupOp::RangeExcl(&[1, 5, 2])),
+            Some(vec![100, 102, 104])
+        );
+        assert_eq!(apply_group_op(&world, GroupOp::RangeIncl(&[0, 4, 0])), None);
+        let a = [103, 101];
+        assert_eq!(
+            apply_group_op(&a, GroupOp::Union(&[100, 101, 105])),
+            Some(vec![103, 101, 100, 105])
+        );
+        assert_eq!(
+            apply_group_op(&world, GroupOp::Intersection(&a)),
+            Some(vec![101, 103])
+        );
+        assert_eq!(
+            apply_group_op(&world, GroupOp::Difference(&a)),
+            Some(vec![100, 102, 104, 105])
+        );
+    }
+
+    /// MPI_Comm_create from a group of ranks {3, 1, 2} of the world: rank 0 of the new
+    /// communicator is world rank 3, and world rank 0 (not in the group) gets no mapping.
+    #[test]
+    fn comm_create_takes_its_members_from_the_group() {
+        const WORLD_GROUP: u64 = 0x8800_0000;
+        const SUBGROUP: u64 = 0x8800_0001;
+        const NEW: u64 = 0x8400_0002;
+        let mut m = four_ranks();
+        for r in 0..4u32 {
+            let pid = 100 + r;
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                ..rec(r, call::MPI_COMM_GROUP, kind::CALL_ENTER, 10)
+            };
+            let x = exit_with_handle(&e, WORLD_GROUP);
+            m.on_enter(pid, &e, None);
+            m.directory.setup_call(pid, &e, &x, &[]);
+            let e = CallRecord {
+                comm: WORLD_GROUP,
+                count: 3,
+                ..rec(r, call::MPI_GROUP_INCL, kind::CALL_ENTER, 20)
+            };
+            let x = exit_with_handle(&e, SUBGROUP);
+            m.on_enter(pid, &e, None);
+            m.directory.setup_call(pid, &e, &x, &[3, 1, 2]);
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                handle: SUBGROUP,
+                ..rec(r, call::MPI_COMM_CREATE, kind::CALL_ENTER, 30)
+            };
+            // MPICH's MPI_COMM_NULL for the process outside the group.
+            let x = exit_with_handle(&e, if r == 0 { 0x0400_0000 } else { NEW });
+            m.on_enter(pid, &e, None);
+            m.directory.setup_call(pid, &e, &x, &[]);
+        }
+        let gid = m.directory.comm_of(101, NEW, Some(Flavor::Mpich)).unwrap();
+        assert_eq!(m.directory.members(gid), vec![103, 101, 102]);
+        assert_eq!(
+            m.directory.comm_of(102, NEW, Some(Flavor::Mpich)),
+            Some(gid)
+        );
+        assert_eq!(
+            m.directory.comm_of(100, 0x0400_0000, Some(Flavor::Mpich)),
+            None
+        );
+    }
+}

@@ -1,0 +1,13 @@
+//! The data the analyses read: decoded probe records, the recording file, process
+//! metadata, the call table, and the summary of a stream of records.
+
+pub mod calls;
+pub mod openmp;
+pub mod process;
+pub mod recording;
+pub mod records;
+pub mod summary;
+#[cfg(test)]
+pub(crate) mod synth;
+
+pub use process::{Mapping, ProcessInfo};

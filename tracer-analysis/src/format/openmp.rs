@@ -1,0 +1,392 @@
+//! Lowering the OpenMP probes' records into waits that every reader understands.
+//!
+//! libgomp's threads wait by spinning before they sleep (the default wait policy), so a
+//! worker waiting for the next region or for a barrier looks busy, and the releases
+//! leave no futex wake behind. What the probes see instead are the region's start
+//! (`GOMP_parallel`, on the master), its outlined function (`main._omp_fn.0`, on every
+//! thread of the team) and the team barriers. A thread of a team works only inside an
+//! outlined function; outside one, inside libgomp, it waits. This pass turns those
+//! records into ordinary calls that wait, before anything else reads them (the session
+//! lowers as it reads the ring; recordings hold the lowered records):
+//!
+//! | probed                               | lowered                                  |
+//! |--------------------------------------|------------------------------------------|
+//! | master enters GOMP_parallel          | `omp_fork` (entry and exit: not a wait)  |
+//! | master returns from its outlined fn  | `omp_join` begins (arrival)              |
+//! | master returns from GOMP_parallel    | `omp_join` ends (release by the team)    |
+//! | worker returns from its outlined fn  | `omp_idle` begins (arrival)              |
+//! | worker enters an outlined fn         | `omp_idle` ends (release by the fork)    |
+//! | a barrier call                       | the same call, with region and index     |
+//!
+//! Every lowered record names its region (`comm` = outlined function, `handle` = its
+//! data: the same on every thread of the team, and different for two teams running at
+//! once); a barrier's `tag` is its index within the region. An outlined function entered
+//! while a thread waits (a task run at a barrier) suspends the wait and resumes it
+//! afterwards (`peer` = [`omp_wait::SUSPENDED`] / [`omp_wait::RESUMED`]), which the
+//! analysis takes for neither an arrival nor a release.
+
+use rustc_hash::FxHashMap;
+use tracer_common::{call, kind, omp_wait, CallRecord, EventHeader};
+
+use crate::format::calls::{self, split_call_field, Role};
+use crate::format::records::Record;
+
+/// A parallel region as its records name it: the outlined function and its data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RegionKey {
+    pub function: u64,
+    pub data: u64,
+}
+
+/// What a thread is inside, innermost last.
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    /// The master's GOMP_parallel call.
+    Parallel(RegionKey),
+    /// An outlined function; `suspended` is the wait it interrupted, if any.
+    Outlined {
+        region: RegionKey,
+        suspended: Option<Wait>,
+        barriers: i32,
+    },
+}
+
+/// A lowered wait in progress.
+#[derive(Clone, Copy, Debug)]
+struct Wait {
+    call: u16,
+    region: RegionKey,
+    index: i32,
+}
+
+#[derive(Default)]
+struct ThreadState {
+    frames: Vec<Frame>,
+    wait: Option<Wait>,
+}
+
+/// The per-thread state of the lowering: bounded by the threads alive and their nesting.
+#[derive(Default)]
+pub struct OpenMpLowering {
+    threads: FxHashMap<u32, ThreadState>,
+}
+
+/// Whether a record is one the lowering replaces or must see.
+pub fn concerns(r: &Record) -> bool {
+    match r {
+        Record::CallEnter(c) | Record::CallExit(c) => {
+            calls::spec(split_call_field(c.header.call).0).is_some_and(|s| {
+                matches!(
+                    s.role,
+                    Role::OmpParallel | Role::OmpOutlined | Role::OmpBarrier
+                )
+            })
+        }
+        Record::Exit(_) => true,
+        _ => false,
+    }
+}
+
+impl OpenMpLowering {
+    /// The records that stand for `r` (in order), given to `out`. Records the lowering
+    /// has no business with are handed on unchanged.
+    pub fn lower(&mut self, r: &Record, mut out: impl FnMut(Record)) {
+        if !concerns(r) {
+            out(r.clone());
+            return;
+        }
+        let tid = r.header().tid;
+        match r {
+            Record::Exit(_) => {
+                // A worker waits in libgomp until the process ends.
+                if let Some(t) = self.threads.remove(&tid) {
+                    if let Some(w) = t.wait {
+                        let exit = with_kind(r.header(), kind::CALL_EXIT);
+                        out(Record::CallExit(lowered(&exit, w, 0)));
+                    }
+                }
+                out(r.clone());
+            }
+            Record::CallEnter(c) => {
+                let t = self.threads.entry(tid).or_default();
+                enter(t, c, &mut out);
+            }
+            Record::CallExit(c) => {
+                let t = self.threads.entry(tid).or_default();
+                exit(t, c, &mut out);
+                if t.frames.is_empty() && t.wait.is_none() {
+                    self.threads.remove(&tid);
+                }
+            }
+            _ => out(r.clone()),
+        }
+    }
+
+    /// Threads with state held.
+    pub fn entries_held(&self) -> usize {
+        self.threads.len()
+    }
+}
+
+fn role(c: &CallRecord) -> Option<Role> {
+    calls::spec(split_call_field(c.header.call).0).map(|s| s.role)
+}
+
+/// A lowered call record of wait `w` at `h`'s time.
+fn lowered(h: &EventHeader, w: Wait, flag: i32) -> CallRecord {
+    let mut rec = CallRecord::unset(*h);
+    let (_, flavor) = split_call_field(h.call);
+    rec.header.call = w.call | ((flavor as u16) << 8);
+    rec.comm = w.region.function;
+    rec.handle = w.region.data;
+    rec.tag = w.index;
+    rec.peer = flag;
+    if h.kind == kind::CALL_EXIT {
+        rec.ret = 0;
+    }
+    rec
+}
+
+fn with_kind(h: &EventHeader, k: u16) -> EventHeader {
+    EventHeader { kind: k, ..*h }
+}
+
+fn enter(t: &mut ThreadState, c: &CallRecord, out: &mut impl FnMut(Record)) {
+    let h = &c.header;
+    let region = RegionKey {
+        function: c.comm,
+        data: c.handle,
+    };
+    match role(c) {
+        Some(Role::OmpParallel) => {
+            t.frames.push(Frame::Parallel(region));
+            let fork = Wait {
+                call: call::OMP_FORK,
+                region,
+                index: 0,
+            };
+            out(Record::CallEnter(lowered(h, fork, 0)));
+            out(Record::CallExit(lowered(
+                &with_kind(h, kind::CALL_EXIT),
+                fork,
+                0,
+            )));
+        }
+        Some(Role::OmpOutlined) => {
+            // Running an outlined function ends a wait: a worker's idle time (the fork
+            // releases it), or, for a task run while the thread waits at a barrier or
+            // for its team, an interruption of that wait.
+            let mut suspended = None;
+            if let Some(w) = t.wait.take() {
+                let exit = with_kind(h, kind::CALL_EXIT);
+                if w.call == call::OMP_IDLE {
+                    let idle = Wait { region, ..w };
+                    out(Record::CallExit(lowered(&exit, idle, 0)));
+                } else {
+                    out(Record::CallExit(lowered(&exit, w, omp_wait::SUSPENDED)));
+                    suspended = Some(w);
+                }
+            }
+            t.frames.push(Frame::Outlined {
+                region,
+                suspended,
+                barriers: 0,
+            });
+        }
+        Some(Role::OmpBarrier) => {
+            // The barrier belongs to the innermost region the thread works in.
+            let mut w = Wait {
+                call: split_call_field(h.call).0,
+                region: RegionKey::default(),
+                index: 0,
+            };
+            if let Some(Frame::Outlined {
+                region, barriers, ..
+            }) = t
+                .frames
+                .iter_mut()
+                .rev()
+                .find(|f| matches!(f, Frame::Outlined { .. }))
+            {
+                w.region = *region;
+                w.index = *barriers;
+                *barriers += 1;
+            }
+            t.wait = Some(w);
+            let mut rec = lowered(h, w, 0);
+            rec.site = c.site;
+            out(Record::CallEnter(rec));
+        }
+        _ => out(Record::CallEnter(*c)),
+    }
+}
+
+fn exit(t: &mut ThreadState, c: &CallRecord, out: &mut impl FnMut(Record)) {
+    let h = &c.header;
+    match role(c) {
+        Some(Role::OmpParallel) => {
+            // Back from the region: the master's wait for its team ends.
+            while let Some(f) = t.frames.pop() {
+                if matches!(f, Frame::Parallel(_)) {
+                    break;
+                }
+            }
+            if let Some(w) = t.wait.take() {
+                out(Record::CallExit(lowered(h, w, 0)));
+            }
+        }
+        Some(Role::OmpOutlined) => {
+            let Some(i) = t
+                .frames
+                .iter()
+                .rposition(|f| matches!(f, Frame::Outlined { .. }))
+            else {
+                return;
+            };
+            let Frame::Outlined {
+                region, suspended, ..
+            } = t.frames[i]
+            else {
+                return;
+            };
+            t.frames.truncate(i);
+            let enter = with_kind(h, kind::CALL_ENTER);
+            if let Some(w) = suspended {
+                t.wait = Some(w);
+                out(Record::CallEnter(lowered(&enter, w, omp_wait::RESUMED)));
+                return;
+            }
+            let call = match t.frames.last() {
+                // The master's part of the region is done: it waits for its team.
+                Some(Frame::Parallel(r)) if *r == region => call::OMP_JOIN,
+                // A worker's part is done: it waits for the next region.
+                None => call::OMP_IDLE,
+                // A function run inside another one (an undeferred task): no wait.
+                _ => return,
+            };
+            let w = Wait {
+                call,
+                region,
+                index: 0,
+            };
+            t.wait = Some(w);
+            out(Record::CallEnter(lowered(&enter, w, 0)));
+        }
+        Some(Role::OmpBarrier) => {
+            if let Some(w) = t.wait.take() {
+                out(Record::CallExit(lowered(h, w, 0)));
+            }
+        }
+        _ => out(Record::CallExit(*c)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_common::flavor;
+
+    fn call(k: u16, id: u16, tid: u32, ts: u64, function: u64, data: u64) -> Record {
+        let h = EventHeader {
+            kind: k,
+            call: id | ((flavor::GLIBC_PTHREAD as u16) << 8),
+            tgid: 1,
+            tid,
+            ts_ns: ts,
+            cpu_ns: ts,
+            ..Default::default()
+        };
+        let mut c = CallRecord::unset(h);
+        c.comm = function;
+        c.handle = data;
+        if k == kind::CALL_ENTER {
+            Record::CallEnter(c)
+        } else {
+            Record::CallExit(c)
+        }
+    }
+
+    /// (call name, enter?, peer, tag) of each record.
+    fn lowered(records: &[Record]) -> Vec<(u32, String, bool, i32, i32)> {
+        let mut l = OpenMpLowering::default();
+        let mut out = Vec::new();
+        for r in records {
+            l.lower(r, |r| {
+                let (enter, c) = match &r {
+                    Record::CallEnter(c) => (true, c),
+                    Record::CallExit(c) => (false, c),
+                    _ => return,
+                };
+                assert_eq!((c.comm, c.handle), (0xf, 0xd));
+                let id = split_call_field(c.header.call).0;
+                out.push((c.header.tid, calls::name(id), enter, c.peer, c.tag));
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn a_region_becomes_fork_join_and_idle() {
+        use kind::{CALL_ENTER as E, CALL_EXIT as X};
+        const P: u16 = call::GOMP_PARALLEL;
+        const F: u16 = call::OMP_OUTLINED;
+        const B: u16 = call::GOMP_BARRIER;
+        let got = lowered(&[
+            call(E, P, 1, 0, 0xf, 0xd),
+            call(E, F, 1, 1, 0xf, 0xd),
+            call(E, F, 2, 2, 0xf, 0xd),
+            call(E, B, 2, 3, 0, 0),
+            call(E, B, 1, 4, 0, 0),
+            call(X, B, 1, 5, 0, 0),
+            call(X, B, 2, 5, 0, 0),
+            call(X, F, 2, 6, 0, 0),
+            call(X, F, 1, 7, 0, 0),
+            call(X, P, 1, 8, 0, 0),
+            // The next region releases the idle worker.
+            call(E, F, 2, 9, 0xf, 0xd),
+        ]);
+        let s = |tid, n: &str, e, peer, tag| (tid, n.to_string(), e, peer, tag);
+        assert_eq!(
+            got,
+            [
+                s(1, "omp_fork", true, 0, 0),
+                s(1, "omp_fork", false, 0, 0),
+                s(2, "GOMP_barrier", true, 0, 0),
+                s(1, "GOMP_barrier", true, 0, 0),
+                s(1, "GOMP_barrier", false, 0, 0),
+                s(2, "GOMP_barrier", false, 0, 0),
+                s(2, "omp_idle", true, 0, 0),
+                s(1, "omp_join", true, 0, 0),
+                s(1, "omp_join", false, 0, 0),
+                s(2, "omp_idle", false, 0, 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_task_run_at_a_barrier_suspends_the_wait() {
+        use kind::{CALL_ENTER as E, CALL_EXIT as X};
+        const F: u16 = call::OMP_OUTLINED;
+        const B: u16 = call::GOMP_BARRIER;
+        let mut records = vec![
+            call(E, F, 2, 0, 0xf, 0xd),
+            call(E, B, 2, 1, 0, 0),
+            call(E, F, 2, 2, 0xf, 0xd), // a task (same names here, for the check)
+            call(X, F, 2, 3, 0, 0),
+            call(X, B, 2, 4, 0, 0),
+        ];
+        records.push(call(E, B, 2, 5, 0, 0));
+        let got = lowered(&records);
+        let s = |n: &str, e, peer, tag| (2, n.to_string(), e, peer, tag);
+        assert_eq!(
+            got,
+            [
+                s("GOMP_barrier", true, 0, 0),
+                s("GOMP_barrier", false, omp_wait::SUSPENDED, 0),
+                s("GOMP_barrier", true, omp_wait::RESUMED, 0),
+                s("GOMP_barrier", false, 0, 0),
+                s("GOMP_barrier", true, 0, 1),
+            ]
+        );
+    }
+}

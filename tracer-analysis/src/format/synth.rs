@@ -1,0 +1,300 @@
+//! Synthetic recordings for unit tests: single-threaded MPICH ranks (pid = tid =
+//! 100 + rank) whose records are written in causal order, with CPU clocks that advance
+//! only where the test says work happens.
+
+use tracer_common::{
+    call, flavor, kind, CallRecord, EventHeader, ExitRecord, ForkRecord, FutexRecord, SwitchRecord,
+    WakeRecord,
+};
+
+use crate::format::calls::MPICH_COMM_WORLD;
+use crate::format::recording::{FunctionProbe, Item};
+use crate::format::records::Record;
+use crate::format::ProcessInfo;
+
+/// Bytes of every synthetic message.
+pub const MESSAGE_BYTES: i64 = 64;
+
+/// The record that ends a stretch of work: procedure `f`'s exit, or outside any
+/// procedure, a switch-out (it carries the CPU clock forward and nothing else).
+fn work_end(h: EventHeader, f: Option<usize>) -> Record {
+    match f {
+        Some(_) => Record::FuncExit(h),
+        None => Record::SwitchOut(SwitchRecord {
+            header: EventHeader {
+                kind: kind::SWITCH_OUT,
+                ..h
+            },
+            prev_state: 1,
+        }),
+    }
+}
+
+pub struct SyntheticRun {
+    pub items: Vec<Item>,
+    pub ts: u64,
+    pub cpu: Vec<u64>,
+}
+
+impl SyntheticRun {
+    /// `ranks` processes and selected procedures named `procedures` (probe ids 1, 2, ...).
+    pub fn new(ranks: usize, procedures: &[&str]) -> Self {
+        let mut items = Vec::new();
+        for (f, name) in procedures.iter().enumerate() {
+            items.push(Item::Probe(FunctionProbe {
+                id: f as u16 + 1,
+                symbol: name.to_string(),
+                path: "/x".into(),
+                vaddr: 0,
+            }));
+        }
+        for r in 0..ranks {
+            items.push(Item::Process(ProcessInfo {
+                pid: 100 + r as u32,
+                ppid: 1,
+                command: "./app".into(),
+                env_rank: Some(r as i32),
+                env_size: Some(ranks as i32),
+                ..Default::default()
+            }));
+        }
+        SyntheticRun {
+            items,
+            ts: 1_000_000,
+            cpu: vec![0; ranks],
+        }
+    }
+
+    /// A header on `rank`, 1 us after the previous record.
+    pub fn header(&mut self, rank: usize, kind: u16, callf: u16) -> EventHeader {
+        self.ts += 1000;
+        let id = 100 + rank as u32;
+        EventHeader {
+            ts_ns: self.ts,
+            cpu_ns: self.cpu[rank],
+            tgid: id,
+            tid: id,
+            kind,
+            call: callf,
+            cpu: 0,
+        }
+    }
+
+    /// `w` ns of CPU work on `rank`, inside selected procedure `f` if given (entry and
+    /// exit records); outside, a switch-out record carries the clock forward.
+    pub fn compute(&mut self, rank: usize, w: u64, f: Option<usize>) {
+        if let Some(f) = f {
+            let h = self.header(rank, kind::FUNC_ENTER, f as u16 + 1);
+            self.items.push(Item::Record(Record::FuncEnter(h)));
+        }
+        self.cpu[rank] += w;
+        let h = self.header(rank, kind::FUNC_EXIT, f.map(|f| f as u16 + 1).unwrap_or(0));
+        self.items.push(Item::Record(work_end(h, f)));
+    }
+
+    /// Entry or exit of MPI call `id` on `rank` (MPI_COMM_WORLD; peer and tag on entry,
+    /// and on a receive's exit the actual source and tag).
+    pub fn call(&mut self, rank: usize, id: u16, peer: i32, tag: i32, exit: bool) {
+        let k = if exit {
+            kind::CALL_EXIT
+        } else {
+            kind::CALL_ENTER
+        };
+        let h = self.header(rank, k, id | ((flavor::MPICH as u16) << 8));
+        let mut c = CallRecord::unset(h);
+        if exit {
+            c.ret = 0;
+            if id == call::MPI_RECV {
+                c.peer = peer;
+                c.tag = tag;
+                c.bytes = MESSAGE_BYTES;
+            }
+        } else {
+            c.comm = MPICH_COMM_WORLD;
+            c.peer = peer;
+            c.tag = tag;
+            c.bytes = MESSAGE_BYTES;
+        }
+        self.items.push(Item::Record(if exit {
+            Record::CallExit(c)
+        } else {
+            Record::CallEnter(c)
+        }));
+    }
+
+    /// MPI_Send's entry and exit on `src`.
+    pub fn send(&mut self, src: usize, dst: usize, tag: i32) {
+        self.call(src, call::MPI_SEND, dst as i32, tag, false);
+        self.call(src, call::MPI_SEND, 0, 0, true);
+    }
+
+    /// MPI_Recv's entry and exit on `dst`, from `src`.
+    pub fn recv(&mut self, dst: usize, src: usize, tag: i32) {
+        self.call(dst, call::MPI_RECV, src as i32, tag, false);
+        self.call(dst, call::MPI_RECV, src as i32, tag, true);
+    }
+
+    /// A message from `src` to `dst`, received right away.
+    pub fn message(&mut self, src: usize, dst: usize, tag: i32) {
+        self.send(src, dst, tag);
+        self.recv(dst, src, tag);
+    }
+}
+
+/// A synthetic multithreaded process (pid 500): threads are added with [`Self::clone`],
+/// block in futex waits, wake each other and exit.
+pub struct SyntheticThreads {
+    pub items: Vec<Item>,
+    pub ts: u64,
+    /// CPU clock per thread id.
+    pub cpu: std::collections::HashMap<u32, u64>,
+}
+
+/// The process id of [`SyntheticThreads`] (its main thread has the same id).
+pub const THREADS_PID: u32 = 500;
+
+impl SyntheticThreads {
+    pub fn new(procedures: &[&str]) -> Self {
+        let mut s = SyntheticThreads {
+            items: SyntheticRun::new(0, procedures).items,
+            ts: 1_000_000,
+            cpu: [(THREADS_PID, 0)].into_iter().collect(),
+        };
+        s.items.push(Item::Process(ProcessInfo {
+            pid: THREADS_PID,
+            ppid: 1,
+            command: "./threads".into(),
+            ..Default::default()
+        }));
+        s
+    }
+
+    pub fn header(&mut self, tid: u32, kind: u16, callf: u16) -> EventHeader {
+        self.ts += 1000;
+        EventHeader {
+            ts_ns: self.ts,
+            cpu_ns: self.cpu[&tid],
+            tgid: THREADS_PID,
+            tid,
+            kind,
+            call: callf,
+            cpu: 0,
+        }
+    }
+
+    /// `w` ns of work on `tid`, inside selected procedure `f` if given.
+    pub fn compute(&mut self, tid: u32, w: u64, f: Option<usize>) {
+        if let Some(f) = f {
+            let h = self.header(tid, kind::FUNC_ENTER, f as u16 + 1);
+            self.items.push(Item::Record(Record::FuncEnter(h)));
+        }
+        *self.cpu.get_mut(&tid).unwrap() += w;
+        let h = self.header(tid, kind::FUNC_EXIT, f.map(|f| f as u16 + 1).unwrap_or(0));
+        self.items.push(Item::Record(work_end(h, f)));
+    }
+
+    /// `parent` creates thread `child` (its clock starts at 0).
+    pub fn clone(&mut self, parent: u32, child: u32) {
+        let h = self.header(parent, kind::FORK, 0);
+        self.items.push(Item::Record(Record::Fork(ForkRecord {
+            header: h,
+            child_tid: child,
+            _reserved: 0,
+        })));
+        self.cpu.insert(child, 0);
+    }
+
+    fn futex(&mut self, tid: u32, op: u32, exit: bool) {
+        let k = if exit {
+            kind::FUTEX_EXIT
+        } else {
+            kind::FUTEX_ENTER
+        };
+        let header = self.header(tid, k, 0);
+        let r = FutexRecord {
+            header,
+            uaddr: 0x1000,
+            op,
+            val: 0,
+            ret: 0,
+            site: 0,
+        };
+        self.items.push(Item::Record(if exit {
+            Record::FutexExit(r)
+        } else {
+            Record::FutexEnter(r)
+        }));
+    }
+
+    /// `tid` blocks in FUTEX_WAIT (private).
+    pub fn wait(&mut self, tid: u32) {
+        self.futex(tid, 128, false);
+    }
+
+    /// `tid`'s wait returns.
+    pub fn resume(&mut self, tid: u32) {
+        self.futex(tid, 128, true);
+    }
+
+    /// A wakeup of `wakee` stamped by `waker` (a traced thread's header, or with
+    /// `untraced`, an interrupt's).
+    pub fn wakeup(&mut self, waker: u32, wakee: u32, untraced: bool) {
+        let mut header = self.header(waker, kind::WAKEUP, 0);
+        if untraced {
+            header.tgid = 1;
+            header.cpu_ns = 0;
+        }
+        self.items.push(Item::Record(Record::Wakeup(WakeRecord {
+            header,
+            wakee_tid: wakee,
+            wakee_tgid: THREADS_PID,
+            target_cpu: 0,
+            _reserved: 0,
+        })));
+    }
+
+    /// `waker` calls FUTEX_WAKE and wakes `wakee`.
+    pub fn wake(&mut self, waker: u32, wakee: u32) {
+        self.futex(waker, 129, false);
+        self.wakeup(waker, wakee, false);
+        self.futex(waker, 129, true);
+    }
+
+    /// Entry or exit of pthread call `id` (`--locks`) on object `addr`; a condition
+    /// wait's mutex is `mutex`.
+    pub fn pthread_call(&mut self, tid: u32, id: u16, addr: u64, mutex: u64, exit: bool) {
+        let k = if exit {
+            kind::CALL_EXIT
+        } else {
+            kind::CALL_ENTER
+        };
+        let h = self.header(tid, k, id | ((flavor::GLIBC_PTHREAD as u16) << 8));
+        let mut c = CallRecord::unset(h);
+        if exit {
+            c.ret = 0;
+        } else {
+            c.handle = addr;
+            c.comm = mutex;
+        }
+        self.items.push(Item::Record(if exit {
+            Record::CallExit(c)
+        } else {
+            Record::CallEnter(c)
+        }));
+    }
+
+    /// A whole pthread call that does not block.
+    pub fn pthread(&mut self, tid: u32, id: u16, addr: u64) {
+        self.pthread_call(tid, id, addr, 0, false);
+        self.pthread_call(tid, id, addr, 0, true);
+    }
+
+    pub fn exit(&mut self, tid: u32) {
+        let header = self.header(tid, kind::EXIT, 0);
+        self.items.push(Item::Record(Record::Exit(ExitRecord {
+            header,
+            group_dead: (tid == THREADS_PID) as u32,
+            _reserved: 0,
+        })));
+    }
+}

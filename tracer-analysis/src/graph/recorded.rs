@@ -1,0 +1,459 @@
+//! The program activity graph of a recording. [`GraphModel`] is the analysis's other
+//! [`PathModel`]: where the online engine folds each dependency into path lengths at
+//! once, it keeps the events and arcs. It sees the same calls in the same order, so the
+//! longest path of its graph is the online engine's critical path.
+
+use std::collections::HashMap;
+
+use tracer_common::EventHeader;
+
+use super::{ArcKind, ContextId, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
+use crate::analysis::matcher::MatchStats;
+use crate::analysis::workclock::ClockKind;
+use crate::analysis::{Clocks, Milestone, PathModel, Pipeline};
+use crate::format::recording::{Item, RecordingError, RecordingReader};
+
+/// Which operation made a thread's latest vertex, at which record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Made {
+    Cut,
+    Snapshot,
+    Merge,
+}
+
+pub(crate) struct ThreadTrack {
+    cur: VertexId,
+    made: Made,
+    /// Serial number of the record that made `cur`.
+    made_at: u64,
+    /// Work since `cur`.
+    pending: u64,
+    last_work: u64,
+    /// Selected procedures active, innermost last.
+    stack: Vec<usize>,
+    context: ContextId,
+}
+
+/// Builds the graph from the analysis's calls (see [`PathModel`]).
+pub struct GraphModel {
+    b: GraphBuilder,
+    /// Live threads.
+    pub(crate) threads: HashMap<u32, ThreadTrack>,
+    /// Last vertex of every ended thread, and whether its process is a participant.
+    ended: Vec<(VertexId, bool)>,
+    /// The record being analysed: its stamp and serial number.
+    at: EventHeader,
+    serial: u64,
+    /// Dependency arcs that are messages or collectives, with their bytes when known.
+    message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
+    milestones: Vec<(VertexId, Milestone)>,
+    /// With [`Self::with_clocks`]: every clock per thread (latest, and pending since the
+    /// thread's latest vertex), and per vertex the clocks of its program arc.
+    clock_log: Option<ClockLog>,
+}
+
+#[derive(Default)]
+struct ClockLog {
+    threads: HashMap<u32, (Clocks, Clocks)>,
+    per_vertex: Vec<Clocks>,
+}
+
+impl Default for GraphModel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn label(h: &EventHeader) -> u32 {
+    ((h.kind as u32) << 16) | h.call as u32
+}
+
+impl GraphModel {
+    pub fn new() -> Self {
+        GraphModel {
+            b: GraphBuilder::new(),
+            threads: HashMap::new(),
+            ended: Vec::new(),
+            at: EventHeader::default(),
+            serial: 0,
+            message_arcs: HashMap::new(),
+            milestones: Vec::new(),
+            clock_log: None,
+        }
+    }
+
+    /// A model that also keeps, per vertex, the work on every clock (cpu, awake, wall)
+    /// and the raw clocks of the program arc that ends there (for the what-if replay).
+    pub fn with_clocks() -> Self {
+        GraphModel {
+            clock_log: Some(ClockLog::default()),
+            ..Self::new()
+        }
+    }
+
+    /// A new vertex for the current record on thread `tid`, after the work pending.
+    fn cut(&mut self, tid: u32, made: Made) -> VertexId {
+        let v = self.b.add_vertex(Vertex {
+            ts_ns: self.at.ts_ns,
+            tid,
+            label: label(&self.at),
+        });
+        if let Some(log) = &mut self.clock_log {
+            let pending = log.threads.get_mut(&tid).map(|p| std::mem::take(&mut p.1));
+            log.per_vertex.resize(v as usize + 1, Clocks::default());
+            log.per_vertex[v as usize] = pending.unwrap_or_default();
+        }
+        let t = self.threads.get_mut(&tid).expect("thread advanced first");
+        self.b
+            .add_arc(t.cur, v, t.pending, t.context, ArcKind::Program);
+        t.cur = v;
+        t.made = made;
+        t.made_at = self.serial;
+        t.pending = 0;
+        v
+    }
+
+    fn set_context(&mut self, tid: u32) {
+        let id = self.b.context_of(self.threads[&tid].stack.clone());
+        self.threads.get_mut(&tid).unwrap().context = id;
+    }
+
+    /// Ends the graph: the last events of live threads for which `counts` holds, and of
+    /// ended threads of participant processes (of any process without participants), may
+    /// end the critical path.
+    /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
+    /// when known.
+    pub fn message_arcs(&self) -> &HashMap<(VertexId, VertexId), Option<u64>> {
+        &self.message_arcs
+    }
+
+    /// Vertices where a process's parallel section begins or ends.
+    pub fn milestones(&self) -> &[(VertexId, Milestone)] {
+        &self.milestones
+    }
+
+    pub fn finish(self, only_participants: bool, counts: &dyn Fn(u32) -> bool) -> Graph {
+        self.finish_with_clocks(only_participants, counts).0
+    }
+
+    /// [`Self::finish`], and per vertex the clocks of the program arc ending there (empty
+    /// without [`Self::with_clocks`]).
+    pub fn finish_with_clocks(
+        mut self,
+        only_participants: bool,
+        counts: &dyn Fn(u32) -> bool,
+    ) -> (Graph, Vec<Clocks>) {
+        let mut live: Vec<u32> = self.threads.keys().copied().collect();
+        live.sort_unstable();
+        for tid in live {
+            let t = &self.threads[&tid];
+            // Work after a thread's last record is stamped with the last record seen.
+            let v = if t.pending > 0 {
+                self.cut(tid, Made::Cut)
+            } else {
+                t.cur
+            };
+            if counts(tid) {
+                self.b.mark_end(v);
+            }
+        }
+        for &(v, participant) in &self.ended {
+            if participant || !only_participants {
+                self.b.mark_end(v);
+            }
+        }
+        let clocks = self
+            .clock_log
+            .take()
+            .map(|l| l.per_vertex)
+            .unwrap_or_default();
+        (self.b.finish(), clocks)
+    }
+
+    pub fn vertex_count(&self) -> usize {
+        self.b.vertex_count()
+    }
+
+    pub fn arc_count(&self) -> usize {
+        self.b.arc_count()
+    }
+}
+
+impl PathModel for GraphModel {
+    type Mark = VertexId;
+
+    fn set_procedures(&mut self, _n: usize) {}
+
+    fn all_clocks(&self) -> bool {
+        self.clock_log.is_some()
+    }
+
+    fn advance_clocks(&mut self, tid: u32, work: u64, clocks: &Clocks, at: &EventHeader) {
+        if let Some(log) = &mut self.clock_log {
+            let (last, pending) = log
+                .threads
+                .entry(tid)
+                .or_insert((*clocks, Clocks::default()));
+            pending.add_since(last, clocks);
+        }
+        self.advance(tid, work, at);
+    }
+
+    fn advance(&mut self, tid: u32, work: u64, at: &EventHeader) {
+        self.at = *at;
+        self.serial += 1;
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.pending += work.saturating_sub(t.last_work);
+            t.last_work = t.last_work.max(work);
+            return;
+        }
+        // A thread's path starts at its first event (tracing may begin mid-run).
+        let v = self.b.add_vertex(Vertex {
+            ts_ns: at.ts_ns,
+            tid,
+            label: label(at),
+        });
+        self.threads.insert(
+            tid,
+            ThreadTrack {
+                cur: v,
+                made: Made::Cut,
+                made_at: self.serial,
+                pending: 0,
+                last_work: work,
+                stack: Vec::new(),
+                context: NO_PROCEDURE,
+            },
+        );
+    }
+
+    fn enter(&mut self, tid: u32, p: usize) {
+        self.cut(tid, Made::Cut);
+        self.threads.get_mut(&tid).unwrap().stack.push(p);
+        self.set_context(tid);
+    }
+
+    fn exit(&mut self, tid: u32, p: usize) {
+        let t = self.threads.get_mut(&tid).unwrap();
+        // A procedure entered before tracing began exits without an entry: ignore it.
+        let Some(i) = t.stack.iter().rposition(|&q| q == p) else {
+            return;
+        };
+        self.cut(tid, Made::Cut);
+        self.threads.get_mut(&tid).unwrap().stack.remove(i);
+        self.set_context(tid);
+    }
+
+    fn snapshot(&mut self, tid: u32) -> VertexId {
+        let t = &self.threads[&tid];
+        if t.made_at == self.serial && t.pending == 0 && t.made != Made::Cut {
+            let v = t.cur;
+            self.threads.get_mut(&tid).unwrap().made = Made::Snapshot;
+            return v;
+        }
+        self.cut(tid, Made::Snapshot)
+    }
+
+    fn merge(&mut self, tid: u32, incoming: &VertexId) {
+        let t = &self.threads[&tid];
+        // Several dependencies of one event (a collective's exit) share its vertex, as
+        // long as nothing depends on that vertex yet.
+        let v = if t.made == Made::Merge && t.made_at == self.serial && t.pending == 0 {
+            t.cur
+        } else {
+            self.cut(tid, Made::Merge)
+        };
+        if *incoming < v {
+            self.b
+                .add_arc(*incoming, v, 0, NO_PROCEDURE, ArcKind::Dependency);
+        }
+    }
+
+    fn merge_message(&mut self, tid: u32, incoming: &VertexId, bytes: Option<u64>) {
+        self.merge(tid, incoming);
+        let v = self.threads[&tid].cur;
+        if *incoming < v {
+            self.message_arcs.insert((*incoming, v), bytes);
+        }
+    }
+
+    fn milestone(&mut self, tid: u32, m: Milestone) {
+        let v = self.cut(tid, Made::Cut);
+        self.milestones.push((v, m));
+    }
+
+    fn end_thread(&mut self, tid: u32, participant: bool) {
+        if !self.threads.contains_key(&tid) {
+            return;
+        }
+        let v = self.cut(tid, Made::Cut);
+        self.threads.remove(&tid);
+        if let Some(log) = &mut self.clock_log {
+            log.threads.remove(&tid);
+        }
+        self.ended.push((v, participant));
+    }
+
+    fn threads_held(&self) -> usize {
+        self.threads.len()
+    }
+}
+
+/// A process as the reports name it.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ProcessLabel {
+    pub pid: u32,
+    pub command: String,
+    pub rank: Option<i32>,
+}
+
+/// A recording's graph and what the reports need to name its parts.
+pub struct RecordedGraph {
+    pub graph: Graph,
+    pub clock: ClockKind,
+    /// Selected procedures, by `ProcId`.
+    pub procedures: Vec<String>,
+    /// Process of every thread seen.
+    pub thread_pids: HashMap<u32, u32>,
+    pub processes: HashMap<u32, ProcessLabel>,
+    /// Processes of the program (they call MPI/PVM or a selected procedure), sorted.
+    pub participants: Vec<u32>,
+    pub messages: MatchStats,
+    /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
+    /// when known (what a network cost table applies to).
+    pub message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
+    /// Vertices where a process's parallel section begins (MPI_Init returns) or ends
+    /// (MPI_Finalize is called).
+    pub milestones: Vec<(VertexId, Milestone)>,
+    /// With [`Self::read_with_clocks`]: per vertex, the work on every clock and the raw
+    /// clocks of the program arc ending there (see [`GraphModel::with_clocks`]).
+    pub vertex_clocks: Vec<Clocks>,
+    pub events: u64,
+    pub lost: u64,
+    pub first_ts: u64,
+    pub last_ts: u64,
+}
+
+impl RecordedGraph {
+    /// Reads a recording through the same pipeline as `tracer analyze`.
+    pub fn read(reader: &mut RecordingReader, clock: ClockKind) -> Result<Self, RecordingError> {
+        Self::read_model(reader, clock, GraphModel::new())
+    }
+
+    /// [`Self::read`] with the cpu clock, keeping every clock per vertex
+    /// ([`Self::vertex_clocks`], for the what-if replay).
+    pub fn read_with_clocks(reader: &mut RecordingReader) -> Result<Self, RecordingError> {
+        Self::read_model(reader, ClockKind::Cpu, GraphModel::with_clocks())
+    }
+
+    fn read_model(
+        reader: &mut RecordingReader,
+        clock: ClockKind,
+        model: GraphModel,
+    ) -> Result<Self, RecordingError> {
+        let mut b = Self::builder(clock, model);
+        while let Some(item) = reader.next_item()? {
+            b.item(&item);
+        }
+        let lost = reader.trailer.as_ref().map(|t| t.events_lost).unwrap_or(0);
+        Ok(b.finish(lost))
+    }
+
+    /// Builds the graph of items already in memory (tests, synthetic streams).
+    pub fn from_items(items: &[Item], clock: ClockKind) -> Self {
+        Self::from_items_model(items, clock, GraphModel::new())
+    }
+
+    /// [`Self::from_items`] with every clock per vertex (see [`Self::read_with_clocks`]).
+    pub fn from_items_with_clocks(items: &[Item]) -> Self {
+        Self::from_items_model(items, ClockKind::Cpu, GraphModel::with_clocks())
+    }
+
+    fn from_items_model(items: &[Item], clock: ClockKind, model: GraphModel) -> Self {
+        let mut b = Self::builder(clock, model);
+        for item in items {
+            b.item(item);
+        }
+        b.finish(0)
+    }
+
+    fn builder(clock: ClockKind, model: GraphModel) -> RecordedGraphBuilder {
+        RecordedGraphBuilder {
+            pipeline: Pipeline::with_model(clock, model),
+            clock,
+            processes: HashMap::new(),
+        }
+    }
+
+    pub fn pid_of(&self, tid: u32) -> u32 {
+        self.thread_pids.get(&tid).copied().unwrap_or(0)
+    }
+}
+
+/// Items in, a [`RecordedGraph`] out: the analysis pipeline with the graph model, and
+/// the names of the processes.
+struct RecordedGraphBuilder {
+    pipeline: Pipeline<GraphModel>,
+    clock: ClockKind,
+    processes: HashMap<u32, ProcessLabel>,
+}
+
+impl RecordedGraphBuilder {
+    fn item(&mut self, item: &Item) {
+        if let Item::Process(p) = item {
+            let e = self.processes.entry(p.pid).or_default();
+            e.pid = p.pid;
+            if !p.command.is_empty() {
+                e.command = p.command.clone();
+            }
+            e.rank = p.env_rank.or(e.rank);
+        }
+        self.pipeline.item(item);
+    }
+
+    fn finish(mut self, lost: u64) -> RecordedGraph {
+        let (clock, mut processes) = (self.clock, self.processes);
+        self.pipeline.flush();
+        let a = self.pipeline.analyzer;
+        let only = a.has_participants();
+        let messages = a.matcher.final_stats();
+        for (&pid, p) in processes.iter_mut() {
+            if let Some(r) = a.matcher.directory.world_rank(pid) {
+                p.rank = Some(r);
+            }
+        }
+        let thread_pids = a.thread_pids().iter().map(|(&t, &p)| (t, p)).collect();
+        let counted: std::collections::HashSet<u32> = a
+            .engine
+            .threads
+            .keys()
+            .copied()
+            .filter(|&tid| a.counts(tid))
+            .collect();
+        let procedures = a.procedures.names.clone();
+        let (events, first_ts, last_ts) = (a.events, a.first_ts.unwrap_or(0), a.last_ts);
+        let message_arcs = a.engine.message_arcs().clone();
+        let milestones = a.engine.milestones().to_vec();
+        let mut participants: Vec<u32> = a.participants().iter().copied().collect();
+        participants.sort_unstable();
+        let (graph, vertex_clocks) = a
+            .engine
+            .finish_with_clocks(only, &|tid| counted.contains(&tid));
+        RecordedGraph {
+            graph,
+            clock,
+            procedures,
+            thread_pids,
+            processes,
+            participants,
+            messages,
+            message_arcs,
+            milestones,
+            vertex_clocks,
+            events,
+            lost,
+            first_ts,
+            last_ts,
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! What to trace and where to probe it: processes (/proc), ELF symbol tables, the MPI,
+//! PVM, C and OpenMP libraries a program uses, and the procedures `--func` selects.
+
+pub mod candidates;
+pub mod funcs;
+pub mod libraries;
+pub mod openmp;
+pub mod procfs;
+pub mod symbols;
