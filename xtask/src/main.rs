@@ -22,12 +22,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Install Debian packages, the nightly's rust-src and bpf-linker (idempotent).
+    /// Install Debian packages, clippy and rustfmt, the nightly's rust-src and bpf-linker
+    /// (idempotent).
     Setup,
     /// Build the tracer (release) and the test programs.
     Build,
-    /// Run every test: unit tests, then the root-only integration tests.
+    /// Run every test: rustfmt and clippy checks (as `lint`), unit tests, then the
+    /// root-only integration tests.
     Test,
+    /// Only the checks `test` starts with: `cargo fmt --all --check`, then `cargo clippy
+    /// --all-targets -- -D warnings` on the host crates.
+    Lint,
     /// Trace a bundled MPI program and print what the tracer found.
     Demo,
     /// The overhead and throughput suite (docs/benchmarks.md): probe cost against empty
@@ -72,6 +77,7 @@ fn main() -> Result<()> {
         Cmd::Setup => setup::setup(),
         Cmd::Build => build::build(),
         Cmd::Test => test::test(),
+        Cmd::Lint => test::lint(),
         Cmd::Demo => demo::demo(),
         Cmd::Bench {
             graph_only: true, ..

@@ -1,5 +1,5 @@
-//! `cargo xtask setup`: installs what a fresh machine lacks (Debian packages, the
-//! nightly's rust-src, bpf-linker); idempotent and quick when it is all there. `build`,
+//! `cargo xtask setup`: installs what a fresh machine lacks (Debian packages, clippy and
+//! rustfmt, the nightly's rust-src, bpf-linker); idempotent and quick when it is all there. `build`,
 //! `test`, `demo` and `bench` run it first.
 
 use std::path::PathBuf;
@@ -29,9 +29,11 @@ const PACKAGES: &[&str] = &[
     "python3-mpi4py",
 ];
 
-/// `cargo xtask setup`: the Debian packages, the nightly's rust-src, bpf-linker.
+/// `cargo xtask setup`: the Debian packages, clippy and rustfmt, the nightly's rust-src,
+/// bpf-linker.
 pub fn setup() -> Result<()> {
     install_packages()?;
+    install_lint_tools()?;
     install_rust_src()?;
     install_bpf_linker()?;
     Ok(())
@@ -54,6 +56,22 @@ fn install_packages() -> Result<()> {
         .args(["install", "-y", "-qq", "--no-install-recommends"])
         .args(&missing)
         .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// clippy and rustfmt for the toolchain cargo runs with (`test` and `lint` check with
+/// them); a minimal rustup profile lacks them.
+fn install_lint_tools() -> Result<()> {
+    let installed = output(Command::new("rustup").args(["component", "list", "--installed"]))?;
+    let missing: Vec<&str> = ["clippy", "rustfmt"]
+        .into_iter()
+        .filter(|c| !installed.lines().any(|l| l.starts_with(&format!("{c}-"))))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    run(Command::new("rustup")
+        .args(["component", "add"])
+        .args(&missing))
 }
 
 fn install_rust_src() -> Result<()> {
