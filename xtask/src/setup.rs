@@ -1,6 +1,6 @@
 //! `cargo xtask setup`: installs what a fresh machine lacks (Debian packages, clippy and
-//! rustfmt, the nightly's rust-src, bpf-linker); idempotent and quick when it is all there. `build`,
-//! `test`, `demo` and `bench` run it first.
+//! rustfmt, the nightly's rust-src, bpf-linker); idempotent and quick when it is all
+//! there. `build`, `test`, `lint`, `demo` and `bench` run it first.
 
 use std::path::PathBuf;
 use std::process::Command;

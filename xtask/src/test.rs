@@ -71,6 +71,6 @@ fn check(cmd: &mut Command, what: &str) -> Result<()> {
     match cmd.status() {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => bail!("{what} [{s}]"),
-        Err(e) => bail!("xtask: could not run {cmd:?}: {e}"),
+        Err(e) => bail!("could not run {cmd:?}: {e}"),
     }
 }
