@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::build::build_release;
+use crate::setup::setup;
+use crate::util::{output, root, run};
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 pub enum Stage {
     Floor,
@@ -58,7 +62,69 @@ pub struct Env {
     pub scratch: PathBuf,
 }
 
-pub fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
+/// `cargo xtask bench`: the overhead and throughput suite, then the offline graph
+/// analyses.
+pub fn bench(only: &[Stage], opts: &Options) -> Result<()> {
+    let all = [
+        Stage::Floor,
+        Stage::Slowdown,
+        Stage::Throughput,
+        Stage::Flood,
+        Stage::Memory,
+        Stage::Size,
+        Stage::Graph,
+    ];
+    let stages: Vec<Stage> = if only.is_empty() {
+        all.to_vec()
+    } else {
+        all.into_iter().filter(|s| only.contains(s)).collect()
+    };
+    if stages.iter().any(|s| *s != Stage::Graph) {
+        setup()?;
+        build_release()?;
+        let target = target_dir(&root());
+        let programs = target.join("test-programs");
+        run(Command::new("make")
+            .current_dir(root().join("tests/programs"))
+            .arg(format!("OUT={}", programs.display()))
+            .arg("-s"))?;
+        let scratch = std::env::temp_dir().join("tracer-bench");
+        std::fs::create_dir_all(&scratch)?;
+        let env = Env {
+            tracer: std::env::var_os("XTASK_BENCH_TRACER")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| target.join("release/tracer")),
+            baseline: std::env::var_os("XTASK_BENCH_BASELINE").map(PathBuf::from),
+            programs,
+            scratch,
+        };
+        for &stage in stages.iter().filter(|s| **s != Stage::Graph) {
+            run_stage(stage, &env, opts)?;
+        }
+    }
+    if stages.contains(&Stage::Graph) {
+        graph_bench()?;
+    }
+    Ok(())
+}
+
+/// The offline graph analyses (graph building, critical path method, k longest paths
+/// against a baseline, maximum benefit) on a synthetic 10-million-arc trace graph, each
+/// step in a process of its own (docs/benchmarks.md, "Offline graph analyses").
+pub fn graph_bench() -> Result<()> {
+    run(Command::new("cargo").current_dir(root()).args([
+        "run",
+        "--release",
+        "-p",
+        "tracer-user",
+        "--example",
+        "graph_bench",
+        "--",
+        "suite",
+    ]))
+}
+
+fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
     println!("\n## {stage:?} ({})\n", today());
     match stage {
         Stage::Floor => floor(env, o.reps.unwrap_or(5)),
@@ -84,7 +150,7 @@ pub fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
         Stage::Flood => flood(env, o.flood_rate, o.flood_secs),
         Stage::Memory => memory(env, o.reps.unwrap_or(2), o.memory_secs),
         Stage::Size => size(env, o.flood_rate),
-        Stage::Graph => unreachable!("the graph stage is run by main"),
+        Stage::Graph => unreachable!("the graph stage is run by bench()"),
     }
 }
 
@@ -128,19 +194,6 @@ fn command(env: &Env, mode: Mode, extra: &[String], argv: &[String], pin: bool) 
     let mut c = Command::new(&all[0]);
     c.args(&all[1..]);
     c
-}
-
-/// Runs a command, returns its stdout; fails with its stderr.
-fn output(cmd: &mut Command) -> Result<String> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// `name=<number>` from a program's output.

@@ -1,0 +1,33 @@
+//! `cargo xtask build`: the tracer (release) and the C/MPI/PVM test programs.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::Result;
+
+use crate::setup::setup;
+use crate::util::{root, run};
+
+/// `cargo xtask build`: setup, then the tracer and the test programs.
+pub fn build() -> Result<()> {
+    setup()?;
+    build_release()?;
+    build_programs().map(|_| ())
+}
+
+/// The tracer, optimized (`target/release/tracer`), with the probes embedded.
+pub fn build_release() -> Result<()> {
+    run(Command::new("cargo")
+        .current_dir(root())
+        .args(["build", "--release", "-p", "tracer-user"]))
+}
+
+/// Builds the C/MPI/PVM test programs; returns their directory.
+pub fn build_programs() -> Result<PathBuf> {
+    let out = root().join("target/test-programs");
+    run(Command::new("make")
+        .current_dir(root().join("tests/programs"))
+        .arg(format!("OUT={}", out.display()))
+        .arg("-s"))?;
+    Ok(out)
+}

@@ -1,0 +1,165 @@
+//! `cargo xtask setup`: installs what a fresh machine lacks (Debian packages, clippy and
+//! rustfmt, the nightly's rust-src, bpf-linker); idempotent and quick when it is all
+//! there. `build`, `test`, `lint`, `demo` and `bench` run it first.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+use crate::util::{output, run};
+
+/// Debian packages: the parallel runtimes the tests trace, and tools.
+const PACKAGES: &[&str] = &[
+    "openmpi-bin",
+    "libopenmpi-dev",
+    "mpich",
+    "libmpich-dev",
+    "pvm",
+    "pvm-dev",
+    "pvm-examples",
+    "make",
+    "gfortran",
+    "gcc",
+    "bpftool",
+    "time",
+    // Real applications the tests trace (tests/tests/applications.rs).
+    "lammps",
+    "hpcc",
+    "python3-mpi4py",
+];
+
+/// `cargo xtask setup`: the Debian packages, clippy and rustfmt, the nightly's rust-src,
+/// bpf-linker.
+pub fn setup() -> Result<()> {
+    install_packages()?;
+    install_lint_tools()?;
+    install_rust_src()?;
+    install_bpf_linker()?;
+    Ok(())
+}
+
+fn install_packages() -> Result<()> {
+    let missing: Vec<&str> = PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| {
+            let status = Command::new("dpkg-query").args(["-W", "-f=${Status}", p]).output();
+            !matches!(status, Ok(o) if String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// clippy and rustfmt for the toolchain cargo runs with (`test` and `lint` check with
+/// them); a minimal rustup profile lacks them.
+fn install_lint_tools() -> Result<()> {
+    let installed = output(Command::new("rustup").args(["component", "list", "--installed"]))?;
+    let missing: Vec<&str> = ["clippy", "rustfmt"]
+        .into_iter()
+        .filter(|c| !installed.lines().any(|l| l.starts_with(&format!("{c}-"))))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    run(Command::new("rustup")
+        .args(["component", "add"])
+        .args(&missing))
+}
+
+fn install_rust_src() -> Result<()> {
+    if Command::new("rustc")
+        .args(["+nightly", "--version"])
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        run(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+        ]))?;
+    }
+    let installed = output(Command::new("rustup").args([
+        "component",
+        "list",
+        "--toolchain",
+        "nightly",
+        "--installed",
+    ]))?;
+    if !installed.lines().any(|l| l.starts_with("rust-src")) {
+        run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
+    }
+    Ok(())
+}
+
+/// bpf-linker must link against the same LLVM as the nightly rustc; build it against the
+/// nightly's own libLLVM (see ../shared/docs/toolchain.md).
+fn install_bpf_linker() -> Result<()> {
+    let vv = output(Command::new("rustc").args(["+nightly", "-vV"]))?;
+    let llvm_major = vv
+        .lines()
+        .find_map(|l| l.strip_prefix("LLVM version: "))
+        .and_then(|v| v.split('.').next())
+        .context("rustc +nightly -vV printed no LLVM version")?
+        .to_string();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let prefix = PathBuf::from(&home).join(".cache/ebpf-tracer/llvm");
+    let stamp = prefix.join(format!("bpf-linker-llvm-{llvm_major}"));
+    let linker_ok = Command::new("bpf-linker")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if linker_ok && stamp.exists() {
+        return Ok(());
+    }
+    let sysroot = output(Command::new("rustc").args(["+nightly", "--print", "sysroot"]))?;
+    let lib = PathBuf::from(sysroot.trim()).join("lib");
+    let libllvm = std::fs::read_dir(&lib)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libLLVM.so."))
+        })
+        .with_context(|| format!("no libLLVM.so.* in {}", lib.display()))?;
+    let dest = prefix.join("lib");
+    std::fs::create_dir_all(&dest)?;
+    for link in [
+        dest.join(libllvm.file_name().unwrap()),
+        dest.join("libLLVM.so"),
+    ] {
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&libllvm, &link)?;
+    }
+    run(Command::new("cargo")
+        .args([
+            "+stable",
+            "install",
+            "bpf-linker",
+            "--locked",
+            "--force",
+            "--no-default-features",
+            "--features",
+        ])
+        .arg(format!("llvm-{llvm_major}"))
+        .env("LLVM_PREFIX", &prefix))?;
+    std::fs::write(&stamp, "")?;
+    Ok(())
+}

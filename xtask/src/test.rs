@@ -1,0 +1,76 @@
+//! `cargo xtask test` (what CI runs, `.ci/run`): the formatting and lint checks, then
+//! every test, unit then root-only integration. `cargo xtask lint` runs the checks alone.
+
+use std::process::Command;
+
+use anyhow::{bail, Result};
+
+use crate::build::{build_programs, build_release};
+use crate::setup::setup;
+use crate::util::{root, run};
+
+/// The crates clippy checks: all but the eBPF one (bpfel target, nightly; tracer-user's
+/// build script compiles it, with the workspace's lints).
+const HOST_CRATES: &[&str] = &["tracer-common", "tracer-user", "xtask", "tracer-tests"];
+
+/// `cargo xtask lint`: setup (clippy needs the eBPF toolchain: tracer-user's build script
+/// builds the probes), then the checks `test` runs first.
+pub fn lint() -> Result<()> {
+    setup()?;
+    checks()
+}
+
+/// `cargo xtask test`: setup, the formatting and lint checks, the test programs, the unit
+/// tests, then the release build and the integration tests.
+pub fn test() -> Result<()> {
+    setup()?;
+    checks()?;
+    build_programs()?;
+    // Unit tests: no root needed (they read installed libraries and recordings).
+    run(Command::new("cargo").current_dir(root()).args([
+        "test",
+        "-p",
+        "tracer-common",
+        "-p",
+        "tracer-user",
+    ]))?;
+    // Integration tests: real kernel, real runtimes, one at a time (2 cores), with the
+    // tracer built as users run it (tests/src/lib.rs says why).
+    build_release()?;
+    run(Command::new("cargo").current_dir(root()).args([
+        "test",
+        "-p",
+        "tracer-tests",
+        "--",
+        "--test-threads=1",
+    ]))
+}
+
+/// rustfmt, then clippy with every warning an error; each failure is one line.
+fn checks() -> Result<()> {
+    check(
+        Command::new("cargo")
+            .current_dir(root())
+            .args(["fmt", "--all", "--check"]),
+        "formatting differs from rustfmt's (`cargo fmt --all --check`, diff above): run `cargo fmt --all`",
+    )?;
+    let mut clippy = Command::new("cargo");
+    clippy.current_dir(root()).args(["clippy", "--all-targets"]);
+    for c in HOST_CRATES {
+        clippy.args(["-p", c]);
+    }
+    check(
+        clippy.args(["--", "-D", "warnings"]),
+        "clippy found problems (`cargo clippy --all-targets -- -D warnings` on the host crates, above); the lints are in Cargo.toml's [workspace.lints]",
+    )
+}
+
+/// Runs `cmd` as `run` does; on failure, says `what` in one line.
+fn check(cmd: &mut Command, what: &str) -> Result<()> {
+    eprintln!("xtask: {cmd:?}");
+    match cmd.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => bail!("{what} [{s}]"),
+        Err(e) => bail!("could not run {cmd:?}: {e}"),
+    }
+}
