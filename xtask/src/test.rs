@@ -11,7 +11,13 @@ use crate::util::{root, run};
 
 /// The crates clippy checks: all but the eBPF one (bpfel target, nightly; tracer-user's
 /// build script compiles it, with the workspace's lints).
-const HOST_CRATES: &[&str] = &["tracer-common", "tracer-user", "xtask", "tracer-tests"];
+const HOST_CRATES: &[&str] = &[
+    "tracer-common",
+    "tracer-analysis",
+    "tracer-user",
+    "xtask",
+    "tracer-tests",
+];
 
 /// `cargo xtask lint`: setup (clippy needs the eBPF toolchain: tracer-user's build script
 /// builds the probes), then the checks `test` runs first.
@@ -31,6 +37,8 @@ pub fn test() -> Result<()> {
         "test",
         "-p",
         "tracer-common",
+        "-p",
+        "tracer-analysis",
         "-p",
         "tracer-user",
     ]))?;
