@@ -15,4 +15,5 @@ pub mod format;
 pub mod graph;
 pub mod metrics;
 pub mod predict;
+pub mod report;
 pub mod symbolize;

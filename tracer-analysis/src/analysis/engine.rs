@@ -7,10 +7,7 @@ use rustc_hash::FxHashMap;
 
 use tracer_common::EventHeader;
 
-use super::model::PathModel;
-
-/// Index of a selected procedure in the profile.
-pub type ProcId = usize;
+use super::model::{PathModel, ProcId};
 
 /// What a thread knows about the longest path ending at its latest event. A send stores
 /// a copy with the message; a receive merges it.

@@ -6,7 +6,8 @@
 
 use tracer_common::EventHeader;
 
-use super::engine::ProcId;
+/// Index of a selected procedure in the profile.
+pub type ProcId = usize;
 
 /// Where a process's parallel section begins and ends (MPI_Init returns, MPI_Finalize is
 /// called): the span the what-if predictions compare, without launch and setup time.

@@ -12,13 +12,11 @@
 //! source-to-sink paths.
 
 pub mod cpm;
-pub mod diagnosis;
 pub mod kpaths;
 pub mod mbm;
 pub mod path;
 pub mod phases;
 pub mod recorded;
-pub mod report;
 pub mod whatif;
 
 #[cfg(test)]

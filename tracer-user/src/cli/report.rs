@@ -5,9 +5,9 @@ use anyhow::Context;
 use clap::Args;
 use tracer_analysis::format::recording::RecordingReader;
 use tracer_analysis::graph::recorded::RecordedGraph;
-use tracer_analysis::graph::report::{write_arcs_csv, Report, ReportOptions};
 use tracer_analysis::graph::whatif::parse_scale;
 use tracer_analysis::metrics::Metrics;
+use tracer_analysis::report::{write_arcs_csv, Report, ReportOptions};
 
 use super::analyze::Clock;
 

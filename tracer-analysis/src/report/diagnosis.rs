@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::path::{Activity, OUTSIDE};
-use super::report::Report;
+use super::types::Report;
+use crate::graph::path::{Activity, OUTSIDE};
 use crate::metrics::{Cause, Metrics};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -399,7 +399,7 @@ mod tests {
     use crate::analysis::workclock::ClockKind;
     use crate::format::synth::SyntheticRun;
     use crate::graph::recorded::RecordedGraph;
-    use crate::graph::report::ReportOptions;
+    use crate::report::ReportOptions;
 
     /// A three-stage pipeline whose middle stage is slow, and a busy procedure on the
     /// first rank that nothing waits for.

@@ -1,0 +1,627 @@
+//! The analyzer: pairs each thread's calls, keeps its work clock, matches messages and
+//! shared-memory dependencies, and tells a path model what depends on what.
+
+// The maps here are looked up several times per record, keyed by thread and process ids
+// and handles: a fast non-cryptographic hash (Fx) in place of std's SipHash, which took
+// about a tenth of the live tracer's time. The keys come from the traced programs on
+// this machine, not from an adversary, so there is no flooding to defend against.
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use tracer_common::{call, futex_waits, CallRecord, EventHeader};
+
+use super::engine::{CriticalPathEngine, PathState};
+use super::matcher::{Directory, MessageMatcher};
+use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
+use super::sync::{futex_wakes, SyncTracker};
+use super::workclock::{self, ClockKind, WorkClock};
+use crate::format::calls::{self, split_call_field, Family, Role};
+use crate::format::openmp::RegionKey;
+use crate::format::recording::{FunctionProbe, Item};
+use crate::format::records::Record;
+use crate::format::ProcessInfo;
+
+struct OpenCall {
+    entry: CallRecord,
+    handles: Vec<u64>,
+}
+
+/// What the analysis keeps per live thread.
+struct ThreadCalls {
+    clock: WorkClock,
+    /// MPI/PVM calls in progress (calls nest inside libraries).
+    open: Vec<OpenCall>,
+    /// The futex(2) operation in progress, if any.
+    futex: Option<u32>,
+    /// CPU clock at the thread's first record and at its latest.
+    first_cpu: u64,
+    cpu: u64,
+    /// Selected procedures active now, for the CPU column.
+    active: Vec<ProcId>,
+    /// Whether a record of the thread went through [`Analyzer::record`] yet.
+    analysed: bool,
+    /// The thread it cloned last: inside pthread_create, the one it creates.
+    cloned: Option<u32>,
+    /// The exited thread whose exit ended its latest futex wait (a join that blocked).
+    woken_by_exit: Option<u32>,
+}
+
+impl ThreadCalls {
+    /// Inside an MPI/PVM call (a pthread call probed with `--locks` does not count: its
+    /// futex waits and wakes are the program's own synchronization).
+    fn in_library_call(&self) -> bool {
+        self.open
+            .first()
+            .is_some_and(|c| thread_call_role(split_call_field(c.entry.header.call).0).is_none())
+    }
+}
+
+/// Whether a record shows its process is part of the program (it may end the critical
+/// path): an MPI/PVM call or a selected procedure. Launchers call pthreads too
+/// (`--locks`), which does not make them part of the program.
+pub fn makes_participant(r: &Record) -> bool {
+    match r {
+        Record::CallEnter(e) => thread_call_role(split_call_field(e.header.call).0).is_none(),
+        Record::FuncEnter(_) => true,
+        _ => false,
+    }
+}
+
+/// The role of a pthread or OpenMP call; None for MPI/PVM calls.
+fn thread_call_role(id: u16) -> Option<Role> {
+    calls::spec(id)
+        .filter(|s| matches!(s.family, Family::Threads | Family::OpenMp))
+        .map(|s| s.role)
+}
+
+/// The OpenMP region a lowered call record names.
+fn region(c: &CallRecord) -> RegionKey {
+    RegionKey {
+        function: c.comm,
+        data: c.handle,
+    }
+}
+
+/// Procedures selected with `--func`, by name (one symbol probed in two files is one
+/// procedure).
+#[derive(Default)]
+pub struct Procedures {
+    pub names: Vec<String>,
+    by_probe: FxHashMap<u16, ProcId>,
+}
+
+impl Procedures {
+    fn add(&mut self, p: &FunctionProbe) -> usize {
+        let id = match self.names.iter().position(|n| *n == p.symbol) {
+            Some(i) => i,
+            None => {
+                self.names.push(p.symbol.clone());
+                self.names.len() - 1
+            }
+        };
+        self.by_probe.insert(p.id, id);
+        self.names.len()
+    }
+}
+
+/// A thread's state, created at its first record `h`.
+fn thread_state<'a>(
+    threads: &'a mut FxHashMap<u32, ThreadCalls>,
+    pids: &mut FxHashMap<u32, u32>,
+    kind: ClockKind,
+    h: &EventHeader,
+) -> &'a mut ThreadCalls {
+    threads.entry(h.tid).or_insert_with(|| {
+        pids.insert(h.tid, h.tgid);
+        ThreadCalls {
+            clock: WorkClock::new(kind),
+            open: Vec::new(),
+            futex: None,
+            first_cpu: h.cpu_ns,
+            cpu: h.cpu_ns,
+            active: Vec::new(),
+            analysed: false,
+            cloned: None,
+            woken_by_exit: None,
+        }
+    })
+}
+
+/// Pairs calls, keeps work clocks and matches messages, and tells a [`PathModel`] (the
+/// online engine, or the graph builder) what depends on what.
+pub struct Analyzer<M: PathModel = CriticalPathEngine> {
+    clock: ClockKind,
+    pub engine: M,
+    pub matcher: MessageMatcher<M::Mark>,
+    /// Shared-memory dependencies: wakeups, thread creation, lock hand-offs.
+    pub sync: SyncTracker<M::Mark>,
+    pub procedures: Procedures,
+    threads: FxHashMap<u32, ThreadCalls>,
+    /// Process of every thread seen (kept after the thread ends, for the report).
+    thread_pids: FxHashMap<u32, u32>,
+    /// Processes of the program itself: they call MPI/PVM or a selected procedure.
+    /// When there are any, launchers and helpers (mpirun, pvmd, shells) do not compete
+    /// for the critical path.
+    participants: FxHashSet<u32>,
+    /// CPU time (not work) spent in each procedure, all threads.
+    cpu_in: Vec<u64>,
+    /// CPU time of threads that ended, while traced.
+    cpu_ended: u64,
+    pub events: u64,
+    peak_entries: usize,
+    pub first_ts: Option<u64>,
+    pub last_ts: u64,
+}
+
+impl Analyzer {
+    pub fn new(clock: ClockKind) -> Self {
+        Analyzer::with_model(clock, CriticalPathEngine::new())
+    }
+}
+
+impl<M: PathModel> Analyzer<M> {
+    pub fn with_model(clock: ClockKind, model: M) -> Self {
+        Analyzer {
+            clock,
+            engine: model,
+            matcher: MessageMatcher::new(Directory::new()),
+            sync: SyncTracker::default(),
+            procedures: Procedures::default(),
+            threads: FxHashMap::default(),
+            thread_pids: FxHashMap::default(),
+            participants: Default::default(),
+            cpu_in: Vec::new(),
+            cpu_ended: 0,
+            events: 0,
+            peak_entries: 0,
+            first_ts: None,
+            last_ts: 0,
+        }
+    }
+
+    pub fn item(&mut self, item: &Item) {
+        match item {
+            Item::Record(r) => self.record(r),
+            Item::Process(p) => self.process(p),
+            Item::Probe(p) => self.probe(p),
+        }
+    }
+
+    pub fn process(&mut self, info: &ProcessInfo) {
+        self.matcher.directory.process(info);
+    }
+
+    pub fn probe(&mut self, p: &FunctionProbe) {
+        let n = self.procedures.add(p);
+        self.engine.set_procedures(n);
+        self.cpu_in.resize(n, 0);
+    }
+
+    fn thread(&mut self, h: &EventHeader) -> &mut ThreadCalls {
+        thread_state(&mut self.threads, &mut self.thread_pids, self.clock, h)
+    }
+
+    /// Feeds one record (records must come in timestamp order; see `reorder`).
+    pub fn record(&mut self, r: &Record) {
+        let h = *r.header();
+        self.events += 1;
+        if self.events.is_multiple_of(256) {
+            self.peak_entries = self.peak_entries.max(self.entries_held());
+        }
+        self.first_ts.get_or_insert(h.ts_ns);
+        self.last_ts = self.last_ts.max(h.ts_ns);
+        match r {
+            // The header of a wakeup is the waker: a traced thread goes on below; anything
+            // else (an untraced thread, an interrupt) matters only if it is a thread that
+            // just exited and wakes its joiner.
+            Record::Wakeup(w) if !self.threads.contains_key(&h.tid) => {
+                self.exit_wakeup(h.tid, w.wakee_tid);
+                return;
+            }
+            // A new thread's first wakeup (its creation is the fork record); a switch-in
+            // may not know its process yet.
+            Record::WakeupNew(_) => return,
+            Record::SwitchIn(_) => {
+                if let Some(t) = self.threads.get_mut(&h.tid) {
+                    t.clock.switched_in(h.ts_ns);
+                    self.engine.scheduled(h.tid, Sched::Running);
+                }
+                return;
+            }
+            // The switches of a thread after its exit record (the kernel still tears it
+            // down, and may preempt it meanwhile) are no new thread's: they would start
+            // a path for the id with the teardown's CPU time as work, which the metrics
+            // do not count. A thread that reuses the id shows itself by another record.
+            Record::SwitchOut(_)
+                if !self.threads.contains_key(&h.tid) && self.sync.exited(h.tid).is_some() =>
+            {
+                return;
+            }
+            _ => {}
+        }
+        let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
+        let first = !std::mem::replace(&mut t.analysed, true);
+        t.clock.ran();
+        let clocks = if self.engine.all_clocks() {
+            t.clock.clocks(h.ts_ns, h.cpu_ns)
+        } else {
+            Clocks::default()
+        };
+        let work = t.clock.work(h.ts_ns, h.cpu_ns);
+        // CPU time inside selected procedures (any thread), for the profile's CPU column.
+        let delta = h.cpu_ns.saturating_sub(t.cpu);
+        t.cpu = t.cpu.max(h.cpu_ns);
+        for (i, &p) in t.active.iter().enumerate() {
+            if !t.active[..i].contains(&p) {
+                self.cpu_in[p] += delta;
+            }
+        }
+        if first {
+            // A thread its process created while traced starts where its creator cloned
+            // it, with all its work (its clock started at the clone).
+            if let Some(creator) = self.sync.first_event(h.tgid, h.tid) {
+                self.engine.advance_clocks(h.tid, 0, &Clocks::default(), &h);
+                self.engine.merge(h.tid, &creator);
+            }
+        }
+        self.engine.advance_clocks(h.tid, work, &clocks, &h);
+        if makes_participant(r) {
+            self.participants.insert(h.tgid);
+        }
+        match r {
+            Record::CallEnter(e) => self.call_enter(e),
+            Record::HandleArray(a) => {
+                let vals =
+                    &a.values[..(a.total.saturating_sub(a.first) as usize).min(a.values.len())];
+                let pid = h.tgid;
+                let Some(t) = self.threads.get_mut(&h.tid) else {
+                    return;
+                };
+                let outermost = t.open.len() == 1;
+                let Some(open) = t.open.last_mut() else {
+                    return;
+                };
+                open.handles.extend_from_slice(vals);
+                let id = split_call_field(open.entry.header.call).0;
+                if outermost && id == call::PVM_MCAST {
+                    let tag = open.entry.tag;
+                    let state = self.engine.snapshot(h.tid);
+                    self.matcher.on_mcast_targets(pid, tag, vals, &state);
+                } else if outermost && id == call::MPI_STARTALL {
+                    let entry = open.entry;
+                    let state = self.engine.snapshot(h.tid);
+                    self.matcher.on_startall(pid, &entry, vals, &state);
+                }
+            }
+            Record::CallExit(x) => self.call_exit(x),
+            Record::FuncEnter(_) | Record::FuncExit(_) => {
+                if let Some(&p) = self.procedures.by_probe.get(&h.call) {
+                    let active = &mut self.thread(&h).active;
+                    if matches!(r, Record::FuncEnter(_)) {
+                        active.push(p);
+                        self.engine.enter(h.tid, p);
+                    } else {
+                        if let Some(i) = active.iter().rposition(|&q| q == p) {
+                            active.remove(i);
+                        }
+                        self.engine.exit(h.tid, p);
+                    }
+                }
+            }
+            Record::FutexEnter(f) => {
+                let t = self.thread(&h);
+                t.futex = Some(f.op);
+                if futex_waits(f.op) {
+                    t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+                }
+            }
+            Record::FutexExit(_) => {
+                let t = self.thread(&h);
+                if t.futex.take().is_some_and(futex_waits) {
+                    t.clock.end_blocking(h.ts_ns, h.cpu_ns);
+                    if let Some(wake) = self.sync.wait_returned(h.tid) {
+                        self.thread(&h).woken_by_exit = wake.exited;
+                        self.engine.merge(h.tid, &wake.mark);
+                    }
+                }
+            }
+            Record::Wakeup(w) => self.futex_wakeup(h.tid, w.wakee_tid),
+            Record::SwitchOut(s) => {
+                self.thread(&h).clock.switched_out(h.ts_ns, s.prev_state);
+                let what = match s.prev_state {
+                    0 => Sched::Yielded,
+                    p if workclock::still_runnable(p) => Sched::Preempted,
+                    _ => Sched::Asleep,
+                };
+                self.engine.scheduled(h.tid, what);
+            }
+            Record::Fork(f) => {
+                self.thread(&h).cloned = Some(f.child_tid);
+                let creator = self.engine.snapshot(h.tid);
+                self.sync.clone_thread(h.tgid, f.child_tid, creator);
+            }
+            Record::Exit(_) => {
+                let last = self.engine.snapshot(h.tid);
+                self.sync.exit(h.tid, last);
+                if let Some(t) = self.threads.remove(&h.tid) {
+                    self.cpu_ended += t.cpu - t.first_cpu;
+                }
+                let participant = self.participants.contains(&h.tgid);
+                self.engine.end_thread(h.tid, participant);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether thread `tid` is blocked in a futex wait of its own: one inside an MPI/PVM
+    /// call is the library's internal synchronization (with its helper threads), which
+    /// the matcher's dependencies stand for.
+    fn in_futex_wait(&self, tid: u32) -> bool {
+        self.threads
+            .get(&tid)
+            .is_some_and(|t| !t.in_library_call() && t.futex.is_some_and(futex_waits))
+    }
+
+    /// Traced thread `waker` (advanced to this event) woke `wakee`: a dependency when the
+    /// waker is in a futex wake call and the wakee in a futex wait, neither inside an
+    /// MPI/PVM call.
+    fn futex_wakeup(&mut self, waker: u32, wakee: u32) {
+        // A wake from inside an MPI/PVM call is the library's own business too.
+        let waking = self
+            .threads
+            .get(&waker)
+            .is_some_and(|t| !t.in_library_call() && t.futex.is_some_and(futex_wakes));
+        if waking && self.in_futex_wait(wakee) {
+            let mark = self.engine.snapshot(waker);
+            self.sync.wake(wakee, mark, None);
+        }
+    }
+
+    /// A thread that exited wakes `wakee` (a join on its thread-id futex).
+    fn exit_wakeup(&mut self, waker: u32, wakee: u32) {
+        if !self.in_futex_wait(wakee) {
+            return;
+        }
+        if let Some(mark) = self.sync.exited(waker).cloned() {
+            self.sync.wake(wakee, mark, Some(waker));
+        }
+    }
+
+    fn call_enter(&mut self, e: &CallRecord) {
+        let h = e.header;
+        let (id, _) = split_call_field(h.call);
+        let t = self.thread(&h);
+        let outermost = t.open.is_empty();
+        t.open.push(OpenCall {
+            entry: *e,
+            handles: Vec::new(),
+        });
+        if !outermost {
+            return; // a call made by the library itself
+        }
+        // Every MPI/PVM call is communication, and a pthread call waits: its time is not
+        // work on the path. Creating a thread is the creator's work.
+        if calls::waits(id) {
+            t.clock.begin_blocking(h.ts_ns, h.cpu_ns);
+        }
+        if id == call::MPI_FINALIZE {
+            self.engine.milestone(h.tid, Milestone::Finalizing);
+        }
+        if let Some(role) = thread_call_role(id) {
+            self.lock_call_enter(role, e);
+            return;
+        }
+        let state =
+            MessageMatcher::<M::Mark>::wants_snapshot(id).then(|| self.engine.snapshot(h.tid));
+        self.matcher.on_enter(h.tgid, e, state);
+    }
+
+    /// A pthread call begins: a release (an unlock, or the mutex a condition wait gives
+    /// up) or a signal is what the next acquisition or wake-up depends on.
+    fn lock_call_enter(&mut self, role: Role, e: &CallRecord) {
+        let h = e.header;
+        match role {
+            Role::LockRelease => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.release(h.tgid, e.handle, mark);
+            }
+            Role::CondWait => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.release(h.tgid, e.comm, mark);
+            }
+            Role::CondSignal => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.signal(h.tgid, e.handle, h.ts_ns, mark);
+            }
+            Role::ThreadJoin => self.thread(&h).woken_by_exit = None,
+            Role::SemPost => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.sem_post(h.tgid, e.handle, mark);
+            }
+            // OpenMP (lowered records): a thread's part of a region ended, or it arrived
+            // at a barrier. A wait resumed after a task is neither.
+            Role::OmpJoin | Role::OmpIdle if e.peer == 0 => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.omp_arrived(h.tgid, region(e), mark);
+            }
+            Role::OmpBarrier if e.peer == 0 => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync
+                    .omp_barrier_arrived(h.tgid, region(e), e.tag, mark);
+            }
+            _ => {}
+        }
+    }
+
+    /// A pthread call returns: an acquisition depends on the lock's previous release, a
+    /// condition wait on the signal since it began and on its mutex's release.
+    fn lock_call_exit(&mut self, role: Role, entry: &CallRecord, x: &CallRecord) {
+        let h = x.header;
+        let mut incoming = Vec::new();
+        match role {
+            // Trylock returns non-zero when it did not take the lock.
+            Role::LockAcquire if x.ret == 0 => {
+                incoming.extend(self.sync.acquire(h.tgid, entry.handle));
+            }
+            Role::CondWait => {
+                let since = entry.header.ts_ns;
+                incoming.extend(self.sync.cond_returned(h.tgid, entry.handle, since));
+                incoming.extend(self.sync.acquire(h.tgid, entry.comm));
+            }
+            Role::SemInit if x.ret == 0 => {
+                self.sync
+                    .sem_init(h.tgid, entry.handle, entry.peer.max(0) as u64);
+            }
+            Role::SemWait if x.ret == 0 => {
+                incoming.extend(self.sync.sem_taken(h.tgid, entry.handle));
+            }
+            Role::ThreadCreate if x.ret == 0 => {
+                if let Some(child) = self.thread(&h).cloned.take() {
+                    self.sync.created(h.tgid, x.handle, child);
+                }
+            }
+            // The joiner goes on after the joined thread's end, whether or not it had to
+            // wait for it (a join of a thread that has exited, or a try-join, does not):
+            // a dependency unless the thread's exit already woke it from its wait here.
+            Role::ThreadJoin if x.ret == 0 => {
+                let woken_by = self.thread(&h).woken_by_exit.take();
+                if let Some(joined) = self.sync.joined(h.tgid, entry.handle) {
+                    if woken_by != Some(joined.tid) {
+                        incoming.push(joined.end);
+                    }
+                }
+            }
+            // OpenMP: the fork is what the workers' parts depend on; the end of a region
+            // and a barrier's exit depend on every arrival. (A wait suspended for a task
+            // is not released.)
+            Role::OmpFork => {
+                let mark = self.engine.snapshot(h.tid);
+                self.sync.omp_fork(h.tgid, region(entry), mark);
+            }
+            Role::OmpIdle if x.peer == 0 => {
+                incoming.extend(self.sync.omp_started(h.tgid, region(x)));
+            }
+            Role::OmpJoin if x.peer == 0 => {
+                incoming.extend(self.sync.omp_joined(h.tgid, region(entry)));
+            }
+            Role::OmpBarrier if x.peer == 0 => {
+                incoming.extend(self.sync.omp_barrier_left(h.tgid, region(entry), entry.tag));
+            }
+            _ => {}
+        }
+        for m in &incoming {
+            self.engine.merge(h.tid, m);
+        }
+    }
+
+    fn call_exit(&mut self, x: &CallRecord) {
+        let h = x.header;
+        let t = self.thread(&h);
+        let Some(open) = t.open.pop() else { return };
+        if !t.open.is_empty() {
+            return;
+        }
+        let (id, _) = split_call_field(open.entry.header.call);
+        if calls::waits(id) {
+            t.clock.end_blocking(h.ts_ns, h.cpu_ns);
+        }
+        let pid = h.tgid;
+        if let Some(role) = thread_call_role(id) {
+            self.lock_call_exit(role, &open.entry, x);
+            return;
+        }
+        if calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
+            self.matcher
+                .directory
+                .setup_call(pid, &open.entry, x, &open.handles);
+            if matches!(id, call::MPI_INIT | call::MPI_INIT_THREAD) {
+                self.engine.milestone(h.tid, Milestone::Initialized);
+            }
+        }
+        // Bytes received (from the status), else the bytes the call was given.
+        let bytes = [x.bytes, open.entry.bytes]
+            .into_iter()
+            .find(|&b| b >= 0)
+            .map(|b| b as u64);
+        for incoming in self.matcher.on_exit(pid, &open.entry, &open.handles, x) {
+            self.engine.merge_message(h.tid, &incoming, bytes);
+        }
+    }
+
+    /// Whether thread `tid` may end the critical path: when the trace has participants
+    /// (processes that call MPI/PVM or a selected procedure), only their threads may.
+    pub fn counts(&self, tid: u32) -> bool {
+        self.counts_if(tid, !self.participants.is_empty())
+    }
+
+    /// Processes of the program itself (see `participants`).
+    pub fn participants(&self) -> &FxHashSet<u32> {
+        &self.participants
+    }
+
+    /// Whether the trace has participant processes.
+    pub fn has_participants(&self) -> bool {
+        !self.participants.is_empty()
+    }
+
+    fn counts_if(&self, tid: u32, only_participants: bool) -> bool {
+        !only_participants
+            || self
+                .thread_pids
+                .get(&tid)
+                .is_some_and(|p| self.participants.contains(p))
+    }
+
+    /// CPU time of all traced threads while they were traced.
+    pub fn cpu_total(&self) -> u64 {
+        self.cpu_ended
+            + self
+                .threads
+                .values()
+                .map(|t| t.cpu - t.first_cpu)
+                .sum::<u64>()
+    }
+
+    /// The process of a thread, if it was seen.
+    pub fn pid_of(&self, tid: u32) -> Option<u32> {
+        self.thread_pids.get(&tid).copied()
+    }
+
+    /// Every thread seen and its process.
+    pub fn thread_pids(&self) -> &FxHashMap<u32, u32> {
+        &self.thread_pids
+    }
+
+    /// CPU time spent inside procedure `p` by all threads.
+    pub fn cpu_in(&self, p: ProcId) -> u64 {
+        self.cpu_in.get(p).copied().unwrap_or(0)
+    }
+
+    /// The most entries held at any sample point (every 256 records).
+    pub fn peak_entries(&self) -> usize {
+        self.peak_entries.max(self.entries_held())
+    }
+
+    /// Entries the analysis holds (threads, messages in flight, open requests and
+    /// collectives): bounded by the program's shape, not by the length of the run.
+    pub fn entries_held(&self) -> usize {
+        self.engine.threads_held()
+            + self.threads.len()
+            + self.matcher.entries_held()
+            + self.sync.entries_held()
+    }
+}
+
+impl Analyzer<CriticalPathEngine> {
+    /// The critical path so far: the thread it ends in and the path.
+    pub fn critical(&self) -> Option<(u32, PathState)> {
+        let only = !self.participants.is_empty();
+        self.engine.critical(&|tid| self.counts_if(tid, only), only)
+    }
+
+    /// Length of the critical path if procedure `p` took no time.
+    pub fn zeroed_length(&self, p: ProcId) -> u64 {
+        let only = !self.participants.is_empty();
+        self.engine
+            .zeroed_length(p, &|tid| self.counts_if(tid, only), only)
+    }
+}

@@ -1,0 +1,13 @@
+//! `tracer report`: the offline answers on a recording's graph, as a text report and as
+//! JSON (schema: docs/report-json.md), with a diagnosis in words.
+
+mod build;
+mod csv;
+pub mod diagnosis;
+#[cfg(test)]
+mod tests;
+mod text;
+mod types;
+
+pub use csv::write_arcs_csv;
+pub use types::*;

@@ -1,0 +1,148 @@
+//! What a report says: the types `tracer report --json` writes (docs/report-json.md).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::diagnosis::Finding;
+use crate::analysis::matcher::MatchStats;
+use crate::analysis::profile::CriticalPath;
+use crate::graph::path::{Activity, PathTotals};
+use crate::graph::whatif::Scale;
+use crate::metrics::Metrics;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub struct ReportOptions {
+    /// How many longest paths to find (1 = the critical path only).
+    pub paths: usize,
+    /// What-if edits, applied together.
+    pub scales: Vec<Scale>,
+    /// Phases: least number of occurrences, longest pattern, how many to list.
+    pub phase_support: usize,
+    pub phase_max_len: usize,
+    pub phase_limit: usize,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            paths: 10,
+            scales: Vec::new(),
+            phase_support: 2,
+            phase_max_len: 16,
+            phase_limit: 5,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub clock: String,
+    /// Findings in words, most important first (see `diagnosis`).
+    pub diagnosis: Vec<Finding>,
+    pub critical_path: PathHeader,
+    /// The path itself, first activity first.
+    pub activities: Vec<Activity>,
+    pub totals: PathTotals,
+    /// Per selected procedure (and the work outside them), largest share first.
+    pub procedures: Vec<ProcedureRow>,
+    pub processes: Vec<ProcessRow>,
+    pub threads: Vec<ThreadRow>,
+    pub near_critical_paths: Vec<NearPath>,
+    pub whatif: Option<WhatIf>,
+    pub phases: Vec<PhaseRow>,
+    pub messages: MatchStats,
+    /// Metrics by level (docs/metrics.md), when computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Metrics>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PathHeader {
+    /// Length, elapsed time and where the path ends, as in the online profile.
+    #[serde(flatten)]
+    pub path: CriticalPath,
+    pub vertices: usize,
+    pub arcs: usize,
+    pub events: u64,
+    pub lost: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcedureRow {
+    pub name: String,
+    /// Time of the critical path inside the procedure (callees included).
+    pub cp_ns: u64,
+    pub cp_pct: f64,
+    pub cp_exclusive_ns: u64,
+    /// Work in the procedure (callees included) by all threads, and its share of all
+    /// work.
+    pub work_ns: u64,
+    pub work_pct: f64,
+    /// How much shorter the critical path gets if the procedure took no time (exact:
+    /// the path recomputed on the graph with the procedure's arcs weighted 0).
+    pub zeroing_ns: u64,
+    pub zeroing_pct: f64,
+    /// Maximum benefit over the k longest paths (an upper bound on the gain that tuning
+    /// the procedure can buy, judged by the paths found).
+    pub mbm_ns: u64,
+    pub mbm_pct: f64,
+    /// Whether `mbm_ns` is exactly the zeroing gain (the k paths cover every path that
+    /// could matter); otherwise it is an upper bound.
+    pub mbm_exact: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessRow {
+    pub pid: u32,
+    pub rank: Option<i32>,
+    pub command: String,
+    pub cp_ns: u64,
+    pub cp_pct: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadRow {
+    pub tid: u32,
+    pub pid: u32,
+    /// Work of the thread on the critical path and in all.
+    pub cp_ns: u64,
+    pub work_ns: u64,
+    /// Least total slack of the thread's work: how much it could be delayed without
+    /// lengthening the path (0 for threads on the critical path); None if none of its
+    /// work reaches the path's end.
+    pub min_slack_ns: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct NearPath {
+    pub rank: usize,
+    pub length_ns: u64,
+    /// Length as a percentage of the critical path's.
+    pub pct: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WhatIf {
+    /// (procedure, factor) edits applied together.
+    pub scales: Vec<(String, f64)>,
+    pub measured_ns: u64,
+    pub predicted_ns: u64,
+    pub gain_ns: u64,
+    pub gain_pct: f64,
+    /// Work on the new critical path by procedure (inclusive), and where it ends.
+    pub by_procedure: BTreeMap<String, u64>,
+    pub ends_in_tid: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseRow {
+    /// Activity types (procedure names and waits) in order.
+    pub pattern: Vec<String>,
+    pub count: usize,
+    pub score: u64,
+    /// Probe clock at the start of each occurrence.
+    pub starts_ns: Vec<u64>,
+}
