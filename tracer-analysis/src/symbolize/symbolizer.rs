@@ -1,0 +1,246 @@
+//! The symbolizer: recorded addresses to functions, files and lines.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use blazesym::symbolize::{self, source, Input, Symbolized};
+
+use super::layout::ElfLayout;
+use super::types::{CodeLocation, SymbolizeError};
+use crate::format::Mapping;
+
+/// Symbolizes code addresses of recorded processes. Keeps what it learnt per file (the
+/// program headers here, symbols and line tables inside blazesym), so symbolizing every
+/// call site of a long recording reads each file once.
+pub struct Symbolizer {
+    inner: symbolize::Symbolizer,
+    /// None: the file is gone or not an ELF file (asked once).
+    layouts: HashMap<String, Option<ElfLayout>>,
+}
+
+impl Default for Symbolizer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Symbolizer {
+    pub fn new() -> Self {
+        Symbolizer {
+            // The files are read again only if they change; inlined functions are wanted
+            // (a call site inside an inlined helper belongs to the helper's source line).
+            inner: symbolize::Symbolizer::builder()
+                .enable_code_info(true)
+                .enable_inlined_fns(true)
+                .build(),
+            layouts: HashMap::new(),
+        }
+    }
+
+    fn layout(&mut self, path: &str) -> Option<&ElfLayout> {
+        self.layouts
+            .entry(path.to_string())
+            .or_insert_with(|| ElfLayout::read(Path::new(path)).ok())
+            .as_ref()
+    }
+
+    /// The mapping whose file has code at `addr`, and the address in that file.
+    pub fn find_object<'m>(
+        &mut self,
+        mappings: &'m [Mapping],
+        addr: u64,
+    ) -> Option<(&'m Mapping, u64)> {
+        // Closest mapping start below the address first: files do not overlap, but a
+        // file's layout may be unreadable, so go on to the next one.
+        let mut below: Vec<&Mapping> = mappings.iter().filter(|m| m.bias <= addr).collect();
+        below.sort_by_key(|m| std::cmp::Reverse(m.bias));
+        below.into_iter().find_map(|m| {
+            let vaddr = self.layout(&m.path)?.file_vaddr(m.bias, addr)?;
+            Some((m, vaddr))
+        })
+    }
+
+    /// Function, file and line of run-time address `addr` in a process that had
+    /// `mappings`; None when no mapped file has code there or the file is unreadable.
+    pub fn locate(&mut self, mappings: &[Mapping], addr: u64) -> Option<CodeLocation> {
+        let (m, vaddr) = self.find_object(mappings, addr)?;
+        self.locate_in_file(Path::new(&m.path), vaddr)
+            .ok()
+            .flatten()
+    }
+
+    /// Like [`Self::locate`] for a return address (a call site): the call instruction
+    /// ends where the return address is, so the byte before it is the call's line (the
+    /// return address itself can be on the next line, or in the next function).
+    pub fn locate_return(&mut self, mappings: &[Mapping], ret: u64) -> Option<CodeLocation> {
+        self.locate(mappings, ret.checked_sub(1)?)
+    }
+
+    fn symbolize(
+        &self,
+        path: &Path,
+        vaddr: u64,
+        debug_syms: bool,
+    ) -> Result<Option<blazesym::symbolize::Sym<'_>>, SymbolizeError> {
+        let mut elf = source::Elf::new(path);
+        elf.debug_syms = debug_syms;
+        match self
+            .inner
+            .symbolize_single(&source::Source::Elf(elf), Input::VirtOffset(vaddr))
+        {
+            Ok(Symbolized::Sym(sym)) => Ok(Some(sym)),
+            Ok(Symbolized::Unknown(_)) => Ok(None),
+            Err(error) => Err(SymbolizeError::Symbolize {
+                path: path.to_path_buf(),
+                error,
+            }),
+        }
+    }
+
+    /// Function, file and line of virtual address `vaddr` of the ELF file `path` (an
+    /// address as the file's symbol table states it). Ok(None): no symbol covers it.
+    pub fn locate_in_file(
+        &mut self,
+        path: &Path,
+        vaddr: u64,
+    ) -> Result<Option<CodeLocation>, SymbolizeError> {
+        let sym = match self.symbolize(path, vaddr, true) {
+            Ok(sym) => sym,
+            // Debug info it cannot read (e.g. zstd-compressed sections): ELF symbols only.
+            Err(e) => self.symbolize(path, vaddr, false).map_err(|_| e)?,
+        };
+        let Some(sym) = sym else { return Ok(None) };
+        // The innermost inlined function, with the line inside it, when there is one.
+        let (function, code) = match sym.inlined.last() {
+            Some(f) if f.code_info.is_some() => (f.name.to_string(), f.code_info.as_ref()),
+            _ => (sym.name.to_string(), sym.code_info.as_deref()),
+        };
+        Ok(Some(CodeLocation {
+            function,
+            file: code.map(|c| c.to_path().display().to_string()),
+            line: code.and_then(|c| c.line),
+            object: path.display().to_string(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::process::Command;
+
+    /// The address of symbol `name` in an ELF file's own address space.
+    fn symbol_vaddr(path: &Path, name: &str) -> u64 {
+        use object::ObjectSymbol;
+        let data = std::fs::read(path).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        let sym = file.symbols().find(|s| s.name() == Ok(name));
+        sym.unwrap_or_else(|| panic!("no symbol {name}")).address()
+    }
+
+    const SOURCE: &str = r#"
+#include <stdio.h>
+__attribute__((noinline)) int helper(int x) {
+    return x * 3 + 1;
+}
+int main(int argc, char **argv) {
+    (void)argv;
+    printf("%d\n", helper(argc));
+    return 0;
+}
+"#;
+
+    /// Compiles the test program with debug info into a fresh directory.
+    fn build(name: &str, flags: &[&str]) -> Option<(PathBuf, PathBuf)> {
+        let dir =
+            std::env::temp_dir().join(format!("tracer-symbolize-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("prog.c");
+        std::fs::write(&src, SOURCE).unwrap();
+        let exe = dir.join(name);
+        let status = Command::new("cc")
+            .args(["-g", "-O1"])
+            .args(flags)
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .status()
+            .ok()?;
+        assert!(status.success(), "cc failed");
+        Some((src, exe))
+    }
+
+    fn check_helper(flags: &[&str], name: &str) {
+        let Some((src, exe)) = build(name, flags) else {
+            eprintln!("no C compiler: skipped");
+            return;
+        };
+        let helper = symbol_vaddr(&exe, "helper");
+        let layout = ElfLayout::read(&exe).unwrap();
+        let mut s = Symbolizer::new();
+
+        // By file and address.
+        let loc = s.locate_in_file(&exe, helper).unwrap().expect("located");
+        assert_eq!(loc.function, "helper");
+        assert!(loc.file.as_deref().unwrap().ends_with("prog.c"), "{loc:?}");
+        // Its first instruction: the declaration's line, or at -O1 the body's.
+        assert!(matches!(loc.line, Some(3 | 4)), "{loc:?}");
+
+        // As a recording sees it: the file mapped somewhere, an address inside helper.
+        let bias = 0x5555_0000_0000 + layout.base_vaddr;
+        let mappings = vec![
+            Mapping {
+                path: "/nonexistent/lib.so".into(),
+                bias: 0x10_0000,
+            },
+            Mapping {
+                path: exe.display().to_string(),
+                bias,
+            },
+        ];
+        let addr = bias - layout.base_vaddr + helper + 1;
+        let loc = s.locate(&mappings, addr).expect("located in mapping");
+        assert_eq!(loc.function, "helper");
+        assert_eq!(loc.object, exe.display().to_string());
+        assert!(loc.to_string().starts_with("helper at "), "{loc}");
+        // Outside any code: nothing.
+        assert_eq!(s.locate(&mappings, bias - 1), None);
+        assert_eq!(s.locate(&mappings, 42), None);
+        let _ = std::fs::remove_dir_all(src.parent().unwrap());
+    }
+
+    #[test]
+    fn locates_a_function_of_a_pie() {
+        check_helper(&["-fPIE", "-pie"], "pie");
+    }
+
+    #[test]
+    fn locates_a_function_of_a_fixed_address_executable() {
+        check_helper(&["-no-pie", "-fno-pie"], "nopie");
+    }
+
+    #[test]
+    fn file_vaddr_needs_code() {
+        let layout = ElfLayout {
+            base_vaddr: 0x40_0000,
+            text: vec![0x40_1000..0x40_2000, 0x40_3000..0x40_3100],
+        };
+        assert_eq!(layout.file_vaddr(0x40_0000, 0x40_1800), Some(0x40_1800));
+        assert_eq!(layout.file_vaddr(0x40_0000, 0x40_0800), None);
+        assert_eq!(layout.file_vaddr(0x40_0000, 0x40_2800), None);
+        assert_eq!(layout.file_vaddr(0x40_0000, 0x40_3000), Some(0x40_3000));
+        assert_eq!(layout.file_vaddr(0x50_0000, 0x40_1800), None);
+        let pie = ElfLayout {
+            base_vaddr: 0,
+            text: vec![0x1000..0x2000, 0x3000..0x3100],
+        };
+        assert_eq!(pie.file_vaddr(0x5555_0000, 0x5555_1010), Some(0x1010));
+    }
+
+    #[test]
+    fn non_elf_is_an_error() {
+        let err = ElfLayout::read(Path::new("/proc/self/status")).unwrap_err();
+        assert!(err.to_string().contains("not an ELF"), "{err}");
+    }
+}
