@@ -132,7 +132,7 @@ mod tests {
 
     /// The address of symbol `name` in an ELF file's own address space.
     fn symbol_vaddr(path: &Path, name: &str) -> u64 {
-        use object::ObjectSymbol;
+        use object::{Object, ObjectSymbol};
         let data = std::fs::read(path).unwrap();
         let file = object::File::parse(&*data).unwrap();
         let sym = file.symbols().find(|s| s.name() == Ok(name));
