@@ -14,6 +14,7 @@ use tracer_common::{
     held, kind, CallRecord, EventHeader, FutexRecord, SlotCursor, ThreadState, SLOT_BYTES,
 };
 
+/// A header with nothing set: where the record templates start.
 pub const EMPTY_HEADER: EventHeader = EventHeader {
     ts_ns: 0,
     cpu_ns: 0,
@@ -34,6 +35,7 @@ pub const NO_FUTEX: FutexRecord = FutexRecord {
     site: 0,
 };
 
+/// Counts a record that could not be written.
 pub fn count_lost() {
     if let Some(n) = LOST.get_ptr_mut(0) {
         unsafe { *n += 1 };

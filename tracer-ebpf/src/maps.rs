@@ -56,6 +56,7 @@ pub static FLAVORS: Array<FlavorConfig> = Array::with_max_entries(flavor::COUNT,
 #[map]
 pub static STACK_WORDS: PerCpuArray<[u64; SCAN_WORDS]> = PerCpuArray::with_max_entries(1, 0);
 
+/// The settings userspace wrote at load time.
 pub fn config() -> Option<&'static ProbeConfig> {
     CONFIG.get(0)
 }

@@ -15,6 +15,7 @@ use tracer_common::{
 
 /// `bpf_map_update_elem` flag: only if the key is not there yet.
 const BPF_NOEXIST: u64 = 1;
+/// A call frame with nothing set.
 pub const EMPTY_FRAME: CallFrame = CallFrame {
     call: 0,
     flavor: 0,
