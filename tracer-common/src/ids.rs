@@ -1,0 +1,244 @@
+//! Record kinds and call ids: part of the recording format. Never renumber, never reuse:
+//! a retired id stays a gap (kinds 16 and 17).
+
+/// Record kinds. The numbers are part of the recording format.
+pub mod kind {
+    /// MPI/PVM call entry: [`crate::CallRecord`].
+    pub const CALL_ENTER: u16 = 1;
+    /// MPI/PVM call exit: [`crate::CallRecord`].
+    pub const CALL_EXIT: u16 = 2;
+    /// Request handles of Waitall/Waitany, task ids of pvm_mcast: [`crate::HandleArrayRecord`].
+    pub const HANDLE_ARRAY: u16 = 3;
+    /// Statuses written by MPI_Waitall: [`crate::StatusArrayRecord`].
+    pub const STATUS_ARRAY: u16 = 4;
+    /// Selected procedure entry: [`crate::EventHeader`] only, `call` = probe id.
+    pub const FUNC_ENTER: u16 = 5;
+    /// Selected procedure exit: [`crate::EventHeader`] only, `call` = probe id.
+    pub const FUNC_EXIT: u16 = 6;
+    /// futex(2) entry: [`crate::FutexRecord`].
+    pub const FUTEX_ENTER: u16 = 7;
+    /// futex(2) exit: [`crate::FutexRecord`] (only `ret` is meaningful).
+    pub const FUTEX_EXIT: u16 = 8;
+    /// A traced thread leaves the CPU: [`crate::SwitchRecord`].
+    pub const SWITCH_OUT: u16 = 9;
+    /// A traced thread gets the CPU: [`crate::SwitchRecord`].
+    pub const SWITCH_IN: u16 = 10;
+    /// A thread makes a traced thread runnable: [`crate::WakeRecord`].
+    pub const WAKEUP: u16 = 11;
+    /// A new traced thread becomes runnable for the first time: [`crate::WakeRecord`].
+    pub const WAKEUP_NEW: u16 = 12;
+    /// fork/clone by a traced thread: [`crate::ForkRecord`].
+    pub const FORK: u16 = 13;
+    /// execve by a traced process: [`crate::ExecRecord`].
+    pub const EXEC: u16 = 14;
+    /// A traced thread exits: [`crate::ExitRecord`].
+    pub const EXIT: u16 = 15;
+    // The kinds below exist only in the ring buffer: userspace turns each into the
+    // `CALL_*`/`FUTEX_*` records above before anything else sees it, so recordings never
+    // hold them. 16 (a call pair as two whole `CallRecord`s) and 17 (a futex pair as two
+    // whole `FutexRecord`s) were their first, longer forms: retired.
+    /// A call that cannot block, entry and exit in one: [`crate::CallPairRecord`].
+    pub const CALL_PAIR: u16 = 18;
+    /// A call's exit without the entry's fields: [`crate::CallReturnRecord`].
+    pub const CALL_RETURN: u16 = 19;
+    /// A futex call that did not sleep, enter and exit in one: [`crate::FutexPairRecord`].
+    pub const FUTEX_PAIR: u16 = 20;
+    /// Half of a CPU's slots are unread: wake up and read them ([`crate::EventHeader`]
+    /// only, in the ring; it stands for no record).
+    pub const SLOTS_NUDGE: u16 = 21;
+    /// dlopen returned in a traced process held for it (`maps::HOLD_ON_LOAD`): it is
+    /// stopped until userspace probed the libraries it now maps ([`crate::EventHeader`]
+    /// only, in the ring; it stands for no record).
+    pub const LIBRARY_LOADED: u16 = 22;
+}
+
+/// MPI, PVM and pthread call ids. Part of the recording format: never renumber, never
+/// reuse.
+pub mod call {
+    pub const MPI_INIT: u16 = 1;
+    pub const MPI_INIT_THREAD: u16 = 2;
+    pub const MPI_FINALIZE: u16 = 3;
+    pub const MPI_COMM_RANK: u16 = 4;
+    pub const MPI_COMM_SIZE: u16 = 5;
+    pub const MPI_COMM_DUP: u16 = 6;
+    pub const MPI_COMM_SPLIT: u16 = 7;
+    pub const MPI_COMM_CREATE: u16 = 8;
+    pub const MPI_SEND: u16 = 10;
+    pub const MPI_SSEND: u16 = 11;
+    pub const MPI_BSEND: u16 = 12;
+    pub const MPI_RSEND: u16 = 13;
+    pub const MPI_ISEND: u16 = 14;
+    pub const MPI_RECV: u16 = 15;
+    pub const MPI_IRECV: u16 = 16;
+    pub const MPI_SENDRECV: u16 = 17;
+    pub const MPI_WAIT: u16 = 20;
+    pub const MPI_WAITALL: u16 = 21;
+    pub const MPI_WAITANY: u16 = 22;
+    pub const MPI_TEST: u16 = 23;
+    pub const MPI_BARRIER: u16 = 30;
+    pub const MPI_BCAST: u16 = 31;
+    pub const MPI_REDUCE: u16 = 32;
+    pub const MPI_ALLREDUCE: u16 = 33;
+    pub const MPI_GATHER: u16 = 34;
+    pub const MPI_SCATTER: u16 = 35;
+    pub const MPI_ALLGATHER: u16 = 36;
+    pub const MPI_ALLTOALL: u16 = 37;
+    pub const PVM_MYTID: u16 = 100;
+    pub const PVM_SEND: u16 = 101;
+    pub const PVM_PSEND: u16 = 102;
+    pub const PVM_MCAST: u16 = 103;
+    pub const PVM_RECV: u16 = 104;
+    pub const PVM_NRECV: u16 = 105;
+    pub const PVM_TRECV: u16 = 106;
+    pub const PVM_PRECV: u16 = 107;
+    pub const PVM_EXIT: u16 = 108;
+    // pthread synchronization calls (`tracer record --locks`): `handle` is the object's
+    // address (lock, condition variable, barrier), `comm` the mutex of a condition wait.
+    pub const PTHREAD_MUTEX_LOCK: u16 = 110;
+    pub const PTHREAD_MUTEX_TRYLOCK: u16 = 111;
+    pub const PTHREAD_MUTEX_UNLOCK: u16 = 112;
+    pub const PTHREAD_RWLOCK_RDLOCK: u16 = 113;
+    pub const PTHREAD_RWLOCK_WRLOCK: u16 = 114;
+    pub const PTHREAD_RWLOCK_UNLOCK: u16 = 115;
+    pub const PTHREAD_SPIN_LOCK: u16 = 116;
+    pub const PTHREAD_SPIN_UNLOCK: u16 = 117;
+    pub const PTHREAD_COND_WAIT: u16 = 118;
+    pub const PTHREAD_COND_TIMEDWAIT: u16 = 119;
+    pub const PTHREAD_COND_SIGNAL: u16 = 120;
+    pub const PTHREAD_COND_BROADCAST: u16 = 121;
+    pub const PTHREAD_BARRIER_WAIT: u16 = 122;
+    // Thread creation and joins (probed by default: a join orders the joiner after the
+    // joined thread even when it does not block). pthread_create: `handle` (exit) is the
+    // new thread's pthread_t; the joins: `handle` is the pthread_t joined.
+    pub const PTHREAD_CREATE: u16 = 123;
+    pub const PTHREAD_JOIN: u16 = 124;
+    pub const PTHREAD_TRYJOIN_NP: u16 = 125;
+    pub const PTHREAD_TIMEDJOIN_NP: u16 = 126;
+    pub const PTHREAD_CLOCKJOIN_NP: u16 = 127;
+    // POSIX semaphores (`--locks`): `handle` is the sem_t's address; sem_init's initial
+    // value is in `peer`.
+    pub const SEM_INIT: u16 = 200;
+    pub const SEM_WAIT: u16 = 201;
+    pub const SEM_TRYWAIT: u16 = 202;
+    pub const SEM_TIMEDWAIT: u16 = 203;
+    pub const SEM_CLOCKWAIT: u16 = 204;
+    pub const SEM_POST: u16 = 205;
+    // Groups and the communicators made from them (the matcher follows the group algebra
+    // to learn a new communicator's members). Group calls: the input group is in `comm`,
+    // a second one in `handle`, the ranks in a handle array, the new group at exit in
+    // `handle`.
+    pub const MPI_COMM_GROUP: u16 = 130;
+    pub const MPI_GROUP_INCL: u16 = 131;
+    pub const MPI_GROUP_EXCL: u16 = 132;
+    pub const MPI_GROUP_RANGE_INCL: u16 = 133;
+    pub const MPI_GROUP_RANGE_EXCL: u16 = 134;
+    pub const MPI_GROUP_UNION: u16 = 135;
+    pub const MPI_GROUP_INTERSECTION: u16 = 136;
+    pub const MPI_GROUP_DIFFERENCE: u16 = 137;
+    /// Entry: the group in `handle`, the tag in `tag`.
+    pub const MPI_COMM_CREATE_GROUP: u16 = 138;
+    /// Entry: the dimensions in a handle array (`count` of them).
+    pub const MPI_CART_CREATE: u16 = 139;
+    /// Entry: the communicator in `handle`.
+    pub const MPI_COMM_FREE: u16 = 140;
+    // More collectives, as their blocking forms.
+    pub const MPI_ALLTOALLV: u16 = 141;
+    pub const MPI_ALLTOALLW: u16 = 142;
+    pub const MPI_GATHERV: u16 = 143;
+    pub const MPI_SCATTERV: u16 = 144;
+    pub const MPI_ALLGATHERV: u16 = 145;
+    pub const MPI_REDUCE_SCATTER: u16 = 146;
+    pub const MPI_REDUCE_SCATTER_BLOCK: u16 = 147;
+    pub const MPI_SCAN: u16 = 148;
+    pub const MPI_EXSCAN: u16 = 149;
+    /// As MPI_Sendrecv: the receive side in `peer2`/`tag2`.
+    pub const MPI_SENDRECV_REPLACE: u16 = 150;
+    /// Entry: the requests in a handle array. Exit: `out` = the index (MPI_UNDEFINED
+    /// when none completed).
+    pub const MPI_TESTANY: u16 = 151;
+    /// Exit: `out` = the flag.
+    pub const MPI_TESTALL: u16 = 152;
+    /// Entry: the requests in a handle array; exit: `out` = how many completed, and their
+    /// indices in a second handle array written just before the exit.
+    pub const MPI_TESTSOME: u16 = 153;
+    pub const MPI_WAITSOME: u16 = 154;
+    /// Exit: `out` = the flag, and the status of the message found.
+    pub const MPI_IPROBE: u16 = 155;
+    pub const MPI_PROBE: u16 = 156;
+    /// Entry: `handle` = the request.
+    pub const MPI_CANCEL: u16 = 157;
+    /// Persistent requests: as Isend/Irecv; `MPI_Start` (`handle`) and `MPI_Startall`
+    /// (a handle array) post them.
+    pub const MPI_SEND_INIT: u16 = 158;
+    pub const MPI_RECV_INIT: u16 = 159;
+    pub const MPI_START: u16 = 160;
+    pub const MPI_STARTALL: u16 = 161;
+    /// Nonblocking collectives: the entry is the arrival, the request (exit `handle`)
+    /// completes at a Wait/Test.
+    pub const MPI_IBARRIER: u16 = 162;
+    pub const MPI_IBCAST: u16 = 163;
+    pub const MPI_IREDUCE: u16 = 164;
+    pub const MPI_IALLREDUCE: u16 = 165;
+    pub const MPI_IGATHER: u16 = 166;
+    pub const MPI_ISCATTER: u16 = 167;
+    pub const MPI_IALLGATHER: u16 = 168;
+    pub const MPI_IALLTOALL: u16 = 169;
+    /// One-sided communication: windows over a communicator; a fence is a collective
+    /// over the window's members; Put and Get are counted as waits.
+    pub const MPI_WIN_CREATE: u16 = 170;
+    pub const MPI_WIN_FENCE: u16 = 171;
+    pub const MPI_PUT: u16 = 172;
+    pub const MPI_GET: u16 = 173;
+    pub const MPI_WIN_FREE: u16 = 174;
+    /// Matched probes (mpi4py receives every pickled object with them): Mprobe and
+    /// Improbe (exit: `out` = the flag) take the message they find off the queue, and are
+    /// where a receive matches its send; the Mrecv/Imrecv that follows copies it in.
+    pub const MPI_MPROBE: u16 = 175;
+    pub const MPI_IMPROBE: u16 = 176;
+    pub const MPI_MRECV: u16 = 177;
+    pub const MPI_IMRECV: u16 = 178;
+    /// OpenMP (libgomp). A parallel region's start (`GOMP_parallel` and its combined
+    /// loop/sections forms): `comm` = the outlined function, `handle` = its data
+    /// argument, `peer` = the requested number of threads. These and the outlined
+    /// function's records never reach a recording: userspace lowers them into the
+    /// waits below (`openmp::lowering`).
+    pub const GOMP_PARALLEL: u16 = 180;
+    pub const GOMP_PARALLEL_LOOP_STATIC: u16 = 181;
+    pub const GOMP_PARALLEL_LOOP_DYNAMIC: u16 = 182;
+    pub const GOMP_PARALLEL_LOOP_GUIDED: u16 = 183;
+    pub const GOMP_PARALLEL_LOOP_RUNTIME: u16 = 184;
+    pub const GOMP_PARALLEL_LOOP_NONMONOTONIC_DYNAMIC: u16 = 185;
+    pub const GOMP_PARALLEL_LOOP_NONMONOTONIC_GUIDED: u16 = 186;
+    pub const GOMP_PARALLEL_SECTIONS: u16 = 187;
+    pub const GOMP_PARALLEL_REDUCTIONS: u16 = 188;
+    /// A compiler-outlined function (the body of a parallel region or task, e.g.
+    /// `main._omp_fn.0`): `comm` = its address ([`crate::ARG_IP`]), `handle` = its data
+    /// argument.
+    pub const OMP_OUTLINED: u16 = 190;
+    /// Team barriers: explicit, and the implicit ones at the end of worksharing
+    /// constructs. Lowered: `comm`/`handle` = the region, `tag` = the barrier's index
+    /// within the region, `peer` = [`crate::omp_wait`]'s SUSPENDED/RESUMED or 0.
+    pub const GOMP_BARRIER: u16 = 191;
+    pub const GOMP_BARRIER_CANCEL: u16 = 192;
+    pub const GOMP_LOOP_END: u16 = 193;
+    pub const GOMP_LOOP_END_CANCEL: u16 = 194;
+    pub const GOMP_SECTIONS_END: u16 = 195;
+    pub const GOMP_SECTIONS_END_CANCEL: u16 = 196;
+    /// Lowered only (userspace): the master forks a region (a call that does not wait),
+    /// the master waits at the region's end for its team, a worker waits between the
+    /// regions it works in. `comm`/`handle` = the region.
+    pub const OMP_FORK: u16 = 197;
+    pub const OMP_JOIN: u16 = 198;
+    pub const OMP_IDLE: u16 = 199;
+    /// Size of the call layout table (ids are below this; the probes keep the id in the
+    /// low byte of `EventHeader::call`).
+    pub const TABLE_SIZE: u32 = 256;
+}
+
+/// `peer` of a lowered OpenMP wait call (see [`call::GOMP_BARRIER`]): a wait that a task
+/// interrupts ends SUSPENDED and goes on RESUMED after it; neither is an arrival or a
+/// release.
+pub mod omp_wait {
+    pub const SUSPENDED: i32 = 1;
+    pub const RESUMED: i32 = 2;
+}

@@ -1,0 +1,135 @@
+//! Map state: the per-CPU slots and their cursors, and the per-thread state the probes
+//! keep between events.
+
+use crate::{CallRecord, FutexRecord};
+
+/// Records of at most this many bytes (all but the status-array and exec records) are
+/// written to the writing CPU's run of slots in `SLOTS` when it has room, and to the
+/// ring buffer otherwise. A slot is a plain store into memory userspace maps: no lock and
+/// no commit, which the ring's reservation costs (about 50 ns per record here;
+/// docs/design-decisions.md).
+pub const SLOT_BYTES: usize = 136;
+/// One slot: a record, from its first byte.
+pub type Slot = [u64; SLOT_BYTES / 8];
+
+/// Where a CPU stands in its run of slots (`CURSORS`, one per CPU). Each CPU's records
+/// are consecutive slots, used in turn: slot `n % slots_per_cpu` holds its `n`th record.
+/// The probes write `head` and `busy`, userspace writes `tail`; each is on a cache line
+/// of its own.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotCursor {
+    /// Records written. A probe stores it after the record, so every slot below it is
+    /// whole.
+    pub head: u64,
+    /// Non-zero while a probe on this CPU fills a slot. A probe that interrupts it (or
+    /// that runs while it is preempted) writes to the ring instead.
+    pub busy: u64,
+    pub _pad1: [u64; 6],
+    /// Records userspace has read; the slots from `tail` to `head` are unread.
+    pub tail: u64,
+    pub _pad2: [u64; 7],
+}
+
+/// Per-thread state the probes keep to stamp each event with the thread's CPU time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadClock {
+    /// On-CPU ns up to `slice_start_ns`.
+    pub on_cpu_ns: u64,
+    /// When the current slice began, or the clock was last checked in it (valid if
+    /// `running`).
+    pub slice_start_ns: u64,
+    /// The CPU's stolen time (`ProbeConfig::rq_stolen`) at `slice_start_ns`, or
+    /// [`STOLEN_UNKNOWN`].
+    pub stolen_at_start_ns: u64,
+    /// The last CPU time stamped on one of the thread's events: the clock never goes back.
+    pub last_ns: u64,
+    /// 0 when unknown (a freshly forked thread before its first event).
+    pub tgid: u32,
+    /// One of [`clock_state`].
+    pub running: u32,
+}
+
+/// [`ThreadClock::stolen_at_start_ns`] when the kernel's count of stolen time is unknown.
+pub const STOLEN_UNKNOWN: u64 = u64::MAX;
+
+/// Where a thread's [`ThreadClock`] stands.
+pub mod clock_state {
+    /// Off the CPU, or not known to be on it.
+    pub const OFF_CPU: u32 = 0;
+    /// On the CPU since `slice_start_ns`.
+    pub const RUNNING: u32 = 1;
+    /// On the CPU, and the clock was checked against the kernel's counts at
+    /// `slice_start_ns`.
+    pub const CHECKED: u32 = 2;
+}
+
+/// What a call's exit probe needs from its entry: the call, and the pointers the call
+/// writes its results through, read again at the return.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallFrame {
+    pub call: u16,
+    pub flavor: u16,
+    pub count: i32,
+    /// Load bias of the library the call is in.
+    pub bias: u64,
+    pub handle_out: u64,
+    pub out: u64,
+    pub status: [u64; 3],
+    /// The caller's return address, read at the entry of a call that can block (0 for
+    /// the others): where a futex wait inside the call comes from. The stack no longer
+    /// says once the return probe has put its trampoline's address there.
+    pub site: u64,
+}
+
+/// Slots of the probes' direct-mapped table of thread states (`THREAD_SLOTS`, indexed by
+/// thread id modulo this power of two); a thread whose slot is taken gets an entry in
+/// `THREADS` instead.
+pub const THREAD_SLOTS_LEN: u32 = 4096;
+
+/// MPI calls can nest (ROMIO, profiling wrappers); deeper nesting is counted, not kept.
+pub const MAX_CALL_DEPTH: usize = 4;
+
+/// Per traced thread (in `THREAD_SLOTS` or `THREADS`): its CPU clock and its calls in
+/// progress. One entry serves every probe of the thread, so a call's entry and exit each
+/// need one lookup; having an entry also means the thread is traced.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadState {
+    pub clock: ThreadClock,
+    /// Calls in progress, innermost last (more than `MAX_CALL_DEPTH` are counted).
+    pub depth: u32,
+    /// Which entry record the thread holds back, not written yet (one of [`held`]): a
+    /// call that cannot block in `held_entry` ([`crate::CallPairRecord`]), or a futex call
+    /// in `held_futex` ([`crate::FutexPairRecord`]).
+    pub held: u32,
+    /// In `THREAD_SLOTS`: the thread whose state this is, 0 for a free slot (unused in
+    /// `THREADS`); 64 bits for the alignment of what follows.
+    pub owner: u64,
+    pub frames: [CallFrame; MAX_CALL_DEPTH],
+    pub held_entry: CallRecord,
+    pub held_futex: FutexRecord,
+}
+
+/// Values of [`ThreadState::held`].
+pub mod held {
+    pub const NOTHING: u32 = 0;
+    pub const CALL: u32 = 1;
+    pub const FUTEX: u32 = 2;
+}
+
+/// Names of the maps shared by both sides.
+pub mod maps {
+    pub const EVENTS: &str = "EVENTS";
+    pub const LOST: &str = "LOST";
+    pub const TRACED: &str = "TRACED";
+    pub const THREADS: &str = "THREADS";
+    pub const CONFIG: &str = "CONFIG";
+    pub const LAYOUTS: &str = "LAYOUTS";
+    pub const FLAVORS: &str = "FLAVORS";
+    pub const SLOTS: &str = "SLOTS";
+    pub const CURSORS: &str = "CURSORS";
+    pub const HOLD_ON_LOAD: &str = "HOLD_ON_LOAD";
+}

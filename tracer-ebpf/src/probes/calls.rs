@@ -1,0 +1,353 @@
+//! MPI, PVM and pthread calls: one entry and one exit program for every call; the cookie
+//! says which call and library family, the layout table says where each argument is.
+
+use crate::{
+    clock::header,
+    emit::{emit, reserve, EMPTY_HEADER, UNSET_CALL},
+    maps::{FLAVORS, LAYOUTS},
+    mem::{copy_of, copy_words, read_user},
+    probes::status::{call_result, emit_status_array},
+    thread::{current_ids, known_thread, traced_thread, uprobe_thread, EMPTY_FRAME},
+};
+use aya_ebpf::{
+    bindings::pt_regs,
+    helpers::generated::bpf_get_attach_cookie,
+    macros::{uprobe, uretprobe},
+    programs::{ProbeContext, RetProbeContext},
+    EbpfContext,
+};
+use tracer_common::{
+    dtype_mode, flavor, held, kind, status_mode, CallFrame, CallPairRecord, CallRecord,
+    CallReturnRecord, EventHeader, FlavorConfig, HandleArrayRecord, ThreadState, ARG_IP,
+    ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, UNSET32,
+};
+
+static EMPTY_HANDLE_ARRAY: HandleArrayRecord = HandleArrayRecord {
+    header: EMPTY_HEADER,
+    first: 0,
+    total: 0,
+    values: [0; ARRAY_CHUNK],
+};
+
+/// `*rec = CallRecord::unset(h)`, without a `memset` ([`copy_words`]).
+#[inline(always)]
+fn start_call_record(rec: &mut CallRecord, h: EventHeader) {
+    copy_words(rec, &UNSET_CALL);
+    rec.header = h;
+}
+
+fn arg(regs: &pt_regs, index: u8) -> u64 {
+    match index {
+        0 => regs.rdi,
+        1 => regs.rsi,
+        2 => regs.rdx,
+        3 => regs.rcx,
+        4 => regs.r8,
+        5 => regs.r9,
+        // x86-64 System V: at entry rsp points at the return address, then arguments 7..
+        6..=13 => read_user::<u64>(regs.rsp + 8 * (index as u64 - 5)).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn int_arg(regs: &pt_regs, index: u8) -> i32 {
+    if index == NO_ARG {
+        UNSET32
+    } else {
+        arg(regs, index) as i32
+    }
+}
+
+fn handle_value(raw: u64, flavor: &FlavorConfig) -> u64 {
+    if flavor.handle_size == 4 {
+        raw & 0xffff_ffff
+    } else {
+        raw
+    }
+}
+
+fn read_handle(addr: u64, flavor: &FlavorConfig) -> u64 {
+    if flavor.handle_size == 4 {
+        read_user::<u32>(addr).map(|v| v as u64).unwrap_or(0)
+    } else {
+        read_user::<u64>(addr).unwrap_or(0)
+    }
+}
+
+fn element_size(dtype: u64, flavor: &FlavorConfig) -> i32 {
+    match flavor.dtype_mode {
+        dtype_mode::POINTER_TO_SIZE => read_user::<u64>(dtype + flavor.dtype_size_off as u64)
+            .map(|s| s as i32)
+            .unwrap_or(UNSET32),
+        // Builtin MPICH handles (kind bits 30-31 == 01) carry the size in bits 8-15.
+        dtype_mode::MPICH_HANDLE if (dtype as u32) >> 30 == 1 => ((dtype >> 8) & 0xff) as i32,
+        dtype_mode::PVM_CODE => match dtype as u32 {
+            1 => 1,
+            2 | 9 => 2,
+            3 | 4 | 10 => 4,
+            5 | 6 | 8 | 11 => 8,
+            7 => 16,
+            _ => UNSET32,
+        },
+        _ => UNSET32,
+    }
+}
+
+#[uprobe]
+pub fn call_enter(ctx: ProbeContext) -> u32 {
+    let _ = try_call_enter(&ctx);
+    0
+}
+
+fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let call_id = cookie as u16 & 0xff;
+    let flavor_id = (cookie >> 16) as u8;
+    // An MPI/PVM call makes its process traced in system-wide mode; a pthread call (the
+    // thread creation and join probes fire in every process) never does.
+    let thread = if flavor_id == flavor::GLIBC_PTHREAD {
+        traced_thread(tgid, tid)
+    } else {
+        uprobe_thread(tgid, tid)
+    };
+    let Some(thread) = thread else {
+        return Ok(());
+    };
+    let layout = LAYOUTS.get(call_id as u32).ok_or(())?;
+    let flavor = FLAVORS.get(flavor_id as u32).ok_or(())?;
+    let regs = unsafe { &*ctx.regs };
+    // The uprobe fires with rip at the symbol, so rip minus the symbol's address in the
+    // file is where the library is loaded.
+    let bias = regs.rip.wrapping_sub(cookie >> 32);
+
+    // Call records carry the flavor in the high byte of `call`.
+    let h = header(
+        thread,
+        kind::CALL_ENTER,
+        call_id | ((flavor_id as u16) << 8),
+        tgid,
+        tid,
+    );
+    // A call that cannot block is built where it waits for its exit (`held_entry`).
+    let hold = layout.cannot_block != 0
+        && layout.array == NO_ARG
+        && layout.peer2 == NO_ARG
+        && layout.tag2 == NO_ARG;
+    let mut local = UNSET_CALL;
+    let rec = if hold {
+        start_call_record(&mut thread.held_entry, h);
+        &mut thread.held_entry
+    } else {
+        local.header = h;
+        &mut local
+    };
+    rec.peer = int_arg(regs, layout.peer);
+    rec.tag = int_arg(regs, layout.tag);
+    rec.peer2 = int_arg(regs, layout.peer2);
+    rec.tag2 = int_arg(regs, layout.tag2);
+    rec.count = int_arg(regs, layout.count);
+    if layout.comm == ARG_IP {
+        rec.comm = regs.rip;
+    } else if layout.comm != NO_ARG {
+        rec.comm = handle_value(arg(regs, layout.comm), flavor);
+    }
+    if layout.dtype != NO_ARG {
+        rec.elem_size = element_size(arg(regs, layout.dtype), flavor);
+        if rec.elem_size != UNSET32 && rec.count != UNSET32 {
+            rec.bytes = rec.elem_size as i64 * rec.count as i64;
+        }
+    }
+    if layout.handle_in != NO_ARG {
+        let a = arg(regs, layout.handle_in);
+        // pthread calls: the lock's address is its identity; MPI: a pointer to a request.
+        rec.handle = if flavor.handle_by_value != 0 {
+            a
+        } else if layout.handle_in_by_value != 0 {
+            handle_value(a, flavor)
+        } else {
+            read_handle(a, flavor)
+        };
+    } else if layout.want_bias != 0 {
+        rec.handle = bias;
+    }
+    let (count, header) = (rec.count, rec.header);
+    let mut site = 0;
+    if hold {
+        // Written with the exit, unless another record of the thread comes first.
+        thread.held = held::CALL;
+    } else {
+        // At the function's first instruction the return address is on top of the stack.
+        // The exit record has it for free (the kernel puts it back in rip before the
+        // return probe), but a call that can block may never return: one that hangs
+        // keeps its site this way.
+        site = read_user::<u64>(regs.rsp).unwrap_or(0);
+        rec.site = site;
+        emit(rec);
+    }
+
+    if layout.array != NO_ARG && count > 0 {
+        let elem = if layout.array_elem == 0 {
+            flavor.handle_size
+        } else {
+            layout.array_elem as u32
+        };
+        // Group_range_incl/excl: `count` triples of ints.
+        let per_count = if layout.array_per_count == 0 {
+            1
+        } else {
+            layout.array_per_count as u32
+        };
+        let total = (count as u32).saturating_mul(per_count);
+        emit_handle_array(&header, arg(regs, layout.array), total, elem);
+    }
+
+    let mut frame = EMPTY_FRAME;
+    frame.call = call_id;
+    frame.flavor = flavor_id as u16;
+    frame.count = count;
+    frame.bias = bias;
+    frame.site = site;
+    if layout.handle_out != NO_ARG {
+        frame.handle_out = arg(regs, layout.handle_out);
+    }
+    if layout.out != NO_ARG {
+        frame.out = arg(regs, layout.out);
+    }
+    if layout.status != NO_ARG {
+        frame.status[0] = arg(regs, layout.status);
+        if layout.status_mode == status_mode::INT_POINTERS {
+            frame.status[1] = arg(regs, layout.status + 1);
+            frame.status[2] = arg(regs, layout.status + 2);
+        }
+    }
+    push_frame(thread, &frame);
+    Ok(())
+}
+
+fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
+    let mut rec = copy_of(&EMPTY_HANDLE_ARRAY);
+    rec.header = *h;
+    rec.header.kind = kind::HANDLE_ARRAY;
+    rec.total = total;
+    for chunk in 0..ARRAY_MAX_CHUNKS {
+        let first = chunk * ARRAY_CHUNK as u32;
+        if first >= total {
+            break;
+        }
+        rec.first = first;
+        for j in 0..ARRAY_CHUNK {
+            let i = first + j as u32;
+            rec.values[j] = if i >= total {
+                0
+            } else if elem == 4 {
+                read_user::<u32>(base + 4 * i as u64).unwrap_or(0) as u64
+            } else {
+                read_user::<u64>(base + 8 * i as u64).unwrap_or(0)
+            };
+        }
+        emit(&rec);
+    }
+}
+
+fn push_frame(t: &mut ThreadState, frame: &CallFrame) {
+    let depth = t.depth as usize;
+    if depth < MAX_CALL_DEPTH {
+        t.frames[depth] = *frame;
+    }
+    // Count frames beyond MAX_CALL_DEPTH too, so the matching exits pop them.
+    t.depth += 1;
+}
+
+fn pop_frame(t: &mut ThreadState) -> Option<CallFrame> {
+    if t.depth == 0 {
+        return None;
+    }
+    t.depth -= 1;
+    let depth = t.depth as usize;
+    if depth < MAX_CALL_DEPTH {
+        Some(t.frames[depth])
+    } else {
+        None
+    }
+}
+
+#[uretprobe]
+pub fn call_exit(ctx: RetProbeContext) -> u32 {
+    let _ = try_call_exit(&ctx);
+    0
+}
+
+fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    // Only threads of traced processes have frames (the entry probe admitted them), so
+    // the thread's state is the filter: no lookup in TRACED.
+    let thread = known_thread(tid).ok_or(())?;
+    let frame = pop_frame(thread).ok_or(())?;
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let call_id = cookie as u16 & 0xff;
+    if frame.call != call_id {
+        return Err(());
+    }
+    let layout = LAYOUTS.get(call_id as u32).ok_or(())?;
+    let flavor = FLAVORS.get(frame.flavor as u32).ok_or(())?;
+    let ret: u64 = ctx.ret();
+    // The kernel put the return address back in rip before running this program.
+    let site = unsafe { (*ctx.regs).rip };
+    // Nothing of the thread was written since this call's entry was held: the two go out
+    // as one record (taken out of `thread` first, or `header` would write it alone).
+    let paired = thread.held == held::CALL && thread.held_entry.header.call & 0xff == call_id;
+    if paired {
+        thread.held = held::NOTHING;
+    }
+    let h = header(
+        thread,
+        kind::CALL_EXIT,
+        call_id | (frame.flavor << 8),
+        tgid,
+        tid,
+    );
+    if paired {
+        // Built in place, field by field ([`copy_words`]).
+        let Some(mut place) = reserve::<CallPairRecord>() else {
+            return Ok(());
+        };
+        let r = place.record();
+        let e = &thread.held_entry;
+        copy_words(&mut r.header, &e.header);
+        r.header.kind = kind::CALL_PAIR;
+        r.comm = e.comm;
+        r.handle = e.handle;
+        r.bytes = e.bytes;
+        r.peer = e.peer;
+        r.tag = e.tag;
+        r.count = e.count;
+        r.elem_size = e.elem_size;
+        r.exit_ts_ns = h.ts_ns;
+        r.exit_cpu_ns = h.cpu_ns;
+        call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
+        place.submit();
+        return Ok(());
+    }
+    if layout.status_mode == status_mode::INDEX_ARRAY {
+        // Waitsome/Testsome: the indices of the requests that completed, written before
+        // the exit so that userspace reads them while the call is still open.
+        if let Some(n) = read_user::<i32>(frame.out) {
+            if n > 0 {
+                emit_handle_array(&h, frame.status[0], n as u32, 4);
+            }
+        }
+    }
+    let Some(mut place) = reserve::<CallReturnRecord>() else {
+        return Ok(());
+    };
+    let r = place.record();
+    r.header = h;
+    r.header.kind = kind::CALL_RETURN;
+    call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
+    place.submit();
+    if layout.status_mode == status_mode::MPI_STATUS_ARRAY && frame.count > 0 {
+        emit_status_array(&h, frame.status[0], frame.count as u32, flavor);
+    }
+    Ok(())
+}
