@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use tracer_common::{kind, EventHeader};
 
 use super::placement::{CpuSet, PlacementSpec};
-use super::replay::{is_mpi_or_pvm_exit, ReplayError, Shape};
+use super::replay::{is_mpi_or_pvm_exit, rate, Phase, ReplayError, Shape};
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
 use crate::procfs::ProcessInfo;
@@ -89,21 +89,13 @@ struct Step {
     /// A thread's first event: `off` is its start, from the recording's first event.
     first: bool,
     work: f64,
+    held: f64,
     off: f64,
     deps: Vec<(Mark, f64)>,
     spins: bool,
     source: Option<Mark>,
     milestone: Option<Milestone>,
     ts: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Phase {
-    /// Waiting for its next step to be known.
-    Idle,
-    Work(f64),
-    Off(f64),
-    Wait,
 }
 
 struct Chain {
@@ -309,15 +301,17 @@ impl OnlineReplay {
             w.0 += o.clocks.raw[0].saturating_sub(o.clocks.work[0]);
             w.1 += o.clocks.raw[1].saturating_sub(o.clocks.work[1]);
         }
-        let (work, off, shape) = if o.first {
+        let polls = is_mpi_or_pvm_exit(o.label) && self.polls(pid);
+        let (work, held, off, shape) = if o.first {
             (
+                0.0,
                 0.0,
                 o.ts.saturating_sub(self.t0.unwrap_or(o.ts)) as f64,
                 None,
             )
         } else {
-            let shape = Shape::new(o.elapsed, &o.clocks, &lats);
-            (shape.work, shape.off, Some(shape))
+            let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls);
+            (shape.work, shape.held, shape.off, Some(shape))
         };
         let mut deps = Vec::with_capacity(o.deps.len());
         for (d, lat) in o.deps.into_iter().zip(lats) {
@@ -340,9 +334,10 @@ impl OnlineReplay {
         let step = Step {
             first: o.first,
             work,
+            held,
             off,
             deps,
-            spins: mpi_wait && self.polls(pid),
+            spins: mpi_wait && polls,
             source: o.source,
             milestone: o.milestone,
             ts: o.ts,
@@ -384,18 +379,18 @@ impl OnlineReplay {
                 }
             }
             self.load.clone_from(&load);
-            let rate = |g: Option<usize>, groups: &[(CpuSet, f64)]| match g {
-                Some(g) if load[g] > 0 => (groups[g].1 / load[g] as f64).min(1.0),
-                _ => 1.0,
+            let rate = |g: Option<usize>, groups: &[(CpuSet, f64)]| {
+                g.map_or(1.0, |g| rate(groups[g].1, load[g]))
             };
             let mut next = f64::INFINITY;
             for &tid in &tids {
                 let c = &self.chains[&tid];
                 let end = match c.phase {
-                    Phase::Work(left) => self.t + left / rate(groups[&tid], &self.groups),
-                    Phase::Off(until) => until,
                     Phase::Wait => self.ready(c).map_or(f64::INFINITY, |r| r.max(self.t)),
-                    Phase::Idle => continue,
+                    Phase::Idle | Phase::Done => continue,
+                    p => p
+                        .end(self.t, rate(groups[&tid], &self.groups))
+                        .unwrap_or(f64::INFINITY),
                 };
                 next = next.min(end);
             }
@@ -406,9 +401,7 @@ impl OnlineReplay {
             self.t = next;
             for &tid in &tids {
                 let r = rate(groups[&tid], &self.groups);
-                if let Phase::Work(left) = &mut self.chains.get_mut(&tid).unwrap().phase {
-                    *left -= dt * r;
-                }
+                self.chains.get_mut(&tid).unwrap().phase.advance(dt, r);
             }
         }
     }
@@ -416,12 +409,10 @@ impl OnlineReplay {
     fn runnable(&self, tid: u32) -> bool {
         let c = &self.chains[&tid];
         match c.phase {
-            Phase::Work(_) => true,
-            Phase::Wait => c.queue.front().is_some_and(|s| s.spins),
             // Waiting inside an MPI/PVM call whose step is not known yet: a polling
             // process spins there, as its step will say.
             Phase::Idle => c.spins_asleep,
-            Phase::Off(_) => false,
+            p => p.runnable(c.queue.front().is_some_and(|s| s.spins)),
         }
     }
 
@@ -448,7 +439,6 @@ impl OnlineReplay {
 
     /// Moves chain `tid` through every phase that has ended by now.
     fn settle(&mut self, tid: u32) {
-        const EPS: f64 = 1e-3;
         let t = self.t;
         loop {
             let c = self.chains.get_mut(&tid).unwrap();
@@ -468,22 +458,13 @@ impl OnlineReplay {
                     step.off = (step.off - late).max(0.0);
                     c.phase = if step.first {
                         Phase::Off(step.off + late)
-                    } else if step.work > 0.0 {
-                        Phase::Work(step.work)
-                    } else if step.off > 0.0 {
-                        Phase::Off(t + step.off)
                     } else {
-                        Phase::Wait
+                        Phase::start(step.work, step.held, step.off, t)
                     };
                 }
-                Phase::Work(left) if left <= EPS => {
-                    c.phase = if step.off > 0.0 {
-                        Phase::Off(t + step.off)
-                    } else {
-                        Phase::Wait
-                    };
+                p if p.ended(step.held, step.off, t).is_some() => {
+                    c.phase = p.ended(step.held, step.off, t).unwrap();
                 }
-                Phase::Off(until) if until <= t => c.phase = Phase::Wait,
                 Phase::Wait => {
                     let c = &self.chains[&tid];
                     if !self.ready(c).is_some_and(|r| r <= t) {
