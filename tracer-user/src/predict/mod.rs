@@ -6,7 +6,7 @@ pub mod online;
 pub mod placement;
 pub mod replay;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -17,6 +17,7 @@ use crate::graph::path::OUTSIDE;
 use crate::graph::recorded::RecordedGraph;
 use crate::recording::{Item, RecordingError, RecordingReader};
 use crate::records::Record;
+use placement::PlacementSpec;
 use replay::{PathPiece, Prediction};
 
 /// A process busy-polls when it is on CPU for at least this share of the time it is
@@ -46,17 +47,60 @@ pub struct RecordedRun {
     /// Events the probes could not write (the ring buffer was full): the calls and
     /// messages among them are missing from the graph.
     pub events_lost: u64,
+    /// The CPUs each process ran on (from its threads' switch-ins after their first
+    /// MPI/PVM call).
+    pub ran_on: HashMap<u32, BTreeSet<u32>>,
 }
 
 impl RecordedRun {
     pub fn read(path: &Path) -> Result<Self, RecordingError> {
         let mut reader = RecordingReader::open(path)?;
-        let polling = polling_processes(&mut reader)?;
+        let mut ran_on = HashMap::new();
+        let polling = scan(&mut reader, &mut ran_on)?;
         Ok(RecordedRun {
             cpu: RecordedGraph::read_with_clocks(&mut RecordingReader::open(path)?)?,
             polling,
             events_lost: reader.trailer.map_or(0, |t| t.events_lost),
+            ran_on,
         })
+    }
+
+    /// The placement the program ran under, as far as the recording shows it: each rank
+    /// on the CPUs its process ran on, sets that overlap merged (a rank pinned to CPU 0
+    /// has {0}; ranks the scheduler moved between CPUs 0 and 1 share {0,1}). None when no
+    /// process has a rank (they then keep a CPU per thread).
+    pub fn recorded_placement(&self) -> Option<PlacementSpec> {
+        let mut sets: Vec<(Vec<i32>, BTreeSet<u32>)> = Vec::new();
+        for (pid, rank) in self.program() {
+            let (Some(rank), Some(cpus)) = (rank, self.ran_on.get(&pid)) else {
+                continue;
+            };
+            let mut merged = (vec![rank], cpus.clone());
+            sets.retain(|(ranks, set)| {
+                if set.is_disjoint(&merged.1) {
+                    return true;
+                }
+                merged.0.extend(ranks);
+                merged.1.extend(set);
+                false
+            });
+            sets.push(merged);
+        }
+        if sets.is_empty() {
+            return None;
+        }
+        let join = |v: Vec<String>, sep: &str| v.join(sep);
+        let text = join(
+            sets.into_iter()
+                .map(|(ranks, cpus)| {
+                    let r = join(ranks.iter().map(|r| r.to_string()).collect(), ",");
+                    let c = join(cpus.iter().map(|c| c.to_string()).collect(), ",");
+                    format!("{r}@{c}")
+                })
+                .collect(),
+            ";",
+        );
+        text.parse().ok()
     }
 
     /// The replay of this run.
@@ -78,6 +122,14 @@ impl RecordedRun {
 /// least [`POLLING_SHARE`] of the time they are awake inside them (time runnable but
 /// preempted by other work on the machine does not count either way).
 pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, RecordingError> {
+    scan(reader, &mut HashMap::new())
+}
+
+/// [`polling_processes`], and the CPUs each process ran on into `ran_on`.
+fn scan(
+    reader: &mut RecordingReader,
+    ran_on: &mut HashMap<u32, BTreeSet<u32>>,
+) -> Result<HashSet<u32>, RecordingError> {
     #[derive(Default)]
     struct Thread {
         /// Depth of MPI/PVM calls, and the outermost entry's (ts, cpu).
@@ -105,6 +157,11 @@ pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, R
                 continue;
             }
             Record::SwitchIn(_) => {
+                // From the process's first MPI/PVM call on: before it, a launcher's
+                // script (pin_rank.sh, taskset) may still run there, on any CPU.
+                if threads.contains_key(&h.tid) {
+                    ran_on.entry(h.tgid).or_default().insert(h.cpu);
+                }
                 if let Some(t) = threads.get_mut(&h.tid) {
                     if let (Some(p), true) = (t.preempted.take(), t.depth > 0) {
                         t.runnable += h.ts_ns.saturating_sub(p);
