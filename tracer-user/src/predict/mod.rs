@@ -47,8 +47,8 @@ pub struct RecordedRun {
     /// Events the probes could not write (the ring buffer was full): the calls and
     /// messages among them are missing from the graph.
     pub events_lost: u64,
-    /// The CPUs each process ran on (from its threads' switch-ins after their first
-    /// MPI/PVM call).
+    /// The CPUs each process ran on (from its threads' records after their first
+    /// MPI/PVM communication call).
     pub ran_on: HashMap<u32, BTreeSet<u32>>,
 }
 
@@ -105,7 +105,9 @@ impl RecordedRun {
 
     /// The replay of this run.
     pub fn replay(&self) -> Result<replay::Replay<'_>, replay::ReplayError> {
-        replay::Replay::new(&self.cpu, self.polling.clone())
+        let mut r = replay::Replay::new(&self.cpu, self.polling.clone())?;
+        r.ran_on = self.ran_on.clone();
+        Ok(r)
     }
 
     /// The processes a placement's `*` and ranks refer to: the program's, with ranks.
@@ -146,6 +148,12 @@ fn scan(
     while let Some(item) = reader.next_item()? {
         let Item::Record(r) = item else { continue };
         let h = *r.header();
+        // From the thread's first MPI/PVM communication call on: before it, a
+        // launcher's script (pin_rank.sh, taskset) may still run in the process, on any
+        // CPU. (The online replay does the same with the records it sees.)
+        if threads.contains_key(&h.tid) && !matches!(r, Record::SwitchIn(_)) {
+            ran_on.entry(h.tgid).or_default().insert(h.cpu);
+        }
         let c = match &r {
             Record::SwitchOut(s) => {
                 if let Some(t) = threads.get_mut(&h.tid) {
@@ -157,11 +165,6 @@ fn scan(
                 continue;
             }
             Record::SwitchIn(_) => {
-                // From the process's first MPI/PVM call on: before it, a launcher's
-                // script (pin_rank.sh, taskset) may still run there, on any CPU.
-                if threads.contains_key(&h.tid) {
-                    ran_on.entry(h.tgid).or_default().insert(h.cpu);
-                }
                 if let Some(t) = threads.get_mut(&h.tid) {
                     if let (Some(p), true) = (t.preempted.take(), t.depth > 0) {
                         t.runnable += h.ts_ns.saturating_sub(p);
@@ -175,7 +178,7 @@ fn scan(
         // Communication calls only: setup calls (MPI_Init waits for the launcher) and
         // pthread calls say nothing about how the library waits for messages.
         let id = split_call_field(c.header.call).0;
-        if !calls::is_mpi_or_pvm(id) || calls::spec(id).is_none_or(|s| s.role == Role::Setup) {
+        if !communication_call(id) {
             continue;
         }
         let t = threads.entry(h.tid).or_default();
@@ -199,6 +202,11 @@ fn scan(
         .filter(|&(_, (awake, cpu, yields))| polls(cpu, awake, yields))
         .map(|(pid, _)| pid)
         .collect())
+}
+
+/// An MPI/PVM call that communicates (not a setup call such as MPI_Init).
+pub(crate) fn communication_call(id: u16) -> bool {
+    calls::is_mpi_or_pvm(id) && calls::spec(id).is_some_and(|s| s.role != Role::Setup)
 }
 
 /// Time on the predicted critical path, by kind, process and procedure.

@@ -14,7 +14,7 @@
 //! the replay, and takes its share of the CPU if its process polls. Whether a process
 //! polls is decided from what was seen so far (offline: from the whole run).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
 
 use tracer_common::{kind, EventHeader};
@@ -89,7 +89,8 @@ struct Step {
     /// A thread's first event: `off` is its start, from the recording's first event.
     first: bool,
     work: f64,
-    held: f64,
+    other: f64,
+    spun: f64,
     off: f64,
     deps: Vec<(Mark, f64)>,
     spins: bool,
@@ -98,8 +99,17 @@ struct Step {
     ts: u64,
 }
 
+impl Step {
+    /// Time held before the event (see [`super::replay::keeps_other_work`]).
+    fn held(&self, keep_other: bool) -> f64 {
+        self.spun + if keep_other { self.other } else { 0.0 }
+    }
+}
+
 struct Chain {
     pid: u32,
+    /// Whether the current step keeps the time other work held the thread back.
+    keep: bool,
     queue: VecDeque<Step>,
     phase: Phase,
     /// When the chain passed its latest event.
@@ -115,6 +125,7 @@ impl Chain {
     fn new(pid: u32) -> Self {
         Chain {
             pid,
+            keep: false,
             queue: VecDeque::new(),
             phase: Phase::Idle,
             prev_at: 0.0,
@@ -153,6 +164,10 @@ pub struct OnlineReplay {
     yields: HashMap<u32, u64>,
     tracks: HashMap<u32, Track>,
     chains: HashMap<u32, Chain>,
+    /// Threads that made an MPI/PVM communication call, and the CPUs their processes ran
+    /// on since (as offline, [`super::RecordedRun::ran_on`]).
+    talked: HashSet<u32>,
+    ran_on: HashMap<u32, BTreeSet<u32>>,
     steps_held: usize,
     /// Runnable threads in each group now, and the scheduler's time slice.
     load: Vec<usize>,
@@ -188,6 +203,8 @@ impl OnlineReplay {
             yields: HashMap::new(),
             tracks: HashMap::new(),
             chains: HashMap::new(),
+            talked: HashSet::new(),
+            ran_on: HashMap::new(),
             steps_held: 0,
             load: Vec::new(),
             slice_ns: super::replay::DEFAULT_SLICE_NS,
@@ -251,6 +268,12 @@ impl OnlineReplay {
         }
     }
 
+    /// Whether process `pid` stays on the CPUs it ran on so far.
+    fn keeps_other_work(&mut self, pid: u32) -> bool {
+        let placed = self.group(pid).map(|g| self.groups[g].0.clone());
+        super::replay::keeps_other_work(placed.as_ref(), self.ran_on.get(&pid))
+    }
+
     fn polls(&self, pid: u32) -> bool {
         self.polls_with(pid, (0, 0))
     }
@@ -302,8 +325,9 @@ impl OnlineReplay {
             w.1 += o.clocks.raw[1].saturating_sub(o.clocks.work[1]);
         }
         let polls = is_mpi_or_pvm_exit(o.label) && self.polls(pid);
-        let (work, held, off, shape) = if o.first {
+        let (work, other, spun, off, shape) = if o.first {
             (
+                0.0,
                 0.0,
                 0.0,
                 o.ts.saturating_sub(self.t0.unwrap_or(o.ts)) as f64,
@@ -311,7 +335,7 @@ impl OnlineReplay {
             )
         } else {
             let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls);
-            (shape.work, shape.held, shape.off, Some(shape))
+            (shape.work, shape.other, shape.spun, shape.off, Some(shape))
         };
         let mut deps = Vec::with_capacity(o.deps.len());
         for (d, lat) in o.deps.into_iter().zip(lats) {
@@ -334,7 +358,8 @@ impl OnlineReplay {
         let step = Step {
             first: o.first,
             work,
-            held,
+            other,
+            spun,
             off,
             deps,
             spins: mpi_wait && polls,
@@ -454,16 +479,20 @@ impl OnlineReplay {
                     // A step that comes after the simulation went past its start (the
                     // thread slept meanwhile) has slept that long already.
                     let late = (t - c.prev_at).max(0.0);
+                    let pid = c.pid;
+                    let keep = self.keeps_other_work(pid);
+                    let c = self.chains.get_mut(&tid).unwrap();
+                    c.keep = keep;
                     let step = c.queue.front_mut().unwrap();
                     step.off = (step.off - late).max(0.0);
                     c.phase = if step.first {
                         Phase::Off(step.off + late)
                     } else {
-                        Phase::start(step.work, step.held, step.off, t)
+                        Phase::start(step.work, step.held(keep), step.off, t)
                     };
                 }
-                p if p.ended(step.held, step.off, t).is_some() => {
-                    c.phase = p.ended(step.held, step.off, t).unwrap();
+                p if p.ended(step.held(c.keep), step.off, t).is_some() => {
+                    c.phase = p.ended(step.held(c.keep), step.off, t).unwrap();
                 }
                 Phase::Wait => {
                     let c = &self.chains[&tid];
@@ -566,6 +595,12 @@ impl PathModel for OnlineReplay {
             && crate::calls::is_mpi_or_pvm(id);
         if (mpi && at.kind == kind::CALL_ENTER) || at.kind == kind::FUNC_ENTER {
             self.participant(at.tgid);
+        }
+        if self.talked.contains(&tid) {
+            self.ran_on.entry(at.tgid).or_default().insert(at.cpu);
+        }
+        if mpi && at.kind == kind::CALL_ENTER && super::communication_call(id) {
+            self.talked.insert(tid);
         }
         if let Some(t) = self.tracks.get_mut(&tid) {
             // Blocked time grew since the previous record: the thread is in a call.

@@ -23,7 +23,7 @@
 //! after the source, the time it then still took. A network cost function replaces it
 //! for messages. With no change, the replay reproduces every recorded event time.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tracer_common::kind;
 
@@ -62,7 +62,11 @@ pub type MessageCost<'a> = &'a dyn Fn(bool, u64) -> Option<u64>;
 /// latency follows.
 pub(super) struct Shape {
     pub work: f64,
-    pub held: f64,
+    /// Held back by other work on the machine (kept where the placement leaves the
+    /// process on the CPUs it ran on: see [`keeps_other_work`]).
+    pub other: f64,
+    /// Spinning in a call that waited for nothing traced (always kept).
+    pub spun: f64,
     pub off: f64,
     /// Time inside blocking calls before the event: awake (on CPU or asleep), held back
     /// by other work on the machine, and runnable but preempted by the program's own
@@ -95,14 +99,15 @@ impl Shape {
         // its receiver, MPI_Init waiting for the launcher) passes as it did, all of it:
         // what it waited for is not in the graph. A polling process spins through it.
         let unexplained = if waited { 0 } else { blocked };
-        let (held, off) = if polls {
-            (held + unexplained, awake - work)
+        let (spun, off) = if polls {
+            (unexplained, awake - work)
         } else {
-            (held, awake - work + unexplained)
+            (0, awake - work + unexplained)
         };
         Shape {
             work: work as f64,
-            held: held as f64,
+            other: held as f64,
+            spun: spun as f64,
             off: off as f64,
             awake_blocked,
             held_blocked,
@@ -120,6 +125,17 @@ impl Shape {
     }
 }
 
+/// Whether a process keeps the time other work on the machine held it back: when the
+/// placement leaves it on the CPUs it ran on (`ran_on`, all within its placed set),
+/// where that work ran. A process moved elsewhere (or given a CPU of its own) is assumed
+/// to find its CPUs free.
+pub(super) fn keeps_other_work(
+    placed: Option<&super::placement::CpuSet>,
+    ran_on: Option<&BTreeSet<u32>>,
+) -> bool {
+    matches!((placed, ran_on), (Some(p), Some(r)) if p.node.is_empty() && p.cpus.is_superset(r))
+}
+
 /// A dependency of an event: the source event and the latency after it.
 #[derive(Clone, Copy, Debug)]
 struct Dep {
@@ -132,7 +148,8 @@ struct Dep {
 #[derive(Clone, Debug, Default)]
 struct Step {
     work: f64,
-    held: f64,
+    other: f64,
+    spun: f64,
     off: f64,
     deps: Vec<Dep>,
     /// The thread waits inside an MPI/PVM call of a busy-polling process.
@@ -144,6 +161,8 @@ struct Step {
 /// The replay's view of a recording.
 pub struct Replay<'g> {
     g: &'g Graph,
+    /// The CPUs each process ran on (see [`keeps_other_work`]).
+    pub ran_on: HashMap<u32, BTreeSet<u32>>,
     /// Per vertex (indexed by id; the virtual source and sink are unused).
     steps: Vec<Step>,
     /// Each thread's events, in program order.
@@ -307,7 +326,7 @@ impl<'g> Replay<'g> {
             let vertex = &g.vertices[v as usize];
             let polls = is_mpi_or_pvm_exit(vertex.label) && polling.contains(&cpu.pid_of(tid));
             let shape = Shape::new(ts(v).saturating_sub(ts(u)), &clocks, &lats, polls);
-            (s.work, s.held, s.off) = (shape.work, shape.held, shape.off);
+            (s.work, s.other, s.spun, s.off) = (shape.work, shape.other, shape.spun, shape.off);
             s.deps = deps
                 .into_iter()
                 .zip(lats)
@@ -329,6 +348,7 @@ impl<'g> Replay<'g> {
         };
         Ok(Replay {
             g,
+            ran_on: HashMap::new(),
             steps,
             chains,
             chain_pid,
@@ -443,7 +463,7 @@ impl<'g> Replay<'g> {
                         end_ns: sim.at[v as usize],
                         work_ns: s.work,
                         // Time held back by other work is time waiting for a CPU too.
-                        running_ns: sim.running[v as usize] + s.held,
+                        running_ns: sim.running[v as usize] + sim.held[v as usize],
                         off_ns: s.off,
                     });
                     v = u;
@@ -555,6 +575,8 @@ struct Outcome {
     cause: Vec<Cause>,
     /// Time each event's work took to run, CPU sharing included.
     running: Vec<f64>,
+    /// Time each event was held (spinning, or behind other work).
+    held: Vec<f64>,
     chain_of: Vec<usize>,
 }
 
@@ -562,6 +584,8 @@ struct Simulation<'r, 'g> {
     r: &'r Replay<'g>,
     /// CPU group of each chain (None: a CPU of its own).
     group: Vec<Option<GroupId>>,
+    /// Whether each chain keeps the time other work held it back.
+    keep: Vec<bool>,
     capacity: Vec<f64>,
     /// Index in its chain of each chain's next event.
     next: Vec<usize>,
@@ -591,6 +615,14 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 .iter()
                 .map(|p| placement.of_pid.get(p).copied())
                 .collect(),
+            keep: r
+                .chain_pid
+                .iter()
+                .map(|p| {
+                    let placed = placement.of_pid.get(p).map(|&g| &placement.groups[g]);
+                    keeps_other_work(placed, r.ran_on.get(p))
+                })
+                .collect(),
             capacity: (0..placement.groups.len())
                 .map(|g| placement.capacity(g))
                 .collect(),
@@ -603,6 +635,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 at: vec![0.0; n],
                 cause: vec![Cause::Start; n],
                 running: vec![0.0; n],
+                held: vec![0.0; n],
                 chain_of,
             },
         };
@@ -620,7 +653,12 @@ impl<'r, 'g> Simulation<'r, 'g> {
         };
         let s = &self.r.steps[v as usize];
         self.since[c] = t;
-        self.phase[c] = Phase::start(s.work, s.held, s.off, t);
+        self.phase[c] = Phase::start(s.work, self.held(c, s), s.off, t);
+    }
+
+    /// Time chain `c` is held before its event `s`.
+    fn held(&self, c: usize, s: &Step) -> f64 {
+        s.spun + if self.keep[c] { s.other } else { 0.0 }
     }
 
     fn head(&self, c: usize) -> VertexId {
@@ -709,9 +747,10 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 _ => self.head(c),
             };
             let s = &self.r.steps[v as usize];
-            if let Some(next) = self.phase[c].ended(s.held, s.off, t) {
+            if let Some(next) = self.phase[c].ended(self.held(c, s), s.off, t) {
                 if let Phase::Work(_) = self.phase[c] {
                     self.out.running[v as usize] = t - self.since[c];
+                    self.out.held[v as usize] = self.held(c, s);
                 }
                 self.phase[c] = next;
                 continue;
@@ -750,7 +789,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
             return s.off;
         }
         let prev = self.r.chains[c][self.next[c] - 1] as usize;
-        (self.out.at[prev] + self.out.running[v] + s.held + s.off).min(t)
+        (self.out.at[prev] + self.out.running[v] + self.held(c, s) + s.off).min(t)
     }
 }
 
