@@ -270,7 +270,12 @@ fn network_table_predicts_a_slower_link() {
     );
     let two_nodes = ["--placement", "0@a:0;1@b:0", "--network", table];
     let predicted = ns(&whatif(&rec.path(), &two_nodes), "predicted_ns");
-    let unchanged = ns(&whatif(&rec.path(), &[]), "predicted_ns");
+    // A CPU per rank: the fast link's run without the other work the recording met
+    // (which no change would replay as it was).
+    let unchanged = ns(
+        &whatif(&rec.path(), &["--placement", "each"]),
+        "predicted_ns",
+    );
     let real_ns = best_real_run(predicted, || {
         let real = record("slow-link", &slow.openmpi(2, "mpi_exchange", &args));
         ns(&whatif(&real.path(), &[]), "measured_ns")
@@ -295,4 +300,105 @@ fn network_table_predicts_a_slower_link() {
     let (_, err) =
         tracer_tests::tracer_fails(&["whatif", rec.path().to_str().unwrap(), "--network", table]);
     assert!(err.contains("no local rows"), "{err}");
+}
+
+/// Replays `rec` with no change and at `spec` (the placement it ran under): both must
+/// reproduce the measured parallel section within 5 %, and the online replay that ran
+/// while it was recorded (`printed`) must equal the offline one on the same recording.
+fn reproduces(what: &str, rec: &Recording, printed: &str, spec: &str) -> f64 {
+    let unchanged = complete(whatif(&rec.path(), &[]));
+    let measured = ns(&unchanged, "measured_ns");
+    let at_spec = ns(&whatif(&rec.path(), &["--placement", spec]), "predicted_ns");
+    let online = online_prediction(printed);
+    let offline_online = ns(
+        &whatif(&rec.path(), &["--placement", spec, "--online"]),
+        "predicted_ns",
+    );
+    let none = ns(&unchanged, "predicted_ns");
+    eprintln!(
+        "{what}: measured {:.1} ms, replayed {:.1} ms, at {spec} {:.1} ms, online {:.1} ms \
+         (from the file {:.1} ms)",
+        measured / MS,
+        none / MS,
+        at_spec / MS,
+        online / MS,
+        offline_online / MS
+    );
+    for (name, p) in [("no change", none), (spec, at_spec)] {
+        let error = (p - measured) / measured;
+        assert!(
+            error.abs() <= 0.05,
+            "{what}: {name} predicted {p} ns, measured {measured} ns"
+        );
+    }
+    // One model: the online replay while recording, the online replay of the file and the
+    // offline replay agree (within 1 %: a step the online replay began late).
+    for (name, p) in [("online", online), ("online from the file", offline_online)] {
+        assert!(
+            (p - at_spec).abs() <= 0.01 * at_spec,
+            "{what}: {name} {p} ns, offline {at_spec} ns"
+        );
+    }
+    measured
+}
+
+/// Two Open MPI ranks pinned to one CPU, both polling: the replay at the placement they
+/// ran under shares the CPU as they did (4 x 2 x 150 ms).
+#[test]
+fn replay_of_ranks_sharing_a_cpu_reproduces_the_run() {
+    let spec = "*@0";
+    let (rec, printed) = record_with(
+        "shared",
+        &["--whatif-placement", spec],
+        &pinned("openmpi", "0,0", "mpi_imbalance", &["4", "150", "100"]),
+    );
+    let measured = reproduces("2 ranks on cpu 0", &rec, &printed, spec);
+    assert!(
+        measured > 1100.0 * MS,
+        "the ranks shared the CPU: {measured}"
+    );
+}
+
+/// Four ranks, two per CPU, with a slow stage (Open MPI yields while it waits).
+#[test]
+fn replay_of_a_pipeline_on_two_shared_cpus_reproduces_the_run() {
+    let spec = "0,1@0;2,3@1";
+    let (rec, printed) = record_with(
+        "pipeline-shared",
+        &["--whatif-placement", spec],
+        &pinned(
+            "openmpi",
+            "0,0,1,1",
+            "mpi_pipeline",
+            &["6", "1", "100", "40"],
+        ),
+    );
+    reproduces("pipeline on 0,0,1,1", &rec, &printed, spec);
+}
+
+/// An untraced process that keeps CPU 0 busy the whole run: rank 0 (on CPU 0) gets half
+/// of it. The recording shows rank 0 runnable while its CPU ran other work; the replay
+/// keeps that time as it was, and the run is reproduced (about 2 x 4 x 150 ms).
+#[test]
+fn replay_with_an_untraced_cpu_hog_reproduces_the_run() {
+    let mut hog = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let spec = "0@0;1@1";
+    let recorded = std::panic::catch_unwind(|| {
+        record_with(
+            "hog",
+            &["--whatif-placement", spec],
+            &pinned("openmpi", "0,1", "mpi_imbalance", &["4", "150", "100"]),
+        )
+    });
+    let _ = hog.kill();
+    let _ = hog.wait();
+    let (rec, printed) = recorded.unwrap();
+    let measured = reproduces("rank 0 beside a CPU hog", &rec, &printed, spec);
+    assert!(
+        measured > 900.0 * MS,
+        "the hog took half of CPU 0: {measured}"
+    );
 }

@@ -142,6 +142,8 @@ pub struct Analyzer<M: PathModel = CriticalPathEngine> {
     /// When there are any, launchers and helpers (mpirun, pvmd, shells) do not compete
     /// for the critical path.
     participants: FxHashSet<u32>,
+    /// Per CPU: how long it ran work outside the program (see [`workclock::OtherWork`]).
+    cpus: FxHashMap<u32, workclock::OtherWork>,
     /// CPU time (not work) spent in each procedure, all threads.
     cpu_in: Vec<u64>,
     /// CPU time of threads that ended, while traced.
@@ -169,6 +171,7 @@ impl<M: PathModel> Analyzer<M> {
             threads: FxHashMap::default(),
             thread_pids: FxHashMap::default(),
             participants: Default::default(),
+            cpus: Default::default(),
             cpu_in: Vec::new(),
             cpu_ended: 0,
             events: 0,
@@ -222,7 +225,14 @@ impl<M: PathModel> Analyzer<M> {
             Record::WakeupNew(_) => return,
             Record::SwitchIn(_) => {
                 if let Some(t) = self.threads.get_mut(&h.tid) {
-                    t.clock.switched_in(h.ts_ns);
+                    let other = t
+                        .clock
+                        .waits_on()
+                        .map_or(0, |c| self.cpus.entry(c).or_default().at(h.ts_ns));
+                    t.clock.switched_in(h.ts_ns, other);
+                    if self.participants.contains(&h.tgid) {
+                        self.cpus.entry(h.cpu).or_default().runs(h.tid, h.ts_ns);
+                    }
                     self.engine.scheduled(h.tid, Sched::Running);
                 }
                 return;
@@ -237,6 +247,9 @@ impl<M: PathModel> Analyzer<M> {
                 return;
             }
             _ => {}
+        }
+        if self.participants.contains(&h.tgid) && !matches!(r, Record::SwitchOut(_)) {
+            self.cpus.entry(h.cpu).or_default().runs(h.tid, h.ts_ns);
         }
         let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
         let first = !std::mem::replace(&mut t.analysed, true);
@@ -326,7 +339,11 @@ impl<M: PathModel> Analyzer<M> {
             }
             Record::Wakeup(w) => self.futex_wakeup(h.tid, w.wakee_tid),
             Record::SwitchOut(s) => {
-                self.thread(&h).clock.switched_out(h.ts_ns, s.prev_state);
+                let cpu = self.cpus.entry(h.cpu).or_default();
+                cpu.left(h.tid, h.ts_ns);
+                let other = cpu.at(h.ts_ns);
+                let clock = &mut self.thread(&h).clock;
+                clock.switched_out(h.ts_ns, s.prev_state, h.cpu, other);
                 let what = match s.prev_state {
                     0 => Sched::Yielded,
                     p if workclock::still_runnable(p) => Sched::Preempted,

@@ -18,19 +18,20 @@ pub enum Milestone {
     Finalizing,
 }
 
-/// Every work clock of a thread at an event (cpu, awake, wall; see
+/// Every work clock of a thread at an event (cpu, awake, wall, and held: time runnable
+/// while its CPU ran work outside the program; see
 /// [`super::workclock::WorkClock::clocks`]) and the raw clocks they are built on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Clocks {
-    pub work: [u64; 3],
-    pub raw: [u64; 3],
+    pub work: [u64; 4],
+    pub raw: [u64; 4],
 }
 
 impl Clocks {
     /// Adds to `self` (time pending since some event) what the clocks advanced from
     /// `last` to `now`, and moves `last` to `now` (clocks never run backwards).
     pub fn add_since(&mut self, last: &mut Clocks, now: &Clocks) {
-        for k in 0..3 {
+        for k in 0..4 {
             self.work[k] += now.work[k].saturating_sub(last.work[k]);
             self.raw[k] += now.raw[k].saturating_sub(last.raw[k]);
             last.work[k] = last.work[k].max(now.work[k]);

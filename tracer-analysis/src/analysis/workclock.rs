@@ -42,15 +42,24 @@ pub struct WorkClock {
     /// Per raw clock (indexed by [`ClockKind::index`]): time spent blocked so far, when
     /// the outermost blocking interval began, and the largest work value handed out (a
     /// clock never runs backwards).
-    blocked: [u64; 3],
-    block_start: [u64; 3],
-    last: [u64; 3],
+    blocked: [u64; 4],
+    block_start: [u64; 4],
+    last: [u64; 4],
     /// Nesting depth of blocking intervals (an MPI call may futex-wait inside).
     depth: u32,
     /// Time runnable but not running so far, and since when the thread is (if it is).
     runnable: u64,
     preempted_at: Option<u64>,
+    /// Of that time, the part its CPU ran other work (processes outside the program,
+    /// see [`OtherWork`]) so far; and, while it is runnable, the CPU it waits for and that
+    /// CPU's [`OtherWork`] clock when it began to.
+    held: u64,
+    waits_on: Option<(u32, u64)>,
 }
+
+/// Index of the held clock in [`super::model::Clocks`]: time runnable but not running
+/// while the CPU ran work outside the program (what-if keeps it as it was).
+pub const HELD: usize = 3;
 
 const KINDS: [ClockKind; 3] = [ClockKind::Cpu, ClockKind::Awake, ClockKind::Wall];
 
@@ -73,19 +82,26 @@ impl WorkClock {
         }
     }
 
-    fn raw(&self, kind: ClockKind, ts_ns: u64, cpu_ns: u64) -> u64 {
-        match kind {
-            ClockKind::Cpu => cpu_ns,
-            ClockKind::Wall => ts_ns,
-            ClockKind::Awake => {
+    /// Raw clock `k` (a [`ClockKind::index`], or [`HELD`]). The held clock advances only
+    /// when the thread gets its CPU back ([`Self::switched_in`]).
+    fn raw_at(&self, k: usize, ts_ns: u64, cpu_ns: u64) -> u64 {
+        match k {
+            0 => cpu_ns,
+            2 => ts_ns,
+            1 => {
                 let waiting = self.preempted_at.map_or(0, |p| ts_ns.saturating_sub(p));
                 ts_ns.saturating_sub(self.runnable + waiting)
             }
+            _ => self.held,
         }
     }
 
     fn work_of(&mut self, kind: ClockKind, ts_ns: u64, cpu_ns: u64) -> u64 {
-        let (k, raw) = (kind.index(), self.raw(kind, ts_ns, cpu_ns));
+        self.work_at(kind.index(), ts_ns, cpu_ns)
+    }
+
+    fn work_at(&mut self, k: usize, ts_ns: u64, cpu_ns: u64) -> u64 {
+        let raw = self.raw_at(k, ts_ns, cpu_ns);
         let blocked = if self.depth > 0 {
             self.blocked[k] + raw.saturating_sub(self.block_start[k])
         } else {
@@ -105,17 +121,18 @@ impl WorkClock {
         KINDS.map(|k| self.work_of(k, ts_ns, cpu_ns))
     }
 
-    /// Every work clock and the raw clocks under them.
+    /// Every work clock and the raw clocks under them: cpu, awake, wall and held.
     pub fn clocks(&mut self, ts_ns: u64, cpu_ns: u64) -> super::model::Clocks {
+        let work = [0, 1, 2, HELD].map(|k| self.work_at(k, ts_ns, cpu_ns));
         super::model::Clocks {
-            work: self.works(ts_ns, cpu_ns),
-            raw: KINDS.map(|k| self.raw(k, ts_ns, cpu_ns)),
+            work,
+            raw: [0, 1, 2, HELD].map(|k| self.raw_at(k, ts_ns, cpu_ns)),
         }
     }
 
     pub fn begin_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
         if self.depth == 0 {
-            self.block_start = KINDS.map(|k| self.raw(k, ts_ns, cpu_ns));
+            self.block_start = [0, 1, 2, HELD].map(|k| self.raw_at(k, ts_ns, cpu_ns));
         }
         self.depth += 1;
     }
@@ -124,9 +141,9 @@ impl WorkClock {
         match self.depth {
             0 => {}
             1 => {
-                for k in KINDS {
-                    let raw = self.raw(k, ts_ns, cpu_ns);
-                    self.blocked[k.index()] += raw.saturating_sub(self.block_start[k.index()]);
+                for k in [0, 1, 2, HELD] {
+                    let raw = self.raw_at(k, ts_ns, cpu_ns);
+                    self.blocked[k] += raw.saturating_sub(self.block_start[k]);
                 }
                 self.depth = 0;
             }
@@ -134,10 +151,12 @@ impl WorkClock {
         }
     }
 
-    /// The thread left its CPU with state `prev_state`.
-    pub fn switched_out(&mut self, ts_ns: u64, prev_state: i64) {
+    /// The thread left CPU `cpu` with state `prev_state`; `other` is that CPU's
+    /// [`OtherWork`] clock now.
+    pub fn switched_out(&mut self, ts_ns: u64, prev_state: i64, cpu: u32, other: u64) {
         if still_runnable(prev_state) {
             self.preempted_at = Some(ts_ns);
+            self.waits_on = Some((cpu, other));
         }
     }
 
@@ -145,12 +164,61 @@ impl WorkClock {
     /// missed ends no wait (runnable time is never over-counted).
     pub fn ran(&mut self) {
         self.preempted_at = None;
+        self.waits_on = None;
     }
 
-    /// The thread got a CPU again.
-    pub fn switched_in(&mut self, ts_ns: u64) {
+    /// The CPU the thread waits for while runnable, if it is.
+    pub fn waits_on(&self) -> Option<u32> {
+        self.waits_on.map(|(c, _)| c)
+    }
+
+    /// The thread got a CPU again; `other` is the [`OtherWork`] clock, now, of the CPU
+    /// it waited for ([`Self::waits_on`]).
+    pub fn switched_in(&mut self, ts_ns: u64, other: u64) {
         if let Some(p) = self.preempted_at.take() {
-            self.runnable += ts_ns.saturating_sub(p);
+            let waited = ts_ns.saturating_sub(p);
+            self.runnable += waited;
+            if let Some((_, since)) = self.waits_on.take() {
+                self.held += other.saturating_sub(since).min(waited);
+            }
+        }
+    }
+}
+
+/// Per CPU, how long it ran work outside the program (or nothing) so far: the time a
+/// program thread waiting for that CPU was held back by other work on the machine,
+/// which a what-if replay cannot work out from the program's own threads.
+#[derive(Clone, Debug, Default)]
+pub struct OtherWork {
+    /// The program thread on the CPU now (if any), since when the CPU ran other work
+    /// (when none), and that time before.
+    running: Option<u32>,
+    since: u64,
+    other: u64,
+}
+
+impl OtherWork {
+    /// The clock at `ts_ns`.
+    pub fn at(&self, ts_ns: u64) -> u64 {
+        match self.running {
+            Some(_) => self.other,
+            None => self.other + ts_ns.saturating_sub(self.since),
+        }
+    }
+
+    /// Program thread `tid` runs on the CPU (a record of its own, or a switch-in).
+    pub fn runs(&mut self, tid: u32, ts_ns: u64) {
+        if self.running.is_none() {
+            self.other += ts_ns.saturating_sub(self.since);
+        }
+        self.running = Some(tid);
+    }
+
+    /// Thread `tid` left the CPU.
+    pub fn left(&mut self, tid: u32, ts_ns: u64) {
+        if self.running == Some(tid) {
+            self.running = None;
+            self.since = ts_ns;
         }
     }
 }
@@ -174,11 +242,13 @@ mod tests {
         assert_eq!(w.work(1000, 5), 1000);
         // Preempted from 1100 to 1400, asleep from 1500 to 1900.
         let mut a = WorkClock::new(ClockKind::Awake);
-        a.switched_out(1100, 0x100);
-        a.switched_in(1400);
-        a.switched_out(1500, 1);
-        a.switched_in(1900);
+        a.switched_out(1100, 0x100, 0, 0);
+        a.switched_in(1400, 200);
+        a.switched_out(1500, 1, 0, 200);
+        a.switched_in(1900, 200);
         assert_eq!(a.work(2000, 5), 2000 - 300);
         assert_eq!(a.works(2000, 5), [5, 1700, 2000]);
+        // Its CPU ran other work for 200 of the 300 ns it was runnable.
+        assert_eq!(a.clocks(2000, 5).raw[HELD], 200);
     }
 }

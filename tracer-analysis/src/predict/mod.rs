@@ -6,7 +6,7 @@ pub mod online;
 pub mod placement;
 pub mod replay;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -17,6 +17,7 @@ use crate::format::recording::{Item, RecordingError, RecordingReader};
 use crate::format::records::Record;
 use crate::graph::path::OUTSIDE;
 use crate::graph::recorded::RecordedGraph;
+use placement::PlacementSpec;
 use replay::{PathPiece, Prediction};
 
 /// A process busy-polls when it is on CPU for at least this share of the time it is
@@ -46,22 +47,67 @@ pub struct RecordedRun {
     /// Events the probes could not write (the ring buffer was full): the calls and
     /// messages among them are missing from the graph.
     pub events_lost: u64,
+    /// The CPUs each process ran on (from its threads' records after their first
+    /// MPI/PVM communication call).
+    pub ran_on: HashMap<u32, BTreeSet<u32>>,
 }
 
 impl RecordedRun {
     pub fn read(path: &Path) -> Result<Self, RecordingError> {
         let mut reader = RecordingReader::open(path)?;
-        let polling = polling_processes(&mut reader)?;
+        let mut ran_on = HashMap::new();
+        let polling = scan(&mut reader, &mut ran_on)?;
         Ok(RecordedRun {
             cpu: RecordedGraph::read_with_clocks(&mut RecordingReader::open(path)?)?,
             polling,
             events_lost: reader.trailer.map_or(0, |t| t.events_lost),
+            ran_on,
         })
+    }
+
+    /// The placement the program ran under, as far as the recording shows it: each rank
+    /// on the CPUs its process ran on, sets that overlap merged (a rank pinned to CPU 0
+    /// has {0}; ranks the scheduler moved between CPUs 0 and 1 share {0,1}). None when no
+    /// process has a rank (they then keep a CPU per thread).
+    pub fn recorded_placement(&self) -> Option<PlacementSpec> {
+        let mut sets: Vec<(Vec<i32>, BTreeSet<u32>)> = Vec::new();
+        for (pid, rank) in self.program() {
+            let (Some(rank), Some(cpus)) = (rank, self.ran_on.get(&pid)) else {
+                continue;
+            };
+            let mut merged = (vec![rank], cpus.clone());
+            sets.retain(|(ranks, set)| {
+                if set.is_disjoint(&merged.1) {
+                    return true;
+                }
+                merged.0.extend(ranks);
+                merged.1.extend(set);
+                false
+            });
+            sets.push(merged);
+        }
+        if sets.is_empty() {
+            return None;
+        }
+        let join = |v: Vec<String>, sep: &str| v.join(sep);
+        let text = join(
+            sets.into_iter()
+                .map(|(ranks, cpus)| {
+                    let r = join(ranks.iter().map(|r| r.to_string()).collect(), ",");
+                    let c = join(cpus.iter().map(|c| c.to_string()).collect(), ",");
+                    format!("{r}@{c}")
+                })
+                .collect(),
+            ";",
+        );
+        text.parse().ok()
     }
 
     /// The replay of this run.
     pub fn replay(&self) -> Result<replay::Replay<'_>, replay::ReplayError> {
-        replay::Replay::new(&self.cpu, self.polling.clone())
+        let mut r = replay::Replay::new(&self.cpu, self.polling.clone())?;
+        r.ran_on = self.ran_on.clone();
+        Ok(r)
     }
 
     /// The processes a placement's `*` and ranks refer to: the program's, with ranks.
@@ -78,6 +124,14 @@ impl RecordedRun {
 /// least [`POLLING_SHARE`] of the time they are awake inside them (time runnable but
 /// preempted by other work on the machine does not count either way).
 pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, RecordingError> {
+    scan(reader, &mut HashMap::new())
+}
+
+/// [`polling_processes`], and the CPUs each process ran on into `ran_on`.
+fn scan(
+    reader: &mut RecordingReader,
+    ran_on: &mut HashMap<u32, BTreeSet<u32>>,
+) -> Result<HashSet<u32>, RecordingError> {
     #[derive(Default)]
     struct Thread {
         /// Depth of MPI/PVM calls, and the outermost entry's (ts, cpu).
@@ -94,6 +148,12 @@ pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, R
     while let Some(item) = reader.next_item()? {
         let Item::Record(r) = item else { continue };
         let h = *r.header();
+        // From the thread's first MPI/PVM communication call on: before it, a
+        // launcher's script (pin_rank.sh, taskset) may still run in the process, on any
+        // CPU. (The online replay does the same with the records it sees.)
+        if threads.contains_key(&h.tid) && !matches!(r, Record::SwitchIn(_)) {
+            ran_on.entry(h.tgid).or_default().insert(h.cpu);
+        }
         let c = match &r {
             Record::SwitchOut(s) => {
                 if let Some(t) = threads.get_mut(&h.tid) {
@@ -118,7 +178,7 @@ pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, R
         // Communication calls only: setup calls (MPI_Init waits for the launcher) and
         // pthread calls say nothing about how the library waits for messages.
         let id = split_call_field(c.header.call).0;
-        if !calls::is_mpi_or_pvm(id) || calls::spec(id).is_none_or(|s| s.role == Role::Setup) {
+        if !communication_call(id) {
             continue;
         }
         let t = threads.entry(h.tid).or_default();
@@ -142,6 +202,11 @@ pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, R
         .filter(|&(_, (awake, cpu, yields))| polls(cpu, awake, yields))
         .map(|(pid, _)| pid)
         .collect())
+}
+
+/// An MPI/PVM call that communicates (not a setup call such as MPI_Init).
+pub(crate) fn communication_call(id: u16) -> bool {
+    calls::is_mpi_or_pvm(id) && calls::spec(id).is_some_and(|s| s.role != Role::Setup)
 }
 
 /// Time on the predicted critical path, by kind, process and procedure.

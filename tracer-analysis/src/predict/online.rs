@@ -14,13 +14,13 @@
 //! the replay, and takes its share of the CPU if its process polls. Whether a process
 //! polls is decided from what was seen so far (offline: from the whole run).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
 
 use tracer_common::{kind, EventHeader};
 
 use super::placement::{CpuSet, PlacementSpec};
-use super::replay::{is_mpi_or_pvm_exit, ReplayError, Shape};
+use super::replay::{is_mpi_or_pvm_exit, rate, Phase, ReplayError, Shape};
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
 use crate::format::recording::Item;
@@ -89,6 +89,8 @@ struct Step {
     /// A thread's first event: `off` is its start, from the recording's first event.
     first: bool,
     work: f64,
+    other: f64,
+    spun: f64,
     off: f64,
     deps: Vec<(Mark, f64)>,
     spins: bool,
@@ -97,17 +99,17 @@ struct Step {
     ts: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Phase {
-    /// Waiting for its next step to be known.
-    Idle,
-    Work(f64),
-    Off(f64),
-    Wait,
+impl Step {
+    /// Time held before the event (see [`super::replay::keeps_other_work`]).
+    fn held(&self, keep_other: bool) -> f64 {
+        self.spun + if keep_other { self.other } else { 0.0 }
+    }
 }
 
 struct Chain {
     pid: u32,
+    /// Whether the current step keeps the time other work held the thread back.
+    keep: bool,
     queue: VecDeque<Step>,
     phase: Phase,
     /// When the chain passed its latest event.
@@ -123,6 +125,7 @@ impl Chain {
     fn new(pid: u32) -> Self {
         Chain {
             pid,
+            keep: false,
             queue: VecDeque::new(),
             phase: Phase::Idle,
             prev_at: 0.0,
@@ -161,6 +164,10 @@ pub struct OnlineReplay {
     yields: HashMap<u32, u64>,
     tracks: HashMap<u32, Track>,
     chains: HashMap<u32, Chain>,
+    /// Threads that made an MPI/PVM communication call, and the CPUs their processes ran
+    /// on since (as offline, [`super::RecordedRun::ran_on`]).
+    talked: HashSet<u32>,
+    ran_on: HashMap<u32, BTreeSet<u32>>,
     steps_held: usize,
     /// Runnable threads in each group now, and the scheduler's time slice.
     load: Vec<usize>,
@@ -196,6 +203,8 @@ impl OnlineReplay {
             yields: HashMap::new(),
             tracks: HashMap::new(),
             chains: HashMap::new(),
+            talked: HashSet::new(),
+            ran_on: HashMap::new(),
             steps_held: 0,
             load: Vec::new(),
             slice_ns: super::replay::DEFAULT_SLICE_NS,
@@ -259,6 +268,12 @@ impl OnlineReplay {
         }
     }
 
+    /// Whether process `pid` stays on the CPUs it ran on so far.
+    fn keeps_other_work(&mut self, pid: u32) -> bool {
+        let placed = self.group(pid).map(|g| self.groups[g].0.clone());
+        super::replay::keeps_other_work(placed.as_ref(), self.ran_on.get(&pid))
+    }
+
     fn polls(&self, pid: u32) -> bool {
         self.polls_with(pid, (0, 0))
     }
@@ -309,15 +324,18 @@ impl OnlineReplay {
             w.0 += o.clocks.raw[0].saturating_sub(o.clocks.work[0]);
             w.1 += o.clocks.raw[1].saturating_sub(o.clocks.work[1]);
         }
-        let (work, off, shape) = if o.first {
+        let polls = is_mpi_or_pvm_exit(o.label) && self.polls(pid);
+        let (work, other, spun, off, shape) = if o.first {
             (
+                0.0,
+                0.0,
                 0.0,
                 o.ts.saturating_sub(self.t0.unwrap_or(o.ts)) as f64,
                 None,
             )
         } else {
-            let shape = Shape::new(o.elapsed, &o.clocks, &lats);
-            (shape.work, shape.off, Some(shape))
+            let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls);
+            (shape.work, shape.other, shape.spun, shape.off, Some(shape))
         };
         let mut deps = Vec::with_capacity(o.deps.len());
         for (d, lat) in o.deps.into_iter().zip(lats) {
@@ -340,9 +358,11 @@ impl OnlineReplay {
         let step = Step {
             first: o.first,
             work,
+            other,
+            spun,
             off,
             deps,
-            spins: mpi_wait && self.polls(pid),
+            spins: mpi_wait && polls,
             source: o.source,
             milestone: o.milestone,
             ts: o.ts,
@@ -384,18 +404,18 @@ impl OnlineReplay {
                 }
             }
             self.load.clone_from(&load);
-            let rate = |g: Option<usize>, groups: &[(CpuSet, f64)]| match g {
-                Some(g) if load[g] > 0 => (groups[g].1 / load[g] as f64).min(1.0),
-                _ => 1.0,
+            let rate = |g: Option<usize>, groups: &[(CpuSet, f64)]| {
+                g.map_or(1.0, |g| rate(groups[g].1, load[g]))
             };
             let mut next = f64::INFINITY;
             for &tid in &tids {
                 let c = &self.chains[&tid];
                 let end = match c.phase {
-                    Phase::Work(left) => self.t + left / rate(groups[&tid], &self.groups),
-                    Phase::Off(until) => until,
                     Phase::Wait => self.ready(c).map_or(f64::INFINITY, |r| r.max(self.t)),
-                    Phase::Idle => continue,
+                    Phase::Idle | Phase::Done => continue,
+                    p => p
+                        .end(self.t, rate(groups[&tid], &self.groups))
+                        .unwrap_or(f64::INFINITY),
                 };
                 next = next.min(end);
             }
@@ -406,9 +426,7 @@ impl OnlineReplay {
             self.t = next;
             for &tid in &tids {
                 let r = rate(groups[&tid], &self.groups);
-                if let Phase::Work(left) = &mut self.chains.get_mut(&tid).unwrap().phase {
-                    *left -= dt * r;
-                }
+                self.chains.get_mut(&tid).unwrap().phase.advance(dt, r);
             }
         }
     }
@@ -416,12 +434,10 @@ impl OnlineReplay {
     fn runnable(&self, tid: u32) -> bool {
         let c = &self.chains[&tid];
         match c.phase {
-            Phase::Work(_) => true,
-            Phase::Wait => c.queue.front().is_some_and(|s| s.spins),
             // Waiting inside an MPI/PVM call whose step is not known yet: a polling
             // process spins there, as its step will say.
             Phase::Idle => c.spins_asleep,
-            Phase::Off(_) => false,
+            p => p.runnable(c.queue.front().is_some_and(|s| s.spins)),
         }
     }
 
@@ -448,7 +464,6 @@ impl OnlineReplay {
 
     /// Moves chain `tid` through every phase that has ended by now.
     fn settle(&mut self, tid: u32) {
-        const EPS: f64 = 1e-3;
         let t = self.t;
         loop {
             let c = self.chains.get_mut(&tid).unwrap();
@@ -464,26 +479,21 @@ impl OnlineReplay {
                     // A step that comes after the simulation went past its start (the
                     // thread slept meanwhile) has slept that long already.
                     let late = (t - c.prev_at).max(0.0);
+                    let pid = c.pid;
+                    let keep = self.keeps_other_work(pid);
+                    let c = self.chains.get_mut(&tid).unwrap();
+                    c.keep = keep;
                     let step = c.queue.front_mut().unwrap();
                     step.off = (step.off - late).max(0.0);
                     c.phase = if step.first {
                         Phase::Off(step.off + late)
-                    } else if step.work > 0.0 {
-                        Phase::Work(step.work)
-                    } else if step.off > 0.0 {
-                        Phase::Off(t + step.off)
                     } else {
-                        Phase::Wait
+                        Phase::start(step.work, step.held(keep), step.off, t)
                     };
                 }
-                Phase::Work(left) if left <= EPS => {
-                    c.phase = if step.off > 0.0 {
-                        Phase::Off(t + step.off)
-                    } else {
-                        Phase::Wait
-                    };
+                p if p.ended(step.held(c.keep), step.off, t).is_some() => {
+                    c.phase = p.ended(step.held(c.keep), step.off, t).unwrap();
                 }
-                Phase::Off(until) if until <= t => c.phase = Phase::Wait,
                 Phase::Wait => {
                     let c = &self.chains[&tid];
                     if !self.ready(c).is_some_and(|r| r <= t) {
@@ -585,6 +595,12 @@ impl PathModel for OnlineReplay {
             && crate::format::calls::is_mpi_or_pvm(id);
         if (mpi && at.kind == kind::CALL_ENTER) || at.kind == kind::FUNC_ENTER {
             self.participant(at.tgid);
+        }
+        if self.talked.contains(&tid) {
+            self.ran_on.entry(at.tgid).or_default().insert(at.cpu);
+        }
+        if mpi && at.kind == kind::CALL_ENTER && super::communication_call(id) {
+            self.talked.insert(tid);
         }
         if let Some(t) = self.tracks.get_mut(&tid) {
             // Blocked time grew since the previous record: the thread is in a call.

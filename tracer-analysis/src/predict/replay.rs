@@ -23,11 +23,12 @@
 //! after the source, the time it then still took. A network cost function replaces it
 //! for messages. With no change, the replay reproduces every recorded event time.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tracer_common::kind;
 
 use super::placement::{GroupId, Placement};
+use crate::analysis::workclock::HELD;
 use crate::analysis::{Clocks, Milestone};
 use crate::format::calls::split_call_field;
 use crate::graph::recorded::RecordedGraph;
@@ -55,49 +56,84 @@ pub enum ReplayError {
 pub type MessageCost<'a> = &'a dyn Fn(bool, u64) -> Option<u64>;
 
 /// What a thread did between two of its events, as the replay takes it: `work` needs a
-/// CPU, `off` passes as it did, and each dependency's latency follows.
+/// CPU; `held` passes as it did while the thread keeps its claim on a CPU (it was
+/// runnable while its CPU ran work outside the program, or it polled inside a call
+/// that waited for nothing traced); `off` passes as it did; and each dependency's
+/// latency follows.
 pub(super) struct Shape {
     pub work: f64,
+    /// Held back by other work on the machine (kept where the placement leaves the
+    /// process on the CPUs it ran on: see [`keeps_other_work`]).
+    pub other: f64,
+    /// Spinning in a call that waited for nothing traced (always kept).
+    pub spun: f64,
     pub off: f64,
-    /// Time inside blocking calls before the event: awake (on CPU or asleep), and
-    /// runnable but preempted (CPU contention when it was recorded).
+    /// Time inside blocking calls before the event: awake (on CPU or asleep), held back
+    /// by other work on the machine, and runnable but preempted by the program's own
+    /// threads (CPU contention the replay works out anew).
     awake_blocked: u64,
+    held_blocked: u64,
     runnable_blocked: u64,
 }
 
 impl Shape {
     /// From the recorded elapsed time between the events, the clocks of the thread over
-    /// that time, and the recorded latency of each dependency (the target's time minus
-    /// the source's).
-    pub fn new(elapsed: u64, c: &Clocks, latencies: &[u64]) -> Shape {
-        let [work, awake, outside] = c.work;
+    /// that time, the recorded latency of each dependency (the target's time minus the
+    /// source's), and whether the event ends an MPI/PVM call of a process that polls.
+    pub fn new(elapsed: u64, c: &Clocks, latencies: &[u64], polls: bool) -> Shape {
+        let [work, awake, outside, held] = c.work;
         let work = work.min(elapsed);
         let outside = outside.clamp(work, elapsed);
         let awake = awake.clamp(work, outside);
+        // Runnable while its CPU ran other work: kept as it was.
+        let held = held.min(outside - awake);
         let blocked = elapsed - outside;
         let awake_blocked = c.raw[1].saturating_sub(c.work[1]).min(blocked);
+        let held_blocked = c.raw[HELD]
+            .saturating_sub(c.work[HELD])
+            .min(blocked - awake_blocked);
         // The waiting thread arrived `blocked` before its event; a source that happened
         // after that arrival is what it waited for.
         let waited = latencies.iter().any(|&l| l <= blocked);
-        // Time in a blocking call that no source explains passes as it did (but for
-        // time the thread was preempted: the replay works contention out anew).
-        let unexplained = if waited { 0 } else { awake_blocked };
+        // Time in a blocking call that no source explains (a rendezvous send waiting for
+        // its receiver, MPI_Init waiting for the launcher) passes as it did, all of it:
+        // what it waited for is not in the graph. A polling process spins through it.
+        let unexplained = if waited { 0 } else { blocked };
+        let (spun, off) = if polls {
+            (unexplained, awake - work)
+        } else {
+            (0, awake - work + unexplained)
+        };
         Shape {
             work: work as f64,
-            off: (awake - work + unexplained) as f64,
+            other: held as f64,
+            spun: spun as f64,
+            off: off as f64,
             awake_blocked,
-            runnable_blocked: blocked - awake_blocked,
+            held_blocked,
+            runnable_blocked: blocked - awake_blocked - held_blocked,
         }
     }
 
     /// The latency of a dependency recorded at `latency`: all of it if the thread waited
     /// for it, else no more than the call took after the thread arrived; without the
-    /// time the waiting thread was preempted.
+    /// time the waiting thread was preempted by the program's own threads.
     pub fn latency(&self, latency: u64) -> f64 {
         latency
             .saturating_sub(self.runnable_blocked)
-            .min(self.awake_blocked) as f64
+            .min(self.awake_blocked + self.held_blocked) as f64
     }
+}
+
+/// Whether a process keeps the time other work on the machine held it back: when the
+/// placement leaves it on the CPUs it ran on (`ran_on`, all within its placed set),
+/// where that work ran. A process moved elsewhere (or given a CPU of its own) is assumed
+/// to find its CPUs free.
+pub(super) fn keeps_other_work(
+    placed: Option<&super::placement::CpuSet>,
+    ran_on: Option<&BTreeSet<u32>>,
+) -> bool {
+    matches!((placed, ran_on), (Some(p), Some(r)) if p.node.is_empty() && p.cpus.is_superset(r))
 }
 
 /// A dependency of an event: the source event and the latency after it.
@@ -112,6 +148,8 @@ struct Dep {
 #[derive(Clone, Debug, Default)]
 struct Step {
     work: f64,
+    other: f64,
+    spun: f64,
     off: f64,
     deps: Vec<Dep>,
     /// The thread waits inside an MPI/PVM call of a busy-polling process.
@@ -123,6 +161,8 @@ struct Step {
 /// The replay's view of a recording.
 pub struct Replay<'g> {
     g: &'g Graph,
+    /// The CPUs each process ran on (see [`keeps_other_work`]).
+    pub ran_on: HashMap<u32, BTreeSet<u32>>,
     /// Per vertex (indexed by id; the virtual source and sink are unused).
     steps: Vec<Step>,
     /// Each thread's events, in program order.
@@ -283,8 +323,10 @@ impl<'g> Replay<'g> {
                 .get(v as usize)
                 .copied()
                 .unwrap_or_default();
-            let shape = Shape::new(ts(v).saturating_sub(ts(u)), &clocks, &lats);
-            (s.work, s.off) = (shape.work, shape.off);
+            let vertex = &g.vertices[v as usize];
+            let polls = is_mpi_or_pvm_exit(vertex.label) && polling.contains(&cpu.pid_of(tid));
+            let shape = Shape::new(ts(v).saturating_sub(ts(u)), &clocks, &lats, polls);
+            (s.work, s.other, s.spun, s.off) = (shape.work, shape.other, shape.spun, shape.off);
             s.deps = deps
                 .into_iter()
                 .zip(lats)
@@ -294,9 +336,7 @@ impl<'g> Replay<'g> {
                     latency: shape.latency(lat),
                 })
                 .collect();
-            s.spins = !s.deps.is_empty()
-                && is_mpi_or_pvm_exit(g.vertices[v as usize].label)
-                && polling.contains(&cpu.pid_of(g.vertices[v as usize].tid));
+            s.spins = !s.deps.is_empty() && polls;
         }
         let ends = g.in_arcs(g.sink()).iter().map(|&a| g.arc(a).from).collect();
         let milestones = |which| {
@@ -308,6 +348,7 @@ impl<'g> Replay<'g> {
         };
         Ok(Replay {
             g,
+            ran_on: HashMap::new(),
             steps,
             chains,
             chain_pid,
@@ -421,7 +462,8 @@ impl<'g> Replay<'g> {
                         start_ns: sim.at[u as usize],
                         end_ns: sim.at[v as usize],
                         work_ns: s.work,
-                        running_ns: sim.running[v as usize],
+                        // Time held back by other work is time waiting for a CPU too.
+                        running_ns: sim.running[v as usize] + sim.held[v as usize],
                         off_ns: s.off,
                     });
                     v = u;
@@ -433,15 +475,98 @@ impl<'g> Replay<'g> {
     }
 }
 
+/// Where a thread is on its way to its next event, in both replays (offline and
+/// online): work needing a CPU, then time held (passing as it did while the thread
+/// keeps its claim on a CPU), then time off, then the wait for the event's
+/// dependencies.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Phase {
-    /// Before the thread's next event: CPU work left.
+pub(super) enum Phase {
+    /// Waiting for its next step to be known (online only).
+    Idle,
+    /// CPU work left.
     Work(f64),
+    /// Held until this time.
+    Held(f64),
     /// Off CPU until this time.
     Off(f64),
-    /// Waiting for the dependencies of the next event, since this time.
+    /// Waiting for the dependencies of the next event.
     Wait,
     Done,
+}
+
+/// Work left below a picosecond is rounding.
+const EPS: f64 = 1e-3;
+
+impl Phase {
+    /// The first phase of a step of `work`, `held` and `off` begun at `t`.
+    pub(super) fn start(work: f64, held: f64, off: f64, t: f64) -> Phase {
+        if work > 0.0 {
+            Phase::Work(work)
+        } else {
+            Phase::after_work(held, off, t)
+        }
+    }
+
+    fn after_work(held: f64, off: f64, t: f64) -> Phase {
+        if held > 0.0 {
+            Phase::Held(t + held)
+        } else if off > 0.0 {
+            Phase::Off(t + off)
+        } else {
+            Phase::Wait
+        }
+    }
+
+    /// The phase after this one if it has ended by `t` (None if it goes on, or it is
+    /// the wait, which the caller settles).
+    pub(super) fn ended(self, held: f64, off: f64, t: f64) -> Option<Phase> {
+        match self {
+            Phase::Work(left) if left <= EPS => Some(Phase::after_work(held, off, t)),
+            Phase::Held(until) if until <= t => Some(if off > 0.0 {
+                Phase::Off(t + off)
+            } else {
+                Phase::Wait
+            }),
+            Phase::Off(until) if until <= t => Some(Phase::Wait),
+            _ => None,
+        }
+    }
+
+    /// Whether the thread claims a CPU (`spins`: it polls while it waits).
+    pub(super) fn runnable(self, spins: bool) -> bool {
+        match self {
+            Phase::Work(_) | Phase::Held(_) => true,
+            Phase::Wait => spins,
+            _ => false,
+        }
+    }
+
+    /// When this phase ends at the latest, at `rate` of a CPU from `t` (None for the wait
+    /// and the phases that have no end of their own).
+    pub(super) fn end(self, t: f64, rate: f64) -> Option<f64> {
+        match self {
+            Phase::Work(left) => Some(t + left / rate),
+            Phase::Held(until) | Phase::Off(until) => Some(until),
+            _ => None,
+        }
+    }
+
+    /// `dt` passed at `rate` of a CPU.
+    pub(super) fn advance(&mut self, dt: f64, rate: f64) {
+        if let Phase::Work(left) = self {
+            *left -= dt * rate;
+        }
+    }
+}
+
+/// Each thread's share of a CPU: the `capacity` CPUs of a set shared equally among the
+/// `load` threads that claim them (processor sharing), at most one CPU each.
+pub(super) fn rate(capacity: f64, load: usize) -> f64 {
+    if load > 0 {
+        (capacity / load as f64).min(1.0)
+    } else {
+        1.0
+    }
 }
 
 struct Outcome {
@@ -450,6 +575,8 @@ struct Outcome {
     cause: Vec<Cause>,
     /// Time each event's work took to run, CPU sharing included.
     running: Vec<f64>,
+    /// Time each event was held (spinning, or behind other work).
+    held: Vec<f64>,
     chain_of: Vec<usize>,
 }
 
@@ -457,6 +584,8 @@ struct Simulation<'r, 'g> {
     r: &'r Replay<'g>,
     /// CPU group of each chain (None: a CPU of its own).
     group: Vec<Option<GroupId>>,
+    /// Whether each chain keeps the time other work held it back.
+    keep: Vec<bool>,
     capacity: Vec<f64>,
     /// Index in its chain of each chain's next event.
     next: Vec<usize>,
@@ -486,6 +615,14 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 .iter()
                 .map(|p| placement.of_pid.get(p).copied())
                 .collect(),
+            keep: r
+                .chain_pid
+                .iter()
+                .map(|p| {
+                    let placed = placement.of_pid.get(p).map(|&g| &placement.groups[g]);
+                    keeps_other_work(placed, r.ran_on.get(p))
+                })
+                .collect(),
             capacity: (0..placement.groups.len())
                 .map(|g| placement.capacity(g))
                 .collect(),
@@ -498,6 +635,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 at: vec![0.0; n],
                 cause: vec![Cause::Start; n],
                 running: vec![0.0; n],
+                held: vec![0.0; n],
                 chain_of,
             },
         };
@@ -515,13 +653,12 @@ impl<'r, 'g> Simulation<'r, 'g> {
         };
         let s = &self.r.steps[v as usize];
         self.since[c] = t;
-        self.phase[c] = if s.work > 0.0 {
-            Phase::Work(s.work)
-        } else if s.off > 0.0 {
-            Phase::Off(t + s.off)
-        } else {
-            Phase::Wait
-        };
+        self.phase[c] = Phase::start(s.work, self.held(c, s), s.off, t);
+    }
+
+    /// Time chain `c` is held before its event `s`.
+    fn held(&self, c: usize, s: &Step) -> f64 {
+        s.spun + if self.keep[c] { s.other } else { 0.0 }
     }
 
     fn head(&self, c: usize) -> VertexId {
@@ -529,11 +666,9 @@ impl<'r, 'g> Simulation<'r, 'g> {
     }
 
     fn runnable(&self, c: usize) -> bool {
-        match self.phase[c] {
-            Phase::Work(_) => true,
-            Phase::Wait => self.r.steps[self.head(c) as usize].spins,
-            _ => false,
-        }
+        let spins =
+            matches!(self.phase[c], Phase::Wait) && self.r.steps[self.head(c) as usize].spins;
+        self.phase[c].runnable(spins)
     }
 
     /// When the dependencies of chain `c`'s next event are met, if all sources happened.
@@ -570,10 +705,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
             let rates: Vec<f64> = self
                 .group
                 .iter()
-                .map(|g| match *g {
-                    Some(g) if load[g] > 0 => (self.capacity[g] / load[g] as f64).min(1.0),
-                    _ => 1.0,
-                })
+                .map(|g| g.map_or(1.0, |g| rate(self.capacity[g], load[g])))
                 .collect();
             self.load = load;
             // The next moment a phase ends.
@@ -581,10 +713,9 @@ impl<'r, 'g> Simulation<'r, 'g> {
             let mut live = false;
             for (c, (&phase, &rate)) in self.phase.iter().zip(&rates).enumerate() {
                 let end = match phase {
-                    Phase::Work(left) => t + left / rate,
-                    Phase::Off(until) => until,
                     Phase::Wait => self.ready_at(c).map_or(f64::INFINITY, |(r, _)| r.max(t)),
-                    Phase::Done => continue,
+                    Phase::Done | Phase::Idle => continue,
+                    _ => phase.end(t, rate).unwrap_or(f64::INFINITY),
                 };
                 live = true;
                 next = next.min(end);
@@ -598,10 +729,8 @@ impl<'r, 'g> Simulation<'r, 'g> {
             );
             let dt = next - t;
             t = next;
-            for (phase, rate) in self.phase.iter_mut().zip(&rates) {
-                if let Phase::Work(left) = phase {
-                    *left -= dt * rate;
-                }
+            for (phase, &rate) in self.phase.iter_mut().zip(&rates) {
+                phase.advance(dt, rate);
             }
             for c in 0..chains {
                 self.settle(c, t);
@@ -612,24 +741,21 @@ impl<'r, 'g> Simulation<'r, 'g> {
 
     /// Moves chain `c` through every phase that has ended by time `t`.
     fn settle(&mut self, c: usize, t: f64) {
-        // Work left below a picosecond is rounding.
-        const EPS: f64 = 1e-3;
         loop {
             let v = match self.phase[c] {
                 Phase::Done => return,
                 _ => self.head(c),
             };
             let s = &self.r.steps[v as usize];
-            match self.phase[c] {
-                Phase::Work(left) if left <= EPS => {
+            if let Some(next) = self.phase[c].ended(self.held(c, s), s.off, t) {
+                if let Phase::Work(_) = self.phase[c] {
                     self.out.running[v as usize] = t - self.since[c];
-                    self.phase[c] = if s.off > 0.0 {
-                        Phase::Off(t + s.off)
-                    } else {
-                        Phase::Wait
-                    };
+                    self.out.held[v as usize] = self.held(c, s);
                 }
-                Phase::Off(until) if until <= t => self.phase[c] = Phase::Wait,
+                self.phase[c] = next;
+                continue;
+            }
+            match self.phase[c] {
                 Phase::Wait => {
                     let Some((ready, arc)) = self.ready_at(c) else {
                         return;
@@ -663,7 +789,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
             return s.off;
         }
         let prev = self.r.chains[c][self.next[c] - 1] as usize;
-        (self.out.at[prev] + self.out.running[v] + s.off).min(t)
+        (self.out.at[prev] + self.out.running[v] + self.held(c, s) + s.off).min(t)
     }
 }
 

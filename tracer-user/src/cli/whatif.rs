@@ -177,8 +177,9 @@ pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
         Some(true) => run.polling = run.cpu.participants.iter().copied().collect(),
         Some(false) => run.polling.clear(),
     }
-    let placement = match &spec {
-        Some(s) => Placement::bind(s, &run.program())?,
+    // No --placement: the placement the program ran under.
+    let placement = match spec.clone().or_else(|| run.recorded_placement()) {
+        Some(s) => Placement::bind(&s, &run.program())?,
         None => Placement::unconstrained(),
     };
     let mut replay = run
@@ -224,7 +225,9 @@ fn text(o: &Output, run: &RecordedRun) -> String {
         (Some(p), Some(n)) => format!("placement {p}, network {n}"),
         (Some(p), None) => format!("placement {p}"),
         (None, Some(n)) => format!("network {n}"),
-        (None, None) => "no change (a replay of the recording as it ran)".to_string(),
+        (None, None) => {
+            "no change (a replay of the recording as it ran, on the CPUs it ran on)".to_string()
+        }
     };
     let _ = writeln!(s, "what if: {what}");
     let polling = if o.polling_pids.is_empty() {
