@@ -1,0 +1,204 @@
+//! The session's state while it traces, and what each record does to it: probing what
+//! a new program needs at exec, holding ranks until they load MPI, following forks and
+//! exits, telling of lost events.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::PathBuf;
+
+use super::launch::reap;
+use super::sink::{from_traced_thread, Sink};
+use super::thread_calls::ThreadCallProbes;
+use super::{CommandStatus, EventsSoFar, LossHook, SampleHook, SessionError};
+use crate::probes::Probes;
+use crate::target::funcs::FunctionSelector;
+use crate::target::libraries::{self, ImportedCalls, LibrarySet};
+use crate::target::openmp::OpenMpProbes;
+use crate::target::procfs;
+use tracer_analysis::format::calls;
+use tracer_analysis::format::openmp::{self as lowering, OpenMpLowering};
+use tracer_analysis::format::records::{self, Record};
+
+pub(super) struct LoopContext {
+    pub(super) probes: Probes,
+    pub(super) funcs: FunctionSelector,
+    pub(super) libs: LibrarySet,
+    pub(super) joins: ThreadCallProbes,
+    pub(super) locks: Option<ThreadCallProbes>,
+    pub(super) openmp: OpenMpProbes,
+    /// Turns the OpenMP probes' records into waits before anything reads them.
+    pub(super) lowering: OpenMpLowering,
+    /// Processes the probes stop after each dlopen ([`LoopContext::hold_until_mpi`]).
+    pub(super) held_on_load: HashSet<u32>,
+    pub(super) sink: Sink,
+    pub(super) child: Option<u32>,
+    pub(super) command_status: Option<CommandStatus>,
+    pub(super) system_wide: bool,
+    pub(super) on_sample: Option<SampleHook>,
+    pub(super) on_loss: Option<LossHook>,
+    /// The kernel's lost-events counter when `on_loss` was last called.
+    pub(super) lost_reported: u64,
+    /// MPI calls the programs held at exec import and no probe covers: programs each.
+    pub(super) unprobed_mpi_calls: BTreeMap<String, u64>,
+}
+
+impl LoopContext {
+    pub(super) fn handle(&mut self, raw: &[u8]) -> Result<(), SessionError> {
+        if records::peek_kind(raw)? == tracer_common::kind::LIBRARY_LOADED {
+            return self.library_loaded(records::peek_header(raw)?.tgid);
+        }
+        let rec = records::decode(raw)?;
+        if let Record::CallEnter(c) = &rec {
+            if calls::spec(calls::split_call_field(c.header.call).0)
+                .is_some_and(|s| s.role == calls::Role::OmpParallel)
+            {
+                self.openmp
+                    .region_started(&mut self.probes, c.header.tgid, c.comm);
+            }
+        }
+        if lowering::concerns(&rec) {
+            let mut lowered = Vec::with_capacity(2);
+            self.lowering.lower(&rec, |r| lowered.push(r));
+            for r in &lowered {
+                self.sink.record(r.as_bytes(), r)?;
+            }
+        } else {
+            self.sink.record(raw, &rec)?;
+        }
+        if let Record::Exec(e) = &rec {
+            let pid = e.header.tgid;
+            // The probes stopped the process at exec: probe the MPI/PVM libraries and the
+            // procedures the new program needs, then let it run.
+            let needed = libraries::needed_by(pid);
+            self.joins.attach_exec(&mut self.probes, pid, &needed);
+            self.openmp.attach_exec(&mut self.probes, pid, &needed);
+            if let Some(locks) = &mut self.locks {
+                locks.attach_exec(&mut self.probes, pid, &needed);
+            }
+            let imports = ImportedCalls::of_process(pid, &needed);
+            for name in imports.unprobed() {
+                *self.unprobed_mpi_calls.entry(name).or_default() += 1;
+            }
+            let libs = self
+                .libs
+                .probe(&mut self.probes, |p| needed.contains(p), &imports);
+            let attached = libs.map_err(SessionError::from).and_then(|()| {
+                self.funcs
+                    .attach_in_process(&mut self.probes, pid)
+                    .map_err(SessionError::from)
+            });
+            self.hold_until_mpi(pid, &needed);
+            if !self.system_wide {
+                // SAFETY: plain kill(2).
+                unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+            }
+            for p in attached? {
+                self.sink.probe(&p)?;
+            }
+        }
+        let pid = rec.header().tgid;
+        if matches!(&rec, Record::Exit(x) if x.group_dead != 0) && self.held_on_load.remove(&pid) {
+            // Gone: nothing to hold any more.
+            let _ = self.probes.hold_on_load(pid, false);
+        }
+        match &rec {
+            Record::Exit(x) if x.group_dead != 0 => self.openmp.exited(pid),
+            _ if from_traced_thread(&rec) => self.openmp.attach_running(&mut self.probes, pid),
+            _ => {}
+        }
+        for calls in std::iter::once(&mut self.joins).chain(self.locks.as_mut()) {
+            match &rec {
+                Record::Exit(x) if x.group_dead != 0 => calls.exited(&mut self.probes, pid),
+                // A process forked by a traced one (it runs already: calls before this
+                // point are not seen), or one that became traced in system-wide mode.
+                _ if from_traced_thread(&rec) => calls.attach_running(&mut self.probes, pid),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// An MPI rank whose program maps no MPI/PVM library when it starts loads one later
+    /// with dlopen (Python with mpi4py, R with Rmpi): the probes stop it after each
+    /// dlopen until it has one. Only ranks (a launcher put their rank in their
+    /// environment): launchers and their daemons never call MPI, and mpirun forwards
+    /// each SIGCONT it gets to the whole job, which would let ranks held at their exec
+    /// go on unprobed. (System-wide, processes are traced from their first call on and
+    /// are never held.)
+    fn hold_until_mpi(&mut self, pid: u32, needed: &BTreeSet<PathBuf>) {
+        if self.system_wide || self.libs.any_of(needed) || procfs::env_rank(pid).is_none() {
+            return;
+        }
+        let Some((path, dlopen)) = libraries::dlopen_in(needed) else {
+            return; // a static program cannot dlopen
+        };
+        let held = self
+            .probes
+            .attach_load_probe(&path, &dlopen)
+            .and_then(|_| self.probes.hold_on_load(pid, true));
+        match held {
+            Ok(()) => {
+                self.held_on_load.insert(pid);
+            }
+            Err(e) => log::warn!("libraries pid {pid} loads later are not probed: {e}"),
+        }
+    }
+
+    /// Process `pid`, held, returned from dlopen and is stopped: probe the MPI/PVM
+    /// libraries (and selected procedures) it maps now, then let it go on. Once it has
+    /// an MPI/PVM library it is held no more.
+    fn library_loaded(&mut self, pid: u32) -> Result<(), SessionError> {
+        let mapped = libraries::mapped_candidates(&[pid]);
+        // The calls of a library loaded with dlopen: what its loader imports is not
+        // known here (mpi4py's module imports nearly all of MPI anyway).
+        let libs = self.libs.probe(
+            &mut self.probes,
+            |p| mapped.contains(p),
+            &ImportedCalls::All,
+        );
+        let attached = libs.map_err(SessionError::from).and_then(|()| {
+            self.funcs
+                .attach_in_process(&mut self.probes, pid)
+                .map_err(SessionError::from)
+        });
+        if self.libs.any_of(&mapped) && self.held_on_load.remove(&pid) {
+            let _ = self.probes.hold_on_load(pid, false);
+        }
+        // SAFETY: plain kill(2).
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        for p in attached? {
+            self.sink.probe(&p)?;
+        }
+        Ok(())
+    }
+
+    /// Tells `on_loss` if the probes lost events since it was last told.
+    pub(super) fn check_loss(&mut self) -> Result<(), SessionError> {
+        let Some(hook) = &mut self.on_loss else {
+            return Ok(());
+        };
+        let lost = self.probes.lost()?;
+        if lost > self.lost_reported {
+            self.lost_reported = lost;
+            hook(&EventsSoFar {
+                recorded: self.sink.total,
+                lost,
+            });
+        }
+        Ok(())
+    }
+
+    /// True when no traced process is alive any more.
+    pub(super) fn targets_gone(&mut self) -> Result<bool, SessionError> {
+        if let Some(status) = self.child.and_then(reap) {
+            self.command_status = Some(status);
+            self.child = None;
+        }
+        // While the command we launched runs, a target is alive: no need to list the
+        // traced set, a walk of the probes' 65,536-bucket hash map every tick (4 % of
+        // the tracer's time in a futex flood).
+        if self.child.is_some() {
+            return Ok(false);
+        }
+        Ok(!self.probes.traced_ids()?.into_iter().any(procfs::is_alive))
+    }
+}

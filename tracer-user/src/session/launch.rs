@@ -1,0 +1,88 @@
+//! The command a session launches: found in PATH, forked and held until it is traced,
+//! and reaped.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{CommandStatus, SessionError};
+use crate::probes::Probes;
+
+pub(super) fn find_in_path(cmd: &str) -> Option<PathBuf> {
+    if cmd.contains('/') {
+        let p = PathBuf::from(cmd);
+        return p.is_file().then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(cmd))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Forks the command, holds it until its pid is in the traced set, then lets it exec.
+pub(super) fn launch(
+    program: &Path,
+    argv: &[String],
+    probes: &mut Probes,
+) -> Result<u32, SessionError> {
+    let prog = CString::new(program.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let args: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).map_err(|e| std::io::Error::other(e.to_string())))
+        .collect::<Result<_, _>>()?;
+    let mut argp: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argp.push(std::ptr::null());
+    let mut fds = [0i32; 2];
+    // SAFETY: the process is single-threaded here (no runtime yet), so fork is safe; the
+    // child only calls async-signal-safe functions before exec.
+    unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let pid = libc::fork();
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        if pid == 0 {
+            libc::close(fds[1]);
+            let mut b = 0u8;
+            libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+            libc::execv(prog.as_ptr(), argp.as_ptr());
+            libc::_exit(127);
+        }
+        libc::close(fds[0]);
+        let pid = pid as u32;
+        let traced = probes.trace_process(pid, &[pid]);
+        libc::write(fds[1], [1u8].as_ptr().cast(), 1);
+        libc::close(fds[1]);
+        traced?;
+        Ok(pid)
+    }
+}
+
+/// How long a session stopped by a signal waits for the command it launched to end.
+pub(super) const COMMAND_GRACE: Duration = Duration::from_millis(500);
+
+/// How our child `pid` ended, if it does within `grace`.
+pub(super) fn reap_within(pid: u32, grace: Duration) -> Option<CommandStatus> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = reap(pid) {
+            return Some(status);
+        }
+        if started.elapsed() >= grace {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How our child `pid` ended, if it has (without waiting).
+pub(super) fn reap(pid: u32) -> Option<CommandStatus> {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child.
+    let reaped = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) } == pid as i32;
+    reaped.then(|| CommandStatus::from_wait_status(status))
+}

@@ -1,0 +1,132 @@
+//! What a session is asked to do and what it reports: options, hooks, outcome.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tracer_analysis::analysis::profile::Profile;
+use tracer_analysis::analysis::workclock::ClockKind;
+use tracer_analysis::format::summary::Summary;
+use tracer_analysis::predict::online::{OnlinePrediction, OnlineReplay};
+use tracer_analysis::predict::replay::ReplayError;
+
+pub struct RecordOptions {
+    pub pids: Vec<u32>,
+    pub command: Vec<String>,
+    pub system_wide: bool,
+    pub duration: Option<Duration>,
+    pub output: Option<PathBuf>,
+    /// Written before the probes are detached (which takes seconds).
+    pub summary_json: Option<PathBuf>,
+    pub profile_json: Option<PathBuf>,
+    pub funcs: Vec<String>,
+    pub libs: Vec<PathBuf>,
+    /// Probe the C library's pthread lock, condition variable and barrier calls in every
+    /// traced process (per-process probes).
+    pub locks: bool,
+    /// The ring's size in MiB; None sizes it for the machine
+    /// ([`crate::probes::default_ring_bytes`]).
+    pub ring_mib: Option<u32>,
+    /// Benchmarks only: empty programs instead of the per-call probes (`ProbeOptions::floor`).
+    pub floor_probes: bool,
+    /// Work clock of the critical path engine.
+    pub clock: ClockKind,
+    /// Also replay the run online under another placement and/or network
+    /// (`--whatif-placement`, `--whatif-network`).
+    pub whatif: Option<OnlineReplay>,
+    /// Live samples: every `interval`, `on_sample` gets the profile so far.
+    pub interval: Option<Duration>,
+    pub on_sample: Option<SampleHook>,
+    /// Called while tracing when the probes have lost events since the last call (the
+    /// kernel's counter grew), at most once every [`LOSS_CHECK_PERIOD`].
+    pub on_loss: Option<LossHook>,
+    /// Called when the outputs are written and the probes are about to be detached.
+    pub on_detach: Option<Box<dyn FnOnce(usize)>>,
+    /// Called once every probe is attached and the targets are traced.
+    pub on_ready: Option<ReadyHook>,
+}
+
+pub type ReadyHook = Box<dyn FnOnce(&Ready)>;
+pub type SampleHook = Box<dyn FnMut(&Profile)>;
+pub type LossHook = Box<dyn FnMut(&EventsSoFar)>;
+
+/// How often the session looks at the kernel's lost-events counter while it traces: a
+/// warning a second late is still in time, and a person can read one a second.
+pub const LOSS_CHECK_PERIOD: Duration = Duration::from_secs(1);
+
+/// The events of a session so far: those the tracer has read, and those the probes
+/// dropped because the buffers were full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventsSoFar {
+    pub recorded: u64,
+    pub lost: u64,
+}
+
+impl EventsSoFar {
+    /// Lost events as a percentage of all the probes produced.
+    pub fn lost_percent(&self) -> f64 {
+        let produced = self.recorded + self.lost;
+        if produced == 0 {
+            0.0
+        } else {
+            self.lost as f64 * 100.0 / produced as f64
+        }
+    }
+}
+
+/// What is being traced, reported when tracing starts.
+pub struct Ready {
+    pub libraries: usize,
+    pub probes: usize,
+    pub processes: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    TargetsExited,
+    Deadline,
+    Signal,
+}
+
+/// How the command `tracer record -- COMMAND` launched ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandStatus {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Killed { signal: i32 },
+}
+
+impl CommandStatus {
+    pub(super) fn from_wait_status(status: i32) -> Self {
+        if libc::WIFEXITED(status) {
+            CommandStatus::Exited(libc::WEXITSTATUS(status))
+        } else {
+            CommandStatus::Killed {
+                signal: libc::WTERMSIG(status),
+            }
+        }
+    }
+
+    /// The status a shell would report (`$?`), which `tracer record` exits with, as
+    /// `time` does: the exit code, or 128 + the signal for a command a signal killed.
+    pub fn shell_code(self) -> u8 {
+        match self {
+            CommandStatus::Exited(code) => code as u8,
+            CommandStatus::Killed { signal } => (128 + signal) as u8,
+        }
+    }
+}
+
+pub struct RecordOutcome {
+    pub summary: Summary,
+    /// The critical path profile computed online while tracing.
+    pub profile: Profile,
+    pub stop: StopReason,
+    /// How the launched command ended, if it was reaped.
+    pub command_status: Option<CommandStatus>,
+    /// The online what-if prediction, when asked for.
+    pub whatif: Option<Result<OnlinePrediction, ReplayError>>,
+    /// `--func` patterns that matched no function anywhere.
+    pub unmatched_funcs: Vec<String>,
+    pub libraries: Vec<(PathBuf, tracer_analysis::format::calls::Flavor, usize)>,
+}

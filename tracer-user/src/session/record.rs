@@ -1,0 +1,271 @@
+//! The session from start to end: check the targets, load and attach the probes, launch
+//! the command, run the event loop, write the outputs, then detach.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::context::LoopContext;
+use super::detach::Detacher;
+use super::event_loop::{event_loop, raise_reader_priority};
+use super::launch::{find_in_path, launch, reap_within, COMMAND_GRACE};
+use super::sink::Sink;
+use super::thread_calls::ThreadCallProbes;
+use super::{Ready, RecordOptions, RecordOutcome, SessionError, StopReason};
+use crate::probes::{ProbeOptions, Probes};
+use crate::target::funcs::FunctionSelector;
+use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
+use crate::target::openmp::OpenMpProbes;
+use crate::target::procfs;
+use tracer_analysis::format::openmp::OpenMpLowering;
+use tracer_analysis::format::recording::{LibraryInfo, RecordingMeta};
+use tracer_analysis::predict::online::OnlineWhatIf;
+
+/// Runs a whole session. Synchronous set-up (including the fork of a launched command)
+/// happens before the single-threaded runtime starts.
+pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(SessionError::NotRoot);
+    }
+    if opts.pids.is_empty() && opts.command.is_empty() && !opts.system_wide {
+        return Err(SessionError::NoTarget);
+    }
+    for &pid in &opts.pids {
+        if pid == 0 || !procfs::is_alive(pid) {
+            return Err(SessionError::NoSuchProcess(pid));
+        }
+    }
+    let program = match opts.command.first() {
+        Some(c) => Some(find_in_path(c).ok_or_else(|| SessionError::CommandNotFound(c.clone()))?),
+        None => None,
+    };
+    let mut targets: Vec<u32> = opts
+        .pids
+        .iter()
+        .flat_map(|&p| procfs::descendants(p))
+        .collect();
+    targets.sort_unstable();
+    targets.dedup();
+
+    let (user_libs, found_libs) = find_libraries(&opts.libs, &targets)?;
+    let mut funcs = FunctionSelector::new(&opts.funcs)?;
+    // Every traced exec is held until the libraries and procedures it needs are probed.
+    let mut probes = Probes::load(&ProbeOptions {
+        system_wide: opts.system_wide,
+        hold_on_exec: !opts.system_wide,
+        ring_bytes: opts.ring_mib.map(|mib| mib.max(1) << 20),
+        floor: opts.floor_probes,
+    })?;
+    let mut libs = LibrarySet::new(found_libs);
+    // Libraries the user named, those the targets have loaded, and, system-wide, all.
+    let mapped = libraries::mapped_candidates(&targets);
+    libs.probe(
+        &mut probes,
+        |p| opts.system_wide || user_libs.contains(p) || mapped.contains(p),
+        &ImportedCalls::All,
+    )?;
+    let mut joins = ThreadCallProbes::joins();
+    let mut locks = opts.locks.then(ThreadCallProbes::locks);
+    let mut openmp = OpenMpProbes::default();
+    for &pid in &targets {
+        joins.attach_running(&mut probes, pid);
+        openmp.attach_running(&mut probes, pid);
+        if let Some(locks) = &mut locks {
+            locks.attach_running(&mut probes, pid);
+        }
+    }
+    let mut new_probes = funcs.attach_fixed_paths(&mut probes)?;
+    for &pid in &targets {
+        new_probes.extend(funcs.attach_in_process(&mut probes, pid)?);
+    }
+    if opts.system_wide {
+        new_probes.extend(funcs.attach_everywhere(&mut probes)?);
+    }
+
+    let meta = RecordingMeta {
+        tracer_version: env!("CARGO_PKG_VERSION").to_string(),
+        hostname: hostname(),
+        command: opts.command.clone(),
+        pids: opts.pids.clone(),
+        system_wide: opts.system_wide,
+        start_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+        start_monotonic_ns: monotonic_ns(),
+        libraries: libs.infos(),
+    };
+    let open_mpi: Vec<LibraryInfo> = meta
+        .libraries
+        .iter()
+        .filter(|l| l.flavor == tracer_analysis::format::calls::Flavor::OpenMpi)
+        .cloned()
+        .collect();
+    let mut sink = Sink::new(&meta, opts.output.as_deref(), open_mpi, opts.clock)?;
+    sink.whatif = opts.whatif.map(OnlineWhatIf::new);
+    for p in &new_probes {
+        sink.probe(p)?;
+    }
+    for &pid in &targets {
+        probes.trace_process(pid, &procfs::threads_of(pid))?;
+        sink.see_process(pid)?;
+    }
+
+    let child = match program {
+        Some(program) => Some(launch(&program, &opts.command, &mut probes)?),
+        None => None,
+    };
+
+    if let Some(ready) = opts.on_ready {
+        ready(&Ready {
+            libraries: libs.probed().len(),
+            probes: probes.attach_count,
+            processes: targets.len() + child.is_some() as usize,
+        });
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut ctx = LoopContext {
+        probes,
+        funcs,
+        libs,
+        joins,
+        locks,
+        openmp,
+        lowering: OpenMpLowering::default(),
+        held_on_load: HashSet::new(),
+        sink,
+        child,
+        command_status: None,
+        system_wide: opts.system_wide,
+        on_sample: opts.on_sample,
+        on_loss: opts.on_loss,
+        lost_reported: 0,
+        unprobed_mpi_calls: BTreeMap::new(),
+    };
+    raise_reader_priority();
+    let stop = runtime.block_on(event_loop(&mut ctx, opts.duration, opts.interval))?;
+    let LoopContext {
+        mut probes,
+        funcs,
+        libs,
+        locks,
+        sink,
+        mut command_status,
+        child,
+        unprobed_mpi_calls,
+        ..
+    } = ctx;
+    let lost = probes.lost()?;
+    // Every output is complete before the probes go: detaching takes seconds.
+    let (mut summary, profile, whatif) = sink.finish(lost)?;
+    summary.tracer_cpu_ns = own_cpu_ns();
+    summary.unprobed_mpi_calls = Some(unprobed_mpi_calls);
+    write_json(opts.summary_json.as_deref(), &summary)?;
+    write_json(opts.profile_json.as_deref(), &profile)?;
+    // Tracing stopped before the command ended. From a terminal, Ctrl-C reaches the
+    // command too: give it a moment to end, so that its status is the tracer's (as
+    // `time` does). At the deadline it runs on.
+    if let (None, Some(child)) = (command_status, child) {
+        let grace = match stop {
+            StopReason::Signal => COMMAND_GRACE,
+            StopReason::Deadline | StopReason::TargetsExited => Duration::ZERO,
+        };
+        command_status = reap_within(child, grace);
+    }
+    let detacher = locks.and_then(|l| l.detacher);
+    if let Some(detaching) = opts.on_detach {
+        let pending = detacher.as_ref().map_or(0, Detacher::pending);
+        detaching(probes.attach_count + pending);
+    }
+    drop(probes);
+    if let Some(d) = detacher {
+        d.finish();
+    }
+    Ok(RecordOutcome {
+        summary,
+        profile,
+        whatif,
+        stop,
+        command_status,
+        unmatched_funcs: funcs.unmatched(),
+        libraries: libs.probed(),
+    })
+}
+
+/// Candidate libraries: the user's (returned also as a set of canonical paths, always
+/// probed), the installed ones, and those the targets have mapped.
+fn find_libraries(
+    user: &[PathBuf],
+    targets: &[u32],
+) -> Result<(HashSet<PathBuf>, Vec<Library>), SessionError> {
+    let mut libs: Vec<Library> = Vec::new();
+    let mut user_set = HashSet::new();
+    for path in user {
+        let lib = Library::open(path).map_err(|e| SessionError::Library {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let Some(mut lib) = lib else {
+            return Err(SessionError::Library {
+                path: path.clone(),
+                reason: "it defines no MPI or PVM entry point".into(),
+            });
+        };
+        lib.path = lib.path.canonicalize().unwrap_or(lib.path);
+        user_set.insert(lib.path.clone());
+        libs.push(lib);
+    }
+    let mut found = libraries::installed_candidates();
+    found.extend(libraries::mapped_candidates(targets));
+    for path in found {
+        if user_set.contains(&path) {
+            continue;
+        }
+        // An unreadable or unrelated file among the candidates is skipped, not fatal.
+        if let Ok(Some(lib)) = Library::open(&path) {
+            libs.push(lib);
+        }
+    }
+    Ok((user_set, libs))
+}
+
+/// The tracer's own CPU time so far (all its threads, not its children).
+fn own_cpu_ns() -> Option<u64> {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return None;
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    Some(ns(u.ru_utime) + ns(u.ru_stime))
+}
+
+fn write_json<T: serde::Serialize>(path: Option<&Path>, value: &T) -> Result<(), SessionError> {
+    if let Some(path) = path {
+        let json = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+        std::fs::write(path, json + "\n").map_err(|e| {
+            std::io::Error::new(e.kind(), format!("writing {}: {e}", path.display()))
+        })?;
+    }
+    Ok(())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a local struct.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,190 @@
+//! Where decoded records go: the recording, the summary, the online critical path
+//! engine and the online what-if replay.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rustc_hash::FxHashSet;
+
+use super::SessionError;
+use crate::target::{libraries, procfs};
+use tracer_analysis::analysis::profile::Profile;
+use tracer_analysis::analysis::workclock::ClockKind;
+use tracer_analysis::analysis::Pipeline;
+use tracer_analysis::format::recording::{
+    Item, LibraryInfo, RecordingMeta, RecordingWriter, Trailer,
+};
+use tracer_analysis::format::records::Record;
+use tracer_analysis::format::summary::{Summary, SummaryBuilder};
+use tracer_analysis::predict::online::{OnlinePrediction, OnlineWhatIf};
+use tracer_analysis::predict::replay::ReplayError;
+
+/// Where decoded records go: the recording file (if any) and the summary.
+pub(super) struct Sink {
+    writer: Option<RecordingWriter>,
+    /// Open MPI libraries, to find each process's MPI_COMM_WORLD handle.
+    open_mpi: Vec<LibraryInfo>,
+    summary: SummaryBuilder,
+    /// The online critical path engine, fed in timestamp order.
+    pipeline: Pipeline,
+    /// The online what-if replay, fed the same items.
+    pub(super) whatif: Option<OnlineWhatIf>,
+    clock: ClockKind,
+    commands: HashMap<u32, String>,
+    /// Processes inspected: looked up for every record (Fx: see `analysis`).
+    seen: FxHashSet<u32>,
+    inspected_after_mpi: FxHashSet<u32>,
+    pub(super) total: u64,
+}
+
+impl Sink {
+    pub(super) fn new(
+        meta: &RecordingMeta,
+        output: Option<&Path>,
+        open_mpi: Vec<LibraryInfo>,
+        clock: ClockKind,
+    ) -> Result<Self, SessionError> {
+        Ok(Sink {
+            open_mpi,
+            writer: output
+                .map(|p| RecordingWriter::create(p, meta))
+                .transpose()?,
+            summary: SummaryBuilder::new(),
+            pipeline: Pipeline::new(clock),
+            whatif: None,
+            clock,
+            commands: HashMap::new(),
+            seen: FxHashSet::default(),
+            inspected_after_mpi: FxHashSet::default(),
+            total: 0,
+        })
+    }
+
+    pub(super) fn probe(
+        &mut self,
+        p: &tracer_analysis::format::recording::FunctionProbe,
+    ) -> Result<(), SessionError> {
+        self.summary.probe(p);
+        self.pipeline.item(&Item::Probe(p.clone()));
+        if let Some(w) = &mut self.whatif {
+            w.item(&Item::Probe(p.clone()));
+        }
+        if let Some(w) = &mut self.writer {
+            w.probe(p)?;
+        }
+        Ok(())
+    }
+
+    /// Records what /proc says about a process the first time we see it.
+    pub(super) fn see_process(&mut self, pid: u32) -> Result<(), SessionError> {
+        if pid == 0 || !self.seen.insert(pid) {
+            return Ok(());
+        }
+        self.inspect(pid)
+    }
+
+    /// Records what /proc says about a process now, if it is still there: a process that
+    /// exited before the reader got to its record has nothing left to say, and an empty
+    /// snapshot would hide the one recorded before.
+    fn refresh(&mut self, pid: u32) -> Result<(), SessionError> {
+        if procfs::is_alive(pid) {
+            self.inspect(pid)?;
+        }
+        Ok(())
+    }
+
+    fn inspect(&mut self, pid: u32) -> Result<(), SessionError> {
+        let mut info = procfs::inspect(pid);
+        info.mpi_world_handle = self
+            .open_mpi
+            .iter()
+            .find_map(|l| libraries::ompi_world_handle(l, &info));
+        info.mpi_self_handle = self
+            .open_mpi
+            .iter()
+            .find_map(|l| libraries::ompi_self_handle(l, &info));
+        self.summary.process(&info);
+        self.pipeline.item(&Item::Process(info.clone()));
+        if let Some(w) = &mut self.whatif {
+            w.item(&Item::Process(info.clone()));
+        }
+        if !info.command.is_empty() {
+            self.commands.insert(info.pid, info.command.clone());
+        }
+        if let Some(w) = &mut self.writer {
+            w.process(&info)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn record(&mut self, raw: &[u8], rec: &Record) -> Result<(), SessionError> {
+        let h = rec.header();
+        if from_traced_thread(rec) {
+            self.see_process(h.tgid)?;
+        }
+        match rec {
+            // After exec the command line and mappings are new; at the first MPI/PVM call
+            // the libraries are mapped (they were not yet at exec).
+            Record::Exec(_) => {
+                self.inspected_after_mpi.remove(&h.tgid);
+                self.refresh(h.tgid)?;
+            }
+            Record::CallEnter(c)
+                if tracer_analysis::format::calls::is_mpi_or_pvm(
+                    tracer_analysis::format::calls::split_call_field(c.header.call).0,
+                ) && self.inspected_after_mpi.insert(h.tgid) =>
+            {
+                self.refresh(h.tgid)?
+            }
+            _ => {}
+        }
+        self.total += 1;
+        self.summary.record(rec);
+        self.pipeline.record(rec);
+        if let Some(w) = &mut self.whatif {
+            w.item(&Item::Record(rec.clone()));
+        }
+        if let Some(w) = &mut self.writer {
+            w.record(raw)?;
+        }
+        Ok(())
+    }
+
+    /// The profile so far (records still in the reorder window are not in it yet).
+    pub(super) fn profile(&self, lost: u64) -> Profile {
+        Profile::new(&self.pipeline.analyzer, self.clock, lost, &self.commands)
+    }
+
+    #[allow(clippy::type_complexity)]
+    pub(super) fn finish(
+        mut self,
+        lost: u64,
+    ) -> Result<
+        (
+            Summary,
+            Profile,
+            Option<Result<OnlinePrediction, ReplayError>>,
+        ),
+        SessionError,
+    > {
+        self.pipeline.flush();
+        let profile = self.profile(lost);
+        let whatif = self.whatif.take().map(OnlineWhatIf::finish);
+        if let Some(w) = self.writer {
+            w.finish(&Trailer {
+                events_total: self.total,
+                events_lost: lost,
+            })?;
+        }
+        Ok((self.summary.finish(lost), profile, whatif))
+    }
+}
+
+/// Whether a record's header is a traced thread (the waker of a wakeup may be untraced;
+/// a switch-in record's header is the thread that leaves the CPU).
+pub(super) fn from_traced_thread(rec: &Record) -> bool {
+    !matches!(
+        rec,
+        Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_)
+    )
+}

@@ -1,0 +1,11 @@
+//! Finding the MPI and PVM libraries to probe, and telling which family each one is; and
+//! the C library whose pthread calls `--locks` probes.
+
+mod c_library;
+mod mpi;
+
+pub use c_library::{dlopen_in, ThreadCallSet, ThreadLibraries, ThreadLibrary};
+pub use mpi::{
+    installed_candidates, mapped_candidates, mpi_call_key, needed_by, ompi_self_handle,
+    ompi_world_handle, ImportedCalls, Library, LibrarySet,
+};

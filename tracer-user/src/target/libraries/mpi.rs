@@ -1,0 +1,444 @@
+//! The MPI and PVM libraries to probe: where they are, which family each one is, which
+//! of their calls a program imports, and Open MPI's predefined handles.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use crate::target::procfs;
+use crate::target::symbols::{SymbolError, SymbolTable};
+use tracer_analysis::format::calls::{
+    Family, Flavor, OMPI_COMM_SELF_SYMBOL, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL,
+};
+use tracer_analysis::format::recording::LibraryInfo;
+
+/// File name prefixes of the libraries that define the MPI and PVM entry points.
+const LIBRARY_PREFIXES: &[&str] = &["libmpi.so", "libmpich.so", "libpvm3.so"];
+
+const SEARCH_DIRS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/local/lib64",
+];
+
+pub struct Library {
+    pub path: PathBuf,
+    pub flavor: Flavor,
+    pub symbols: SymbolTable,
+}
+
+impl Library {
+    /// Reads `path` and tells its family; None if it defines no MPI or PVM entry point.
+    pub fn open(path: &Path) -> Result<Option<Library>, SymbolError> {
+        let symbols = SymbolTable::read(path)?;
+        let flavor = if symbols.get(OMPI_COMM_WORLD_SYMBOL).is_some() {
+            Flavor::OpenMpi
+        } else if symbols.get("MPI_Send").is_some() || symbols.get("PMPI_Send").is_some() {
+            // MPICH and its ABI-compatible derivatives (int handles).
+            Flavor::Mpich
+        } else if symbols.get("pvm_mytid").is_some() {
+            Flavor::Pvm
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(Library {
+            path: path.to_path_buf(),
+            flavor,
+            symbols,
+        }))
+    }
+
+    pub fn info(&self) -> LibraryInfo {
+        LibraryInfo {
+            path: self.path.display().to_string(),
+            flavor: self.flavor,
+            comm_world_vaddr: match self.flavor {
+                Flavor::OpenMpi => self.symbols.get(OMPI_COMM_WORLD_SYMBOL).map(|s| s.vaddr),
+                _ => None,
+            },
+            comm_self_vaddr: match self.flavor {
+                Flavor::OpenMpi => self.symbols.get(OMPI_COMM_SELF_SYMBOL).map(|s| s.vaddr),
+                _ => None,
+            },
+        }
+    }
+
+    /// PVM's receive-buffer global, needed to learn the source of a wildcard receive.
+    pub fn pvm_rbuf_vaddr(&self) -> u64 {
+        self.symbols
+            .get(PVM_RBUF_SYMBOL)
+            .map(|s| s.vaddr)
+            .unwrap_or(0)
+    }
+}
+
+fn is_candidate_name(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    LIBRARY_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Library files installed in the usual places, canonicalized and de-duplicated.
+pub fn installed_candidates() -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for dir in SEARCH_DIRS {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if is_candidate_name(&p) {
+                if let Ok(real) = p.canonicalize() {
+                    if real.is_file() {
+                        out.insert(real);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Candidate libraries mapped by running processes (custom installs, other prefixes).
+pub fn mapped_candidates(pids: &[u32]) -> BTreeSet<PathBuf> {
+    pids.iter()
+        .flat_map(|&p| procfs::mappings(p))
+        .map(|m| PathBuf::from(m.path))
+        .filter(|p| is_candidate_name(p))
+        .filter_map(|p| p.canonicalize().ok())
+        .collect()
+}
+
+/// Open MPI: the MPI_COMM_WORLD handle of a process, i.e. where the dynamic linker put
+/// `ompi_mpi_comm_world`. The executable comes first in symbol lookup, and executables
+/// that use MPI_COMM_WORLD directly usually hold a copy of the object (a copy
+/// relocation); otherwise it is the library's own.
+pub fn ompi_world_handle(lib: &LibraryInfo, info: &procfs::ProcessInfo) -> Option<u64> {
+    ompi_predefined_handle(lib.comm_world_vaddr?, OMPI_COMM_WORLD_SYMBOL, lib, info)
+}
+
+/// Open MPI: the MPI_COMM_SELF handle of a process (as [`ompi_world_handle`]).
+pub fn ompi_self_handle(lib: &LibraryInfo, info: &procfs::ProcessInfo) -> Option<u64> {
+    ompi_predefined_handle(lib.comm_self_vaddr?, OMPI_COMM_SELF_SYMBOL, lib, info)
+}
+
+/// Where the dynamic linker put Open MPI's predefined object `symbol` (at `vaddr` in
+/// the library) for process `info`.
+fn ompi_predefined_handle(
+    vaddr: u64,
+    symbol: &str,
+    lib: &LibraryInfo,
+    info: &procfs::ProcessInfo,
+) -> Option<u64> {
+    let lib_map = info.mappings.iter().find(|m| m.path == lib.path)?;
+    let exe = Path::new(&info.exe);
+    if let (Ok(table), Some(exe_map)) = (
+        SymbolTable::read(exe),
+        info.mappings.iter().find(|m| Path::new(&m.path) == exe),
+    ) {
+        if let Some(addr) = table.runtime_address(symbol, exe_map.bias) {
+            return Some(addr);
+        }
+    }
+    // Shared libraries are linked at address 0: the mapping of offset 0 is the bias.
+    Some(lib_map.bias.wrapping_add(vaddr))
+}
+
+/// The shared libraries a process's program will load (as `ldd` resolves them, with the
+/// process's own LD_LIBRARY_PATH), canonicalized. Empty for static or unreadable programs.
+pub fn needed_by(pid: u32) -> BTreeSet<PathBuf> {
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return BTreeSet::new();
+    };
+    let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let ld_path = env
+        .split(|b| *b == 0)
+        .find_map(|v| v.strip_prefix(b"LD_LIBRARY_PATH="))
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    let mut cmd = std::process::Command::new("ldd");
+    cmd.arg(&exe).stderr(std::process::Stdio::null());
+    match ld_path {
+        Some(p) => cmd.env("LD_LIBRARY_PATH", p),
+        None => cmd.env_remove("LD_LIBRARY_PATH"),
+    };
+    let Ok(out) = cmd.output() else {
+        return BTreeSet::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.split("=> ")
+                .nth(1)?
+                .split_whitespace()
+                .next()
+                .map(PathBuf::from)
+        })
+        .filter_map(|p| p.canonicalize().ok())
+        .collect()
+}
+
+/// The MPI/PVM libraries of a session: all candidates, and which are probed. Libraries are
+/// probed when a traced process needs them (checked at exec, while the process is held),
+/// because every probe costs a trap in every process that calls it and about 0.1 s to
+/// remove at the end.
+pub struct LibrarySet {
+    pub libs: Vec<Library>,
+    /// Calls probed per library (None: not probed yet).
+    pub probed: Vec<Option<usize>>,
+}
+
+impl LibrarySet {
+    pub fn new(libs: Vec<Library>) -> Self {
+        let probed = vec![None; libs.len()];
+        LibrarySet { libs, probed }
+    }
+
+    /// Probes the libraries `wanted` accepts (canonical paths): every call that is not
+    /// on demand, and the on-demand calls in `imports`. A library probed before gets the
+    /// on-demand calls it lacks.
+    pub fn probe(
+        &mut self,
+        probes: &mut crate::probes::Probes,
+        wanted: impl Fn(&Path) -> bool,
+        imports: &ImportedCalls,
+    ) -> Result<(), crate::probes::ProbeError> {
+        for (lib, probed) in self.libs.iter().zip(self.probed.iter_mut()) {
+            if wanted(&lib.path) {
+                let n = probes.attach_library(lib, |c| !c.on_demand || imports.includes(c))?;
+                *probed = Some(probed.unwrap_or(0) + n);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn infos(&self) -> Vec<LibraryInfo> {
+        self.libs.iter().map(|l| l.info()).collect()
+    }
+
+    /// (path, flavor, calls probed) of the probed libraries.
+    /// Whether one of `files` (canonical paths) is an MPI/PVM library of the set.
+    pub fn any_of(&self, files: &BTreeSet<PathBuf>) -> bool {
+        self.libs.iter().any(|l| files.contains(&l.path))
+    }
+
+    pub fn probed(&self) -> Vec<(PathBuf, Flavor, usize)> {
+        self.libs
+            .iter()
+            .zip(&self.probed)
+            .filter_map(|(l, n)| Some((l.path.clone(), l.flavor, (*n)?)))
+            .collect()
+    }
+}
+
+/// Which on-demand MPI calls ([`tracer_analysis::format::calls::CallSpec::on_demand`]) a program needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImportedCalls {
+    /// Unknown programs (running targets, system-wide mode) or a program that imports no
+    /// MPI call at all (it may load MPI with dlopen): every call.
+    All,
+    /// The normalized names ([`mpi_call_key`]) the program and its libraries import.
+    Names(BTreeSet<String>),
+}
+
+impl ImportedCalls {
+    pub fn includes(&self, c: &tracer_analysis::format::calls::CallSpec) -> bool {
+        match self {
+            ImportedCalls::All => true,
+            ImportedCalls::Names(names) => {
+                mpi_call_key(c.symbol).is_some_and(|k| names.contains(&k))
+            }
+        }
+    }
+
+    /// The MPI calls imported by the program of process `pid` and by `needed`, its
+    /// shared libraries, leaving out the objects that define MPI calls themselves (the
+    /// MPI library, its Fortran bindings, profiling wrappers): they import nearly every
+    /// call whether the program uses it or not.
+    pub fn of_process(pid: u32, needed: &BTreeSet<PathBuf>) -> ImportedCalls {
+        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+            return ImportedCalls::All;
+        };
+        let mut names = BTreeSet::new();
+        for path in std::iter::once(&exe).chain(needed) {
+            if let Some(imports) = mpi_imports(path) {
+                names.extend(imports);
+            }
+        }
+        if names.is_empty() {
+            ImportedCalls::All
+        } else {
+            ImportedCalls::Names(names)
+        }
+    }
+}
+
+/// MPI calls that only compute or look something up locally (no waiting, no traffic):
+/// not worth reporting when they are not probed. Prefixes of [`mpi_call_key`]s.
+const LOCAL_MPI_CALLS: &[&str] = &[
+    "mpi_abort",
+    "mpi_address",
+    "mpi_attr_",
+    "mpi_cart_coords",
+    "mpi_cart_get",
+    "mpi_cart_rank",
+    "mpi_cart_shift",
+    "mpi_cartdim_get",
+    "mpi_comm_compare",
+    "mpi_comm_get_",
+    "mpi_comm_set_",
+    "mpi_comm_test_inter",
+    "mpi_dims_create",
+    "mpi_errhandler_",
+    "mpi_error_",
+    "mpi_finalized",
+    "mpi_get_",
+    "mpi_group_compare",
+    "mpi_group_free",
+    "mpi_group_rank",
+    "mpi_group_size",
+    "mpi_group_translate_ranks",
+    "mpi_info_",
+    "mpi_initialized",
+    "mpi_keyval_",
+    "mpi_op_",
+    "mpi_pack",
+    "mpi_query_thread",
+    "mpi_request_free",
+    "mpi_status_",
+    "mpi_type_",
+    "mpi_unpack",
+    "mpi_wtick",
+    "mpi_wtime",
+];
+
+impl ImportedCalls {
+    /// Imported MPI calls that no probe covers and that may wait or carry traffic
+    /// (their time counts as work, their messages are not matched), in C spelling
+    /// (`MPI_Neighbor_alltoall`).
+    pub fn unprobed(&self) -> Vec<String> {
+        let ImportedCalls::Names(names) = self else {
+            return Vec::new();
+        };
+        let probed: BTreeSet<String> = tracer_analysis::format::calls::CALLS
+            .iter()
+            .filter(|c| c.family == Family::Mpi)
+            .filter_map(|c| mpi_call_key(c.symbol))
+            .collect();
+        names
+            .iter()
+            .filter(|k| !probed.contains(*k))
+            .filter(|k| !LOCAL_MPI_CALLS.iter().any(|l| k.starts_with(l)))
+            .map(|k| {
+                let rest = &k["mpi_".len()..];
+                let mut c = rest.chars();
+                let first = c.next().map(|f| f.to_ascii_uppercase()).unwrap_or_default();
+                format!("MPI_{first}{}", c.as_str())
+            })
+            .collect()
+    }
+}
+
+/// The one name of an MPI call under its C, profiling and Fortran symbols: `MPI_Send`,
+/// `PMPI_Send`, `mpi_send_`, `mpi_send__`, `MPI_SEND`, `pmpi_send_f08` all give
+/// `mpi_send`. None for a symbol that is not an MPI call's.
+pub fn mpi_call_key(symbol: &str) -> Option<String> {
+    let lower = symbol.to_ascii_lowercase();
+    let name = lower
+        .strip_prefix('p')
+        .filter(|n| n.starts_with("mpi_"))
+        .unwrap_or(&lower);
+    let name = name.strip_suffix("_f08").unwrap_or(name);
+    let name = name.trim_end_matches('_');
+    (name.starts_with("mpi_") && name.len() > 4).then(|| name.to_string())
+}
+
+/// The MPI calls an ELF file imports (keys of [`mpi_call_key`]), or None when it defines
+/// MPI calls itself or cannot be read.
+fn mpi_imports(path: &Path) -> Option<BTreeSet<String>> {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let mut imports = BTreeSet::new();
+    for s in file.dynamic_symbols() {
+        let Some(key) = s.name().ok().and_then(mpi_call_key) else {
+            continue;
+        };
+        if !s.is_undefined() {
+            return None;
+        }
+        imports.insert(key);
+    }
+    Some(imports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_installed_libraries() {
+        // The project's setup installs Open MPI, MPICH and PVM; each must be recognised.
+        let libs: Vec<Library> = installed_candidates()
+            .iter()
+            .filter_map(|p| Library::open(p).ok().flatten())
+            .collect();
+        for f in [Flavor::OpenMpi, Flavor::Mpich, Flavor::Pvm] {
+            assert!(libs.iter().any(|l| l.flavor == f), "no {f:?} library found");
+        }
+        let ompi = libs.iter().find(|l| l.flavor == Flavor::OpenMpi).unwrap();
+        assert!(ompi.info().comm_world_vaddr.is_some());
+        let pvm = libs.iter().find(|l| l.flavor == Flavor::Pvm).unwrap();
+        assert!(pvm.pvm_rbuf_vaddr() != 0);
+    }
+
+    #[test]
+    fn mpi_call_keys_join_c_profiling_and_fortran_names() {
+        for sym in [
+            "MPI_Alltoallv",
+            "PMPI_Alltoallv",
+            "mpi_alltoallv_",
+            "mpi_alltoallv__",
+        ] {
+            assert_eq!(mpi_call_key(sym).as_deref(), Some("mpi_alltoallv"), "{sym}");
+        }
+        assert_eq!(
+            mpi_call_key("MPI_ALLTOALLV").as_deref(),
+            Some("mpi_alltoallv")
+        );
+        assert_eq!(mpi_call_key("pmpi_send_f08").as_deref(), Some("mpi_send"));
+        assert_eq!(mpi_call_key("ompi_mpi_comm_world"), None);
+        assert_eq!(mpi_call_key("printf"), None);
+        assert_eq!(mpi_call_key("MPI_"), None);
+        let imports = ImportedCalls::Names(
+            [
+                "mpi_send",
+                "mpi_wtime",
+                "mpi_neighbor_alltoall",
+                "mpi_comm_split_type",
+            ]
+            .map(String::from)
+            .into(),
+        );
+        assert_eq!(
+            imports.unprobed(),
+            ["MPI_Comm_split_type", "MPI_Neighbor_alltoall"]
+        );
+        assert!(ImportedCalls::All.unprobed().is_empty());
+    }
+
+    /// The MPI libraries define the calls, so their imports never count; a C program's
+    /// own imports do.
+    #[test]
+    fn a_program_imports_the_calls_it_makes() {
+        let libs = installed_candidates();
+        let mpich = libs
+            .iter()
+            .find(|p| p.to_string_lossy().contains("libmpich.so"))
+            .expect("MPICH is installed");
+        assert_eq!(mpi_imports(mpich), None);
+        // This test binary imports no MPI call: nothing, not "every call".
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(mpi_imports(&me), Some(BTreeSet::new()));
+    }
+}
