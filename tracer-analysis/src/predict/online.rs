@@ -268,10 +268,17 @@ impl OnlineReplay {
         }
     }
 
-    /// Whether process `pid` stays on the CPUs it ran on so far.
+    /// Whether process `pid` and those placed with it stay on the CPUs they ran on so
+    /// far (as offline, [`super::replay::keeps_other_work`]).
     fn keeps_other_work(&mut self, pid: u32) -> bool {
-        let placed = self.group(pid).map(|g| self.groups[g].0.clone());
-        super::replay::keeps_other_work(placed.as_ref(), self.ran_on.get(&pid))
+        let group = self.group(pid);
+        let placed = group.map(|g| self.groups[g].0.clone());
+        let members = self
+            .group_of
+            .iter()
+            .filter(|(_, &g)| g.is_some() && g == group)
+            .map(|(q, _)| self.ran_on.get(q));
+        super::replay::keeps_other_work(placed.as_ref(), members)
     }
 
     fn polls(&self, pid: u32) -> bool {

@@ -125,15 +125,25 @@ impl Shape {
     }
 }
 
-/// Whether a process keeps the time other work on the machine held it back: when the
-/// placement leaves it on the CPUs it ran on (`ran_on`, all within its placed set),
-/// where that work ran. A process moved elsewhere (or given a CPU of its own) is assumed
-/// to find its CPUs free.
-pub(super) fn keeps_other_work(
+/// Whether a process ran only on CPUs of its placed set (`ran_on`, all within it).
+pub(super) fn ran_within(
     placed: Option<&super::placement::CpuSet>,
     ran_on: Option<&BTreeSet<u32>>,
 ) -> bool {
     matches!((placed, ran_on), (Some(p), Some(r)) if p.node.is_empty() && p.cpus.is_superset(r))
+}
+
+/// Whether the processes placed on one CPU set keep the time other work on the machine
+/// held them back: when every one of them ran within that set, i.e. the set is shared as
+/// it was recorded, with the other work that ran there. A set that gains a process from
+/// elsewhere, and a process moved elsewhere, are assumed to find their CPUs free of
+/// other work: a prediction for another placement is one for a machine running only
+/// the program.
+pub(super) fn keeps_other_work<'a>(
+    placed: Option<&super::placement::CpuSet>,
+    members_ran_on: impl IntoIterator<Item = Option<&'a BTreeSet<u32>>>,
+) -> bool {
+    placed.is_some() && members_ran_on.into_iter().all(|r| ran_within(placed, r))
 }
 
 /// A dependency of an event: the source event and the latency after it.
@@ -619,8 +629,14 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 .chain_pid
                 .iter()
                 .map(|p| {
-                    let placed = placement.of_pid.get(p).map(|&g| &placement.groups[g]);
-                    keeps_other_work(placed, r.ran_on.get(p))
+                    let group = placement.of_pid.get(p).copied();
+                    let placed = group.map(|g| &placement.groups[g]);
+                    let members = placement
+                        .of_pid
+                        .iter()
+                        .filter(|(_, &g)| Some(g) == group)
+                        .map(|(q, _)| r.ran_on.get(q));
+                    keeps_other_work(placed, members)
                 })
                 .collect(),
             capacity: (0..placement.groups.len())
