@@ -125,12 +125,10 @@ impl Shape {
     }
 }
 
-/// Whether a process ran only on CPUs of its placed set (`ran_on`, all within it).
-pub(super) fn ran_within(
-    placed: Option<&super::placement::CpuSet>,
-    ran_on: Option<&BTreeSet<u32>>,
-) -> bool {
-    matches!((placed, ran_on), (Some(p), Some(r)) if p.node.is_empty() && p.cpus.is_superset(r))
+/// Whether a process ran only on CPUs of its placed set (`ran_on`, all within it; a
+/// process not seen running yet has not left it).
+fn ran_within(placed: &super::placement::CpuSet, ran_on: Option<&BTreeSet<u32>>) -> bool {
+    placed.node.is_empty() && ran_on.is_none_or(|r| placed.cpus.is_superset(r))
 }
 
 /// Whether the processes placed on one CPU set keep the time other work on the machine
@@ -143,7 +141,7 @@ pub(super) fn keeps_other_work<'a>(
     placed: Option<&super::placement::CpuSet>,
     members_ran_on: impl IntoIterator<Item = Option<&'a BTreeSet<u32>>>,
 ) -> bool {
-    placed.is_some() && members_ran_on.into_iter().all(|r| ran_within(placed, r))
+    placed.is_some_and(|p| members_ran_on.into_iter().all(|r| ran_within(p, r)))
 }
 
 /// A dependency of an event: the source event and the latency after it.
