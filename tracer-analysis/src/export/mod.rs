@@ -17,7 +17,7 @@ use crate::format::recording::{Item, RecordingError, RecordingReader};
 pub enum ExportError {
     #[error(transparent)]
     Recording(#[from] RecordingError),
-    #[error("{0}")]
+    #[error(transparent)]
     Write(#[from] io::Error),
 }
 

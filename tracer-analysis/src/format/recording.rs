@@ -35,7 +35,7 @@ pub enum RecordingError {
     Open { path: PathBuf, source: io::Error },
     #[error("{0} is being written by another tracer")]
     Busy(PathBuf),
-    #[error("I/O error: {0}")]
+    #[error("I/O error")]
     Io(#[from] io::Error),
     #[error("not a recording (bad magic)")]
     BadMagic,
@@ -45,7 +45,7 @@ pub enum RecordingError {
     Truncated(&'static str),
     #[error("recording is corrupt: {0}")]
     Corrupt(String),
-    #[error("recording is corrupt at byte {offset}: {source}")]
+    #[error("recording is corrupt at byte {offset}")]
     BadRecord { offset: u64, source: DecodeError },
 }
 

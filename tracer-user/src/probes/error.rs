@@ -8,31 +8,44 @@ pub enum ProbeError {
     Tracefs(String),
     #[error("kernel BTF: {0}")]
     Btf(String),
-    #[error("loading the eBPF object failed: {0}")]
+    #[error("loading the eBPF object failed")]
     Load(#[from] aya::EbpfError),
-    #[error("eBPF program {name}: {source}")]
+    #[error("eBPF program {name}")]
     Program {
         name: &'static str,
         source: aya::programs::ProgramError,
     },
     #[error("eBPF map {0} is missing or has the wrong type")]
     Map(&'static str),
-    #[error("mapping eBPF map {name} into memory: {source}")]
+    #[error("mapping eBPF map {name} into memory")]
     Mmap {
         name: &'static str,
         source: std::io::Error,
     },
     #[error("counting the CPUs: {0}")]
     Cpus(String),
-    #[error("eBPF map {name}: {source}")]
+    #[error("eBPF map {name}")]
     MapOp {
         name: &'static str,
         source: aya::maps::MapError,
     },
-    #[error("attaching to {symbol} in {path}: {source}")]
+    #[error("attaching to {symbol} in {path}")]
     Attach {
         symbol: String,
         path: PathBuf,
         source: aya::programs::ProgramError,
     },
+}
+
+/// An error and each of its sources once, on one line (`a: b: c`), for warnings that go
+/// on without it (errors that stop a command are printed so by the CLI).
+pub fn one_line(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        line.push_str(": ");
+        line.push_str(&s.to_string());
+        source = s.source();
+    }
+    line
 }

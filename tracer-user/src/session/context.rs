@@ -9,7 +9,7 @@ use super::launch::reap;
 use super::sink::{from_traced_thread, Sink};
 use super::thread_calls::ThreadCallProbes;
 use super::{CommandStatus, EventsSoFar, LossHook, SampleHook, SessionError};
-use crate::probes::Probes;
+use crate::probes::{one_line, Probes};
 use crate::target::funcs::FunctionSelector;
 use crate::target::libraries::{self, ImportedCalls, LibrarySet};
 use crate::target::openmp::OpenMpProbes;
@@ -139,7 +139,10 @@ impl LoopContext {
             Ok(()) => {
                 self.held_on_load.insert(pid);
             }
-            Err(e) => log::warn!("libraries pid {pid} loads later are not probed: {e}"),
+            Err(e) => log::warn!(
+                "libraries pid {pid} loads later are not probed: {}",
+                one_line(&e)
+            ),
         }
     }
 

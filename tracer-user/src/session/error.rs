@@ -19,14 +19,14 @@ pub enum SessionError {
     CommandNotFound(String),
     #[error("cannot read MPI/PVM library {path}: {reason}")]
     Library { path: PathBuf, reason: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Probe(#[from] ProbeError),
-    #[error("{0}")]
+    #[error(transparent)]
     Func(#[from] FuncError),
-    #[error("writing the recording: {0}")]
+    #[error("writing the recording")]
     Recording(#[from] RecordingError),
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
-    #[error("malformed record from the probes: {0}")]
+    #[error("malformed record from the probes")]
     Decode(#[from] records::DecodeError),
 }

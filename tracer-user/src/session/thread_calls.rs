@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 
 use super::detach::Detacher;
-use crate::probes::Probes;
+use crate::probes::{one_line, Probes};
 use crate::target::libraries::{self, ThreadCallSet, ThreadLibraries};
 use crate::target::procfs;
 
@@ -91,7 +91,9 @@ impl ThreadCallProbes {
             ),
             Ok(_) => {}
             // It may have exited meanwhile; pthread records of a process are best effort.
-            Err(e) if procfs::is_alive(pid) => log::warn!("pthread calls in pid {pid}: {e}"),
+            Err(e) if procfs::is_alive(pid) => {
+                log::warn!("pthread calls in pid {pid}: {}", one_line(&e))
+            }
             Err(_) => {}
         }
     }

@@ -15,9 +15,9 @@ pub enum FuncError {
     Pattern { spec: String, reason: String },
     #[error("--func {spec}: no such file {path}")]
     NoSuchFile { spec: String, path: PathBuf },
-    #[error("{0}")]
+    #[error(transparent)]
     Symbols(#[from] SymbolError),
-    #[error("{0}")]
+    #[error(transparent)]
     Probe(#[from] ProbeError),
     #[error("too many procedure probes (at most 65535)")]
     TooMany,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use tracer_common::call;
 
-use crate::probes::Probes;
+use crate::probes::{one_line, Probes};
 use crate::target::libraries::ThreadLibrary;
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolTable};
@@ -109,7 +109,9 @@ impl OpenMpProbes {
                 lib.path.display()
             ),
             Ok(_) => {}
-            Err(e) if procfs::is_alive(pid) => log::warn!("OpenMP region in pid {pid}: {e}"),
+            Err(e) if procfs::is_alive(pid) => {
+                log::warn!("OpenMP region in pid {pid}: {}", one_line(&e))
+            }
             Err(_) => {}
         }
     }
@@ -136,7 +138,7 @@ impl OpenMpProbes {
                     file.display()
                 ),
                 Err(e) if procfs::is_alive(pid) => {
-                    log::warn!("OpenMP functions of {}: {e}", file.display())
+                    log::warn!("OpenMP functions of {}: {}", file.display(), one_line(&e))
                 }
                 Err(_) => {}
             }

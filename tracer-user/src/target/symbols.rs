@@ -7,12 +7,12 @@ use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is not an ELF file we can read: {source}")]
+    #[error("{path} is not an ELF file we can read")]
     Parse {
         path: PathBuf,
         source: object::Error,
