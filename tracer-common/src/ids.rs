@@ -201,7 +201,7 @@ pub mod call {
     /// loop/sections forms): `comm` = the outlined function, `handle` = its data
     /// argument, `peer` = the requested number of threads. These and the outlined
     /// function's records never reach a recording: userspace lowers them into the
-    /// waits below (`openmp::lowering`).
+    /// waits below (tracer-analysis `format::openmp`).
     pub const GOMP_PARALLEL: u16 = 180;
     pub const GOMP_PARALLEL_LOOP_STATIC: u16 = 181;
     pub const GOMP_PARALLEL_LOOP_DYNAMIC: u16 = 182;

@@ -86,7 +86,7 @@ pub struct SyncStats {
     pub omp_barriers: u64,
 }
 
-/// An OpenMP parallel region in progress (see `openmp::lowering`).
+/// An OpenMP parallel region in progress (see `crate::format::openmp`).
 struct Region<M> {
     /// The master's event at the fork.
     fork: M,
