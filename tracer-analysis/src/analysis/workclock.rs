@@ -63,6 +63,9 @@ pub const HELD: usize = 3;
 
 const KINDS: [ClockKind; 3] = [ClockKind::Cpu, ClockKind::Awake, ClockKind::Wall];
 
+/// Every raw clock by index: the three kinds ([`ClockKind::index`]), then [`HELD`].
+const RAW_CLOCKS: [usize; 4] = [0, 1, 2, HELD];
+
 impl ClockKind {
     /// Position in [`WorkClock::works`]: cpu, awake, wall.
     pub fn index(self) -> usize {
@@ -123,16 +126,16 @@ impl WorkClock {
 
     /// Every work clock and the raw clocks under them: cpu, awake, wall and held.
     pub fn clocks(&mut self, ts_ns: u64, cpu_ns: u64) -> super::model::Clocks {
-        let work = [0, 1, 2, HELD].map(|k| self.work_at(k, ts_ns, cpu_ns));
+        let work = RAW_CLOCKS.map(|k| self.work_at(k, ts_ns, cpu_ns));
         super::model::Clocks {
             work,
-            raw: [0, 1, 2, HELD].map(|k| self.raw_at(k, ts_ns, cpu_ns)),
+            raw: RAW_CLOCKS.map(|k| self.raw_at(k, ts_ns, cpu_ns)),
         }
     }
 
     pub fn begin_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
         if self.depth == 0 {
-            self.block_start = [0, 1, 2, HELD].map(|k| self.raw_at(k, ts_ns, cpu_ns));
+            self.block_start = RAW_CLOCKS.map(|k| self.raw_at(k, ts_ns, cpu_ns));
         }
         self.depth += 1;
     }
@@ -141,7 +144,7 @@ impl WorkClock {
         match self.depth {
             0 => {}
             1 => {
-                for k in [0, 1, 2, HELD] {
+                for k in RAW_CLOCKS {
                     let raw = self.raw_at(k, ts_ns, cpu_ns);
                     self.blocked[k] += raw.saturating_sub(self.block_start[k]);
                 }

@@ -121,11 +121,6 @@ impl OpenMpLowering {
             _ => out(r.clone()),
         }
     }
-
-    /// Threads with state held.
-    pub fn entries_held(&self) -> usize {
-        self.threads.len()
-    }
 }
 
 fn role(c: &CallRecord) -> Option<Role> {
