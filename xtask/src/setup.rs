@@ -23,7 +23,7 @@ const PACKAGES: &[&str] = &[
     "gcc",
     "bpftool",
     "time",
-    // Real applications the tests trace (tests/tests/applications.rs).
+    // Real applications the tests trace (tests/tests/integration/applications.rs).
     "lammps",
     "hpcc",
     "python3-mpi4py",

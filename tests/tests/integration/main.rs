@@ -1,0 +1,22 @@
+//! The root-only integration tests, one binary with one module per area: each loads the
+//! real probes into the real kernel and traces real programs (threads, Open MPI, MPICH,
+//! PVM, OpenMP, real applications). `cargo xtask test` runs them one at a time; run one
+//! area with `cargo test --release -p tracer-tests --test integration -- --test-threads=1 mpi::`.
+
+mod applications;
+mod critical_path;
+mod errors;
+mod export;
+mod lifecycle;
+mod locks;
+mod lost_events;
+mod metrics;
+mod mpi;
+mod mpi_calls;
+mod mpi_comms;
+mod network;
+mod pvm;
+mod shared_memory;
+mod symbols;
+mod threads;
+mod whatif;
