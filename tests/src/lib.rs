@@ -234,7 +234,7 @@ pub fn assert_graph_matches_engine(items: &[Item]) {
     use tracer_analysis::graph::{cpm::Schedule, recorded::RecordedGraph, whatif};
     for clock in [ClockKind::Cpu, ClockKind::Wall] {
         let online = analyze(items, clock);
-        let length = online.critical().map(|(_, p)| p.longest).unwrap_or(0);
+        let length = online.critical().map(|end| end.path.longest).unwrap_or(0);
         let rg = RecordedGraph::from_items(items, clock);
         assert_eq!(
             Schedule::new(&rg.graph).length,

@@ -9,7 +9,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use tracer_common::{call, futex_waits, CallRecord, EventHeader};
 
-use super::engine::{CriticalPathEngine, PathState};
+use super::engine::{CriticalEnd, CriticalPathEngine};
 use super::matcher::{Directory, MessageMatcher};
 use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
 use super::sync::{futex_wakes, SyncTracker};
@@ -630,7 +630,7 @@ impl<M: PathModel> Analyzer<M> {
 
 impl Analyzer<CriticalPathEngine> {
     /// The critical path so far: the thread it ends in and the path.
-    pub fn critical(&self) -> Option<(u32, PathState)> {
+    pub fn critical(&self) -> Option<CriticalEnd> {
         let only = !self.participants.is_empty();
         self.engine.critical(&|tid| self.counts_if(tid, only), only)
     }

@@ -9,6 +9,13 @@ use tracer_common::EventHeader;
 
 use super::model::{PathModel, ProcId};
 
+/// The critical path so far: the thread it ends in and the path itself.
+#[derive(Clone, Debug, Default)]
+pub struct CriticalEnd {
+    pub tid: u32,
+    pub path: PathState,
+}
+
 /// What a thread knows about the longest path ending at its latest event. A send stores
 /// a copy with the message; a receive merges it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -187,10 +194,13 @@ impl CriticalPathEngine {
         &self,
         include: &dyn Fn(u32) -> bool,
         only_participants: bool,
-    ) -> Option<(u32, PathState)> {
+    ) -> Option<CriticalEnd> {
         self.candidates(include, only_participants)
             .max_by_key(|(tid, p)| (p.longest, std::cmp::Reverse(*tid)))
-            .map(|(tid, p)| (tid, p.clone()))
+            .map(|(tid, p)| CriticalEnd {
+                tid,
+                path: p.clone(),
+            })
     }
 
     /// Length of the longest path with procedure `p` taking no time (same candidates).

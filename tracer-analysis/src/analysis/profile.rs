@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use super::engine::CriticalEnd;
 use super::matcher::MatchStats;
 use super::sync::SyncStats;
 use super::workclock::ClockKind;
@@ -104,7 +105,7 @@ impl Profile {
         lost: u64,
         commands: &HashMap<u32, String>,
     ) -> Profile {
-        let (tid, path) = a.critical().unwrap_or_default();
+        let CriticalEnd { tid, path } = a.critical().unwrap_or_default();
         let pid = a.pid_of(tid).unwrap_or(0);
         let length = path.longest;
         let cpu_total = a.cpu_total();

@@ -3,6 +3,7 @@
 
 use tracer_common::call;
 
+use super::engine::CriticalEnd;
 use super::workclock::ClockKind;
 use super::{analyze, Analyzer};
 use crate::format::recording::Item;
@@ -153,7 +154,7 @@ fn online_engine_equals_exhaustive_longest_path() {
         let funcs = 1 + (seed % 3) as usize;
         let (items, len, shares) = random_run(seed, procs, funcs, 80, None);
         let a = analyze(&items, ClockKind::Cpu);
-        let (_, path) = a.critical().unwrap();
+        let path = a.critical().unwrap().path;
         assert_eq!(path.longest, len, "seed {seed}: length");
         assert_eq!(path.inclusive, shares, "seed {seed}: shares");
         assert_eq!(
@@ -204,7 +205,7 @@ fn engine_memory_does_not_grow_with_run_length() {
     assert!(short.entries_held() > 0);
     assert_eq!(short.entries_held(), long.entries_held());
     assert_eq!(short.peak_entries(), long.peak_entries());
-    assert_eq!(long.critical().unwrap().1.longest, 1000 * 4 * 1000);
+    assert_eq!(long.critical().unwrap().path.longest, 1000 * 4 * 1000);
 }
 
 /// Shared-memory dependencies on a fork/join with a condition-variable style hand-off:
@@ -237,7 +238,7 @@ fn wakeups_creation_and_joins_carry_the_path() {
     s.exit(501);
     s.exit(MAIN);
     let a = analyze(&s.items, ClockKind::Cpu);
-    let (tid, path) = a.critical().unwrap();
+    let CriticalEnd { tid, path } = a.critical().unwrap();
     // setup 2, then 502's 15 + 20 ms of worker, then main's last 1 ms.
     assert_eq!(path.longest, (2 + 35 + 1) * ms, "ends in {tid}");
     assert_eq!(path.inclusive, vec![2 * ms, 35 * ms, 0]);
@@ -274,7 +275,7 @@ fn uncontended_lock_handoffs_order_critical_sections() {
     s.compute(502, 10 * ms, Some(0));
     s.pthread(502, UNLOCK, mutex);
     let a = analyze(&s.items, ClockKind::Cpu);
-    let (tid, path) = a.critical().unwrap();
+    let CriticalEnd { tid, path } = a.critical().unwrap();
     // 501's 5 + 10 ms, then 502's critical section: 25 ms, not 502's own 12.
     assert_eq!((tid, path.longest), (502, 25 * ms));
     assert_eq!(path.inclusive, vec![20 * ms]);

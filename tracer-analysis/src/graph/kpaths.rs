@@ -194,7 +194,7 @@ impl NearCriticalPaths {
     pub fn arcs(&self, g: &Graph, j: usize) -> Vec<ArcId> {
         let mut deviations = Vec::new();
         let mut p = j;
-        while let Some((parent, arc)) = self.deviation(p) {
+        while let Some(Deviation { parent, arc }) = self.deviation(p) {
             deviations.push(arc);
             p = parent;
         }
@@ -229,10 +229,20 @@ impl NearCriticalPaths {
 
     /// The `j`-th path's parent and the arc where it leaves the parent's completion;
     /// `None` for the critical path. Parents come before their children.
-    pub(crate) fn deviation(&self, j: usize) -> Option<(usize, ArcId)> {
+    pub(crate) fn deviation(&self, j: usize) -> Option<Deviation> {
         let p = self.paths[j];
-        (p.parent != NONE).then_some((p.parent as usize, p.deviation))
+        (p.parent != NONE).then_some(Deviation {
+            parent: p.parent as usize,
+            arc: p.deviation,
+        })
     }
+}
+
+/// Where a path leaves its parent: the parent's index and the first arc not on it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deviation {
+    pub(crate) parent: usize,
+    pub(crate) arc: ArcId,
 }
 
 /// A path offered for output: `parent`'s prefix, then the arc at position `rank` of

@@ -26,7 +26,7 @@
 //! `d_j(a) = d_parent(a) - below(from) + time(deviation) + below(to)`. One sweep per
 //! class: O(classes * (n + k)) time, O(n + k) memory whatever the number of classes.
 
-use super::kpaths::NearCriticalPaths;
+use super::kpaths::{Deviation, NearCriticalPaths};
 use super::{Arc, ArcKind, Graph};
 
 /// The benefit of speeding up one class of activities.
@@ -95,8 +95,8 @@ pub fn maximum_benefit(
             for j in 0..paths.len() {
                 on_path[j] = match paths.deviation(j) {
                     None => below[g.source() as usize],
-                    Some((parent, id)) => {
-                        let a = g.arc(id);
+                    Some(Deviation { parent, arc }) => {
+                        let a = g.arc(arc);
                         on_path[parent] - below[a.from as usize] + time(a) + below[a.to as usize]
                     }
                 };

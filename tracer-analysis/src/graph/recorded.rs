@@ -118,9 +118,6 @@ impl GraphModel {
         self.threads.get_mut(&tid).unwrap().context = id;
     }
 
-    /// Ends the graph: the last events of live threads for which `counts` holds, and of
-    /// ended threads of participant processes (of any process without participants), may
-    /// end the critical path.
     /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
     /// when known.
     pub fn message_arcs(&self) -> &HashMap<(VertexId, VertexId), Option<u64>> {
@@ -132,6 +129,9 @@ impl GraphModel {
         &self.milestones
     }
 
+    /// Ends the graph: the last events of live threads for which `counts` holds, and of
+    /// ended threads of participant processes (of any process without participants), may
+    /// end the critical path.
     pub fn finish(self, only_participants: bool, counts: &dyn Fn(u32) -> bool) -> Graph {
         self.finish_with_clocks(only_participants, counts).0
     }

@@ -45,7 +45,7 @@ impl BlockingDists {
     }
 
     /// Call kinds and sites, most total time first.
-    pub fn tables(&self, sites: &SiteMap) -> (Vec<CallMetrics>, Vec<CallSiteMetrics>) {
+    pub fn tables(&self, sites: &SiteMap) -> BlockingTables {
         let mut calls: Vec<CallMetrics> = self
             .kinds
             .iter()
@@ -85,6 +85,12 @@ impl BlockingDists {
                 &b.address,
             ))
         });
-        (calls, call_sites)
+        BlockingTables { calls, call_sites }
     }
+}
+
+/// Time blocked by call kind and by call site, most total time first.
+pub(crate) struct BlockingTables {
+    pub(crate) calls: Vec<CallMetrics>,
+    pub(crate) call_sites: Vec<CallSiteMetrics>,
 }

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use tracer_common::EventHeader;
 
-use super::blocking::BlockingDists;
+use super::blocking::{BlockingDists, BlockingTables};
 use super::dist::{Hist, Precision};
 use super::levels::Sums;
 use super::sites::SiteMap;
@@ -463,7 +463,7 @@ impl Accounts {
             let outside = std::mem::take(&mut self.outside);
             self.blocking.merge(&outside);
         }
-        let (calls, call_sites) = self.blocking.tables(&self.sites);
+        let BlockingTables { calls, call_sites } = self.blocking.tables(&self.sites);
 
         let machine_names = &self.machines;
         let traffic = self.traffic.finish(

@@ -50,7 +50,10 @@ impl Report {
 
         let paths = NearCriticalPaths::search(g, &sched, opts.paths.max(1));
         let benefits = maximum_benefit(g, &paths, rg.procedures.len());
-        let (work_in, work_total) = work_by_procedure(rg);
+        let ProcedureWork {
+            inclusive: work_in,
+            total: work_total,
+        } = work_by_procedure(rg);
         let mut procedures: Vec<ProcedureRow> = benefits
             .iter()
             .map(|b| {
@@ -185,7 +188,7 @@ impl Report {
 
 /// Work per procedure (inclusive) over all threads, the work outside every selected
 /// procedure last; and all work.
-pub(super) fn work_by_procedure(rg: &RecordedGraph) -> (Vec<u64>, u64) {
+pub(super) fn work_by_procedure(rg: &RecordedGraph) -> ProcedureWork {
     let g = &rg.graph;
     let n = rg.procedures.len();
     let mut by_context = vec![0u64; g.contexts.len()];
@@ -201,7 +204,17 @@ pub(super) fn work_by_procedure(rg: &RecordedGraph) -> (Vec<u64>, u64) {
             work[p] += ns;
         }
     }
-    (work, by_context.iter().sum())
+    ProcedureWork {
+        inclusive: work,
+        total: by_context.iter().sum(),
+    }
+}
+
+/// Work per procedure (inclusive, the work outside every selected procedure last), and
+/// all work.
+pub(super) struct ProcedureWork {
+    pub(super) inclusive: Vec<u64>,
+    pub(super) total: u64,
 }
 
 /// The path with all work outside selected procedures weighted 0.
