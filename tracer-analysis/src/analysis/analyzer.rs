@@ -58,7 +58,7 @@ impl ThreadCalls {
 /// Whether a record shows its process is part of the program (it may end the critical
 /// path): an MPI/PVM call or a selected procedure. Launchers call pthreads too
 /// (`--locks`), which does not make them part of the program.
-pub fn makes_participant(r: &Record) -> bool {
+pub(crate) fn makes_participant(r: &Record) -> bool {
     match r {
         Record::CallEnter(e) => thread_call_role(split_call_field(e.header.call).0).is_none(),
         Record::FuncEnter(_) => true,
@@ -149,6 +149,8 @@ pub struct Analyzer<M: PathModel = CriticalPathEngine> {
     /// CPU time of threads that ended, while traced.
     cpu_ended: u64,
     pub events: u64,
+    /// The bound on held state that the tests check.
+    #[cfg(test)]
     peak_entries: usize,
     pub first_ts: Option<u64>,
     pub last_ts: u64,
@@ -161,7 +163,7 @@ impl Analyzer {
 }
 
 impl<M: PathModel> Analyzer<M> {
-    pub fn with_model(clock: ClockKind, model: M) -> Self {
+    pub(crate) fn with_model(clock: ClockKind, model: M) -> Self {
         Analyzer {
             clock,
             engine: model,
@@ -175,6 +177,7 @@ impl<M: PathModel> Analyzer<M> {
             cpu_in: Vec::new(),
             cpu_ended: 0,
             events: 0,
+            #[cfg(test)]
             peak_entries: 0,
             first_ts: None,
             last_ts: 0,
@@ -207,6 +210,7 @@ impl<M: PathModel> Analyzer<M> {
     pub fn record(&mut self, r: &Record) {
         let h = *r.header();
         self.events += 1;
+        #[cfg(test)]
         if self.events.is_multiple_of(256) {
             self.peak_entries = self.peak_entries.max(self.entries_held());
         }
@@ -576,7 +580,7 @@ impl<M: PathModel> Analyzer<M> {
     }
 
     /// Whether the trace has participant processes.
-    pub fn has_participants(&self) -> bool {
+    pub(crate) fn has_participants(&self) -> bool {
         !self.participants.is_empty()
     }
 
@@ -589,7 +593,7 @@ impl<M: PathModel> Analyzer<M> {
     }
 
     /// CPU time of all traced threads while they were traced.
-    pub fn cpu_total(&self) -> u64 {
+    pub(crate) fn cpu_total(&self) -> u64 {
         self.cpu_ended
             + self
                 .threads
@@ -599,28 +603,30 @@ impl<M: PathModel> Analyzer<M> {
     }
 
     /// The process of a thread, if it was seen.
-    pub fn pid_of(&self, tid: u32) -> Option<u32> {
+    pub(crate) fn pid_of(&self, tid: u32) -> Option<u32> {
         self.thread_pids.get(&tid).copied()
     }
 
     /// Every thread seen and its process.
-    pub fn thread_pids(&self) -> &FxHashMap<u32, u32> {
+    pub(crate) fn thread_pids(&self) -> &FxHashMap<u32, u32> {
         &self.thread_pids
     }
 
     /// CPU time spent inside procedure `p` by all threads.
-    pub fn cpu_in(&self, p: ProcId) -> u64 {
+    pub(crate) fn cpu_in(&self, p: ProcId) -> u64 {
         self.cpu_in.get(p).copied().unwrap_or(0)
     }
 
     /// The most entries held at any sample point (every 256 records).
-    pub fn peak_entries(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn peak_entries(&self) -> usize {
         self.peak_entries.max(self.entries_held())
     }
 
     /// Entries the analysis holds (threads, messages in flight, open requests and
     /// collectives): bounded by the program's shape, not by the length of the run.
-    pub fn entries_held(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn entries_held(&self) -> usize {
         self.engine.threads_held()
             + self.threads.len()
             + self.matcher.entries_held()

@@ -90,7 +90,7 @@ impl CriticalPathEngine {
     }
 
     /// Makes room for procedures up to `n` (they are discovered while tracing).
-    pub fn set_procedures(&mut self, n: usize) {
+    pub(crate) fn set_procedures(&mut self, n: usize) {
         self.procedures = self.procedures.max(n);
     }
 
@@ -105,7 +105,7 @@ impl CriticalPathEngine {
     }
 
     /// The thread did `work` (its work clock) by now: extend its path.
-    pub fn advance(&mut self, tid: u32, work: u64) {
+    pub(crate) fn advance(&mut self, tid: u32, work: u64) {
         let n = self.procedures;
         let t = self.thread(tid);
         // A thread's path starts at its first event (tracing may begin mid-run).
@@ -153,7 +153,7 @@ impl CriticalPathEngine {
 
     /// A thread exited: its path still counts, but its state is no longer needed.
     /// `participant` says which group it belongs to (see [`Self::critical`]).
-    pub fn end_thread(&mut self, tid: u32, participant: bool) {
+    pub(crate) fn end_thread(&mut self, tid: u32, participant: bool) {
         let Some(t) = self.threads.remove(&tid) else {
             return;
         };
@@ -217,7 +217,7 @@ impl CriticalPathEngine {
     }
 
     /// Entries held (threads), for the memory-bound tests.
-    pub fn threads_held(&self) -> usize {
+    pub(crate) fn threads_held(&self) -> usize {
         self.threads.len()
     }
 }

@@ -236,7 +236,7 @@ impl Directory {
     }
 
     /// Process `pid` entered an MPI call.
-    pub fn calls_mpi(&mut self, pid: u32) {
+    pub(crate) fn calls_mpi(&mut self, pid: u32) {
         let f = self.procs.entry(pid).or_default();
         if !f.calls_mpi {
             f.calls_mpi = true;
@@ -252,7 +252,7 @@ impl Directory {
     /// exits, a member that starts sending at once would see a communicator with only
     /// the members that had left so far, and its ranks would name the wrong processes.
     /// (MPI_Comm_create_group is not collective over its parent: numbered at exit.)
-    pub fn setup_enter(&mut self, pid: u32, entry: &CallRecord) {
+    pub(crate) fn setup_enter(&mut self, pid: u32, entry: &CallRecord) {
         let (id, flavor) = split_call_field(entry.header.call);
         let flavor = Flavor::from_id(flavor);
         if !matches!(
@@ -288,7 +288,13 @@ impl Directory {
 
     /// Facts learned from setup calls (init, rank, task id, groups, communicator
     /// creation). `values` is the call's array argument (group ranks, dimensions).
-    pub fn setup_call(&mut self, pid: u32, entry: &CallRecord, exit: &CallRecord, values: &[u64]) {
+    pub(crate) fn setup_call(
+        &mut self,
+        pid: u32,
+        entry: &CallRecord,
+        exit: &CallRecord,
+        values: &[u64],
+    ) {
         let (id, flavor) = split_call_field(entry.header.call);
         let flavor = Flavor::from_id(flavor);
         match id {
@@ -507,7 +513,7 @@ impl Directory {
     }
 
     /// The global id of a communicator handle of process `pid`.
-    pub fn comm_of(&mut self, pid: u32, handle: u64, flavor: Option<Flavor>) -> Option<u32> {
+    pub(crate) fn comm_of(&mut self, pid: u32, handle: u64, flavor: Option<Flavor>) -> Option<u32> {
         if let Some(&g) = self.handles.get(&(pid, handle)) {
             return Some(g);
         }
@@ -605,7 +611,7 @@ impl Directory {
     }
 
     /// The MPI_COMM_WORLD rank of a process, from MPI_Comm_rank or the launcher.
-    pub fn world_rank(&self, pid: u32) -> Option<i32> {
+    pub(crate) fn world_rank(&self, pid: u32) -> Option<i32> {
         let f = self.procs.get(&pid)?;
         f.world_rank.or(f.env_rank)
     }
@@ -630,7 +636,7 @@ type PvmKey = (i32, i32, i32);
 /// A point-to-point message the matcher paired, for traffic and latency accounting
 /// (`crate::metrics`). Logged only after [`MessageMatcher::log_matches`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MatchedMessage {
+pub(crate) struct MatchedMessage {
     pub from_pid: u32,
     pub to_pid: u32,
     /// Bytes as the send described them, else as the receive's status reported them;
@@ -801,12 +807,12 @@ impl<S: Clone> MessageMatcher<S> {
     }
 
     /// From now on, log every point-to-point match (drain with `take_matches`).
-    pub fn log_matches(&mut self) {
+    pub(crate) fn log_matches(&mut self) {
         self.matches.get_or_insert_with(Vec::new);
     }
 
     /// The matches logged since the last call.
-    pub fn take_matches(&mut self) -> Vec<MatchedMessage> {
+    pub(crate) fn take_matches(&mut self) -> Vec<MatchedMessage> {
         self.matches
             .as_mut()
             .map(std::mem::take)
@@ -814,7 +820,7 @@ impl<S: Clone> MessageMatcher<S> {
     }
 
     /// Whether the entry of this call needs the sender's path state.
-    pub fn wants_snapshot(id: u16) -> bool {
+    pub(crate) fn wants_snapshot(id: u16) -> bool {
         use crate::format::calls::Role;
         matches!(
             crate::format::calls::spec(id).map(|s| s.role),
@@ -823,7 +829,7 @@ impl<S: Clone> MessageMatcher<S> {
     }
 
     /// An outermost call's entry. `state` is the caller's path state if `wants_snapshot`.
-    pub fn on_enter(&mut self, pid: u32, e: &CallRecord, state: Option<S>) {
+    pub(crate) fn on_enter(&mut self, pid: u32, e: &CallRecord, state: Option<S>) {
         let (id, flavor) = split_call_field(e.header.call);
         let flavor = Flavor::from_id(flavor);
         if matches!(flavor, Some(Flavor::OpenMpi | Flavor::Mpich)) {
@@ -862,7 +868,7 @@ impl<S: Clone> MessageMatcher<S> {
     }
 
     /// pvm_mcast destinations (from the handle array that follows the entry).
-    pub fn on_mcast_targets(&mut self, pid: u32, tag: i32, tids: &[u64], state: &S) {
+    pub(crate) fn on_mcast_targets(&mut self, pid: u32, tag: i32, tids: &[u64], state: &S) {
         let (ts, bytes) = self.mcasts.get(&pid).copied().unwrap_or_default();
         for &t in tids {
             let sent = Sent {
@@ -876,7 +882,13 @@ impl<S: Clone> MessageMatcher<S> {
     }
 
     /// MPI_Startall's requests (from the handle array that follows the entry).
-    pub fn on_startall(&mut self, pid: u32, entry: &CallRecord, requests: &[u64], state: &S) {
+    pub(crate) fn on_startall(
+        &mut self,
+        pid: u32,
+        entry: &CallRecord,
+        requests: &[u64],
+        state: &S,
+    ) {
         for &r in requests {
             let sent = Sent {
                 state: state.clone(),
@@ -1020,7 +1032,13 @@ impl<S: Clone> MessageMatcher<S> {
 
     /// An outermost call's exit; `handles` are the request handles its entry named.
     /// Returns the path states the caller now depends on.
-    pub fn on_exit(&mut self, pid: u32, e: &CallRecord, handles: &[u64], x: &CallRecord) -> Vec<S> {
+    pub(crate) fn on_exit(
+        &mut self,
+        pid: u32,
+        e: &CallRecord,
+        handles: &[u64],
+        x: &CallRecord,
+    ) -> Vec<S> {
         let (id, flavor_id) = split_call_field(e.header.call);
         let flavor = Flavor::from_id(flavor_id);
         let mut out = Vec::new();
@@ -1248,7 +1266,8 @@ impl<S: Clone> MessageMatcher<S> {
     }
 
     /// Entries held (messages in flight, open requests, open collectives).
-    pub fn entries_held(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn entries_held(&self) -> usize {
         self.in_flight()
             + self.irecvs.len()
             + self.collectives.len()
@@ -1257,7 +1276,7 @@ impl<S: Clone> MessageMatcher<S> {
     }
 
     /// Final statistics: sends never received count as unmatched.
-    pub fn final_stats(&self) -> MatchStats {
+    pub(crate) fn final_stats(&self) -> MatchStats {
         let mut s = self.stats.clone();
         s.unmatched += self.in_flight() as u64;
         s

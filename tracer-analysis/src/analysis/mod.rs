@@ -15,7 +15,9 @@ pub mod workclock;
 #[cfg(test)]
 mod tests;
 
-pub use analyzer::{makes_participant, Analyzer, Procedures};
-pub use model::{Clocks, Milestone, PathModel, ProcId, Sched};
-pub use pipeline::{analyze, Pipeline, REORDER_WINDOW_NS};
+pub(crate) use analyzer::makes_participant;
+pub use analyzer::{Analyzer, Procedures};
+pub(crate) use model::{Clocks, Milestone, PathModel, Sched};
+pub(crate) use pipeline::REORDER_WINDOW_NS;
+pub use pipeline::{analyze, Pipeline};
 pub use tracer_common::futex_waits;

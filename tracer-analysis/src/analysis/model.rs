@@ -7,7 +7,7 @@
 use tracer_common::EventHeader;
 
 /// Index of a selected procedure in the profile.
-pub type ProcId = usize;
+pub(crate) type ProcId = usize;
 
 /// Where a process's parallel section begins and ends (MPI_Init returns, MPI_Finalize is
 /// called): the span the what-if predictions compare, without launch and setup time.
@@ -30,7 +30,7 @@ pub struct Clocks {
 impl Clocks {
     /// Adds to `self` (time pending since some event) what the clocks advanced from
     /// `last` to `now`, and moves `last` to `now` (clocks never run backwards).
-    pub fn add_since(&mut self, last: &mut Clocks, now: &Clocks) {
+    pub(crate) fn add_since(&mut self, last: &mut Clocks, now: &Clocks) {
         for k in 0..4 {
             self.work[k] += now.work[k].saturating_sub(last.work[k]);
             self.raw[k] += now.raw[k].saturating_sub(last.raw[k]);

@@ -11,7 +11,7 @@ use crate::format::records::Record;
 
 /// How far records may be out of timestamp order in the stream (one ring buffer, many
 /// CPUs); the engine sees them once they are this much older than the newest.
-pub const REORDER_WINDOW_NS: u64 = 50_000_000;
+pub(crate) const REORDER_WINDOW_NS: u64 = 50_000_000;
 
 /// Feeds a stream of items through the reorder window into an analyzer, the same way
 /// `tracer record` does live, so a recording analysed later gives the same result.
@@ -27,7 +27,7 @@ impl Pipeline {
 }
 
 impl<M: PathModel> Pipeline<M> {
-    pub fn with_model(clock: ClockKind, model: M) -> Self {
+    pub(crate) fn with_model(clock: ClockKind, model: M) -> Self {
         Pipeline {
             analyzer: Analyzer::with_model(clock, model),
             reorder: reorder::ReorderBuffer::new(REORDER_WINDOW_NS),
@@ -54,11 +54,6 @@ impl<M: PathModel> Pipeline<M> {
         let a = &mut self.analyzer;
         self.reorder.flush(|r| a.record(r));
         &self.analyzer
-    }
-
-    /// Entries held, reorder window included.
-    pub fn entries_held(&self) -> usize {
-        self.analyzer.entries_held() + self.reorder.len()
     }
 }
 

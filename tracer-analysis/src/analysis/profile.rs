@@ -12,7 +12,7 @@ use super::sync::SyncStats;
 use super::workclock::ClockKind;
 use super::Analyzer;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Profile {
@@ -69,7 +69,7 @@ pub struct EventTotals {
 impl CriticalPath {
     /// The first line of the profile and of `tracer report`: the path's length and where
     /// it ends.
-    pub fn headline(&self, clock: &str) -> String {
+    pub(crate) fn headline(&self, clock: &str) -> String {
         format!(
             "critical path: {:.3} ms ({clock} clock) of {:.3} ms elapsed, ends in pid {} tid {} {}",
             self.length_ns as f64 / 1e6,
@@ -82,7 +82,7 @@ impl CriticalPath {
 }
 
 /// The matcher's counts in one line (also in `tracer report`).
-pub fn messages_line(m: &MatchStats) -> String {
+pub(crate) fn messages_line(m: &MatchStats) -> String {
     format!(
         "messages: {} sent, {} received, {} matched, {} unmatched; {} collective exits ({} incomplete)",
         m.sent, m.received, m.matched, m.unmatched, m.collectives, m.collectives_incomplete

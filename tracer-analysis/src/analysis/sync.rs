@@ -347,7 +347,8 @@ impl<M: Clone> SyncTracker<M> {
     }
 
     /// Entries held (for the memory-bound tests).
-    pub fn entries_held(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn entries_held(&self) -> usize {
         self.created.len()
             + self.exited.len()
             + self.woken.len()

@@ -30,14 +30,14 @@ impl ClockKind {
 /// `prev_state` of a switch-out: the kernel reports 0 (TASK_RUNNING) for a task that
 /// gave up the CPU while runnable, and TASK_REPORT_MAX (0x100 on current kernels) for a
 /// preempted one; the sleeping and stopped states are the bits below 0x100.
-pub fn still_runnable(prev_state: i64) -> bool {
+pub(crate) fn still_runnable(prev_state: i64) -> bool {
     prev_state & 0xff == 0
 }
 
 /// The work clocks of one thread, all three kept (the what-if replay needs them all;
 /// the critical path uses one, its `kind`).
 #[derive(Clone, Debug, Default)]
-pub struct WorkClock {
+pub(crate) struct WorkClock {
     kind: ClockKind,
     /// Per raw clock (indexed by [`ClockKind::index`]): time spent blocked so far, when
     /// the outermost blocking interval began, and the largest work value handed out (a
@@ -59,9 +59,7 @@ pub struct WorkClock {
 
 /// Index of the held clock in [`super::model::Clocks`]: time runnable but not running
 /// while the CPU ran work outside the program (what-if keeps it as it was).
-pub const HELD: usize = 3;
-
-const KINDS: [ClockKind; 3] = [ClockKind::Cpu, ClockKind::Awake, ClockKind::Wall];
+pub(crate) const HELD: usize = 3;
 
 /// Every raw clock by index: the three kinds ([`ClockKind::index`]), then [`HELD`].
 const RAW_CLOCKS: [usize; 4] = [0, 1, 2, HELD];
@@ -119,13 +117,8 @@ impl WorkClock {
         self.work_of(self.kind, ts_ns, cpu_ns)
     }
 
-    /// Work done so far on every clock: cpu, awake, wall.
-    pub fn works(&mut self, ts_ns: u64, cpu_ns: u64) -> [u64; 3] {
-        KINDS.map(|k| self.work_of(k, ts_ns, cpu_ns))
-    }
-
     /// Every work clock and the raw clocks under them: cpu, awake, wall and held.
-    pub fn clocks(&mut self, ts_ns: u64, cpu_ns: u64) -> super::model::Clocks {
+    pub(crate) fn clocks(&mut self, ts_ns: u64, cpu_ns: u64) -> super::model::Clocks {
         let work = RAW_CLOCKS.map(|k| self.work_at(k, ts_ns, cpu_ns));
         super::model::Clocks {
             work,
@@ -133,14 +126,14 @@ impl WorkClock {
         }
     }
 
-    pub fn begin_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
+    pub(crate) fn begin_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
         if self.depth == 0 {
             self.block_start = RAW_CLOCKS.map(|k| self.raw_at(k, ts_ns, cpu_ns));
         }
         self.depth += 1;
     }
 
-    pub fn end_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
+    pub(crate) fn end_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
         match self.depth {
             0 => {}
             1 => {
@@ -156,7 +149,7 @@ impl WorkClock {
 
     /// The thread left CPU `cpu` with state `prev_state`; `other` is that CPU's
     /// [`OtherWork`] clock now.
-    pub fn switched_out(&mut self, ts_ns: u64, prev_state: i64, cpu: u32, other: u64) {
+    pub(crate) fn switched_out(&mut self, ts_ns: u64, prev_state: i64, cpu: u32, other: u64) {
         if still_runnable(prev_state) {
             self.preempted_at = Some(ts_ns);
             self.waits_on = Some((cpu, other));
@@ -171,13 +164,13 @@ impl WorkClock {
     }
 
     /// The CPU the thread waits for while runnable, if it is.
-    pub fn waits_on(&self) -> Option<u32> {
+    pub(crate) fn waits_on(&self) -> Option<u32> {
         self.waits_on.map(|(c, _)| c)
     }
 
     /// The thread got a CPU again; `other` is the [`OtherWork`] clock, now, of the CPU
     /// it waited for ([`Self::waits_on`]).
-    pub fn switched_in(&mut self, ts_ns: u64, other: u64) {
+    pub(crate) fn switched_in(&mut self, ts_ns: u64, other: u64) {
         if let Some(p) = self.preempted_at.take() {
             let waited = ts_ns.saturating_sub(p);
             self.runnable += waited;
@@ -192,7 +185,7 @@ impl WorkClock {
 /// program thread waiting for that CPU was held back by other work on the machine,
 /// which a what-if replay cannot work out from the program's own threads.
 #[derive(Clone, Debug, Default)]
-pub struct OtherWork {
+pub(crate) struct OtherWork {
     /// The program thread on the CPU now (if any), since when the CPU ran other work
     /// (when none), and that time before.
     running: Option<u32>,
@@ -250,7 +243,8 @@ mod tests {
         a.switched_out(1500, 1, 0, 200);
         a.switched_in(1900, 200);
         assert_eq!(a.work(2000, 5), 2000 - 300);
-        assert_eq!(a.works(2000, 5), [5, 1700, 2000]);
+        let every_clock = [ClockKind::Cpu, ClockKind::Awake, ClockKind::Wall];
+        assert_eq!(every_clock.map(|k| a.work_of(k, 2000, 5)), [5, 1700, 2000]);
         // Its CPU ran other work for 200 of the 300 ns it was runnable.
         assert_eq!(a.clocks(2000, 5).raw[HELD], 200);
     }

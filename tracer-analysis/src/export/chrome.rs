@@ -33,8 +33,8 @@ use crate::graph::{ArcId, ArcKind, Vertex};
 pub const CRITICAL_PID: u32 = 1 << 30;
 
 /// Flow categories: a dependency, and one the critical path goes through.
-pub const FLOW_CAT: &str = "dependency";
-pub const CRITICAL_FLOW_CAT: &str = "critical_dependency";
+pub(crate) const FLOW_CAT: &str = "dependency";
+pub(crate) const CRITICAL_FLOW_CAT: &str = "critical_dependency";
 
 /// What an export wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -13,7 +13,7 @@
 use super::{Arc, ArcId, ArcKind, Graph, VertexId};
 
 /// Marks a vertex with no path to the sink (its arcs can slip forever).
-pub const UNREACHABLE: u64 = u64::MAX;
+pub(crate) const UNREACHABLE: u64 = u64::MAX;
 
 #[derive(Clone, Debug)]
 pub struct Schedule {
@@ -27,7 +27,7 @@ pub struct Schedule {
 
 /// Timing of one arc under a [`Schedule`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArcTimes {
+pub(crate) struct ArcTimes {
     pub early_start: u64,
     pub early_finish: u64,
     /// `None` when the arc cannot reach the sink.
@@ -44,7 +44,7 @@ impl Schedule {
     }
 
     /// Both sweeps, with `weight(id, arc)` in place of each arc's weight.
-    pub fn with_weights(g: &Graph, weight: impl Fn(ArcId, &Arc) -> u64) -> Schedule {
+    pub(crate) fn with_weights(g: &Graph, weight: impl Fn(ArcId, &Arc) -> u64) -> Schedule {
         let n = g.vertex_count();
         let mut early = vec![0u64; n];
         for v in 0..n as VertexId {
@@ -81,7 +81,7 @@ impl Schedule {
         }
     }
 
-    pub fn arc_times(&self, a: &Arc, weight: u64) -> ArcTimes {
+    pub(crate) fn arc_times(&self, a: &Arc, weight: u64) -> ArcTimes {
         let es = self.early[a.from as usize];
         let ef = es + weight;
         let t = self.tail[a.to as usize];

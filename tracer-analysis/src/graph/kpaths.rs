@@ -152,7 +152,7 @@ impl NearCriticalPaths {
     }
 
     /// Whether these are all the paths of the graph (fewer than requested were found).
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.paths.len() < self.requested
     }
 
@@ -445,7 +445,8 @@ impl MinSlackTree {
 /// the source, merged from its in-arcs' tails. O(k e) time; a vertex's array is freed
 /// once all its out-arcs have been merged, so memory is k times the frontier. Lengths
 /// only (the benchmark's baseline and the tests' second opinion).
-pub fn k_longest_lengths_baseline(g: &Graph, k: usize) -> Vec<u64> {
+#[cfg(test)]
+pub(crate) fn k_longest_lengths_baseline(g: &Graph, k: usize) -> Vec<u64> {
     k_longest_lengths_baseline_within(g, k, &mut |_| true).unwrap_or_default()
 }
 

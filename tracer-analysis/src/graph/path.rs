@@ -15,7 +15,7 @@ use crate::format::calls::{self, split_call_field};
 pub const OUTSIDE: &str = "(outside selected procedures)";
 
 /// What a new thread "waits in" for its creator.
-pub const THREAD_START: &str = "thread start";
+pub(crate) const THREAD_START: &str = "thread start";
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -58,7 +58,7 @@ impl Activity {
 /// What a thread waited in, from the event where a dependency arrives: the call (an
 /// MPI/PVM receive, wait or collective, or a pthread call with `--locks`), a futex wait,
 /// or, for any other event, the start of a thread (its creator's clone).
-pub fn event_name(v: &Vertex) -> String {
+pub(crate) fn event_name(v: &Vertex) -> String {
     let k = (v.label >> 16) as u16;
     let c = v.label as u16;
     match k {
@@ -71,7 +71,7 @@ pub fn event_name(v: &Vertex) -> String {
 }
 
 /// The procedure an arc's work is attributed to (innermost selected one).
-pub fn arc_procedure(g: &Graph, rg: &RecordedGraph, a: ArcId) -> String {
+pub(crate) fn arc_procedure(g: &Graph, rg: &RecordedGraph, a: ArcId) -> String {
     match g.contexts[g.arc(a).context as usize].innermost {
         Some(p) => rg.procedures.get(p).cloned().unwrap_or_default(),
         None => OUTSIDE.to_string(),

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 
 /// A repeated substring of the symbol string.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Phase {
+pub(crate) struct Phase {
     pub pattern: Vec<u32>,
     /// Non-overlapping occurrences, taken greedily from left to right.
     pub count: usize,
@@ -44,7 +44,7 @@ struct Group {
 /// earlier. A pattern that is a substring of a better-ranked kept pattern with the same
 /// count is left out (it only ever occurs inside that pattern, so it says nothing
 /// new). At most `limit` phases are returned.
-pub fn find_phases(
+pub(crate) fn find_phases(
     symbols: &[u32],
     min_support: usize,
     min_len: usize,

@@ -35,7 +35,7 @@ pub(crate) struct ThreadTrack {
 }
 
 /// Builds the graph from the analysis's calls (see [`PathModel`]).
-pub struct GraphModel {
+pub(crate) struct GraphModel {
     b: GraphBuilder,
     /// Live threads.
     pub(crate) threads: HashMap<u32, ThreadTrack>,
@@ -84,7 +84,7 @@ impl GraphModel {
 
     /// A model that also keeps, per vertex, the work on every clock (cpu, awake, wall)
     /// and the raw clocks of the program arc that ends there (for the what-if replay).
-    pub fn with_clocks() -> Self {
+    pub(crate) fn with_clocks() -> Self {
         GraphModel {
             clock_log: Some(ClockLog::default()),
             ..Self::new()
@@ -120,7 +120,7 @@ impl GraphModel {
 
     /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
     /// when known.
-    pub fn message_arcs(&self) -> &HashMap<(VertexId, VertexId), Option<u64>> {
+    pub(crate) fn message_arcs(&self) -> &HashMap<(VertexId, VertexId), Option<u64>> {
         &self.message_arcs
     }
 
@@ -131,14 +131,9 @@ impl GraphModel {
 
     /// Ends the graph: the last events of live threads for which `counts` holds, and of
     /// ended threads of participant processes (of any process without participants), may
-    /// end the critical path.
-    pub fn finish(self, only_participants: bool, counts: &dyn Fn(u32) -> bool) -> Graph {
-        self.finish_with_clocks(only_participants, counts).0
-    }
-
-    /// [`Self::finish`], and per vertex the clocks of the program arc ending there (empty
-    /// without [`Self::with_clocks`]).
-    pub fn finish_with_clocks(
+    /// end the critical path. With the graph, per vertex the clocks of the program arc
+    /// ending there (empty without [`Self::with_clocks`]).
+    pub(crate) fn finish_with_clocks(
         mut self,
         only_participants: bool,
         counts: &dyn Fn(u32) -> bool,
@@ -168,14 +163,6 @@ impl GraphModel {
             .map(|l| l.per_vertex)
             .unwrap_or_default();
         (self.b.finish(), clocks)
-    }
-
-    pub fn vertex_count(&self) -> usize {
-        self.b.vertex_count()
-    }
-
-    pub fn arc_count(&self) -> usize {
-        self.b.arc_count()
     }
 }
 
@@ -342,7 +329,7 @@ impl RecordedGraph {
 
     /// [`Self::read`] with the cpu clock, keeping every clock per vertex
     /// ([`Self::vertex_clocks`], for the what-if replay).
-    pub fn read_with_clocks(reader: &mut RecordingReader) -> Result<Self, RecordingError> {
+    pub(crate) fn read_with_clocks(reader: &mut RecordingReader) -> Result<Self, RecordingError> {
         Self::read_model(reader, ClockKind::Cpu, GraphModel::with_clocks())
     }
 
@@ -365,7 +352,8 @@ impl RecordedGraph {
     }
 
     /// [`Self::from_items`] with every clock per vertex (see [`Self::read_with_clocks`]).
-    pub fn from_items_with_clocks(items: &[Item]) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_items_with_clocks(items: &[Item]) -> Self {
         Self::from_items_model(items, ClockKind::Cpu, GraphModel::with_clocks())
     }
 
@@ -385,7 +373,7 @@ impl RecordedGraph {
         }
     }
 
-    pub fn pid_of(&self, tid: u32) -> u32 {
+    pub(crate) fn pid_of(&self, tid: u32) -> u32 {
         self.thread_pids.get(&tid).copied().unwrap_or(0)
     }
 }

@@ -3,9 +3,9 @@
 /// Index of a vertex; ids are a topological order.
 pub type VertexId = u32;
 /// Index of an arc in [`Graph::arcs`].
-pub type ArcId = u32;
+pub(crate) type ArcId = u32;
 /// Index into [`Graph::contexts`]: which selected procedures were active on an arc.
-pub type ContextId = u32;
+pub(crate) type ContextId = u32;
 
 /// The context of arcs outside every selected procedure (and of non-program arcs).
 pub const NO_PROCEDURE: ContextId = 0;
@@ -79,12 +79,12 @@ impl Graph {
     }
 
     /// Ids of the out-arcs of `v` (contiguous).
-    pub fn out_arcs(&self, v: VertexId) -> std::ops::Range<ArcId> {
+    pub(crate) fn out_arcs(&self, v: VertexId) -> std::ops::Range<ArcId> {
         self.out_start[v as usize]..self.out_start[v as usize + 1]
     }
 
     /// Ids of the in-arcs of `v`.
-    pub fn in_arcs(&self, v: VertexId) -> &[ArcId] {
+    pub(crate) fn in_arcs(&self, v: VertexId) -> &[ArcId] {
         &self.in_arcs[self.in_start[v as usize] as usize..self.in_start[v as usize + 1] as usize]
     }
 

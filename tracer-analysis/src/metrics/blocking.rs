@@ -10,7 +10,7 @@ use super::{CallMetrics, CallSiteMetrics};
 
 /// Distributions of blocking intervals, per call kind and per (kind, site).
 #[derive(Default)]
-pub struct BlockingDists {
+pub(crate) struct BlockingDists {
     kinds: HashMap<Kind, Hist>,
     sites: HashMap<(Kind, Place), Hist>,
 }

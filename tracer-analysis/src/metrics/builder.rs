@@ -51,7 +51,7 @@ impl PathModel for NoPaths {
 }
 
 /// Builds [`Metrics`] from a recording's items, streamed in file order.
-pub struct MetricsBuilder {
+pub(crate) struct MetricsBuilder {
     analyzer: Analyzer<NoPaths>,
     reorder: ReorderBuffer,
     acc: Accounts,

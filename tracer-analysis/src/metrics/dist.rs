@@ -9,14 +9,14 @@ use serde::Serialize;
 /// per-call-site ones, which can be many (an auto-resizing histogram of ns values up to
 /// 1 s takes about 90 KB at 3 digits, 10 KB at 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Precision {
+pub(crate) enum Precision {
     Fine,
     Coarse,
 }
 
 /// Values in nanoseconds, summarized as [`Distribution`].
 #[derive(Clone, Debug)]
-pub struct Hist {
+pub(crate) struct Hist {
     h: Histogram<u32>,
     count: u64,
     total: u64,

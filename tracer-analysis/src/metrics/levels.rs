@@ -6,7 +6,7 @@ use super::{Blocked, Measures};
 
 /// A level's totals before the ratios.
 #[derive(Clone, Default)]
-pub struct Sums {
+pub(crate) struct Sums {
     span: Option<(u64, u64)>,
     cpu: u64,
     work: u64,
@@ -24,7 +24,7 @@ impl Sums {
         });
     }
 
-    pub fn add_thread(&mut self, t: &ThreadAcc) {
+    pub(crate) fn add_thread(&mut self, t: &ThreadAcc) {
         self.widen(t.first_ts, t.last_ts);
         self.cpu += t.cpu_ns();
         self.work += t.work_ns();

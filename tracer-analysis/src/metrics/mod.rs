@@ -25,8 +25,6 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use builder::MetricsBuilder;
-pub use dist::Distribution;
+pub(crate) use dist::Distribution;
 pub use thread::Cause;
-pub use traffic::{MachinePair, ProcessPair, Traffic};
 pub use types::*;

@@ -14,7 +14,7 @@ const MAX_OBJECT_SPAN: u64 = 256 << 20;
 
 /// Where a call site is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Place {
+pub(crate) enum Place {
     /// An offset in an object file (interned, see [`SiteMap::object`]).
     Object { object: u32, offset: u64 },
     /// An address of one process that no known mapping explains.
@@ -23,7 +23,7 @@ pub enum Place {
 
 /// The mappings of every process, as recorded (the union of its inspections).
 #[derive(Default)]
-pub struct SiteMap {
+pub(crate) struct SiteMap {
     /// pid -> start address of file offset 0 -> object id.
     maps: HashMap<u32, BTreeMap<u64, u32>>,
     objects: Vec<String>,
@@ -47,7 +47,7 @@ impl SiteMap {
     }
 
     /// The place of `address` in process `pid`: in the object mapped nearest below it.
-    pub fn place(&self, pid: u32, address: u64) -> Place {
+    pub(crate) fn place(&self, pid: u32, address: u64) -> Place {
         let found = self
             .maps
             .get(&pid)

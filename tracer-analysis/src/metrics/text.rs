@@ -89,7 +89,7 @@ fn dist_row(out: &mut String, label: &str, d: &Distribution) {
     );
 }
 
-pub fn render(m: &Metrics) -> String {
+pub(crate) fn render(m: &Metrics) -> String {
     let mut out = String::new();
     let p = &m.program;
     let _ = writeln!(

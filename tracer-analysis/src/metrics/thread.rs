@@ -28,7 +28,7 @@ pub enum Cause {
 }
 
 impl Cause {
-    pub const ALL: [Cause; 4] = [
+    pub(crate) const ALL: [Cause; 4] = [
         Cause::Message,
         Cause::Collective,
         Cause::Futex,
@@ -36,7 +36,7 @@ impl Cause {
     ];
 
     /// The cause of the time inside MPI/PVM call `id`.
-    pub fn of_call(id: u16) -> Cause {
+    pub(crate) fn of_call(id: u16) -> Cause {
         match calls::spec(id).map(|s| s.role) {
             Some(Role::Send | Role::Recv | Role::SendRecv | Role::Completion | Role::OneSided) => {
                 Cause::Message
@@ -75,7 +75,7 @@ impl Cause {
 
 /// What blocked a thread, as a distribution key: an MPI/PVM call id, or a futex wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
+pub(crate) enum Kind {
     Call(u16),
     Futex,
 }
@@ -98,7 +98,7 @@ impl Kind {
 
 /// A blocking interval that ended: an outermost call's exit, a futex wait's return.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Blocking {
+pub(crate) struct Blocking {
     pub kind: Kind,
     /// The caller's return address (0 when unknown).
     pub site: u64,
@@ -107,7 +107,7 @@ pub struct Blocking {
 
 /// A selected-procedure activation that returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Activation {
+pub(crate) struct Activation {
     pub procedure: usize,
     pub wall_ns: u64,
     pub cpu_ns: u64,
@@ -143,11 +143,11 @@ enum Sched {
     Runnable(u64),
 }
 
-pub use crate::analysis::workclock::still_runnable;
+pub(crate) use crate::analysis::workclock::still_runnable;
 
 /// Per-thread accounting, fed the thread's own records in timestamp order.
 #[derive(Clone, Debug)]
-pub struct ThreadAcc {
+pub(crate) struct ThreadAcc {
     pub tid: u32,
     /// 0 until a record names the thread's process.
     pub pid: u32,
@@ -207,7 +207,7 @@ impl ThreadAcc {
 
     /// The thread's work counts from CPU clock `cpu_ns` on; the first call decides.
     /// Until then it has none.
-    pub fn start_work_clock(&mut self, cpu_ns: u64) {
+    pub(crate) fn start_work_clock(&mut self, cpu_ns: u64) {
         self.work_from_cpu.get_or_insert(cpu_ns);
     }
 
@@ -228,7 +228,7 @@ impl ThreadAcc {
         })
     }
 
-    pub fn blocked_ns(&self, c: Cause) -> u64 {
+    pub(crate) fn blocked_ns(&self, c: Cause) -> u64 {
         self.blocked[c.index()]
     }
 
@@ -240,14 +240,14 @@ impl ThreadAcc {
 
     /// Another thread made this one runnable (a wakeup of a thread already running or
     /// runnable changes nothing).
-    pub fn woken(&mut self, ts: u64) {
+    pub(crate) fn woken(&mut self, ts: u64) {
         if matches!(self.sched, Sched::Sleeping | Sched::Unknown) {
             self.touch(ts);
             self.sched = Sched::Runnable(ts);
         }
     }
 
-    pub fn switch_out(&mut self, ts: u64, prev_state: i64) {
+    pub(crate) fn switch_out(&mut self, ts: u64, prev_state: i64) {
         self.sched = if still_runnable(prev_state) {
             Sched::Runnable(ts)
         } else {
@@ -255,7 +255,7 @@ impl ThreadAcc {
         };
     }
 
-    pub fn switch_in(&mut self, ts: u64) {
+    pub(crate) fn switch_in(&mut self, ts: u64) {
         if let Sched::Runnable(since) = self.sched {
             self.cpu_wait += ts.saturating_sub(since);
         }
@@ -299,7 +299,7 @@ impl ThreadAcc {
 
     /// A futex wait begins (only outside MPI/PVM calls: inside one it is the call's time;
     /// inside pthread_create, which is work, it is a wait of its own).
-    pub fn futex_wait(&mut self, ts: u64, cpu: u64, site: u64) {
+    pub(crate) fn futex_wait(&mut self, ts: u64, cpu: u64, site: u64) {
         let in_waiting_call = self
             .calls
             .iter()
@@ -314,7 +314,7 @@ impl ThreadAcc {
         }
     }
 
-    pub fn futex_exit(&mut self, ts: u64, cpu: u64) -> Option<Blocking> {
+    pub(crate) fn futex_exit(&mut self, ts: u64, cpu: u64) -> Option<Blocking> {
         let open = self.futex.take()?;
         Some(self.close(open, ts, cpu))
     }

@@ -10,7 +10,7 @@ use super::dist::{Distribution, Hist, Precision};
 use crate::analysis::matcher::{MatchStats, MatchedMessage};
 
 /// Accumulates the matcher's matches.
-pub struct TrafficAcc {
+pub(crate) struct TrafficAcc {
     /// (sender pid, receiver pid) -> (messages, bytes).
     pairs: HashMap<(u32, u32), (u64, u64)>,
     unknown_size: u64,

@@ -7,7 +7,7 @@ use super::thread::Cause;
 use super::traffic::Traffic;
 
 /// Version of the JSON form (`tracer metrics --json`); fields are only added within one.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// Every metric of one recording.
 #[derive(Clone, Debug, Serialize, PartialEq)]

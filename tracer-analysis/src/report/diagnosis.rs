@@ -72,7 +72,7 @@ fn figures(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
 }
 
 /// The findings on a report, with the recording's metrics when they were computed.
-pub fn diagnose(r: &Report, m: Option<&Metrics>) -> Vec<Finding> {
+pub(crate) fn diagnose(r: &Report, m: Option<&Metrics>) -> Vec<Finding> {
     let len = r.critical_path.path.length_ns;
     let mut out = Vec::new();
     if len == 0 {

@@ -11,7 +11,7 @@ use crate::graph::path::{Activity, PathTotals};
 use crate::graph::whatif::Scale;
 use crate::metrics::Metrics;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 pub struct ReportOptions {
     /// How many longest paths to find (1 = the critical path only).
