@@ -4,41 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use super::types::Report;
+use super::types::{Finding, FindingKind, Report};
 use crate::graph::path::{Activity, OUTSIDE};
 use crate::metrics::{Cause, Metrics};
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FindingKind {
-    /// One process carries most of the path while the others wait for it.
-    SequentialBottleneck,
-    /// A procedure is a large part of the path: what removing it would gain.
-    ProcedureOnPath,
-    /// The path waits long for messages between a pair of processes.
-    CommunicationOnPath,
-    /// Another path is close behind: tuning the critical path alone gains little.
-    ClosePaths,
-    /// A procedure takes much work but never limits the run.
-    OffPath,
-    /// Threads wait for a CPU: more runnable threads than CPUs.
-    CpuContention,
-    /// The program's processes spend much of their time blocked in calls.
-    WaitingInCalls,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Finding {
-    pub kind: FindingKind,
-    /// The statement, with its figures.
-    pub text: String,
-    /// How much of the path the finding is about (ranking key).
-    pub impact_ns: u64,
-    /// The figures cited, by name (milliseconds and percentages).
-    pub figures: BTreeMap<String, f64>,
-}
 
 fn ms(ns: u64) -> f64 {
     (ns as f64 / 1e4).round() / 100.0

@@ -3,7 +3,7 @@
 
 mod build;
 mod csv;
-pub mod diagnosis;
+mod diagnosis;
 #[cfg(test)]
 mod tests;
 mod text;

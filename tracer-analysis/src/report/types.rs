@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::diagnosis::Finding;
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::profile::CriticalPath;
 use crate::graph::path::{Activity, PathTotals};
@@ -145,4 +144,35 @@ pub struct PhaseRow {
     pub score: u64,
     /// Probe clock at the start of each occurrence.
     pub starts_ns: Vec<u64>,
+}
+
+/// What a finding of the diagnosis is about (`diagnosis` says when each is made).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// One process carries most of the path while the others wait for it.
+    SequentialBottleneck,
+    /// A procedure is a large part of the path: what removing it would gain.
+    ProcedureOnPath,
+    /// The path waits long for messages between a pair of processes.
+    CommunicationOnPath,
+    /// Another path is close behind: tuning the critical path alone gains little.
+    ClosePaths,
+    /// A procedure takes much work but never limits the run.
+    OffPath,
+    /// Threads wait for a CPU: more runnable threads than CPUs.
+    CpuContention,
+    /// The program's processes spend much of their time blocked in calls.
+    WaitingInCalls,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    /// The statement, with its figures.
+    pub text: String,
+    /// How much of the path the finding is about (ranking key).
+    pub impact_ns: u64,
+    /// The figures cited, by name (milliseconds and percentages).
+    pub figures: BTreeMap<String, f64>,
 }
