@@ -6,6 +6,7 @@
 mod bench;
 mod build;
 mod demo;
+mod layout;
 mod setup;
 mod test;
 mod util;

@@ -54,7 +54,8 @@ pub fn test() -> Result<()> {
     ]))
 }
 
-/// rustfmt, then clippy with every warning an error; each failure is one line.
+/// rustfmt, clippy with every warning an error, then the layout rules; each failure is
+/// one line.
 fn checks() -> Result<()> {
     check(
         Command::new("cargo")
@@ -70,7 +71,8 @@ fn checks() -> Result<()> {
     check(
         clippy.args(["--", "-D", "warnings"]),
         "clippy found problems (`cargo clippy --all-targets -- -D warnings` on the host crates, above); the lints are in Cargo.toml's [workspace.lints]",
-    )
+    )?;
+    crate::layout::check()
 }
 
 /// Runs `cmd` as `run` does; on failure, says `what` in one line.
