@@ -207,7 +207,7 @@ fn measure(a: &CalibrateArgs, dir: &Path) -> anyhow::Result<Vec<Measured>> {
         Err(e) => bail!("running the launcher `{launched}`: {e}"),
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let (ranks, measured) = parse_output(&stdout);
+    let PingPongOutput { ranks, measured } = parse_output(&stdout);
     if let Some(n) = ranks.filter(|&n| n < 2) {
         bail!(
             "the launcher `{launched}` started {n} rank{}; the ping-pong needs 2 (e.g. `-np 2`)",
@@ -246,8 +246,14 @@ fn measure(a: &CalibrateArgs, dir: &Path) -> anyhow::Result<Vec<Measured>> {
     Ok(measured)
 }
 
+/// What the ping-pong printed: its rank count (if it printed it) and its measurements.
+struct PingPongOutput {
+    ranks: Option<u64>,
+    measured: Vec<Measured>,
+}
+
 /// The rank count and the measurements in the ping-pong's output (other lines ignored).
-fn parse_output(stdout: &str) -> (Option<u64>, Vec<Measured>) {
+fn parse_output(stdout: &str) -> PingPongOutput {
     let mut ranks = None;
     let mut measured = Vec::new();
     for line in stdout.lines() {
@@ -276,7 +282,7 @@ fn parse_output(stdout: &str) -> (Option<u64>, Vec<Measured>) {
             });
         }
     }
-    (ranks, measured)
+    PingPongOutput { ranks, measured }
 }
 
 fn status(o: &Output) -> String {
@@ -330,7 +336,7 @@ mod tests {
                    tracer-pingpong bytes=0 iterations=1000 median_ns=265 mean_ns=293 min_ns=219 max_ns=11050\n\
                    [vm:1] some warning\n\
                    tracer-pingpong bytes=65536 iterations=6 median_ns=34326979 mean_ns=35328776 min_ns=1 max_ns=2\n";
-        let (ranks, m) = parse_output(out);
+        let PingPongOutput { ranks, measured: m } = parse_output(out);
         assert_eq!(ranks, Some(2));
         assert_eq!(
             m,
