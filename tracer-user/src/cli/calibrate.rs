@@ -355,7 +355,7 @@ mod tests {
                 }
             ]
         );
-        assert_eq!(parse_output("tracer-pingpong ranks=1\n").0, Some(1));
+        assert_eq!(parse_output("tracer-pingpong ranks=1\n").ranks, Some(1));
     }
 
     #[test]
