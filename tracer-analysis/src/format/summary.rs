@@ -48,6 +48,10 @@ pub struct EventCounts {
     pub total: u64,
     pub lost: u64,
     pub by_kind: BTreeMap<String, u64>,
+    /// How often the probes failed, by reason (only those that happened; left out of
+    /// the JSON when nothing failed).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
