@@ -6,7 +6,7 @@
 /// numbers are not in recordings (they hold the names), but keep them stable all the
 /// same: a retired reason stays a gap.
 #[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ProbeFailure {
     /// No room for a record in the ring buffer: the record is lost (the lost-records
     /// count is this counter).

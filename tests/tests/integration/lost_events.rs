@@ -222,7 +222,9 @@ fn a_complete_recording_has_no_warning() {
     let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
     assert_eq!(trailer.events_lost, 0, "{err}");
     assert!(!err.contains("warning"), "{err}");
-    assert!(!trailer.probe_failures.contains_key(ProbeFailure::RingFull.name()));
+    assert!(!trailer
+        .probe_failures
+        .contains_key(ProbeFailure::RingFull.name()));
     for command in ["summary", "analyze", "report", "metrics"] {
         let out = Command::new(tracer())
             .arg(command)

@@ -446,7 +446,7 @@ pub enum Flavor {
 
 impl Flavor {
     /// Every flavor.
-    pub const ALL: [Flavor; 4] = [Flavor::OpenMpi, Flavor::Mpich, Flavor::Pvm, Flavor::Glibc];
+    const ALL: [Flavor; 4] = [Flavor::OpenMpi, Flavor::Mpich, Flavor::Pvm, Flavor::Glibc];
 
     /// The flavor's id in the probes' tables and in call records (the one mapping between
     /// the two: [`Flavor::from_id`] searches it).

@@ -18,7 +18,7 @@ impl FailureCounts {
         *total = total.saturating_add(count);
     }
 
-    pub fn get(&self, reason: ProbeFailure) -> u64 {
+    pub(crate) fn get(&self, reason: ProbeFailure) -> u64 {
         self.by_reason[reason.index() as usize]
     }
 
