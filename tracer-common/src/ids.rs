@@ -1,55 +1,111 @@
 //! Record kinds and call ids: part of the recording format. Never renumber, never reuse:
 //! a retired id stays a gap (kinds 16 and 17).
 
-/// Record kinds. The numbers are part of the recording format.
-pub mod kind {
+/// Declares the record kinds from one table, so that a new kind is one row: the
+/// [`RecordKind`] enum, the [`kind`] numbers (for matching a header's `kind` field), and
+/// each kind's record type (its byte size) and name. A duplicate id is an unreachable
+/// pattern in [`RecordKind::from_id`], which the lints refuse.
+macro_rules! record_kinds {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident = $id:literal, $number:ident, $name:literal, $record:ty;
+    )*) => {
+        /// Record kinds: what follows an [`crate::EventHeader`]. The ids are part of the
+        /// recording format.
+        #[repr(u16)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum RecordKind {
+            $( $(#[$doc])* $variant = $id, )*
+        }
+
+        impl RecordKind {
+            /// Every kind, by id.
+            pub const ALL: &'static [RecordKind] = &[$(RecordKind::$variant),*];
+
+            /// The kind with id `id`; None for an unknown or retired id.
+            pub const fn from_id(id: u16) -> Option<Self> {
+                match id {
+                    $( $id => Some(RecordKind::$variant), )*
+                    _ => None,
+                }
+            }
+
+            pub const fn id(self) -> u16 {
+                self as u16
+            }
+
+            /// Byte size of a record of this kind.
+            pub const fn size(self) -> usize {
+                match self {
+                    $( RecordKind::$variant => core::mem::size_of::<$record>(), )*
+                }
+            }
+
+            /// The kind's name in summaries and dumps.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( RecordKind::$variant => $name, )*
+                }
+            }
+        }
+
+        /// Record kind ids as numbers, for a `match` on a header's `kind` (patterns
+        /// cannot cast an enum). Made from the [`RecordKind`] table.
+        pub mod kind {
+            $( $(#[$doc])* pub const $number: u16 = super::RecordKind::$variant as u16; )*
+        }
+    };
+}
+
+record_kinds! {
     /// MPI/PVM call entry: [`crate::CallRecord`].
-    pub const CALL_ENTER: u16 = 1;
+    CallEnter = 1, CALL_ENTER, "call_enter", crate::CallRecord;
     /// MPI/PVM call exit: [`crate::CallRecord`].
-    pub const CALL_EXIT: u16 = 2;
+    CallExit = 2, CALL_EXIT, "call_exit", crate::CallRecord;
     /// Request handles of Waitall/Waitany, task ids of pvm_mcast: [`crate::HandleArrayRecord`].
-    pub const HANDLE_ARRAY: u16 = 3;
+    HandleArray = 3, HANDLE_ARRAY, "handle_array", crate::HandleArrayRecord;
     /// Statuses written by MPI_Waitall: [`crate::StatusArrayRecord`].
-    pub const STATUS_ARRAY: u16 = 4;
+    StatusArray = 4, STATUS_ARRAY, "status_array", crate::StatusArrayRecord;
     /// Selected procedure entry: [`crate::EventHeader`] only, `call` = probe id.
-    pub const FUNC_ENTER: u16 = 5;
+    FuncEnter = 5, FUNC_ENTER, "func_enter", crate::EventHeader;
     /// Selected procedure exit: [`crate::EventHeader`] only, `call` = probe id.
-    pub const FUNC_EXIT: u16 = 6;
+    FuncExit = 6, FUNC_EXIT, "func_exit", crate::EventHeader;
     /// futex(2) entry: [`crate::FutexRecord`].
-    pub const FUTEX_ENTER: u16 = 7;
+    FutexEnter = 7, FUTEX_ENTER, "futex_enter", crate::FutexRecord;
     /// futex(2) exit: [`crate::FutexRecord`] (only `ret` is meaningful).
-    pub const FUTEX_EXIT: u16 = 8;
+    FutexExit = 8, FUTEX_EXIT, "futex_exit", crate::FutexRecord;
     /// A traced thread leaves the CPU: [`crate::SwitchRecord`].
-    pub const SWITCH_OUT: u16 = 9;
+    SwitchOut = 9, SWITCH_OUT, "switch_out", crate::SwitchRecord;
     /// A traced thread gets the CPU: [`crate::SwitchRecord`].
-    pub const SWITCH_IN: u16 = 10;
+    SwitchIn = 10, SWITCH_IN, "switch_in", crate::SwitchRecord;
     /// A thread makes a traced thread runnable: [`crate::WakeRecord`].
-    pub const WAKEUP: u16 = 11;
+    Wakeup = 11, WAKEUP, "wakeup", crate::WakeRecord;
     /// A new traced thread becomes runnable for the first time: [`crate::WakeRecord`].
-    pub const WAKEUP_NEW: u16 = 12;
+    WakeupNew = 12, WAKEUP_NEW, "wakeup_new", crate::WakeRecord;
     /// fork/clone by a traced thread: [`crate::ForkRecord`].
-    pub const FORK: u16 = 13;
+    Fork = 13, FORK, "fork", crate::ForkRecord;
     /// execve by a traced process: [`crate::ExecRecord`].
-    pub const EXEC: u16 = 14;
+    Exec = 14, EXEC, "exec", crate::ExecRecord;
     /// A traced thread exits: [`crate::ExitRecord`].
-    pub const EXIT: u16 = 15;
+    Exit = 15, EXIT, "exit", crate::ExitRecord;
     // The kinds below exist only in the ring buffer: userspace turns each into the
     // `CALL_*`/`FUTEX_*` records above before anything else sees it, so recordings never
     // hold them. 16 (a call pair as two whole `CallRecord`s) and 17 (a futex pair as two
-    // whole `FutexRecord`s) were their first, longer forms: retired.
+    // whole `FutexRecord`s) were their first, longer forms: retired, and left as gaps so
+    // that no old reader takes a new kind for them.
     /// A call that cannot block, entry and exit in one: [`crate::CallPairRecord`].
-    pub const CALL_PAIR: u16 = 18;
+    CallPair = 18, CALL_PAIR, "call_pair", crate::CallPairRecord;
     /// A call's exit without the entry's fields: [`crate::CallReturnRecord`].
-    pub const CALL_RETURN: u16 = 19;
+    CallReturn = 19, CALL_RETURN, "call_return", crate::CallReturnRecord;
     /// A futex call that did not sleep, enter and exit in one: [`crate::FutexPairRecord`].
-    pub const FUTEX_PAIR: u16 = 20;
+    FutexPair = 20, FUTEX_PAIR, "futex_pair", crate::FutexPairRecord;
     /// Half of a CPU's slots are unread: wake up and read them ([`crate::EventHeader`]
     /// only, in the ring; it stands for no record).
-    pub const SLOTS_NUDGE: u16 = 21;
+    SlotsNudge = 21, SLOTS_NUDGE, "slots_nudge", crate::EventHeader;
     /// dlopen returned in a traced process held for it (`maps::HOLD_ON_LOAD`): it is
     /// stopped until userspace probed the libraries it now maps ([`crate::EventHeader`]
     /// only, in the ring; it stands for no record).
-    pub const LIBRARY_LOADED: u16 = 22;
+    LibraryLoaded = 22, LIBRARY_LOADED, "library_loaded", crate::EventHeader;
 }
 
 /// MPI, PVM and pthread call ids. Part of the recording format: never renumber, never
@@ -241,4 +297,25 @@ pub mod call {
 pub mod omp_wait {
     pub const SUSPENDED: i32 = 1;
     pub const RESUMED: i32 = 2;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_kinds_round_trip_and_retired_ids_stay_gaps() {
+        for &k in RecordKind::ALL {
+            assert_eq!(RecordKind::from_id(k.id()), Some(k));
+            assert!(k.size() >= core::mem::size_of::<crate::EventHeader>());
+        }
+        assert_eq!(RecordKind::from_id(0), None);
+        assert_eq!(RecordKind::from_id(16), None);
+        assert_eq!(RecordKind::from_id(17), None);
+        assert_eq!(RecordKind::from_id(23), None);
+        assert_eq!(kind::FORK, 13);
+        assert_eq!(RecordKind::Fork.name(), "fork");
+        assert_eq!(crate::record_size(kind::EXEC), Some(168));
+        assert_eq!(crate::record_size(16), None);
+    }
 }

@@ -8,17 +8,20 @@
 //!
 //! By concern, all re-exported here: `ids` (record kinds and call ids), `records` (the
 //! frozen records recordings hold), `ring` (forms that exist only in the ring buffer),
-//! `config` (what userspace writes into the probes' tables at load time) and `state`
-//! (map state: the slots, and what the probes keep per thread).
+//! `config` (what userspace writes into the probes' tables at load time), `state` (map
+//! state: the slots, and what the probes keep per thread) and `failures` (why a probe
+//! failed: the indexes of its failure counters).
 #![no_std]
 
 mod config;
+mod failures;
 mod ids;
 mod records;
 mod ring;
 mod state;
 
 pub use config::*;
+pub use failures::*;
 pub use ids::*;
 pub use records::*;
 pub use ring::*;

@@ -1,8 +1,6 @@
 //! The frozen recording records: what recordings hold, byte for byte
 //! (docs/recording-format.md).
 
-use crate::{kind, CallPairRecord, CallReturnRecord, FutexPairRecord};
-
 /// First 32 bytes of every record.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -208,25 +206,11 @@ pub struct ExitRecord {
     pub _reserved: u32,
 }
 
-/// Byte size of the record of each kind, or None for an unknown kind.
+/// Byte size of the record of each kind, or None for an unknown kind
+/// ([`crate::RecordKind::size`]).
 pub const fn record_size(kind: u16) -> Option<usize> {
-    use core::mem::size_of;
-    Some(match kind {
-        kind::CALL_ENTER | kind::CALL_EXIT => size_of::<CallRecord>(),
-        kind::CALL_PAIR => size_of::<CallPairRecord>(),
-        kind::CALL_RETURN => size_of::<CallReturnRecord>(),
-        kind::FUTEX_PAIR => size_of::<FutexPairRecord>(),
-        kind::HANDLE_ARRAY => size_of::<HandleArrayRecord>(),
-        kind::STATUS_ARRAY => size_of::<StatusArrayRecord>(),
-        kind::FUNC_ENTER | kind::FUNC_EXIT | kind::SLOTS_NUDGE | kind::LIBRARY_LOADED => {
-            size_of::<EventHeader>()
-        }
-        kind::FUTEX_ENTER | kind::FUTEX_EXIT => size_of::<FutexRecord>(),
-        kind::SWITCH_OUT | kind::SWITCH_IN => size_of::<SwitchRecord>(),
-        kind::WAKEUP | kind::WAKEUP_NEW => size_of::<WakeRecord>(),
-        kind::FORK => size_of::<ForkRecord>(),
-        kind::EXEC => size_of::<ExecRecord>(),
-        kind::EXIT => size_of::<ExitRecord>(),
-        _ => return None,
-    })
+    match crate::RecordKind::from_id(kind) {
+        Some(k) => Some(k.size()),
+        None => None,
+    }
 }

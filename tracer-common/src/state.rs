@@ -123,7 +123,8 @@ pub mod held {
 /// Names of the maps shared by both sides.
 pub mod maps {
     pub const EVENTS: &str = "EVENTS";
-    pub const LOST: &str = "LOST";
+    /// Per-CPU failure counters, indexed by [`crate::ProbeFailure`].
+    pub const FAILURES: &str = "FAILURES";
     pub const TRACED: &str = "TRACED";
     pub const THREADS: &str = "THREADS";
     pub const CONFIG: &str = "CONFIG";

@@ -1,8 +1,9 @@
 //! Writing records: into this CPU's slots when it has room, else into the ring buffer;
-//! what could not be written is counted in `LOST`.
+//! what could not be written is counted in `FAILURES` (`ProbeFailure::RingFull`), where
+//! every other failure of the probes is counted too.
 
 use crate::{
-    maps::{config, CURSORS, EVENTS, LOST, SLOTS, WRITTEN},
+    maps::{config, CURSORS, EVENTS, FAILURES, SLOTS, WRITTEN},
     mem::copy_words,
 };
 use aya_ebpf::helpers::{bpf_get_smp_processor_id, generated};
@@ -11,7 +12,8 @@ use core::{
     ptr::{read_volatile, write_volatile},
 };
 use tracer_common::{
-    held, kind, CallRecord, EventHeader, FutexRecord, SlotCursor, ThreadState, SLOT_BYTES,
+    held, kind, CallRecord, EventHeader, FutexRecord, ProbeFailure, SlotCursor, ThreadState,
+    SLOT_BYTES,
 };
 
 /// A header with nothing set: where the record templates start.
@@ -35,9 +37,9 @@ pub const NO_FUTEX: FutexRecord = FutexRecord {
     site: 0,
 };
 
-/// Counts a record that could not be written.
-pub fn count_lost() {
-    if let Some(n) = LOST.get_ptr_mut(0) {
+/// Counts a failure of this CPU's probes (userspace sums the CPUs' counts).
+pub fn count_failure(reason: ProbeFailure) {
+    if let Some(n) = FAILURES.get_ptr_mut(reason.index()) {
         unsafe { *n += 1 };
     }
 }
@@ -119,7 +121,8 @@ impl<T> Place<T> {
     }
 }
 
-/// A place for a record of type `T`; None (and counted in `LOST`) when there is none.
+/// A place for a record of type `T`; None (and counted as `ProbeFailure::RingFull`) when
+/// there is none.
 pub fn reserve<T: 'static>() -> Option<Place<T>> {
     if core::mem::size_of::<T>() <= SLOT_BYTES {
         if let Some(place) = next_slot::<T>() {
@@ -134,7 +137,7 @@ pub fn reserve<T: 'static>() -> Option<Place<T>> {
             head_or_flags: flags,
         }),
         None => {
-            count_lost();
+            count_failure(ProbeFailure::RingFull);
             None
         }
     }

@@ -1,6 +1,7 @@
 //! The probes. Each entry point is a thin wrapper around a `try_*` function; all of them
 //! write fixed-size records from `tracer-common` into one ring buffer and count every
-//! record that could not be reserved in `LOST`.
+//! record that could not be reserved, and every other step that failed, in `FAILURES`
+//! (by `ProbeFailure`).
 //!
 //! Only traced processes produce events: a process is traced when userspace put its tgid
 //! in `TRACED` (`--pid`, `-- COMMAND`), when a traced thread forked it, or, in

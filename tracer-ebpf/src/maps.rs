@@ -8,8 +8,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    call, flavor, CallLayout, FlavorConfig, ProbeConfig, Slot, SlotCursor, ThreadState,
-    THREAD_SLOTS_LEN,
+    call, flavor, CallLayout, FlavorConfig, ProbeConfig, ProbeFailure, Slot, SlotCursor,
+    ThreadState, THREAD_SLOTS_LEN,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -21,8 +21,10 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
 pub static SLOTS: Array<Slot> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 #[map]
 pub static CURSORS: Array<SlotCursor> = Array::with_max_entries(1, BPF_F_MMAPABLE);
+/// Per CPU: how often a probe failed, by reason (the index is a `ProbeFailure`);
+/// `ProbeFailure::RingFull` counts the records lost.
 #[map]
-pub static LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+pub static FAILURES: PerCpuArray<u64> = PerCpuArray::with_max_entries(ProbeFailure::COUNT, 0);
 /// Per CPU: bytes of records written, to wake the reader every `wakeup_bytes`.
 #[map]
 pub static WRITTEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);

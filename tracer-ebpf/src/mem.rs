@@ -1,7 +1,9 @@
 //! Copies that stay word-sized, and reads of user memory.
 
+use crate::emit::count_failure;
 use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 use core::ffi::c_void;
+use tracer_common::ProbeFailure;
 
 /// Pointers below this are sentinels (MPI_STATUS_IGNORE is 0 in Open MPI, 1 in MPICH).
 pub const MIN_POINTER: u64 = 4096;
@@ -31,26 +33,43 @@ pub fn copy_of<T>(src: &T) -> T {
     }
 }
 
-/// `*dst = *addr` from user memory, or `*dst = unset` when `addr` cannot be read. The
+/// `*dst = *addr` from user memory, or `*dst = unset` when `addr` cannot be read (counted
+/// as `ProbeFailure::UserRead` unless `addr` is a sentinel below [`MIN_POINTER`]). The
 /// kernel writes `dst` itself (a ring record): reading the value back right after the
 /// helper wrote it stalls the CPU (its copy cannot be forwarded to a load; a quarter of
 /// a traced MPI_Comm_rank's exit program went there).
 #[inline(always)]
 pub fn read_user_into<T: Copy>(dst: &mut T, addr: u64, unset: T) {
-    let failed = addr < MIN_POINTER
-        || unsafe {
-            generated::bpf_probe_read_user(
-                dst as *mut T as *mut c_void,
-                core::mem::size_of::<T>() as u32,
-                addr as *const c_void,
-            )
-        } != 0;
-    if failed {
+    if addr < MIN_POINTER {
         *dst = unset;
+        return;
+    }
+    let ret = unsafe {
+        generated::bpf_probe_read_user(
+            dst as *mut T as *mut c_void,
+            core::mem::size_of::<T>() as u32,
+            addr as *const c_void,
+        )
+    };
+    if ret != 0 {
+        *dst = unset;
+        count_failure(ProbeFailure::UserRead);
     }
 }
 
+/// `*addr` from user memory: None for a sentinel below [`MIN_POINTER`], or (counted as
+/// `ProbeFailure::UserRead`) when the read fails.
 pub fn read_user<T>(addr: u64) -> Option<T> {
+    let value = probe_user(addr);
+    if value.is_none() && addr >= MIN_POINTER {
+        count_failure(ProbeFailure::UserRead);
+    }
+    value
+}
+
+/// `*addr` from user memory, where a failed read is expected (a guessed address, such as
+/// a word of the stack that may point at code): not a failure to count.
+pub fn probe_user<T>(addr: u64) -> Option<T> {
     if addr < MIN_POINTER {
         return None;
     }

@@ -2,15 +2,15 @@
 //! (`THREAD_SLOTS` or `THREADS`).
 
 use crate::{
-    emit::{EMPTY_HEADER, NO_FUTEX},
+    emit::{count_failure, EMPTY_HEADER, NO_FUTEX},
     maps::{config, SLOT_OWNERS, THREADS, THREAD_SLOTS, TRACED},
     mem::copy_words,
 };
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use core::ptr::{read_volatile, write_volatile};
 use tracer_common::{
-    clock_state, held, CallFrame, CallRecord, ThreadClock, ThreadState, MAX_CALL_DEPTH,
-    STOLEN_UNKNOWN, THREAD_SLOTS_LEN,
+    clock_state, held, CallFrame, CallRecord, ProbeFailure, ThreadClock, ThreadState,
+    MAX_CALL_DEPTH, STOLEN_UNKNOWN, THREAD_SLOTS_LEN,
 };
 
 /// `bpf_map_update_elem` flag: only if the key is not there yet.
@@ -90,7 +90,11 @@ pub fn new_thread(tid: u32) -> Option<&'static mut ThreadState> {
             return Some(t);
         }
     }
-    let _ = THREADS.insert(&tid, &NEW_THREAD, 0);
+    if THREADS.insert(&tid, &NEW_THREAD, 0).is_err() {
+        // Full: the thread goes untraced.
+        count_failure(ProbeFailure::MapInsert);
+        return None;
+    }
     THREADS.get_ptr_mut(&tid).map(|t| unsafe { &mut *t })
 }
 
@@ -133,7 +137,10 @@ fn admit_uprobe(tgid: u32) -> bool {
     }
     match config() {
         Some(c) if c.trace_all != 0 && tgid != c.self_tgid => {
-            let _ = TRACED.insert(&tgid, &1, 0);
+            if TRACED.insert(&tgid, &1, 0).is_err() {
+                // Full: this thread is traced, its process's other threads are not.
+                count_failure(ProbeFailure::MapInsert);
+            }
             true
         }
         _ => false,

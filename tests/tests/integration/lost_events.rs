@@ -5,13 +5,15 @@
 //!
 //! To lose events for real, the tracer is stopped (SIGSTOP) for two seconds while a
 //! program floods it with futex and scheduler events, as a tracer starved of CPU would
-//! be: the probes' buffers fill up and the kernel side counts what it drops.
+//! be: the probes' buffers fill up and the kernel side counts what it drops, as the
+//! probes' ring-full failures, which the recording and `record` report by reason.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tracer_analysis::format::recording;
+use tracer_common::ProbeFailure;
 use tracer_tests::{program, tracer};
 
 const SIGSTOP: i32 = 19;
@@ -127,6 +129,22 @@ fn losing_events_warns_while_recording_and_after_every_command() {
         lost > 0,
         "nothing lost while the tracer was stopped:\n{printed}"
     );
+    // The lost records are the probes' ring-full failures, kept by reason.
+    let ring_full = ProbeFailure::RingFull.name();
+    assert_eq!(
+        trailer.probe_failures.get(ring_full),
+        Some(&lost),
+        "{:?}",
+        trailer.probe_failures
+    );
+    let failures = printed
+        .lines()
+        .find(|l| l.starts_with("probe failures: "))
+        .unwrap_or_else(|| panic!("no failures line:\n{printed}"));
+    assert!(
+        failures.contains(&format!("{ring_full} {lost}")),
+        "{failures}"
+    );
 
     // While recording: at least one warning, the counts so far within the final ones.
     let live: Vec<LiveWarning> = printed.lines().filter_map(live_warning).collect();
@@ -204,6 +222,9 @@ fn a_complete_recording_has_no_warning() {
     let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
     assert_eq!(trailer.events_lost, 0, "{err}");
     assert!(!err.contains("warning"), "{err}");
+    assert!(!trailer
+        .probe_failures
+        .contains_key(ProbeFailure::RingFull.name()));
     for command in ["summary", "analyze", "report", "metrics"] {
         let out = Command::new(tracer())
             .arg(command)

@@ -445,6 +445,11 @@ pub enum Flavor {
 }
 
 impl Flavor {
+    /// Every flavor.
+    const ALL: [Flavor; 4] = [Flavor::OpenMpi, Flavor::Mpich, Flavor::Pvm, Flavor::Glibc];
+
+    /// The flavor's id in the probes' tables and in call records (the one mapping between
+    /// the two: [`Flavor::from_id`] searches it).
     pub fn id(self) -> u8 {
         match self {
             Flavor::OpenMpi => flavor::OPEN_MPI,
@@ -455,13 +460,7 @@ impl Flavor {
     }
 
     pub fn from_id(id: u8) -> Option<Flavor> {
-        match id {
-            flavor::OPEN_MPI => Some(Flavor::OpenMpi),
-            flavor::MPICH => Some(Flavor::Mpich),
-            flavor::PVM => Some(Flavor::Pvm),
-            flavor::GLIBC_PTHREAD => Some(Flavor::Glibc),
-            _ => None,
-        }
+        Flavor::ALL.into_iter().find(|f| f.id() == id)
     }
 
     pub fn family(self) -> Family {
@@ -686,6 +685,16 @@ mod tests {
         let cfg = f.config(0);
         assert_eq!((cfg.handle_size, cfg.handle_by_value), (8, 1));
         assert_eq!(cfg.dtype_mode, dtype_mode::NONE);
+    }
+
+    #[test]
+    fn flavor_ids_round_trip_and_fit_the_flavor_table() {
+        for f in Flavor::ALL {
+            assert_eq!(Flavor::from_id(f.id()), Some(f));
+            assert!(f.id() != 0 && (f.id() as u32) < flavor::COUNT, "{f:?}");
+        }
+        assert_eq!(Flavor::from_id(0), None);
+        assert_eq!(Flavor::from_id(flavor::COUNT as u8), None);
     }
 
     #[test]

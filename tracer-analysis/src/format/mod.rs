@@ -1,7 +1,9 @@
 //! The data the analyses read: decoded probe records, the recording file, process
-//! metadata, the call table, and the summary of a stream of records.
+//! metadata, the call table, the probes' failure counts, and the summary of a stream of
+//! records.
 
 pub mod calls;
+pub mod failures;
 pub mod openmp;
 pub mod process;
 pub mod recording;

@@ -7,6 +7,7 @@
 //! ```
 //! A complete file ends with an END chunk; a file without one was cut short.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -91,6 +92,10 @@ pub struct FunctionProbe {
 pub struct Trailer {
     pub events_total: u64,
     pub events_lost: u64,
+    /// How often the probes failed, by reason name (`tracer_common::ProbeFailure`; only
+    /// those that happened): absent when nothing failed, and in older recordings.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub probe_failures: BTreeMap<String, u64>,
 }
 
 /// What a reader yields, in file order.
@@ -363,9 +368,33 @@ mod tests {
         w.finish(&Trailer {
             events_total: 1,
             events_lost: 0,
+            ..Default::default()
         })
         .unwrap();
         std::fs::read(path).unwrap()
+    }
+
+    /// A trailer without failures is the same JSON as before they were counted, and
+    /// older recordings' trailers read.
+    #[test]
+    fn trailers_without_failures_read_and_write_as_before() {
+        let old = br#"{"events_total":5,"events_lost":1}"#;
+        let t: Trailer = serde_json::from_slice(old).unwrap();
+        assert_eq!(
+            t,
+            Trailer {
+                events_total: 5,
+                events_lost: 1,
+                probe_failures: BTreeMap::new(),
+            }
+        );
+        assert_eq!(serde_json::to_vec(&t).unwrap(), old);
+        let failed = Trailer {
+            probe_failures: [("ring_full".to_string(), 1)].into(),
+            ..t
+        };
+        let json = serde_json::to_vec(&failed).unwrap();
+        assert_eq!(serde_json::from_slice::<Trailer>(&json).unwrap(), failed);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::mem::size_of;
 use tracer_common::{
     kind, record_size, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader,
     ExecRecord, ExitRecord, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
-    StatusArrayRecord, SwitchRecord, WakeRecord, UNSET, UNSET32,
+    RecordKind, StatusArrayRecord, SwitchRecord, WakeRecord, UNSET, UNSET32,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -202,7 +202,8 @@ fn image<T>(v: &T) -> &[u8] {
 /// Decode exactly one record; `bytes` must be exactly its size.
 pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
     let k = peek_kind(bytes)?;
-    let want = record_size(k).ok_or(DecodeError::UnknownKind(k))?;
+    let kind = RecordKind::from_id(k).ok_or(DecodeError::UnknownKind(k))?;
+    let want = kind.size();
     if bytes.len() != want {
         return Err(DecodeError::WrongSize {
             kind: k,
@@ -210,23 +211,29 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
             want,
         });
     }
-    Ok(match k {
-        kind::CALL_ENTER => Record::CallEnter(read(bytes)),
-        kind::CALL_EXIT => Record::CallExit(read(bytes)),
-        kind::HANDLE_ARRAY => Record::HandleArray(Box::new(read(bytes))),
-        kind::STATUS_ARRAY => Record::StatusArray(Box::new(read(bytes))),
-        kind::FUNC_ENTER => Record::FuncEnter(read(bytes)),
-        kind::FUNC_EXIT => Record::FuncExit(read(bytes)),
-        kind::FUTEX_ENTER => Record::FutexEnter(read(bytes)),
-        kind::FUTEX_EXIT => Record::FutexExit(read(bytes)),
-        kind::SWITCH_OUT => Record::SwitchOut(read(bytes)),
-        kind::SWITCH_IN => Record::SwitchIn(read(bytes)),
-        kind::WAKEUP => Record::Wakeup(read(bytes)),
-        kind::WAKEUP_NEW => Record::WakeupNew(read(bytes)),
-        kind::FORK => Record::Fork(read(bytes)),
-        kind::EXEC => Record::Exec(Box::new(read(bytes))),
-        kind::EXIT => Record::Exit(read(bytes)),
-        other => return Err(DecodeError::UnknownKind(other)),
+    Ok(match kind {
+        RecordKind::CallEnter => Record::CallEnter(read(bytes)),
+        RecordKind::CallExit => Record::CallExit(read(bytes)),
+        RecordKind::HandleArray => Record::HandleArray(Box::new(read(bytes))),
+        RecordKind::StatusArray => Record::StatusArray(Box::new(read(bytes))),
+        RecordKind::FuncEnter => Record::FuncEnter(read(bytes)),
+        RecordKind::FuncExit => Record::FuncExit(read(bytes)),
+        RecordKind::FutexEnter => Record::FutexEnter(read(bytes)),
+        RecordKind::FutexExit => Record::FutexExit(read(bytes)),
+        RecordKind::SwitchOut => Record::SwitchOut(read(bytes)),
+        RecordKind::SwitchIn => Record::SwitchIn(read(bytes)),
+        RecordKind::Wakeup => Record::Wakeup(read(bytes)),
+        RecordKind::WakeupNew => Record::WakeupNew(read(bytes)),
+        RecordKind::Fork => Record::Fork(read(bytes)),
+        RecordKind::Exec => Record::Exec(Box::new(read(bytes))),
+        RecordKind::Exit => Record::Exit(read(bytes)),
+        // Ring-only forms: `unpair` expands them before anything decodes, and recordings
+        // never hold them.
+        RecordKind::CallPair
+        | RecordKind::CallReturn
+        | RecordKind::FutexPair
+        | RecordKind::SlotsNudge
+        | RecordKind::LibraryLoaded => return Err(DecodeError::UnknownKind(k)),
     })
 }
 
@@ -268,31 +275,9 @@ impl Record {
     }
 }
 
-/// Human name of a record kind.
+/// Human name of a record kind ([`RecordKind::name`]), or "unknown".
 pub fn kind_name(k: u16) -> &'static str {
-    match k {
-        kind::CALL_ENTER => "call_enter",
-        kind::CALL_EXIT => "call_exit",
-        kind::HANDLE_ARRAY => "handle_array",
-        kind::STATUS_ARRAY => "status_array",
-        kind::FUNC_ENTER => "func_enter",
-        kind::FUNC_EXIT => "func_exit",
-        kind::FUTEX_ENTER => "futex_enter",
-        kind::FUTEX_EXIT => "futex_exit",
-        kind::SWITCH_OUT => "switch_out",
-        kind::SWITCH_IN => "switch_in",
-        kind::WAKEUP => "wakeup",
-        kind::WAKEUP_NEW => "wakeup_new",
-        kind::FORK => "fork",
-        kind::EXEC => "exec",
-        kind::EXIT => "exit",
-        kind::CALL_PAIR => "call_pair",
-        kind::CALL_RETURN => "call_return",
-        kind::FUTEX_PAIR => "futex_pair",
-        kind::SLOTS_NUDGE => "slots_nudge",
-        kind::LIBRARY_LOADED => "library_loaded",
-        _ => "unknown",
-    }
+    RecordKind::from_id(k).map_or("unknown", RecordKind::name)
 }
 
 /// The executable path of an exec record.

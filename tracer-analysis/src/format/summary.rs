@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tracer_common::{call, CallRecord};
+use tracer_common::{call, CallRecord, RecordKind};
 
 use crate::format::calls::{self, Flavor, MPICH_COMM_WORLD};
 use crate::format::recording::{FunctionProbe, Item};
@@ -14,8 +14,16 @@ use crate::format::ProcessInfo;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Kind ids are small (1..=15 today); one slot each, and slot 0 for any other.
+/// Kind ids are small; one slot each, and slot 0 for any other.
 const KIND_SLOTS: usize = 32;
+// A kind at or above `KIND_SLOTS` would be counted as unknown: give it a slot.
+const _: () = {
+    let mut i = 0;
+    while i < RecordKind::ALL.len() {
+        assert!((RecordKind::ALL[i] as usize) < KIND_SLOTS);
+        i += 1;
+    }
+};
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Summary {
@@ -40,6 +48,10 @@ pub struct EventCounts {
     pub total: u64,
     pub lost: u64,
     pub by_kind: BTreeMap<String, u64>,
+    /// How often the probes failed, by reason (only those that happened; left out of
+    /// the JSON when nothing failed).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -3,7 +3,7 @@
 
 use crate::{
     clock::header,
-    emit::{emit, reserve, EMPTY_HEADER, UNSET_CALL},
+    emit::{count_failure, emit, reserve, EMPTY_HEADER, UNSET_CALL},
     maps::{FLAVORS, LAYOUTS},
     mem::{copy_of, copy_words, read_user},
     probes::status::{call_result, emit_status_array},
@@ -18,8 +18,8 @@ use aya_ebpf::{
 };
 use tracer_common::{
     dtype_mode, flavor, held, kind, status_mode, CallFrame, CallPairRecord, CallRecord,
-    CallReturnRecord, EventHeader, FlavorConfig, HandleArrayRecord, ThreadState, ARG_IP,
-    ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, UNSET32,
+    CallReturnRecord, EventHeader, FlavorConfig, HandleArrayRecord, ProbeFailure, ThreadState,
+    ARG_IP, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, UNSET32,
 };
 
 static EMPTY_HANDLE_ARRAY: HandleArrayRecord = HandleArrayRecord {
@@ -254,6 +254,9 @@ fn push_frame(t: &mut ThreadState, frame: &CallFrame) {
     let depth = t.depth as usize;
     if depth < MAX_CALL_DEPTH {
         t.frames[depth] = *frame;
+    } else {
+        // No frame for its exit, which then writes nothing.
+        count_failure(ProbeFailure::CallTooDeep);
     }
     // Count frames beyond MAX_CALL_DEPTH too, so the matching exits pop them.
     t.depth += 1;

@@ -4,7 +4,7 @@ use crate::{
     clock::header,
     emit::{emit, reserve, NO_FUTEX},
     maps::{config, STACK_WORDS},
-    mem::{copy_of, copy_words, read_user, MIN_POINTER},
+    mem::{copy_of, copy_words, probe_user, MIN_POINTER},
     probes::field,
     thread::{current_ids, traced_thread},
 };
@@ -214,7 +214,7 @@ fn read_user_words(words: &mut [u64; SCAN_WORDS], sp: u64, n: usize) -> bool {
 /// Whether the instruction before `ret` is a call (x86-64): `call rel32`, or `call` with a
 /// register or memory operand (opcode FF /2) of 2, 3, 4, 6 or 7 bytes.
 fn follows_call(ret: u64) -> bool {
-    let Some(code) = read_user::<[u8; 8]>(ret - 8) else {
+    let Some(code) = probe_user::<[u8; 8]>(ret - 8) else {
         return false;
     };
     // FF /2: reg field of ModRM is 2; `len` is the instruction length, `m` its ModRM byte.

@@ -2,7 +2,7 @@
 
 use crate::{
     clock::header,
-    emit::{count_lost, emit, BPF_RB_FORCE_WAKEUP},
+    emit::{count_failure, emit, BPF_RB_FORCE_WAKEUP},
     maps::{config, EVENTS, HOLD_ON_LOAD, TRACED},
     probes::field,
     thread::{current_ids, new_thread, traced_thread},
@@ -14,7 +14,7 @@ use aya_ebpf::{
     programs::{RetProbeContext, TracePointContext},
     EbpfContext,
 };
-use tracer_common::{kind, EventHeader, ExecRecord, ExitRecord, ForkRecord};
+use tracer_common::{kind, EventHeader, ExecRecord, ExitRecord, ForkRecord, ProbeFailure};
 
 const SIGSTOP: u32 = 19;
 
@@ -33,7 +33,9 @@ fn try_fork(ctx: &TracePointContext) -> Result<(), ()> {
     let child: u32 = field(ctx, c.fork_child_pid)?;
     // The child may be a thread or a process: either way its id joins the traced set, and
     // its clock starts when it first runs.
-    let _ = TRACED.insert(&child, &1, 0);
+    if TRACED.insert(&child, &1, 0).is_err() {
+        count_failure(ProbeFailure::MapInsert);
+    }
     let _ = new_thread(child);
     emit(&ForkRecord {
         header: header(thread, kind::FORK, 0, tgid, tid),
@@ -58,7 +60,7 @@ fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
     // Before the reservation: the header may write a held call entry.
     let h = header(thread, kind::EXEC, 0, tgid, tid);
     let Some(mut rec) = EVENTS.reserve::<ExecRecord>(0) else {
-        count_lost();
+        count_failure(ProbeFailure::RingFull);
         return Ok(());
     };
     let r = unsafe { &mut *rec.as_mut_ptr() };
@@ -75,7 +77,7 @@ fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
     rec.submit(BPF_RB_FORCE_WAKEUP);
     if c.hold_on_exec != 0 {
         // Userspace attaches the procedure probes to the new program, then sends SIGCONT.
-        unsafe { bpf_send_signal(SIGSTOP) };
+        stop_current_process();
     }
     Ok(())
 }
@@ -114,11 +116,19 @@ fn try_library_loaded(ctx: &RetProbeContext) -> Result<(), ()> {
         .output::<EventHeader>(&header, BPF_RB_FORCE_WAKEUP)
         .is_err()
     {
-        count_lost();
+        count_failure(ProbeFailure::RingFull);
         return Ok(()); // not stopped: nobody would know to let it go on
     }
-    unsafe { bpf_send_signal(SIGSTOP) };
+    stop_current_process();
     Ok(())
+}
+
+/// Stops the current process (SIGSTOP) for userspace, which lets it go on; a signal the
+/// kernel would not send is counted as `ProbeFailure::Signal`.
+fn stop_current_process() {
+    if unsafe { bpf_send_signal(SIGSTOP) } != 0 {
+        count_failure(ProbeFailure::Signal);
+    }
 }
 
 #[tracepoint]

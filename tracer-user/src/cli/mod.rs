@@ -14,6 +14,7 @@ mod whatif;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tracer_analysis::format::failures;
 
 /// Critical-path tracer for parallel programs (MPI, PVM, threads), built on eBPF.
 #[derive(Parser)]
@@ -94,6 +95,9 @@ fn print_summary(s: &tracer_analysis::format::summary::Summary) {
         "events: {} recorded, {} lost{cpu}",
         s.events.total, s.events.lost
     );
+    if let Some(line) = failures::failures_line(&s.events.failures) {
+        eprintln!("{line}");
+    }
     for p in &s.processes {
         let mut who = String::new();
         if let Some(r) = p.rank {

@@ -17,7 +17,8 @@ pub struct SummaryArgs {
 pub fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
     let (_, items, trailer) =
         recording::read_all(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
-    let s = summary::summarize(&items, trailer.events_lost);
+    let mut s = summary::summarize(&items, trailer.events_lost);
+    s.events.failures = trailer.probe_failures.clone();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {

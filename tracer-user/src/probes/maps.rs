@@ -1,9 +1,11 @@
-//! Reading and writing the probes' maps: the traced set, the lost-records counter, the
-//! ring buffer and the per-CPU slots; looking up maps and programs by name.
+//! Reading and writing the probes' maps: the traced set, the failure counters (the lost
+//! records among them), the ring buffer and the per-CPU slots; looking up maps and
+//! programs by name.
 
 use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use aya::Ebpf;
-use tracer_common::{maps, ThreadClock, ThreadState};
+use tracer_analysis::format::failures::FailureCounts;
+use tracer_common::{maps, ProbeFailure, ThreadClock, ThreadState};
 
 use super::{slots, ProbeError, Probes};
 
@@ -49,12 +51,37 @@ impl Probes {
 
     /// Records the probes could not write because the ring buffer was full.
     pub fn lost(&mut self) -> Result<u64, ProbeError> {
-        let lost: PerCpuArray<&mut MapData, u64> = map(&mut self.ebpf, maps::LOST)?;
-        let per_cpu = lost.get(&0, 0).map_err(|source| ProbeError::MapOp {
-            name: maps::LOST,
-            source,
-        })?;
-        Ok(per_cpu.iter().sum())
+        let mut counts = FailureCounts::default();
+        self.add_failures(&mut counts, ProbeFailure::RingFull)?;
+        Ok(counts.lost())
+    }
+
+    /// How often the probes failed, by reason, summed over the CPUs.
+    pub fn failures(&mut self) -> Result<FailureCounts, ProbeError> {
+        let mut counts = FailureCounts::default();
+        for reason in ProbeFailure::ALL {
+            self.add_failures(&mut counts, reason)?;
+        }
+        Ok(counts)
+    }
+
+    /// Adds every CPU's count of `reason` to `counts`.
+    fn add_failures(
+        &mut self,
+        counts: &mut FailureCounts,
+        reason: ProbeFailure,
+    ) -> Result<(), ProbeError> {
+        let counters: PerCpuArray<&mut MapData, u64> = map(&mut self.ebpf, maps::FAILURES)?;
+        let per_cpu = counters
+            .get(&reason.index(), 0)
+            .map_err(|source| ProbeError::MapOp {
+                name: maps::FAILURES,
+                source,
+            })?;
+        for &count in per_cpu.iter() {
+            counts.add(reason, count);
+        }
+        Ok(())
     }
 
     /// Takes the ring buffer (call once).

@@ -158,9 +158,9 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         unprobed_mpi_calls,
         ..
     } = ctx;
-    let lost = probes.lost()?;
+    let failures = probes.failures()?;
     // Every output is complete before the probes go: detaching takes seconds.
-    let (mut summary, profile, whatif) = sink.finish(lost)?;
+    let (mut summary, profile, whatif) = sink.finish(&failures)?;
     summary.tracer_cpu_ns = own_cpu_ns();
     summary.unprobed_mpi_calls = Some(unprobed_mpi_calls);
     write_json(opts.summary_json.as_deref(), &summary)?;

@@ -11,6 +11,7 @@ use crate::target::{libraries, procfs};
 use tracer_analysis::analysis::profile::Profile;
 use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::analysis::Pipeline;
+use tracer_analysis::format::failures::FailureCounts;
 use tracer_analysis::format::recording::{
     Item, LibraryInfo, RecordingMeta, RecordingWriter, Trailer,
 };
@@ -158,7 +159,7 @@ impl Sink {
     #[allow(clippy::type_complexity)]
     pub(super) fn finish(
         mut self,
-        lost: u64,
+        failures: &FailureCounts,
     ) -> Result<
         (
             Summary,
@@ -167,6 +168,7 @@ impl Sink {
         ),
         SessionError,
     > {
+        let lost = failures.lost();
         self.pipeline.flush();
         let profile = self.profile(lost);
         let whatif = self.whatif.take().map(OnlineWhatIf::finish);
@@ -174,9 +176,12 @@ impl Sink {
             w.finish(&Trailer {
                 events_total: self.total,
                 events_lost: lost,
+                probe_failures: failures.named(),
             })?;
         }
-        Ok((self.summary.finish(lost), profile, whatif))
+        let mut summary = self.summary.finish(lost);
+        summary.events.failures = failures.named();
+        Ok((summary, profile, whatif))
     }
 }
 
