@@ -387,13 +387,35 @@ pub static CALLS: &[CallSpec] = &[
     spec!(call::KMP_OUTLINED, "kmp_outlined_function", OpenMp, OmpOutlined,
         { comm: ARG_IP, handle_in: 2 }),
     spec!(call::KMPC_BARRIER, "__kmpc_barrier", OpenMp, OmpBarrier, {}),
-    spec!(call::KMPC_CANCEL_BARRIER, "__kmpc_cancel_barrier", OpenMp, OmpBarrier, {}),
+    spec!(
+        call::KMPC_CANCEL_BARRIER,
+        "__kmpc_cancel_barrier",
+        OpenMp,
+        OmpBarrier,
+        {}
+    ),
     spec!(call::KMPC_REDUCE, "__kmpc_reduce", OpenMp, OmpBarrier, {}),
-    spec!(call::KMPC_END_REDUCE, "__kmpc_end_reduce", OpenMp, OmpBarrier, {}),
-    spec!(call::KMPC_SERIALIZED_PARALLEL, "__kmpc_serialized_parallel", OpenMp, OmpSerialized,
-        {}),
-    spec!(call::KMPC_END_SERIALIZED_PARALLEL, "__kmpc_end_serialized_parallel", OpenMp,
-        OmpSerialized, {}),
+    spec!(
+        call::KMPC_END_REDUCE,
+        "__kmpc_end_reduce",
+        OpenMp,
+        OmpBarrier,
+        {}
+    ),
+    spec!(
+        call::KMPC_SERIALIZED_PARALLEL,
+        "__kmpc_serialized_parallel",
+        OpenMp,
+        OmpSerialized,
+        {}
+    ),
+    spec!(
+        call::KMPC_END_SERIALIZED_PARALLEL,
+        "__kmpc_end_serialized_parallel",
+        OpenMp,
+        OmpSerialized,
+        {}
+    ),
     // Lowered from the records above (never probed).
     spec!(call::OMP_FORK, "omp_fork", OpenMp, OmpFork, {}),
     spec!(call::OMP_JOIN, "omp_join", OpenMp, OmpJoin, {}),

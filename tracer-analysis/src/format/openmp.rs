@@ -155,8 +155,7 @@ pub fn region_of(c: &CallRecord) -> RegionKey {
     let id = split_call_field(c.header.call).0;
     let mut data = c.handle;
     let libomp = matches!(id, call::KMPC_FORK_CALL | call::KMP_OUTLINED);
-    if libomp && ((id == call::KMPC_FORK_CALL && c.peer <= 0) || data < LOWEST_MAPPABLE_ADDRESS)
-    {
+    if libomp && ((id == call::KMPC_FORK_CALL && c.peer <= 0) || data < LOWEST_MAPPABLE_ADDRESS) {
         data = 0;
     }
     RegionKey {

@@ -270,7 +270,10 @@ mod tests {
             Some(Runtime::Gnu)
         );
         assert_eq!(of("/usr/lib/llvm-14/lib/libomp.so.5"), Some(Runtime::Llvm));
-        assert_eq!(of("/usr/lib/llvm-14/lib/libomp-14.so.5"), Some(Runtime::Llvm));
+        assert_eq!(
+            of("/usr/lib/llvm-14/lib/libomp-14.so.5"),
+            Some(Runtime::Llvm)
+        );
         // Open MPI's tracing library and libomp's debugging and offloading companions
         // are no runtime.
         assert_eq!(of("/usr/lib/x86_64-linux-gnu/libompitrace.so.40"), None);
