@@ -245,6 +245,24 @@ fn openmp_barriers_at_the_active_wait_policy() {
     assert_eq!(p["sync"]["wakeups"], 0, "no futex wake: {}", p["sync"]);
 }
 
+#[test]
+fn libomp_passive_wait_policy() {
+    // libomp with OMP_WAIT_POLICY=passive (KMP_BLOCKTIME 0): its threads sleep at once,
+    // and futex wakes and the region probes both see the releases.
+    let run = profile_with(
+        "libomp-passive",
+        &[],
+        &["slow_iteration", "iteration"],
+        &args("omp_slow_iteration.libomp", &["12", "6", "5", "40"]),
+        &[("OMP_NUM_THREADS", "3"), ("OMP_WAIT_POLICY", "passive")],
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 330.0);
+    assert_procedure(p, "slow_iteration", 240.0, 210.0);
+    assert_procedure(p, "iteration", 90.0, 90.0);
+    assert_eq!(p["sync"]["omp_joins"], 6, "{}", p["sync"]);
+}
+
 /// omp_slow_iteration built with clang (LLVM's libomp) at its default wait policy:
 /// threads spin for KMP_BLOCKTIME (200 ms) before they sleep, longer than any wait here,
 /// so every wait and release comes from the region probes (`__kmpc_fork_call`, the
