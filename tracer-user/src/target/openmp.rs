@@ -74,9 +74,15 @@ struct OutlinedPattern {
     call: u16,
 }
 
-/// clang -O0 -g splits an outlined function into a wrapper the runtime calls and this
-/// body the wrapper calls: only the wrapper is probed.
-const DEBUG_BODY_SUFFIX: &str = "._debug__";
+/// clang -O0 -g splits an outlined function into a wrapper the runtime calls
+/// (`.omp_outlined..3`) and a body the wrapper calls, named with this
+/// (`.omp_outlined._debug__.1`): only the wrapper is probed, so that barriers belong to
+/// the region of the function the runtime called.
+const DEBUG_BODY_MARK: &str = "._debug__";
+
+fn is_debug_body(symbol: &str) -> bool {
+    symbol.contains(DEBUG_BODY_MARK)
+}
 
 /// The call id an outlined function started by region start `parallel_call` is probed
 /// as.
@@ -248,7 +254,7 @@ fn outlined_functions(file: &Path) -> Option<ThreadLibrary> {
             table
                 .functions_matching(&pattern)
                 .into_iter()
-                .filter(|s| !s.name.ends_with(DEBUG_BODY_SUFFIX))
+                .filter(|s| !is_debug_body(&s.name))
                 .map(|s| (outlined.call, s.clone())),
         );
     }
@@ -279,6 +285,17 @@ mod tests {
         assert_eq!(of("/usr/lib/x86_64-linux-gnu/libompitrace.so.40"), None);
         assert_eq!(of("/usr/lib/llvm-14/lib/libompd.so"), None);
         assert_eq!(of("/usr/lib/llvm-14/lib/libomptarget.so"), None);
+    }
+
+    #[test]
+    fn clang_debug_bodies_are_not_probed() {
+        let pattern = glob::Pattern::new(".omp_outlined.*").unwrap();
+        for name in [".omp_outlined.", ".omp_outlined..3"] {
+            assert!(pattern.matches(name) && !is_debug_body(name), "{name}");
+        }
+        for name in [".omp_outlined._debug__", ".omp_outlined._debug__.1"] {
+            assert!(is_debug_body(name), "{name}");
+        }
     }
 
     #[test]
