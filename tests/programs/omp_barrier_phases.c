@@ -1,13 +1,16 @@
 /* One OpenMP parallel region of T threads through 2R phases that end at team barriers
- * (gcc -fopenmp: libgomp), at any wait policy (the default spins before it sleeps).
+ * (gcc -fopenmp: libgomp; clang -fopenmp: libomp, omp_barrier_phases.libomp), at any
+ * wait policy (the default spins before it sleeps).
  *
  * Usage: omp_barrier_phases [T [R [L [I]]]]   (defaults 2 4 40 10)
  *
  * Construction: in phase p one thread (p % T) runs slow_phase() for L ms of thread CPU
  * time and the others run normal_phase() for I ms, then every thread waits at a team
- * barrier. Phases 0..R-1 end at an explicit `#pragma omp barrier` (GOMP_barrier);
+ * barrier. Phases 0..R-1 end at an explicit `#pragma omp barrier` (GOMP_barrier;
+ * libomp: __kmpc_barrier);
  * phases R..2R-1 are a `#pragma omp for schedule(dynamic)` loop of T iterations, which
- * ends at the loop's implicit barrier (GOMP_loop_end). In those, each thread takes
+ * ends at the loop's implicit barrier (GOMP_loop_end; libomp: clang calls
+ * __kmpc_barrier after __kmpc_dispatch_next says the loop is done). In those, each thread takes
  * exactly one iteration: after taking it, a thread naps (nap_until in spin.h: off CPU,
  * no futex) until all T are taken; iteration p % T is the slow one.
  *

@@ -1,4 +1,6 @@
-/* An OpenMP parallel-for with one slow iteration (gcc -fopenmp: libgomp).
+/* An OpenMP parallel-for with one slow iteration (gcc -fopenmp: libgomp; built by clang
+ * -fopenmp as omp_slow_iteration.libomp: LLVM's libomp, whose threads spin for
+ * KMP_BLOCKTIME, 200 ms, before they sleep; OMP_WAIT_POLICY=passive makes that 0).
  *
  * Usage: OMP_NUM_THREADS=T omp_slow_iteration [N [R [I [L [T]]]]]
  *        (defaults 12 6 5 40, T from OMP_NUM_THREADS; a 5th argument overrides it with

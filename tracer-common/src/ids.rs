@@ -179,6 +179,27 @@ pub mod call {
     pub const SEM_TIMEDWAIT: u16 = 203;
     pub const SEM_CLOCKWAIT: u16 = 204;
     pub const SEM_POST: u16 = 205;
+    /// OpenMP (LLVM's libomp, `clang -fopenmp`). A region's start: `comm` = the
+    /// outlined function (the microtask), `handle` = its first shared argument, `peer` =
+    /// the number of shared arguments. Lowered like [`GOMP_PARALLEL`] (tracer-analysis
+    /// `format::openmp`).
+    pub const KMPC_FORK_CALL: u16 = 210;
+    /// A function clang outlined (`.omp_outlined.`, `.omp_task_entry.`): `comm` = its
+    /// address ([`crate::ARG_IP`]), `handle` = its third argument (after the thread ids:
+    /// the first shared argument, the same on every thread of the team).
+    pub const KMP_OUTLINED: u16 = 211;
+    /// libomp's team barriers: explicit and implicit ones (`__kmpc_barrier`), the
+    /// cancellable one, and a blocking reduction's two halves (`__kmpc_reduce` waits for
+    /// the team in the tree method, `__kmpc_end_reduce` ends in a barrier otherwise).
+    /// Lowered like [`GOMP_BARRIER`].
+    pub const KMPC_BARRIER: u16 = 212;
+    pub const KMPC_CANCEL_BARRIER: u16 = 213;
+    pub const KMPC_REDUCE: u16 = 214;
+    pub const KMPC_END_REDUCE: u16 = 215;
+    /// A region that runs on its master alone (`if(0)`): clang calls the outlined
+    /// function itself between these two. Dropped by the lowering.
+    pub const KMPC_SERIALIZED_PARALLEL: u16 = 216;
+    pub const KMPC_END_SERIALIZED_PARALLEL: u16 = 217;
     // Groups and the communicators made from them (the matcher follows the group algebra
     // to learn a new communicator's members). Group calls: the input group is in `comm`,
     // a second one in `handle`, the ranks in a handle array, the new group at exit in

@@ -21,6 +21,9 @@ const PACKAGES: &[&str] = &[
     "make",
     "gfortran",
     "gcc",
+    // OpenMP with LLVM's runtime: clang -fopenmp links libomp (tests/programs/*.libomp).
+    "clang",
+    "libomp-dev",
     "bpftool",
     "time",
     // Real applications the tests trace (tests/tests/integration/applications.rs).

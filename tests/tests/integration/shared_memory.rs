@@ -1,5 +1,6 @@
 //! Critical paths through shared-memory synchronization: condition variables, barriers,
-//! mutexes, fork/join, OpenMP and MPI ranks with threads. Every program spins known CPU
+//! mutexes, fork/join, OpenMP (GCC's libgomp and LLVM's libomp) and MPI ranks with
+//! threads. Every program spins known CPU
 //! times in named procedures (tests/programs/*.c derive the expected values in their
 //! headers); waiting threads block in futex waits, so the path crosses threads only
 //! through wakeups, creation and joins. Tolerance: 5 % or 10 ms, whichever is larger.
@@ -242,6 +243,134 @@ fn openmp_barriers_at_the_active_wait_policy() {
     assert_eq!(p["sync"]["omp_barriers"], 16, "{}", p["sync"]);
     assert_eq!(p["sync"]["omp_joins"], 1, "{}", p["sync"]);
     assert_eq!(p["sync"]["wakeups"], 0, "no futex wake: {}", p["sync"]);
+}
+
+#[test]
+fn libomp_passive_wait_policy() {
+    // libomp with OMP_WAIT_POLICY=passive (KMP_BLOCKTIME 0): its threads sleep at once,
+    // and futex wakes and the region probes both see the releases.
+    let run = profile_with(
+        "libomp-passive",
+        &[],
+        &["slow_iteration", "iteration"],
+        &args("omp_slow_iteration.libomp", &["12", "6", "5", "40"]),
+        &[("OMP_NUM_THREADS", "3"), ("OMP_WAIT_POLICY", "passive")],
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 330.0);
+    assert_procedure(p, "slow_iteration", 240.0, 210.0);
+    assert_procedure(p, "iteration", 90.0, 90.0);
+    assert_eq!(p["sync"]["omp_joins"], 6, "{}", p["sync"]);
+}
+
+/// omp_slow_iteration built with clang (LLVM's libomp) at its default wait policy:
+/// threads spin for KMP_BLOCKTIME (200 ms) before they sleep, longer than any wait here,
+/// so every wait and release comes from the region probes (`__kmpc_fork_call`, the
+/// `.omp_outlined.` function, entered by the master too).
+fn libomp_default_policy(threads: &str, path: f64, iteration: f64, worker_starts: u64) {
+    let run = profile_with(
+        &format!("libomp-default-{threads}"),
+        &[],
+        &["slow_iteration", "iteration"],
+        &args("omp_slow_iteration.libomp", &["12", "6", "5", "40"]),
+        &[("OMP_NUM_THREADS", threads)],
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), path);
+    assert_procedure(p, "slow_iteration", 240.0, 210.0);
+    assert_procedure(p, "iteration", iteration, iteration);
+    // 6 regions end; the workers of regions 2-6 wait for their fork (those of the first
+    // region are new threads: they depend on their creation). The static loop ends at
+    // the region's end: no barrier call (__kmpc_for_static_fini is none).
+    assert_eq!(p["sync"]["omp_joins"], 6, "{}", p["sync"]);
+    assert_eq!(p["sync"]["omp_forks"], worker_starts, "{}", p["sync"]);
+    assert_eq!(p["sync"]["omp_barriers"], 0, "{}", p["sync"]);
+}
+
+#[test]
+fn libomp_default_wait_policy_three_threads() {
+    libomp_default_policy("3", 330.0, 90.0, 10);
+}
+
+#[test]
+fn libomp_default_wait_policy_two_threads() {
+    libomp_default_policy("2", 390.0, 150.0, 5);
+}
+
+#[test]
+fn libomp_barriers_at_the_default_wait_policy() {
+    // One region, 2 threads, 8 phases ending at barriers: 4 explicit, 4 at the end of a
+    // dynamic loop (clang calls __kmpc_barrier for both). The threads spin throughout.
+    let run = profile_with(
+        "libomp-barriers",
+        &[],
+        &["slow_phase", "normal_phase"],
+        &args("omp_barrier_phases.libomp", &["2", "4", "40", "10"]),
+        &[],
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 320.0);
+    assert_procedure(p, "slow_phase", 320.0, 240.0);
+    assert_procedure(p, "normal_phase", 0.0, 0.0);
+    // Each of the 2 threads leaves each of the 8 barriers once.
+    assert_eq!(p["sync"]["omp_barriers"], 16, "{}", p["sync"]);
+    assert_eq!(p["sync"]["omp_joins"], 1, "{}", p["sync"]);
+}
+
+#[test]
+fn libomp_serialized_region_and_reduction_barriers() {
+    // A region run by the master alone (if(0)), 50 ms of serial work, then one region of
+    // 2 threads through 4 phases ending at a blocking reduction (__kmpc_reduce,
+    // __kmpc_end_reduce, then the loop's __kmpc_barrier).
+    let run = profile_with(
+        "libomp-reduce",
+        &[],
+        &["slow_phase", "normal_phase", "serial_part"],
+        &args("omp_reduce_serial.libomp", &["2", "4", "40", "10", "50"]),
+        &[],
+    );
+    let p = &run.online;
+    assert_near("critical path", length(p), 210.0);
+    assert_procedure(p, "serial_part", 50.0, 50.0);
+    assert_procedure(p, "slow_phase", 160.0, 120.0);
+    assert_procedure(p, "normal_phase", 0.0, 0.0);
+    // 2 threads leave 3 barrier calls per phase; one region joins (the serialized one
+    // has no team); its worker is a new thread (no fork to wait for).
+    assert_eq!(p["sync"]["omp_barriers"], 24, "{}", p["sync"]);
+    assert_eq!(p["sync"]["omp_joins"], 1, "{}", p["sync"]);
+    assert_eq!(p["sync"]["omp_forks"], 0, "{}", p["sync"]);
+}
+
+#[test]
+fn libomp_stripped_program() {
+    // Without a symbol table the outlined function is found at the first region's start
+    // (__kmpc_fork_call's third argument) and probed then (20 regions of 65 ms, 2
+    // threads).
+    let dir = std::env::temp_dir().join(format!("tracer-libomp-strip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stripped = dir.join("omp_slow_iteration.libomp");
+    std::fs::copy(program("omp_slow_iteration.libomp"), &stripped).unwrap();
+    let status = std::process::Command::new("strip")
+        .arg(&stripped)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let command: Vec<String> = std::iter::once(stripped.display().to_string())
+        .chain(["12", "20", "5", "40"].map(String::from))
+        .collect();
+    let run = profile_with(
+        "libomp-stripped",
+        &[],
+        &[],
+        &command,
+        &[("OMP_NUM_THREADS", "2")],
+    );
+    let p = &run.online;
+    // 20 * (5 * 5 + 40) ms; the first region (before the probe) counts its waits as work.
+    assert_near("critical path", length(p), 1300.0);
+    let joins = p["sync"]["omp_joins"].as_u64().unwrap();
+    assert!((10..=20).contains(&joins), "{}", p["sync"]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn hybrid(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {

@@ -13,8 +13,8 @@ pub enum Family {
     Pvm,
     /// The C library's pthread synchronization calls (`tracer record --locks`).
     Threads,
-    /// OpenMP: libgomp's parallel regions and barriers, and the compiler-outlined
-    /// functions that run in them.
+    /// OpenMP: the runtime's (libgomp's or libomp's) parallel regions and barriers, and
+    /// the compiler-outlined functions that run in them.
     #[serde(rename = "openmp")]
     OpenMp,
 }
@@ -63,6 +63,10 @@ pub enum Role {
     OmpJoin,
     /// Lowered: a worker waits between two regions (spinning or asleep in libgomp).
     OmpIdle,
+    /// Brackets an OpenMP region its master runs alone, calling the outlined function
+    /// itself (libomp's `__kmpc_serialized_parallel` and its end; probed; dropped by the
+    /// lowering, which then knows that function's return is no worker's arrival).
+    OmpSerialized,
 }
 
 pub struct CallSpec {
@@ -373,6 +377,45 @@ pub static CALLS: &[CallSpec] = &[
         OmpBarrier,
         {}
     ),
+    // OpenMP (LLVM's libomp). __kmpc_fork_call(loc, argc, microtask, shared...): the
+    // microtask and its first shared argument name the region, as GOMP_parallel's
+    // function and data do; `peer` = argc (with none, the lowering keys on 0).
+    spec!(call::KMPC_FORK_CALL, "__kmpc_fork_call", OpenMp, OmpParallel,
+        { peer: 1, comm: 2, handle_in: 3 }),
+    // Probed at each `.omp_outlined.*` and `.omp_task_entry.*` symbol of the program:
+    // microtask(&gtid, &btid, shared...).
+    spec!(call::KMP_OUTLINED, "kmp_outlined_function", OpenMp, OmpOutlined,
+        { comm: ARG_IP, handle_in: 2 }),
+    spec!(call::KMPC_BARRIER, "__kmpc_barrier", OpenMp, OmpBarrier, {}),
+    spec!(
+        call::KMPC_CANCEL_BARRIER,
+        "__kmpc_cancel_barrier",
+        OpenMp,
+        OmpBarrier,
+        {}
+    ),
+    spec!(call::KMPC_REDUCE, "__kmpc_reduce", OpenMp, OmpBarrier, {}),
+    spec!(
+        call::KMPC_END_REDUCE,
+        "__kmpc_end_reduce",
+        OpenMp,
+        OmpBarrier,
+        {}
+    ),
+    spec!(
+        call::KMPC_SERIALIZED_PARALLEL,
+        "__kmpc_serialized_parallel",
+        OpenMp,
+        OmpSerialized,
+        {}
+    ),
+    spec!(
+        call::KMPC_END_SERIALIZED_PARALLEL,
+        "__kmpc_end_serialized_parallel",
+        OpenMp,
+        OmpSerialized,
+        {}
+    ),
     // Lowered from the records above (never probed).
     spec!(call::OMP_FORK, "omp_fork", OpenMp, OmpFork, {}),
     spec!(call::OMP_JOIN, "omp_join", OpenMp, OmpJoin, {}),
@@ -410,7 +453,11 @@ pub fn waits(id: u16) -> bool {
     spec(id).is_none_or(|s| {
         !matches!(
             s.role,
-            Role::ThreadCreate | Role::OmpFork | Role::OmpParallel | Role::OmpOutlined
+            Role::ThreadCreate
+                | Role::OmpFork
+                | Role::OmpParallel
+                | Role::OmpOutlined
+                | Role::OmpSerialized
         )
     })
 }

@@ -48,7 +48,8 @@ impl Cause {
                 | Role::SemInit
                 | Role::OmpParallel
                 | Role::OmpOutlined
-                | Role::OmpFork,
+                | Role::OmpFork
+                | Role::OmpSerialized,
             )
             | None => Cause::Other,
             // pthread calls (--locks): synchronization between threads, as futex waits.

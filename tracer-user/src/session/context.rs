@@ -51,8 +51,9 @@ impl LoopContext {
             if calls::spec(calls::split_call_field(c.header.call).0)
                 .is_some_and(|s| s.role == calls::Role::OmpParallel)
             {
+                let parallel_call = calls::split_call_field(c.header.call).0;
                 self.openmp
-                    .region_started(&mut self.probes, c.header.tgid, c.comm);
+                    .region_started(&mut self.probes, c.header.tgid, parallel_call, c.comm);
             }
         }
         if lowering::concerns(&rec) {

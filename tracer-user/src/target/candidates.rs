@@ -84,6 +84,9 @@ const SYSTEM_LIBRARIES: &[&str] = &[
     "libgfortran",
     "libquadmath",
     "libgomp",
+    // LLVM's OpenMP runtime and its companions (libompd, libomptarget); Intel's name.
+    "libomp",
+    "libiomp5",
     "libmpi",
     "libmpich",
     "libopen-pal",
