@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
 use serde::{Deserialize, Serialize};
 
+use crate::symbolize::Symbolizer;
 use crate::target::procfs;
-use tracer_analysis::symbolize::{CodeLocation, Symbolizer};
+use tracer_analysis::symbolize::CodeLocation;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CandidateError {
