@@ -23,6 +23,8 @@ pub enum SessionError {
     Probe(#[from] ProbeError),
     #[error(transparent)]
     Func(#[from] FuncError),
+    #[error("too many procedure probes (at most 65535)")]
+    TooManyFunctionProbes,
     #[error("writing the recording")]
     Recording(#[from] RecordingError),
     #[error(transparent)]

@@ -8,14 +8,16 @@ use std::time::Duration;
 use super::context::LoopContext;
 use super::detach::Detacher;
 use super::event_loop::{event_loop, raise_reader_priority};
+use super::funcs::FunctionProbes;
 use super::launch::{find_in_path, launch, reap_within, COMMAND_GRACE};
+use super::libraries::probe_libraries;
+use super::openmp::OpenMpProbes;
 use super::sink::Sink;
 use super::thread_calls::ThreadCallProbes;
 use super::{Ready, RecordOptions, RecordOutcome, SessionError, StopReason};
 use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
 use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
-use crate::target::openmp::OpenMpProbes;
 use crate::target::procfs;
 use tracer_analysis::format::openmp::OpenMpLowering;
 use tracer_analysis::format::recording::{LibraryInfo, RecordingMeta};
@@ -49,7 +51,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     targets.dedup();
 
     let (user_libs, found_libs) = find_libraries(&opts.libs, &targets)?;
-    let mut funcs = FunctionSelector::new(&opts.funcs)?;
+    let mut funcs = FunctionProbes::new(FunctionSelector::new(&opts.funcs)?);
     // Every traced exec is held until the libraries and procedures it needs are probed.
     let mut probes = Probes::load(&ProbeOptions {
         system_wide: opts.system_wide,
@@ -60,7 +62,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let mut libs = LibrarySet::new(found_libs);
     // Libraries the user named, those the targets have loaded, and, system-wide, all.
     let mapped = libraries::mapped_candidates(&targets);
-    libs.probe(
+    probe_libraries(
+        &mut libs,
         &mut probes,
         |p| opts.system_wide || user_libs.contains(p) || mapped.contains(p),
         &ImportedCalls::All,
