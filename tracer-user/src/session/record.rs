@@ -207,15 +207,12 @@ fn find_libraries(
     let mut libs: Vec<Library> = Vec::new();
     let mut user_set = HashSet::new();
     for path in user {
-        let lib = Library::open(path).map_err(|e| SessionError::Library {
+        let lib = Library::open(path).map_err(|error| SessionError::Library {
             path: path.clone(),
-            reason: e.to_string(),
+            error,
         })?;
         let Some(mut lib) = lib else {
-            return Err(SessionError::Library {
-                path: path.clone(),
-                reason: "it defines no MPI or PVM entry point".into(),
-            });
+            return Err(SessionError::NotALibrary { path: path.clone() });
         };
         lib.path = lib.path.canonicalize().unwrap_or(lib.path);
         user_set.insert(lib.path.clone());
@@ -249,8 +246,9 @@ fn own_cpu_ns() -> Option<u64> {
 fn write_json<T: serde::Serialize>(path: Option<&Path>, value: &T) -> Result<(), SessionError> {
     if let Some(path) = path {
         let json = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-        std::fs::write(path, json + "\n").map_err(|e| {
-            std::io::Error::new(e.kind(), format!("writing {}: {e}", path.display()))
+        std::fs::write(path, json + "\n").map_err(|source| SessionError::WriteJson {
+            path: path.to_path_buf(),
+            source,
         })?;
     }
     Ok(())

@@ -10,8 +10,12 @@ use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FuncError {
-    #[error("--func {spec}: bad pattern: {reason}")]
-    Pattern { spec: String, reason: String },
+    #[error("--func {spec}: bad pattern")]
+    Pattern {
+        spec: String,
+        #[source]
+        source: glob::PatternError,
+    },
     #[error("--func {spec}: no such file {path}")]
     NoSuchFile { spec: String, path: PathBuf },
     #[error(transparent)]
@@ -49,9 +53,9 @@ impl FunctionSelector {
                         });
                     }
                 }
-                let pattern = glob::Pattern::new(sym).map_err(|e| FuncError::Pattern {
+                let pattern = glob::Pattern::new(sym).map_err(|source| FuncError::Pattern {
                     spec: text.clone(),
-                    reason: e.to_string(),
+                    source,
                 })?;
                 Ok(Spec {
                     text: text.clone(),
