@@ -9,4 +9,5 @@
 
 pub mod probes;
 pub mod session;
+pub mod symbolize;
 pub mod target;

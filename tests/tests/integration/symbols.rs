@@ -9,9 +9,10 @@ use std::process::Command;
 use tracer_analysis::format::recording::Item;
 use tracer_analysis::format::records::Record;
 use tracer_analysis::format::{Mapping, ProcessInfo};
-use tracer_analysis::symbolize::{CodeLocation, Symbolizer};
+use tracer_analysis::symbolize::CodeLocation;
 use tracer_common::{call, futex_waits};
 use tracer_tests::{mpich, openmpi, program, record, root, tracer, tracer_fails, Traced};
+use tracer_user::symbolize::Symbolizer;
 
 /// Each record with the mappings its process had then (the latest PROCESS chunk before
 /// it: a pid can be a launcher's helper before it execs the program).

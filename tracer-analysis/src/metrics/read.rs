@@ -5,12 +5,12 @@ use super::text;
 use super::types::Metrics;
 use crate::format::recording::{Item, RecordingError, RecordingMeta, RecordingReader};
 use crate::format::Mapping;
-use crate::symbolize::Symbolizer;
+use crate::symbolize::CodeLocator;
 
 impl Metrics {
     /// Names the function, file and line of every call site in an object file (the
     /// object is read again: the recording keeps only its path and the offset).
-    pub fn locate_sites(&mut self, symbolizer: &mut Symbolizer) {
+    pub fn locate_sites(&mut self, locator: &mut dyn CodeLocator) {
         for s in &mut self.call_sites {
             let Some(object) = &s.object else { continue };
             let Ok(offset) = u64::from_str_radix(s.address.trim_start_matches("0x"), 16) else {
@@ -20,7 +20,7 @@ impl Metrics {
                 path: object.clone(),
                 bias: 0,
             }];
-            s.location = symbolizer
+            s.location = locator
                 .locate_return(&mapping, offset)
                 .map(|l| l.to_string());
         }

@@ -1,6 +1,6 @@
 //! The what-if replay online (`tracer record --whatif-placement`): the analysis tells
 //! this model each thread's events as they come; it turns them into the replay's steps
-//! (the same [`Shape`] as offline) and runs the processor-sharing simulation as far as
+//! (the same [`Shape`] as offline: the model is `sim.rs`) and runs the processor-sharing simulation as far as
 //! what it knows allows, forgetting what it has simulated. Memory holds the threads,
 //! the steps not simulated yet and the sources of dependencies still in flight (Eom and
 //! Hollingsworth keep "only the part of the graph not yet processed").
@@ -20,7 +20,11 @@ use std::sync::{Arc, OnceLock};
 use tracer_common::{kind, EventHeader};
 
 use super::placement::{CpuSet, PlacementSpec};
-use super::replay::{is_mpi_or_pvm_exit, rate, Phase, ReplayError, Shape};
+use super::replay::ReplayError;
+use super::sim::{
+    held_time, is_mpi_or_pvm_exit, keeps_other_work, noticed_at, rate, Phase, Shape,
+    DEFAULT_SLICE_NS,
+};
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
 use crate::format::recording::Item;
@@ -100,9 +104,9 @@ struct Step {
 }
 
 impl Step {
-    /// Time held before the event (see [`super::replay::keeps_other_work`]).
+    /// Time held before the event (see [`held_time`]).
     fn held(&self, keep_other: bool) -> f64 {
-        self.spun + if keep_other { self.other } else { 0.0 }
+        held_time(self.spun, self.other, keep_other)
     }
 }
 
@@ -207,7 +211,7 @@ impl OnlineReplay {
             ran_on: HashMap::new(),
             steps_held: 0,
             load: Vec::new(),
-            slice_ns: super::replay::DEFAULT_SLICE_NS,
+            slice_ns: DEFAULT_SLICE_NS,
             serial: 0,
             at: EventHeader::default(),
             t0: None,
@@ -269,7 +273,7 @@ impl OnlineReplay {
     }
 
     /// Whether process `pid` and those placed with it stay on the CPUs they ran on so
-    /// far (as offline, [`super::replay::keeps_other_work`]).
+    /// far (as offline, [`keeps_other_work`]).
     fn keeps_other_work(&mut self, pid: u32) -> bool {
         let group = self.group(pid);
         let placed = group.map(|g| self.groups[g].0.clone());
@@ -278,7 +282,7 @@ impl OnlineReplay {
             .iter()
             .filter(|(_, &g)| g.is_some() && g == group)
             .map(|(q, _)| self.ran_on.get(q));
-        super::replay::keeps_other_work(placed.as_ref(), members)
+        keeps_other_work(placed.as_ref(), members)
     }
 
     fn polls(&self, pid: u32) -> bool {
@@ -455,18 +459,13 @@ impl OnlineReplay {
         for (mark, lat) in &step.deps {
             ready = ready.max(mark.at.get()? + lat);
         }
-        // As offline: a polling thread on an oversubscribed CPU set notices what it
-        // waited for half a time slice later on average.
         let group = self.group_of.get(&c.pid).copied().flatten();
         let busy = group.is_some_and(|g| {
             self.load
                 .get(g)
                 .is_some_and(|&l| l as f64 > self.groups[g].1)
         });
-        if busy && step.spins {
-            ready += self.slice_ns / 2.0;
-        }
-        Some(ready)
+        Some(noticed_at(ready, busy, step.spins, self.slice_ns))
     }
 
     /// Moves chain `tid` through every phase that has ended by now.
@@ -537,7 +536,7 @@ impl OnlineReplay {
         }
     }
 
-    /// The scheduler's time slice (default [`super::replay::DEFAULT_SLICE_NS`]).
+    /// The scheduler's time slice (default [`DEFAULT_SLICE_NS`]).
     pub fn with_slice(mut self, slice_ns: f64) -> Self {
         self.slice_ns = slice_ns;
         self

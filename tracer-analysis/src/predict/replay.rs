@@ -25,12 +25,12 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use tracer_common::kind;
-
 use super::placement::{GroupId, Placement};
-use crate::analysis::workclock::HELD;
-use crate::analysis::{Clocks, Milestone};
-use crate::format::calls::split_call_field;
+use super::sim::{
+    held_time, is_mpi_or_pvm_exit, keeps_other_work, noticed_at, rate, Phase, Shape,
+    DEFAULT_SLICE_NS,
+};
+use crate::analysis::Milestone;
 use crate::graph::recorded::RecordedGraph;
 use crate::graph::{ArcId, ArcKind, ContextId, Graph, VertexId};
 
@@ -54,95 +54,6 @@ pub enum ReplayError {
 /// The cost of a message in the predicted network: (remote?, bytes) -> one-way latency
 /// in ns, or None when the cost model has nothing for that scope.
 pub type MessageCost<'a> = &'a dyn Fn(bool, u64) -> Option<u64>;
-
-/// What a thread did between two of its events, as the replay takes it: `work` needs a
-/// CPU; `held` passes as it did while the thread keeps its claim on a CPU (it was
-/// runnable while its CPU ran work outside the program, or it polled inside a call
-/// that waited for nothing traced); `off` passes as it did; and each dependency's
-/// latency follows.
-pub(super) struct Shape {
-    pub work: f64,
-    /// Held back by other work on the machine (kept where the placement leaves the
-    /// process on the CPUs it ran on: see [`keeps_other_work`]).
-    pub other: f64,
-    /// Spinning in a call that waited for nothing traced (always kept).
-    pub spun: f64,
-    pub off: f64,
-    /// Time inside blocking calls before the event: awake (on CPU or asleep), held back
-    /// by other work on the machine, and runnable but preempted by the program's own
-    /// threads (CPU contention the replay works out anew).
-    awake_blocked: u64,
-    held_blocked: u64,
-    runnable_blocked: u64,
-}
-
-impl Shape {
-    /// From the recorded elapsed time between the events, the clocks of the thread over
-    /// that time, the recorded latency of each dependency (the target's time minus the
-    /// source's), and whether the event ends an MPI/PVM call of a process that polls.
-    pub fn new(elapsed: u64, c: &Clocks, latencies: &[u64], polls: bool) -> Shape {
-        let [work, awake, outside, held] = c.work;
-        let work = work.min(elapsed);
-        let outside = outside.clamp(work, elapsed);
-        let awake = awake.clamp(work, outside);
-        // Runnable while its CPU ran other work: kept as it was.
-        let held = held.min(outside - awake);
-        let blocked = elapsed - outside;
-        let awake_blocked = c.raw[1].saturating_sub(c.work[1]).min(blocked);
-        let held_blocked = c.raw[HELD]
-            .saturating_sub(c.work[HELD])
-            .min(blocked - awake_blocked);
-        // The waiting thread arrived `blocked` before its event; a source that happened
-        // after that arrival is what it waited for.
-        let waited = latencies.iter().any(|&l| l <= blocked);
-        // Time in a blocking call that no source explains (a rendezvous send waiting for
-        // its receiver, MPI_Init waiting for the launcher) passes as it did, all of it:
-        // what it waited for is not in the graph. A polling process spins through it.
-        let unexplained = if waited { 0 } else { blocked };
-        let (spun, off) = if polls {
-            (unexplained, awake - work)
-        } else {
-            (0, awake - work + unexplained)
-        };
-        Shape {
-            work: work as f64,
-            other: held as f64,
-            spun: spun as f64,
-            off: off as f64,
-            awake_blocked,
-            held_blocked,
-            runnable_blocked: blocked - awake_blocked - held_blocked,
-        }
-    }
-
-    /// The latency of a dependency recorded at `latency`: all of it if the thread waited
-    /// for it, else no more than the call took after the thread arrived; without the
-    /// time the waiting thread was preempted by the program's own threads.
-    pub fn latency(&self, latency: u64) -> f64 {
-        latency
-            .saturating_sub(self.runnable_blocked)
-            .min(self.awake_blocked + self.held_blocked) as f64
-    }
-}
-
-/// Whether a process ran only on CPUs of its placed set (`ran_on`, all within it; a
-/// process not seen running yet has not left it).
-fn ran_within(placed: &super::placement::CpuSet, ran_on: Option<&BTreeSet<u32>>) -> bool {
-    placed.node.is_empty() && ran_on.is_none_or(|r| placed.cpus.is_superset(r))
-}
-
-/// Whether the processes placed on one CPU set keep the time other work on the machine
-/// held them back: when every one of them ran within that set, i.e. the set is shared as
-/// it was recorded, with the other work that ran there. A set that gains a process from
-/// elsewhere, and a process moved elsewhere, are assumed to find their CPUs free of
-/// other work: a prediction for another placement is one for a machine running only
-/// the program.
-pub(super) fn keeps_other_work<'a>(
-    placed: Option<&super::placement::CpuSet>,
-    members_ran_on: impl IntoIterator<Item = Option<&'a BTreeSet<u32>>>,
-) -> bool {
-    placed.is_some_and(|p| members_ran_on.into_iter().all(|r| ran_within(p, r)))
-}
 
 /// A dependency of an event: the source event and the latency after it.
 #[derive(Clone, Copy, Debug)]
@@ -187,11 +98,6 @@ pub struct Replay<'g> {
     /// The scheduler's time slice (see [`DEFAULT_SLICE_NS`]).
     pub slice_ns: f64,
 }
-
-/// The time slice a thread runs before a thread waiting for the same CPU gets it: the
-/// scheduler tick on this kernel (CONFIG_HZ=250, and the slice EEVDF gives a task on 2
-/// CPUs, 1.5 ms, ends at the next tick).
-pub const DEFAULT_SLICE_NS: f64 = 4e6;
 
 /// Which constraint decided when an event happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,11 +165,6 @@ pub struct Prediction {
     /// Largest difference between a replayed event time and its recorded time (only
     /// meaningful for an unchanged replay, where it should be about 0).
     pub max_shift_ns: f64,
-}
-
-pub(super) fn is_mpi_or_pvm_exit(label: u32) -> bool {
-    let (k, field) = ((label >> 16) as u16, label as u16);
-    k == kind::CALL_EXIT && crate::format::calls::is_mpi_or_pvm(split_call_field(field).0)
 }
 
 impl<'g> Replay<'g> {
@@ -483,100 +384,6 @@ impl<'g> Replay<'g> {
     }
 }
 
-/// Where a thread is on its way to its next event, in both replays (offline and
-/// online): work needing a CPU, then time held (passing as it did while the thread
-/// keeps its claim on a CPU), then time off, then the wait for the event's
-/// dependencies.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Phase {
-    /// Waiting for its next step to be known (online only).
-    Idle,
-    /// CPU work left.
-    Work(f64),
-    /// Held until this time.
-    Held(f64),
-    /// Off CPU until this time.
-    Off(f64),
-    /// Waiting for the dependencies of the next event.
-    Wait,
-    Done,
-}
-
-/// Work left below a picosecond is rounding.
-const EPS: f64 = 1e-3;
-
-impl Phase {
-    /// The first phase of a step of `work`, `held` and `off` begun at `t`.
-    pub(super) fn start(work: f64, held: f64, off: f64, t: f64) -> Phase {
-        if work > 0.0 {
-            Phase::Work(work)
-        } else {
-            Phase::after_work(held, off, t)
-        }
-    }
-
-    fn after_work(held: f64, off: f64, t: f64) -> Phase {
-        if held > 0.0 {
-            Phase::Held(t + held)
-        } else if off > 0.0 {
-            Phase::Off(t + off)
-        } else {
-            Phase::Wait
-        }
-    }
-
-    /// The phase after this one if it has ended by `t` (None if it goes on, or it is
-    /// the wait, which the caller settles).
-    pub(super) fn ended(self, held: f64, off: f64, t: f64) -> Option<Phase> {
-        match self {
-            Phase::Work(left) if left <= EPS => Some(Phase::after_work(held, off, t)),
-            Phase::Held(until) if until <= t => Some(if off > 0.0 {
-                Phase::Off(t + off)
-            } else {
-                Phase::Wait
-            }),
-            Phase::Off(until) if until <= t => Some(Phase::Wait),
-            _ => None,
-        }
-    }
-
-    /// Whether the thread claims a CPU (`spins`: it polls while it waits).
-    pub(super) fn runnable(self, spins: bool) -> bool {
-        match self {
-            Phase::Work(_) | Phase::Held(_) => true,
-            Phase::Wait => spins,
-            _ => false,
-        }
-    }
-
-    /// When this phase ends at the latest, at `rate` of a CPU from `t` (None for the wait
-    /// and the phases that have no end of their own).
-    pub(super) fn end(self, t: f64, rate: f64) -> Option<f64> {
-        match self {
-            Phase::Work(left) => Some(t + left / rate),
-            Phase::Held(until) | Phase::Off(until) => Some(until),
-            _ => None,
-        }
-    }
-
-    /// `dt` passed at `rate` of a CPU.
-    pub(super) fn advance(&mut self, dt: f64, rate: f64) {
-        if let Phase::Work(left) = self {
-            *left -= dt * rate;
-        }
-    }
-}
-
-/// Each thread's share of a CPU: the `capacity` CPUs of a set shared equally among the
-/// `load` threads that claim them (processor sharing), at most one CPU each.
-pub(super) fn rate(capacity: f64, load: usize) -> f64 {
-    if load > 0 {
-        (capacity / load as f64).min(1.0)
-    } else {
-        1.0
-    }
-}
-
 struct Outcome {
     /// Replayed time of every vertex (ns from the recording's first event).
     at: Vec<f64>,
@@ -672,7 +479,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
 
     /// Time chain `c` is held before its event `s`.
     fn held(&self, c: usize, s: &Step) -> f64 {
-        s.spun + if self.keep[c] { s.other } else { 0.0 }
+        held_time(s.spun, s.other, self.keep[c])
     }
 
     fn head(&self, c: usize) -> VertexId {
@@ -697,12 +504,9 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 best = (t, Some(d.arc));
             }
         }
-        // A polling thread on an oversubscribed CPU set notices what it waited for when
-        // it next gets a CPU: half a time slice later on average.
         let busy = self.group[c].is_some_and(|g| self.load[g] as f64 > self.capacity[g]);
-        if busy && self.r.steps[self.head(c) as usize].spins {
-            best.0 += self.r.slice_ns / 2.0;
-        }
+        let spins = self.r.steps[self.head(c) as usize].spins;
+        best.0 = noticed_at(best.0, busy, spins, self.r.slice_ns);
         Some(best)
     }
 

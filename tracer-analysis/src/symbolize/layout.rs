@@ -7,7 +7,7 @@ use std::path::Path;
 use object::elf::PF_X;
 use object::{Object, ObjectSegment, SegmentFlags};
 
-use super::types::SymbolizeError;
+use super::types::ElfLayoutError;
 
 /// What the program headers say about one ELF file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,13 +21,13 @@ pub struct ElfLayout {
 
 impl ElfLayout {
     /// Reads the program headers only (large files with debug info are not read whole).
-    pub fn read(path: &Path) -> Result<Self, SymbolizeError> {
-        let file = File::open(path).map_err(|error| SymbolizeError::Read {
+    pub fn read(path: &Path) -> Result<Self, ElfLayoutError> {
+        let file = File::open(path).map_err(|error| ElfLayoutError::Read {
             path: path.to_path_buf(),
             error,
         })?;
         let cache = object::ReadCache::new(file);
-        let elf = object::File::parse(&cache).map_err(|error| SymbolizeError::Parse {
+        let elf = object::File::parse(&cache).map_err(|error| ElfLayoutError::Parse {
             path: path.to_path_buf(),
             error,
         })?;

@@ -1,9 +1,9 @@
-//! What symbolizing says: a code location, or why it could not be found.
+//! What symbolizing says: a code location, or why a file's layout could not be read.
 
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
-pub enum SymbolizeError {
+pub enum ElfLayoutError {
     #[error("cannot read {path}: {error}")]
     Read {
         path: PathBuf,
@@ -11,11 +11,6 @@ pub enum SymbolizeError {
     },
     #[error("{path} is not an ELF file we can read: {error}")]
     Parse { path: PathBuf, error: object::Error },
-    #[error("cannot symbolize in {path}: {error}")]
-    Symbolize {
-        path: PathBuf,
-        error: blazesym::Error,
-    },
 }
 
 /// Where a code address is, as source code sees it.

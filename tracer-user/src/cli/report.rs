@@ -66,7 +66,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     // A second pass for the metrics by level (they feed the diagnosis).
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     let mut metrics = Metrics::from_reader(&mut reader).with_context(context)?;
-    metrics.locate_sites(&mut tracer_analysis::symbolize::Symbolizer::new());
+    metrics.locate_sites(&mut tracer_user::symbolize::Symbolizer::new());
     let report = Report::new(&rg, &opts, Some(metrics));
     super::warn_lost(rg.events, rg.lost);
     if a.json {

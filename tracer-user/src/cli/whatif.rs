@@ -9,7 +9,7 @@ use tracer_analysis::format::recording::RecordingReader;
 use tracer_analysis::predict::network::{NetworkTable, Scope};
 use tracer_analysis::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf, OwnedCost};
 use tracer_analysis::predict::placement::{Placement, PlacementSpec};
-use tracer_analysis::predict::replay::DEFAULT_SLICE_NS;
+use tracer_analysis::predict::DEFAULT_SLICE_NS;
 use tracer_analysis::predict::{PathProfile, RecordedRun};
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -1,5 +1,6 @@
-//! Attaching uprobes: the calls of MPI/PVM libraries, the C library's pthread calls,
-//! selected procedures and the dlopen probe; and handing over per-process probes.
+//! Attaching uprobes: calls (of MPI/PVM libraries, the C library's pthread calls,
+//! OpenMP), selected procedures and the dlopen probe; and handing over per-process
+//! probes. Which functions to attach to is the session's business (`session/`).
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -7,17 +8,15 @@ use std::path::Path;
 use aya::maps::{Array, HashMap, MapData};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope};
 use aya::programs::UProbe;
-use tracer_common::{call_cookie, maps};
+use tracer_common::maps;
 
 use super::load::{FLOOR_UPROBE, FLOOR_URETPROBE, LIBRARY_LOADED};
 use super::maps::{map, program};
 use super::{ProbeError, Probes};
-use crate::target::libraries::{Library, ThreadLibrary};
-use crate::target::symbols::Symbol;
-use tracer_analysis::format::calls::{CallSpec, Flavor, CALLS};
+use tracer_analysis::format::calls::Flavor;
 
 impl Probes {
-    /// Writes the flavor table entry for `lib` (PVM needs the library's own symbol).
+    /// Writes the flavor table entry of `flavor` (PVM needs the library's own symbol).
     pub fn configure_flavor(
         &mut self,
         flavor: Flavor,
@@ -33,65 +32,29 @@ impl Probes {
             })
     }
 
-    /// Attaches entry and exit probes to the calls of `lib`'s family that it defines and
-    /// `wanted` accepts. Returns the number of calls newly probed (a call probed before
-    /// is not probed again).
-    pub fn attach_library(
+    /// Attaches the call entry and exit probes with `cookie` (call id, flavor and the
+    /// function's address: `tracer_common::call_cookie`) at `file_offset` of `path`: with
+    /// a `pid`, ones that fire in that process only (all its threads: they share its
+    /// address space; also after it execs; the kernel puts the breakpoints in that
+    /// process's copy of the library's pages, so other processes never trap), else in
+    /// every process (the probes keep only traced ones). Returns false if that call was
+    /// probed before (it is not probed again).
+    pub fn attach_call(
         &mut self,
-        lib: &Library,
-        wanted: impl Fn(&CallSpec) -> bool,
-    ) -> Result<usize, ProbeError> {
-        self.configure_flavor(lib.flavor, lib.pvm_rbuf_vaddr())?;
-        let mut n = 0;
-        for c in CALLS
-            .iter()
-            .filter(|c| c.family == lib.flavor.family() && wanted(c))
-        {
-            // MPI_X is a weak alias of PMPI_X: one address serves C, Fortran and PMPI callers.
-            let Some(sym) = lib.symbols.get(c.symbol) else {
-                continue;
-            };
-            let cookie = call_cookie(c.id, lib.flavor.id(), sym.vaddr as u32);
-            if self.attach_pair(
-                ("call_enter", "call_exit"),
-                &lib.path,
-                c.symbol,
-                sym.file_offset,
-                cookie,
-                None,
-            )? {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    /// Attaches entry and exit probes to the pthread calls of `lib`: with a `pid`, ones
-    /// that fire in that process only (all its threads: they share its address space;
-    /// also after it execs; the kernel puts the breakpoints in that process's copy of the
-    /// library's pages, so other processes never trap), else in every process (the
-    /// probes keep only traced ones). Returns the number of calls newly probed.
-    pub fn attach_thread_calls(
-        &mut self,
-        lib: &ThreadLibrary,
+        path: &Path,
+        symbol: &str,
+        file_offset: u64,
+        cookie: u64,
         pid: Option<u32>,
-    ) -> Result<usize, ProbeError> {
-        self.configure_flavor(Flavor::Glibc, 0)?;
-        let mut n = 0;
-        for (id, sym) in &lib.calls {
-            let cookie = call_cookie(*id, Flavor::Glibc.id(), sym.vaddr as u32);
-            if self.attach_pair(
-                ("call_enter", "call_exit"),
-                &lib.path,
-                &sym.name,
-                sym.file_offset,
-                cookie,
-                pid,
-            )? {
-                n += 1;
-            }
-        }
-        Ok(n)
+    ) -> Result<bool, ProbeError> {
+        self.attach_pair(
+            ("call_enter", "call_exit"),
+            path,
+            symbol,
+            file_offset,
+            cookie,
+            pid,
+        )
     }
 
     /// Hands over the links of the probes that fire in `pid` only (the process is gone):
@@ -114,16 +77,22 @@ impl Probes {
         out
     }
 
-    /// Attaches the dlopen return probe at `dlopen` (a function of `path`), in every
-    /// process: it stops the processes [`Probes::hold_on_load`] names after each dlopen
-    /// and tells the reader (`kind::LIBRARY_LOADED`). Returns false if it was there.
-    pub fn attach_load_probe(&mut self, path: &Path, dlopen: &Symbol) -> Result<bool, ProbeError> {
+    /// Attaches the dlopen return probe at `file_offset` of `path` (where its function
+    /// `symbol`, dlopen, is), in every process: it stops the processes
+    /// [`Probes::hold_on_load`] names after each dlopen and tells the reader
+    /// (`kind::LIBRARY_LOADED`). Returns false if it was there.
+    pub fn attach_load_probe(
+        &mut self,
+        path: &Path,
+        symbol: &str,
+        file_offset: u64,
+    ) -> Result<bool, ProbeError> {
         if !self.load_probes.insert(path.to_path_buf()) {
             return Ok(false);
         }
         let p: &mut UProbe = program(&mut self.ebpf, LIBRARY_LOADED)?;
         let point = UProbeAttachPoint {
-            location: UProbeAttachLocation::AbsoluteOffset(dlopen.file_offset),
+            location: UProbeAttachLocation::AbsoluteOffset(file_offset),
             cookie: None,
         };
         match p.attach(point, path, UProbeScope::AllProcesses) {
@@ -134,7 +103,7 @@ impl Probes {
             Err(source) => {
                 self.load_probes.remove(path);
                 Err(ProbeError::Attach {
-                    symbol: dlopen.name.clone(),
+                    symbol: symbol.to_string(),
                     path: path.to_path_buf(),
                     source,
                 })

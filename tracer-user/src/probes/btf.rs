@@ -2,7 +2,7 @@
 //! (aya keeps its type lookups private). Used to read `task_struct.se.sum_exec_runtime`,
 //! the kernel's own count of a thread's CPU time.
 
-use super::ProbeError;
+use super::{BtfError, ProbeError};
 
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
@@ -28,9 +28,9 @@ fn u32_at(d: &[u8], at: usize) -> Option<u32> {
 impl KernelBtf {
     pub fn from_sys_fs() -> Result<Self, ProbeError> {
         let path = "/sys/kernel/btf/vmlinux";
-        let data =
-            std::fs::read(path).map_err(|e| ProbeError::Btf(format!("cannot read {path}: {e}")))?;
-        Self::parse(&data).ok_or_else(|| ProbeError::Btf(format!("{path} is not BTF we can read")))
+        let data = std::fs::read(path).map_err(|source| BtfError::Read { path, source })?;
+        let btf = Self::parse(&data).ok_or(BtfError::Parse { path })?;
+        Ok(btf)
     }
 
     fn parse(d: &[u8]) -> Option<Self> {

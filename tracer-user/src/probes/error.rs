@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("tracefs: {0}")]
-    Tracefs(String),
-    #[error("kernel BTF: {0}")]
-    Btf(String),
+    #[error("tracefs")]
+    Tracefs(#[from] TracefsError),
+    #[error("kernel BTF")]
+    Btf(#[from] BtfError),
     #[error("loading the eBPF object failed")]
     Load(#[from] aya::EbpfError),
     #[error("eBPF program {name}")]
@@ -22,8 +22,13 @@ pub enum ProbeError {
         name: &'static str,
         source: std::io::Error,
     },
-    #[error("counting the CPUs: {0}")]
-    Cpus(String),
+    #[error("counting the CPUs: {what}")]
+    Cpus {
+        /// What aya could not read (the file of possible CPUs).
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("eBPF map {name}")]
     MapOp {
         name: &'static str,
@@ -35,6 +40,38 @@ pub enum ProbeError {
         path: PathBuf,
         source: aya::programs::ProgramError,
     },
+}
+
+/// Why the tracepoints' field offsets could not be read from tracefs.
+#[derive(Debug, thiserror::Error)]
+pub enum TracefsError {
+    #[error("tracefs is not mounted and could not be mounted at /sys/kernel/tracing")]
+    NotMounted,
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("tracepoint {group}:{name} has no field {field}")]
+    NoField {
+        group: String,
+        name: String,
+        field: String,
+    },
+}
+
+/// Why the kernel's BTF (the types the probes read kernel structures with) is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum BtfError {
+    #[error("cannot read {path}")]
+    Read {
+        path: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not BTF we can read")]
+    Parse { path: &'static str },
 }
 
 /// An error and each of its sources once, on one line (`a: b: c`), for warnings that go

@@ -61,7 +61,7 @@ impl Probes {
     pub fn load(opts: &ProbeOptions) -> Result<Probes, ProbeError> {
         raise_fd_limit();
         let cpus =
-            aya::util::nr_cpus().map_err(|(what, e)| ProbeError::Cpus(format!("{what}: {e}")))?;
+            aya::util::nr_cpus().map_err(|(what, source)| ProbeError::Cpus { what, source })?;
         let ring_bytes = opts.ring_bytes.unwrap_or_else(|| default_ring_bytes(cpus));
         let slots_per_cpu = slots::slots_per_cpu(ring_bytes, cpus);
         let mut ebpf = EbpfLoader::new()

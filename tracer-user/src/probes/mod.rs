@@ -10,6 +10,6 @@ mod maps;
 pub mod slots;
 pub mod tracefs;
 
-pub use error::{one_line, ProbeError};
+pub use error::{one_line, BtfError, ProbeError, TracefsError};
 pub use load::{ProbeOptions, Probes};
 pub use machine::default_ring_bytes;

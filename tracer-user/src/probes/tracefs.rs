@@ -5,7 +5,7 @@ use std::path::Path;
 
 use tracer_common::ProbeConfig;
 
-use super::ProbeError;
+use super::{ProbeError, TracefsError};
 
 const ROOTS: &[&str] = &["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
@@ -20,9 +20,7 @@ fn events_root() -> Result<&'static str, ProbeError> {
     if matches!(status, Ok(s) if s.success()) && Path::new(ROOTS[0]).join("events").is_dir() {
         return Ok(ROOTS[0]);
     }
-    Err(ProbeError::Tracefs(
-        "tracefs is not mounted and could not be mounted at /sys/kernel/tracing".into(),
-    ))
+    Err(TracefsError::NotMounted.into())
 }
 
 /// Offset of `field` in the tracepoint `group/name`.
@@ -32,11 +30,16 @@ pub fn field_offset(group: &str, name: &str, field: &str) -> Result<u32, ProbeEr
         .join(group)
         .join(name)
         .join("format");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| ProbeError::Tracefs(format!("cannot read {}: {e}", path.display())))?;
-    parse_offset(&text, field).ok_or_else(|| {
-        ProbeError::Tracefs(format!("tracepoint {group}:{name} has no field {field}"))
-    })
+    let text = std::fs::read_to_string(&path).map_err(|source| TracefsError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let offset = parse_offset(&text, field).ok_or_else(|| TracefsError::NoField {
+        group: group.to_string(),
+        name: name.to_string(),
+        field: field.to_string(),
+    })?;
+    Ok(offset)
 }
 
 fn parse_offset(format: &str, field: &str) -> Option<u32> {

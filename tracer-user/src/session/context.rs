@@ -5,14 +5,15 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 
+use super::funcs::FunctionProbes;
 use super::launch::reap;
+use super::libraries::probe_libraries;
+use super::openmp::OpenMpProbes;
 use super::sink::{from_traced_thread, Sink};
 use super::thread_calls::ThreadCallProbes;
 use super::{CommandStatus, EventsSoFar, LossHook, SampleHook, SessionError};
 use crate::probes::{one_line, Probes};
-use crate::target::funcs::FunctionSelector;
 use crate::target::libraries::{self, ImportedCalls, LibrarySet};
-use crate::target::openmp::OpenMpProbes;
 use crate::target::procfs;
 use tracer_analysis::format::calls;
 use tracer_analysis::format::openmp::{self as lowering, OpenMpLowering};
@@ -20,7 +21,7 @@ use tracer_analysis::format::records::{self, Record};
 
 pub(super) struct LoopContext {
     pub(super) probes: Probes,
-    pub(super) funcs: FunctionSelector,
+    pub(super) funcs: FunctionProbes,
     pub(super) libs: LibrarySet,
     pub(super) joins: ThreadCallProbes,
     pub(super) locks: Option<ThreadCallProbes>,
@@ -79,14 +80,15 @@ impl LoopContext {
             for name in imports.unprobed() {
                 *self.unprobed_mpi_calls.entry(name).or_default() += 1;
             }
-            let libs = self
-                .libs
-                .probe(&mut self.probes, |p| needed.contains(p), &imports);
-            let attached = libs.map_err(SessionError::from).and_then(|()| {
-                self.funcs
-                    .attach_in_process(&mut self.probes, pid)
-                    .map_err(SessionError::from)
-            });
+            let libs = probe_libraries(
+                &mut self.libs,
+                &mut self.probes,
+                |p| needed.contains(p),
+                &imports,
+            );
+            let attached = libs
+                .map_err(SessionError::from)
+                .and_then(|()| self.funcs.attach_in_process(&mut self.probes, pid));
             self.hold_until_mpi(pid, &needed);
             if !self.system_wide {
                 // SAFETY: plain kill(2).
@@ -134,7 +136,7 @@ impl LoopContext {
         };
         let held = self
             .probes
-            .attach_load_probe(&path, &dlopen)
+            .attach_load_probe(&path, &dlopen.name, dlopen.file_offset)
             .and_then(|_| self.probes.hold_on_load(pid, true));
         match held {
             Ok(()) => {
@@ -154,16 +156,15 @@ impl LoopContext {
         let mapped = libraries::mapped_candidates(&[pid]);
         // The calls of a library loaded with dlopen: what its loader imports is not
         // known here (mpi4py's module imports nearly all of MPI anyway).
-        let libs = self.libs.probe(
+        let libs = probe_libraries(
+            &mut self.libs,
             &mut self.probes,
             |p| mapped.contains(p),
             &ImportedCalls::All,
         );
-        let attached = libs.map_err(SessionError::from).and_then(|()| {
-            self.funcs
-                .attach_in_process(&mut self.probes, pid)
-                .map_err(SessionError::from)
-        });
+        let attached = libs
+            .map_err(SessionError::from)
+            .and_then(|()| self.funcs.attach_in_process(&mut self.probes, pid));
         if self.libs.any_of(&mapped) && self.held_on_load.remove(&pid) {
             let _ = self.probes.hold_on_load(pid, false);
         }

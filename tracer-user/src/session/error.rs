@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::probes::ProbeError;
 use crate::target::funcs::FuncError;
+use crate::target::symbols::SymbolError;
 use tracer_analysis::format::recording::RecordingError;
 use tracer_analysis::format::records;
 
@@ -17,16 +18,31 @@ pub enum SessionError {
     NoTarget,
     #[error("command not found: {0}")]
     CommandNotFound(String),
-    #[error("cannot read MPI/PVM library {path}: {reason}")]
-    Library { path: PathBuf, reason: String },
+    // The symbol error is shown inline, without its own source (the io error), as the
+    // message always was.
+    #[error("cannot read MPI/PVM library {path}: {error}")]
+    Library { path: PathBuf, error: SymbolError },
+    #[error("cannot read MPI/PVM library {path}: it defines no MPI or PVM entry point")]
+    NotALibrary { path: PathBuf },
     #[error(transparent)]
     Probe(#[from] ProbeError),
     #[error(transparent)]
     Func(#[from] FuncError),
+    #[error("too many procedure probes (at most 65535)")]
+    TooManyFunctionProbes,
     #[error("writing the recording")]
     Recording(#[from] RecordingError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    #[error("writing {path}")]
+    WriteJson {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A command or argument with a NUL byte, which exec cannot take.
+    #[error(transparent)]
+    Nul(#[from] std::ffi::NulError),
     #[error("malformed record from the probes")]
     Decode(#[from] records::DecodeError),
 }

@@ -26,11 +26,10 @@ pub(super) fn launch(
     argv: &[String],
     probes: &mut Probes,
 ) -> Result<u32, SessionError> {
-    let prog = CString::new(program.as_os_str().as_encoded_bytes())
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let prog = CString::new(program.as_os_str().as_encoded_bytes())?;
     let args: Vec<CString> = argv
         .iter()
-        .map(|a| CString::new(a.as_bytes()).map_err(|e| std::io::Error::other(e.to_string())))
+        .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<_, _>>()?;
     let mut argp: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argp.push(std::ptr::null());

@@ -8,14 +8,16 @@ use std::time::Duration;
 use super::context::LoopContext;
 use super::detach::Detacher;
 use super::event_loop::{event_loop, raise_reader_priority};
+use super::funcs::FunctionProbes;
 use super::launch::{find_in_path, launch, reap_within, COMMAND_GRACE};
+use super::libraries::probe_libraries;
+use super::openmp::OpenMpProbes;
 use super::sink::Sink;
 use super::thread_calls::ThreadCallProbes;
 use super::{Ready, RecordOptions, RecordOutcome, SessionError, StopReason};
 use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
 use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
-use crate::target::openmp::OpenMpProbes;
 use crate::target::procfs;
 use tracer_analysis::format::openmp::OpenMpLowering;
 use tracer_analysis::format::recording::{LibraryInfo, RecordingMeta};
@@ -49,7 +51,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     targets.dedup();
 
     let (user_libs, found_libs) = find_libraries(&opts.libs, &targets)?;
-    let mut funcs = FunctionSelector::new(&opts.funcs)?;
+    let mut funcs = FunctionProbes::new(FunctionSelector::new(&opts.funcs)?);
     // Every traced exec is held until the libraries and procedures it needs are probed.
     let mut probes = Probes::load(&ProbeOptions {
         system_wide: opts.system_wide,
@@ -60,7 +62,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let mut libs = LibrarySet::new(found_libs);
     // Libraries the user named, those the targets have loaded, and, system-wide, all.
     let mapped = libraries::mapped_candidates(&targets);
-    libs.probe(
+    probe_libraries(
+        &mut libs,
         &mut probes,
         |p| opts.system_wide || user_libs.contains(p) || mapped.contains(p),
         &ImportedCalls::All,
@@ -204,15 +207,12 @@ fn find_libraries(
     let mut libs: Vec<Library> = Vec::new();
     let mut user_set = HashSet::new();
     for path in user {
-        let lib = Library::open(path).map_err(|e| SessionError::Library {
+        let lib = Library::open(path).map_err(|error| SessionError::Library {
             path: path.clone(),
-            reason: e.to_string(),
+            error,
         })?;
         let Some(mut lib) = lib else {
-            return Err(SessionError::Library {
-                path: path.clone(),
-                reason: "it defines no MPI or PVM entry point".into(),
-            });
+            return Err(SessionError::NotALibrary { path: path.clone() });
         };
         lib.path = lib.path.canonicalize().unwrap_or(lib.path);
         user_set.insert(lib.path.clone());
@@ -246,8 +246,9 @@ fn own_cpu_ns() -> Option<u64> {
 fn write_json<T: serde::Serialize>(path: Option<&Path>, value: &T) -> Result<(), SessionError> {
     if let Some(path) = path {
         let json = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-        std::fs::write(path, json + "\n").map_err(|e| {
-            std::io::Error::new(e.kind(), format!("writing {}: {e}", path.display()))
+        std::fs::write(path, json + "\n").map_err(|source| SessionError::WriteJson {
+            path: path.to_path_buf(),
+            source,
         })?;
     }
     Ok(())

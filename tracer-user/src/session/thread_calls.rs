@@ -4,6 +4,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 
 use super::detach::Detacher;
+use super::libraries::attach_thread_calls;
 use crate::probes::{one_line, Probes};
 use crate::target::libraries::{self, ThreadCallSet, ThreadLibraries};
 use crate::target::procfs;
@@ -84,7 +85,7 @@ impl ThreadCallProbes {
         per_process: bool,
     ) {
         let Some(lib) = lib else { return };
-        match probes.attach_thread_calls(lib, per_process.then_some(pid)) {
+        match attach_thread_calls(probes, lib, per_process.then_some(pid)) {
             Ok(n) if n > 0 => log::debug!(
                 "probed {n} pthread calls of {} (seen in pid {pid})",
                 lib.path.display()

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
 use serde::{Deserialize, Serialize};
 
+use crate::symbolize::Symbolizer;
 use crate::target::procfs;
-use tracer_analysis::symbolize::{CodeLocation, Symbolizer};
+use tracer_analysis::symbolize::CodeLocation;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CandidateError {
@@ -28,8 +29,16 @@ pub enum CandidateError {
     NotElf { path: PathBuf, error: object::Error },
     #[error("{0} has no function symbols (stripped?)")]
     NoSymbols(PathBuf),
-    #[error("cannot read profile {path}: {reason}")]
-    Profile { path: PathBuf, reason: String },
+    #[error("cannot read profile {path}: {error}")]
+    ProfileRead {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot read profile {path}: not a profile JSON ({error})")]
+    ProfileJson {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
 }
 
 /// What to list the functions of.
@@ -271,12 +280,14 @@ pub struct ProfileProcedure {
 
 impl ProfileRanks {
     pub fn read(path: &Path) -> Result<Self, CandidateError> {
-        let err = |reason: String| CandidateError::Profile {
+        let text = std::fs::read_to_string(path).map_err(|error| CandidateError::ProfileRead {
             path: path.to_path_buf(),
-            reason,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        serde_json::from_str(&text).map_err(|e| err(format!("not a profile JSON ({e})")))
+            error,
+        })?;
+        serde_json::from_str(&text).map_err(|error| CandidateError::ProfileJson {
+            path: path.to_path_buf(),
+            error,
+        })
     }
 }
 

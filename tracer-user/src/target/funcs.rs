@@ -1,26 +1,25 @@
-//! Selected procedures (`--func SYMBOL`, `--func PATH:SYMBOL`; globs allowed): finding
-//! them in executables and libraries and attaching entry/exit probes.
+//! Selected procedures (`--func SYMBOL`, `--func PATH:SYMBOL`; globs allowed): which
+//! files to search and which of their functions the patterns select. The session
+//! attaches the probes (`session/funcs.rs`).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::probes::{ProbeError, Probes};
 use crate::target::procfs;
-use crate::target::symbols::{SymbolError, SymbolTable};
-use tracer_analysis::format::recording::FunctionProbe;
+use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FuncError {
-    #[error("--func {spec}: bad pattern: {reason}")]
-    Pattern { spec: String, reason: String },
+    #[error("--func {spec}: bad pattern")]
+    Pattern {
+        spec: String,
+        #[source]
+        source: glob::PatternError,
+    },
     #[error("--func {spec}: no such file {path}")]
     NoSuchFile { spec: String, path: PathBuf },
     #[error(transparent)]
     Symbols(#[from] SymbolError),
-    #[error(transparent)]
-    Probe(#[from] ProbeError),
-    #[error("too many procedure probes (at most 65535)")]
-    TooMany,
 }
 
 struct Spec {
@@ -33,7 +32,6 @@ struct Spec {
 
 pub struct FunctionSelector {
     specs: Vec<Spec>,
-    next_id: u16,
     /// Files already searched for the path-less patterns.
     searched: HashSet<PathBuf>,
 }
@@ -55,9 +53,9 @@ impl FunctionSelector {
                         });
                     }
                 }
-                let pattern = glob::Pattern::new(sym).map_err(|e| FuncError::Pattern {
+                let pattern = glob::Pattern::new(sym).map_err(|source| FuncError::Pattern {
                     spec: text.clone(),
-                    reason: e.to_string(),
+                    source,
                 })?;
                 Ok(Spec {
                     text: text.clone(),
@@ -69,7 +67,6 @@ impl FunctionSelector {
             .collect::<Result<_, _>>()?;
         Ok(FunctionSelector {
             specs,
-            next_id: 1,
             searched: HashSet::new(),
         })
     }
@@ -80,27 +77,16 @@ impl FunctionSelector {
         self.specs.iter().any(|s| s.path.is_none())
     }
 
-    /// Attaches the `PATH:SYMBOL` patterns (their files exist already).
-    pub fn attach_fixed_paths(
-        &mut self,
-        probes: &mut Probes,
-    ) -> Result<Vec<FunctionProbe>, FuncError> {
-        let files: Vec<PathBuf> = self.specs.iter().filter_map(|s| s.path.clone()).collect();
-        let mut out = Vec::new();
-        for f in files {
-            out.extend(self.attach_file(probes, &f, true)?);
-        }
-        Ok(out)
+    /// The files the `PATH:SYMBOL` patterns name (they exist already).
+    pub fn fixed_paths(&self) -> Vec<PathBuf> {
+        self.specs.iter().filter_map(|s| s.path.clone()).collect()
     }
 
-    /// Attaches the path-less patterns in a process's executable and mapped libraries.
-    pub fn attach_in_process(
-        &mut self,
-        probes: &mut Probes,
-        pid: u32,
-    ) -> Result<Vec<FunctionProbe>, FuncError> {
+    /// The files of a process (its executable and mapped libraries) the path-less
+    /// patterns have not been looked up in yet; none without such patterns.
+    pub fn new_files_of_process(&mut self, pid: u32) -> Vec<PathBuf> {
         if !self.needs_exec_hold() {
-            return Ok(Vec::new());
+            return Vec::new();
         }
         let mut files: Vec<PathBuf> = Vec::new();
         if let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) {
@@ -111,43 +97,20 @@ impl FunctionSelector {
                 .into_iter()
                 .map(|m| PathBuf::from(m.path)),
         );
-        let mut out = Vec::new();
-        for f in files {
-            let f = f.canonicalize().unwrap_or(f);
-            if self.searched.insert(f.clone()) {
-                // A mapping that is not a readable ELF file (deleted, special) is skipped.
-                match self.attach_file(probes, &f, false) {
-                    Ok(p) => out.extend(p),
-                    Err(FuncError::Symbols(_)) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        Ok(out)
+        files
+            .into_iter()
+            .map(|f| f.canonicalize().unwrap_or(f))
+            .filter(|f| self.searched.insert(f.clone()))
+            .collect()
     }
 
-    /// System-wide mode: the path-less patterns in every process that uses MPI or PVM now.
-    pub fn attach_everywhere(
-        &mut self,
-        probes: &mut Probes,
-    ) -> Result<Vec<FunctionProbe>, FuncError> {
-        let mut out = Vec::new();
-        for pid in procfs::processes_mapping(&["libmpi", "libpvm3"]) {
-            out.extend(self.attach_in_process(probes, pid)?);
-        }
-        Ok(out)
-    }
-
-    fn attach_file(
-        &mut self,
-        probes: &mut Probes,
-        file: &Path,
-        fixed: bool,
-    ) -> Result<Vec<FunctionProbe>, FuncError> {
+    /// The functions of `file` the patterns select, in pattern order (a function two
+    /// patterns select comes twice): the `PATH:SYMBOL` patterns naming `file` when
+    /// `fixed`, else the path-less ones. The patterns that select one count as matched.
+    pub fn select_in_file(&mut self, file: &Path, fixed: bool) -> Result<Vec<Symbol>, SymbolError> {
         let table = SymbolTable::read(file)?;
-        let mut out = Vec::new();
-        for i in 0..self.specs.len() {
-            let spec = &self.specs[i];
+        let mut selected = Vec::new();
+        for spec in &mut self.specs {
             let applies = match &spec.path {
                 Some(p) => {
                     fixed && p.canonicalize().ok().as_deref() == file.canonicalize().ok().as_deref()
@@ -157,26 +120,11 @@ impl FunctionSelector {
             if !applies {
                 continue;
             }
-            let found: Vec<_> = table
-                .functions_matching(&spec.pattern)
-                .into_iter()
-                .cloned()
-                .collect();
-            for sym in found {
-                self.specs[i].matched = true;
-                let id = self.next_id;
-                if probes.attach_function(file, &sym.name, sym.file_offset, id)? {
-                    self.next_id = self.next_id.checked_add(1).ok_or(FuncError::TooMany)?;
-                    out.push(FunctionProbe {
-                        id,
-                        symbol: sym.name.clone(),
-                        path: file.display().to_string(),
-                        vaddr: sym.vaddr,
-                    });
-                }
-            }
+            let found = table.functions_matching(&spec.pattern);
+            spec.matched |= !found.is_empty();
+            selected.extend(found.into_iter().cloned());
         }
-        Ok(out)
+        Ok(selected)
     }
 
     /// Patterns that matched nothing anywhere.

@@ -3,14 +3,13 @@
 //! compiler outlined from the program's parallel regions and tasks (GCC names them
 //! `FUNCTION._omp_fn.N`: `main._omp_fn.0`, `MAIN__._omp_fn.1` in Fortran; clang
 //! `.omp_outlined.`, `.omp_outlined..N` and `.omp_task_entry.`). Those are local
-//! symbols, in the symbol table of an unstripped program.
+//! symbols, in the symbol table of an unstripped program. The session attaches the
+//! probes (`session/openmp.rs`).
 
-use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use tracer_common::call;
 
-use crate::probes::{one_line, Probes};
 use crate::target::libraries::ThreadLibrary;
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolTable};
@@ -18,7 +17,7 @@ use tracer_analysis::format::calls::{Family, Role, CALLS};
 
 /// The OpenMP runtimes whose entry points we probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Runtime {
+pub(crate) enum Runtime {
     /// GCC's libgomp (`gcc -fopenmp`).
     Gnu,
     /// LLVM's libomp (`clang -fopenmp`; Debian installs it as `libomp.so.5`, a copy
@@ -28,7 +27,7 @@ enum Runtime {
 
 impl Runtime {
     /// The runtime that file `path` is, by its name.
-    fn of(path: &Path) -> Option<Runtime> {
+    pub(crate) fn of(path: &Path) -> Option<Runtime> {
         let name = path.file_name()?.to_str()?;
         if name.starts_with("libgomp.so") {
             Some(Runtime::Gnu)
@@ -94,134 +93,40 @@ fn outlined_call_of(parallel_call: u16) -> u16 {
     }
 }
 
-/// The OpenMP probes of a session: in every process (once per file), because a program's
-/// outlined functions are its own and the runtime's entry points are called once per
-/// region or barrier, not in hot loops.
-#[derive(Default)]
-pub struct OpenMpProbes {
-    /// Files looked at (probed, or with nothing to probe).
-    searched: HashSet<PathBuf>,
-    /// Processes looked at, until they exit.
-    seen: HashSet<u32>,
-    /// Outlined functions seen at a region's start, by process and address.
-    started: HashSet<(u32, u64)>,
-}
-
-impl OpenMpProbes {
-    /// A process held at exec: the executable and the libraries its program loads.
-    pub fn attach_exec(&mut self, probes: &mut Probes, pid: u32, needed: &BTreeSet<PathBuf>) {
-        self.seen.insert(pid);
-        let mut files = needed.clone();
-        files.extend(
-            std::fs::read_link(format!("/proc/{pid}/exe"))
-                .ok()
-                .and_then(|p| p.canonicalize().ok()),
-        );
-        self.attach(probes, pid, &files);
+/// The function at run-time address `address` of process `pid`, found without a symbol
+/// table (a stripped program's outlined function, named by its offset), probed as the
+/// outlined function of region start `parallel_call`: the file mapped there and the
+/// offset in it; None when no file is mapped there.
+pub(crate) fn outlined_function_at(
+    pid: u32,
+    address: u64,
+    parallel_call: u16,
+) -> Option<ThreadLibrary> {
+    // The mapping of the file that holds the address: the highest start below it.
+    let m = procfs::mappings(pid)
+        .into_iter()
+        .filter(|m| m.bias <= address)
+        .max_by_key(|m| m.bias)?;
+    let path = PathBuf::from(&m.path);
+    let offset = address - m.bias;
+    let inside = std::fs::metadata(&path).is_ok_and(|f| offset < f.len());
+    if !inside {
+        return None;
     }
-
-    /// A running process: the files it has mapped (regions it starts from now on are
-    /// seen; one in progress is not).
-    pub fn attach_running(&mut self, probes: &mut Probes, pid: u32) {
-        if self.seen.contains(&pid) || !procfs::is_alive(pid) {
-            return;
-        }
-        self.seen.insert(pid);
-        let files: BTreeSet<PathBuf> = procfs::mappings(pid)
-            .into_iter()
-            .filter_map(|m| PathBuf::from(m.path).canonicalize().ok())
-            .collect();
-        self.attach(probes, pid, &files);
-    }
-
-    pub fn exited(&mut self, pid: u32) {
-        self.seen.remove(&pid);
-        self.started.retain(|(p, _)| *p != pid);
-    }
-
-    /// Process `pid` started a region (call `parallel_call`) whose outlined function is
-    /// at `address`. A program without a symbol table (a stripped executable or library)
-    /// has no outlined function probed yet: the function is probed now, at its address,
-    /// so the waits of its later regions are seen (this one's are not: its threads have
-    /// started).
-    pub fn region_started(
-        &mut self,
-        probes: &mut Probes,
-        pid: u32,
-        parallel_call: u16,
-        address: u64,
-    ) {
-        if !self.started.insert((pid, address)) {
-            return;
-        }
-        // The mapping of the file that holds the address: the highest start below it.
-        let Some(m) = procfs::mappings(pid)
-            .into_iter()
-            .filter(|m| m.bias <= address)
-            .max_by_key(|m| m.bias)
-        else {
-            return;
-        };
-        let path = PathBuf::from(&m.path);
-        let offset = address - m.bias;
-        let inside = std::fs::metadata(&path).is_ok_and(|f| offset < f.len());
-        if !inside {
-            return;
-        }
-        let sym = Symbol {
-            name: format!("outlined function at {offset:#x}"),
-            vaddr: offset,
-            file_offset: offset,
-            is_function: true,
-        };
-        let lib = ThreadLibrary {
-            path,
-            calls: vec![(outlined_call_of(parallel_call), sym)],
-        };
-        match probes.attach_thread_calls(&lib, None) {
-            Ok(1) => log::debug!(
-                "probed the outlined function at {address:#x} in {} (pid {pid})",
-                lib.path.display()
-            ),
-            Ok(_) => {}
-            Err(e) if procfs::is_alive(pid) => {
-                log::warn!("OpenMP region in pid {pid}: {}", one_line(&e))
-            }
-            Err(_) => {}
-        }
-    }
-
-    /// Probes the OpenMP runtime and the outlined functions of a program made of
-    /// `files`, if it uses one at all.
-    fn attach(&mut self, probes: &mut Probes, pid: u32, files: &BTreeSet<PathBuf>) {
-        if !files.iter().any(|f| Runtime::of(f).is_some()) {
-            return;
-        }
-        for file in files {
-            if !self.searched.insert(file.clone()) {
-                continue;
-            }
-            let found = match Runtime::of(file) {
-                Some(runtime) => runtime_calls(file, runtime),
-                None => outlined_functions(file),
-            };
-            let Some(lib) = found else { continue };
-            match probes.attach_thread_calls(&lib, None) {
-                Ok(n) => log::debug!(
-                    "probed {n} OpenMP functions of {} (seen in pid {pid})",
-                    file.display()
-                ),
-                Err(e) if procfs::is_alive(pid) => {
-                    log::warn!("OpenMP functions of {}: {}", file.display(), one_line(&e))
-                }
-                Err(_) => {}
-            }
-        }
-    }
+    let sym = Symbol {
+        name: format!("outlined function at {offset:#x}"),
+        vaddr: offset,
+        file_offset: offset,
+        is_function: true,
+    };
+    Some(ThreadLibrary {
+        path,
+        calls: vec![(outlined_call_of(parallel_call), sym)],
+    })
 }
 
 /// The region and barrier entry points of `runtime` that `file` defines.
-fn runtime_calls(file: &Path, runtime: Runtime) -> Option<ThreadLibrary> {
+pub(crate) fn runtime_calls(file: &Path, runtime: Runtime) -> Option<ThreadLibrary> {
     let table = SymbolTable::read(file).ok()?;
     let calls: Vec<_> = CALLS
         .iter()
@@ -245,7 +150,7 @@ fn runtime_calls(file: &Path, runtime: Runtime) -> Option<ThreadLibrary> {
 }
 
 /// The outlined functions in `file`'s symbol table (none in a stripped file).
-fn outlined_functions(file: &Path) -> Option<ThreadLibrary> {
+pub(crate) fn outlined_functions(file: &Path) -> Option<ThreadLibrary> {
     let table = SymbolTable::read(file).ok()?;
     let mut calls = Vec::new();
     for outlined in OUTLINED_PATTERNS {

@@ -194,24 +194,6 @@ impl LibrarySet {
         LibrarySet { libs, probed }
     }
 
-    /// Probes the libraries `wanted` accepts (canonical paths): every call that is not
-    /// on demand, and the on-demand calls in `imports`. A library probed before gets the
-    /// on-demand calls it lacks.
-    pub fn probe(
-        &mut self,
-        probes: &mut crate::probes::Probes,
-        wanted: impl Fn(&Path) -> bool,
-        imports: &ImportedCalls,
-    ) -> Result<(), crate::probes::ProbeError> {
-        for (lib, probed) in self.libs.iter().zip(self.probed.iter_mut()) {
-            if wanted(&lib.path) {
-                let n = probes.attach_library(lib, |c| !c.on_demand || imports.includes(c))?;
-                *probed = Some(probed.unwrap_or(0) + n);
-            }
-        }
-        Ok(())
-    }
-
     pub fn infos(&self) -> Vec<LibraryInfo> {
         self.libs.iter().map(|l| l.info()).collect()
     }

@@ -1,13 +1,21 @@
 //! The symbolizer: recorded addresses to functions, files and lines.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::{self, source, Input, Symbolized};
+use tracer_analysis::format::Mapping;
+use tracer_analysis::symbolize::{CodeLocation, CodeLocator, ElfLayout};
 
-use super::layout::ElfLayout;
-use super::types::{CodeLocation, SymbolizeError};
-use crate::format::Mapping;
+/// Why blazesym could not symbolize an address of a file.
+#[derive(Debug, thiserror::Error)]
+pub enum SymbolizeError {
+    #[error("cannot symbolize in {path}: {error}")]
+    Symbolize {
+        path: PathBuf,
+        error: blazesym::Error,
+    },
+}
 
 /// Symbolizes code addresses of recorded processes. Keeps what it learnt per file (the
 /// program headers here, symbols and line tables inside blazesym), so symbolizing every
@@ -124,10 +132,15 @@ impl Symbolizer {
     }
 }
 
+impl CodeLocator for Symbolizer {
+    fn locate_return(&mut self, mappings: &[Mapping], ret: u64) -> Option<CodeLocation> {
+        Symbolizer::locate_return(self, mappings, ret)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
     use std::process::Command;
 
     /// The address of symbol `name` in an ELF file's own address space.

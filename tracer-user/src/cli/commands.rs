@@ -1,0 +1,63 @@
+//! The command line: the subcommands and which file runs each.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use super::{
+    analyze, calibrate, dump, export, functions, metrics, record, report, summary, whatif,
+};
+
+/// Critical-path tracer for parallel programs (MPI, PVM, threads), built on eBPF.
+#[derive(Parser)]
+#[command(name = "tracer", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Trace processes (by PID, a command, or system-wide) and record their events.
+    Record(record::RecordArgs),
+    /// Compute the critical path profile of a recording (no root needed).
+    Analyze(analyze::AnalyzeArgs),
+    /// Offline analyses of a recording's graph: the path itself, slack, near-critical
+    /// paths, maximum benefit, what-if, phases (no root needed).
+    Report(report::ReportArgs),
+    /// Print the events of a recording, one per line.
+    Dump(dump::DumpArgs),
+    /// Write a recording as a timeline for Perfetto or chrome://tracing (calls,
+    /// procedures, messages as arrows, the critical path as its own track).
+    Export(export::ExportArgs),
+    /// Summarize a recording (counts, processes, ranks).
+    Summary(summary::SummaryArgs),
+    /// Metrics by level (program, machine, process, thread, procedure): CPU, work and
+    /// blocked time, CPU wait, parallelism, message traffic matrices and latency
+    /// percentiles (no root needed).
+    Metrics(metrics::MetricsArgs),
+    /// List the procedures of a process or binary that `--func` can select, with size and
+    /// source location; ranked by CPU time with `--profile`.
+    Functions(functions::FunctionsArgs),
+    /// Measure a network cost table (message size -> one-way latency) for `tracer whatif
+    /// --network` with an MPI ping-pong run by the given launcher (docs/network-table.md).
+    Calibrate(calibrate::CalibrateArgs),
+    /// Predict the runtime and critical path under another placement of processes on
+    /// CPUs and/or another network, by replaying a recording (docs/whatif.md).
+    Whatif(whatif::WhatifArgs),
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Record(a) => record::run(a),
+        Command::Analyze(a) => analyze::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Dump(a) => dump::run(a),
+        Command::Export(a) => export::run(a),
+        Command::Summary(a) => summary::run(a),
+        Command::Metrics(a) => metrics::run(a),
+        Command::Functions(a) => functions::run(a),
+        Command::Calibrate(a) => calibrate::run(a),
+        Command::Whatif(a) => whatif::run(a),
+    }
+}

@@ -1,0 +1,66 @@
+//! What several subcommands print on stderr: the lost-events warning, the summary.
+
+use tracer_analysis::format::failures;
+
+/// Says on stderr that a recording is incomplete, when it is: `recorded` events are in
+/// it, `lost` more were dropped by the probes (every command that reads or writes a
+/// recording ends with this, so that no result from an incomplete one goes unflagged).
+pub(super) fn warn_lost(recorded: u64, lost: u64) {
+    if lost > 0 {
+        let produced = recorded + lost;
+        eprintln!(
+            "tracer: warning: {lost} of {produced} events ({:.1} %) were lost (the tracer \
+             fell behind and the probes' buffers filled up): calls and messages among them \
+             are missing, so the results are incomplete",
+            lost as f64 * 100.0 / produced as f64
+        );
+    }
+}
+
+/// Prints a summary for people.
+pub(super) fn print_summary(s: &tracer_analysis::format::summary::Summary) {
+    let cpu = s
+        .tracer_cpu_ns
+        .map(|ns| format!("; tracer CPU {:.2} s", ns as f64 / 1e9))
+        .unwrap_or_default();
+    eprintln!(
+        "events: {} recorded, {} lost{cpu}",
+        s.events.total, s.events.lost
+    );
+    if let Some(line) = failures::failures_line(&s.events.failures) {
+        eprintln!("{line}");
+    }
+    for p in &s.processes {
+        let mut who = String::new();
+        if let Some(r) = p.rank {
+            who.push_str(&format!(" rank {r}"));
+        }
+        if let Some(t) = p.pvm_tid {
+            who.push_str(&format!(" pvm tid {t:#x}"));
+        }
+        eprintln!(
+            "  pid {:>7}{who}  threads {:>3}  {}",
+            p.pid, p.threads, p.command
+        );
+    }
+    if !s.calls.is_empty() {
+        let calls: Vec<String> = s.calls.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        eprintln!("calls: {}", calls.join(", "));
+    }
+    if !s.functions.is_empty() {
+        let f: Vec<String> = s
+            .functions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        eprintln!("procedures entered: {}", f.join(", "));
+    }
+    if let Some(unprobed) = s.unprobed_mpi_calls.as_ref().filter(|u| !u.is_empty()) {
+        let names: Vec<&str> = unprobed.keys().map(String::as_str).collect();
+        eprintln!(
+            "MPI calls imported but not probed (their time counts as work, their traffic \
+             is unmatched): {}",
+            names.join(", ")
+        );
+    }
+}

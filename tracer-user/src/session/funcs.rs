@@ -1,0 +1,101 @@
+//! Attaching the entry/exit probes of the procedures `--func` selects (which ones:
+//! `target/funcs.rs`), each with its own probe id.
+
+use std::path::Path;
+
+use super::SessionError;
+use crate::probes::Probes;
+use crate::target::funcs::{FuncError, FunctionSelector};
+use crate::target::procfs;
+use crate::target::symbols::Symbol;
+use tracer_analysis::format::recording::FunctionProbe;
+
+/// The selected procedures of a session and the probe ids given so far.
+pub(super) struct FunctionProbes {
+    selector: FunctionSelector,
+    next_id: u16,
+}
+
+impl FunctionProbes {
+    pub(super) fn new(selector: FunctionSelector) -> Self {
+        FunctionProbes {
+            selector,
+            next_id: 1,
+        }
+    }
+
+    /// Attaches the `PATH:SYMBOL` patterns (their files exist already).
+    pub(super) fn attach_fixed_paths(
+        &mut self,
+        probes: &mut Probes,
+    ) -> Result<Vec<FunctionProbe>, SessionError> {
+        let mut out = Vec::new();
+        for f in self.selector.fixed_paths() {
+            let selected = self
+                .selector
+                .select_in_file(&f, true)
+                .map_err(FuncError::from)?;
+            out.extend(self.attach_file(probes, &f, &selected)?);
+        }
+        Ok(out)
+    }
+
+    /// Attaches the path-less patterns in a process's executable and mapped libraries.
+    pub(super) fn attach_in_process(
+        &mut self,
+        probes: &mut Probes,
+        pid: u32,
+    ) -> Result<Vec<FunctionProbe>, SessionError> {
+        let mut out = Vec::new();
+        for f in self.selector.new_files_of_process(pid) {
+            // A mapping that is not a readable ELF file (deleted, special) is skipped.
+            let Ok(selected) = self.selector.select_in_file(&f, false) else {
+                continue;
+            };
+            out.extend(self.attach_file(probes, &f, &selected)?);
+        }
+        Ok(out)
+    }
+
+    /// System-wide mode: the path-less patterns in every process that uses MPI or PVM now.
+    pub(super) fn attach_everywhere(
+        &mut self,
+        probes: &mut Probes,
+    ) -> Result<Vec<FunctionProbe>, SessionError> {
+        let mut out = Vec::new();
+        for pid in procfs::processes_mapping(&["libmpi", "libpvm3"]) {
+            out.extend(self.attach_in_process(probes, pid)?);
+        }
+        Ok(out)
+    }
+
+    fn attach_file(
+        &mut self,
+        probes: &mut Probes,
+        file: &Path,
+        selected: &[Symbol],
+    ) -> Result<Vec<FunctionProbe>, SessionError> {
+        let mut out = Vec::new();
+        for sym in selected {
+            let id = self.next_id;
+            if probes.attach_function(file, &sym.name, sym.file_offset, id)? {
+                self.next_id = self
+                    .next_id
+                    .checked_add(1)
+                    .ok_or(SessionError::TooManyFunctionProbes)?;
+                out.push(FunctionProbe {
+                    id,
+                    symbol: sym.name.clone(),
+                    path: file.display().to_string(),
+                    vaddr: sym.vaddr,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Patterns that matched nothing anywhere.
+    pub(super) fn unmatched(&self) -> Vec<String> {
+        self.selector.unmatched()
+    }
+}
