@@ -20,7 +20,9 @@ use std::sync::{Arc, OnceLock};
 use tracer_common::{kind, EventHeader};
 
 use super::placement::{CpuSet, PlacementSpec};
-use super::replay::{is_mpi_or_pvm_exit, rate, Phase, ReplayError, Shape};
+use super::replay::{
+    is_mpi_or_pvm_exit, is_rendezvous, notice_delay, rate, Phase, ReplayError, Shape,
+};
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
 use crate::format::recording::Item;
@@ -92,11 +94,19 @@ struct Step {
     other: f64,
     spun: f64,
     off: f64,
-    deps: Vec<(Mark, f64)>,
+    deps: Vec<StepDep>,
     spins: bool,
     source: Option<Mark>,
     milestone: Option<Milestone>,
     ts: u64,
+}
+
+/// A dependency of a step: its source, the latency after it, and whether it is a
+/// message above the eager limit (see [`super::replay::notice_delay`]).
+struct StepDep {
+    mark: Mark,
+    latency: f64,
+    rendezvous: bool,
 }
 
 impl Step {
@@ -346,6 +356,7 @@ impl OnlineReplay {
         };
         let mut deps = Vec::with_capacity(o.deps.len());
         for (d, lat) in o.deps.into_iter().zip(lats) {
+            let rendezvous = is_rendezvous(o.label, d.bytes);
             let mut latency = shape.as_ref().map_or(lat as f64, |s| s.latency(lat));
             if let (Some(bytes), true) = (d.bytes, self.cost.is_some()) {
                 let remote = self.node(d.mark.pid) != self.node(pid);
@@ -360,7 +371,11 @@ impl OnlineReplay {
                     }
                 }
             }
-            deps.push((d.mark, latency));
+            deps.push(StepDep {
+                mark: d.mark,
+                latency,
+                rendezvous,
+            });
         }
         let step = Step {
             first: o.first,
@@ -452,21 +467,24 @@ impl OnlineReplay {
     fn ready(&self, c: &Chain) -> Option<f64> {
         let step = c.queue.front()?;
         let mut ready = f64::NEG_INFINITY;
-        for (mark, lat) in &step.deps {
-            ready = ready.max(mark.at.get()? + lat);
+        let group = self.group_of.get(&c.pid).copied().flatten();
+        let mut rendezvous_beside = false;
+        for d in &step.deps {
+            let t = d.mark.at.get()? + d.latency;
+            if t > ready {
+                ready = t;
+                rendezvous_beside =
+                    d.rendezvous && self.group_of.get(&d.mark.pid).copied().flatten() == group;
+            }
         }
         // As offline: a polling thread on an oversubscribed CPU set notices what it
-        // waited for half a time slice later on average.
-        let group = self.group_of.get(&c.pid).copied().flatten();
+        // waited for when it next gets a CPU.
         let busy = group.is_some_and(|g| {
             self.load
                 .get(g)
                 .is_some_and(|&l| l as f64 > self.groups[g].1)
         });
-        if busy && step.spins {
-            ready += self.slice_ns / 2.0;
-        }
-        Some(ready)
+        Some(ready + notice_delay(self.slice_ns, busy, step.spins, rendezvous_beside))
     }
 
     /// Moves chain `tid` through every phase that has ended by now.

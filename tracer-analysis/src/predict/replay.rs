@@ -150,6 +150,8 @@ struct Dep {
     arc: ArcId,
     from: VertexId,
     latency: f64,
+    /// A message sent by rendezvous (see [`is_rendezvous`]).
+    rendezvous: bool,
 }
 
 /// What a thread does before reaching one of its events.
@@ -192,6 +194,38 @@ pub struct Replay<'g> {
 /// scheduler tick on this kernel (CONFIG_HZ=250, and the slice EEVDF gives a task on 2
 /// CPUs, 1.5 ms, ends at the next tick).
 pub const DEFAULT_SLICE_NS: f64 = 4e6;
+
+/// Above this many bytes Open MPI sends a message by rendezvous (its shared-memory
+/// transport's eager limit): the sender announces it, the receiver answers, and only
+/// then does the data move. MPICH (over UCX here) is given none: with 64 KiB messages
+/// between two polling ranks on one CPU its receives complete as soon after the send as
+/// small messages do (about 2 ms, one hand-off of the CPU), Open MPI's about 2 to 4 ms
+/// later.
+pub const OPEN_MPI_EAGER_LIMIT_BYTES: u64 = 4096;
+
+/// How much later than its dependencies are met a polling thread (`spins`) notices
+/// them, on a CPU set with more runnable threads than CPUs (`busy`): it sees them when it
+/// next gets a CPU, half a time slice later on average. A rendezvous message whose
+/// sender shares that CPU set (`rendezvous_beside`) costs a whole slice more: the
+/// receiver answers the sender's announcement and keeps the CPU, polling for the data,
+/// until its slice ends; only then does the sender see the answer and move the data.
+pub(super) fn notice_delay(slice_ns: f64, busy: bool, spins: bool, rendezvous_beside: bool) -> f64 {
+    match (busy && spins, rendezvous_beside) {
+        (false, _) => 0.0,
+        (true, false) => slice_ns / 2.0,
+        (true, true) => slice_ns * 1.5,
+    }
+}
+
+/// Whether a message of `bytes` (None: not a message; Some(None): size unknown)
+/// received by the call whose exit is labelled `receive_label` waits for its sender
+/// after the receiver answered (see [`OPEN_MPI_EAGER_LIMIT_BYTES`]).
+pub(super) fn is_rendezvous(receive_label: u32, bytes: Option<Option<u64>>) -> bool {
+    let flavor = split_call_field(receive_label as u16).1;
+    is_mpi_or_pvm_exit(receive_label)
+        && flavor == crate::format::calls::Flavor::OpenMpi.id()
+        && matches!(bytes, Some(Some(b)) if b > OPEN_MPI_EAGER_LIMIT_BYTES)
+}
 
 /// Which constraint decided when an event happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -317,6 +351,7 @@ impl<'g> Replay<'g> {
                         arc,
                         from,
                         latency: ts(v).saturating_sub(ts(from)) as f64,
+                        rendezvous: false,
                     })
                     .collect();
                 continue;
@@ -342,6 +377,10 @@ impl<'g> Replay<'g> {
                     arc,
                     from,
                     latency: shape.latency(lat),
+                    rendezvous: is_rendezvous(
+                        vertex.label,
+                        cpu.message_arcs.get(&(from, v)).copied(),
+                    ),
                 })
                 .collect();
             s.spins = !s.deps.is_empty() && polls;
@@ -688,6 +727,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
     /// When the dependencies of chain `c`'s next event are met, if all sources happened.
     fn ready_at(&self, c: usize) -> Option<(f64, Option<ArcId>)> {
         let mut best: (f64, Option<ArcId>) = (f64::NEG_INFINITY, None);
+        let mut rendezvous_beside = false;
         for d in &self.r.steps[self.head(c) as usize].deps {
             if !self.passed[d.from as usize] {
                 return None;
@@ -695,14 +735,13 @@ impl<'r, 'g> Simulation<'r, 'g> {
             let t = self.out.at[d.from as usize] + d.latency;
             if t > best.0 {
                 best = (t, Some(d.arc));
+                rendezvous_beside =
+                    d.rendezvous && self.group[self.out.chain_of[d.from as usize]] == self.group[c];
             }
         }
-        // A polling thread on an oversubscribed CPU set notices what it waited for when
-        // it next gets a CPU: half a time slice later on average.
         let busy = self.group[c].is_some_and(|g| self.load[g] as f64 > self.capacity[g]);
-        if busy && self.r.steps[self.head(c) as usize].spins {
-            best.0 += self.r.slice_ns / 2.0;
-        }
+        let spins = self.r.steps[self.head(c) as usize].spins;
+        best.0 += notice_delay(self.r.slice_ns, busy, spins, rendezvous_beside);
         Some(best)
     }
 
@@ -810,6 +849,37 @@ impl<'r, 'g> Simulation<'r, 'g> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rendezvous_beside_its_sender_is_noticed_a_slice_later() {
+        let slice = DEFAULT_SLICE_NS;
+        assert_eq!(
+            notice_delay(slice, false, true, true),
+            0.0,
+            "a CPU to spare"
+        );
+        assert_eq!(notice_delay(slice, true, false, true), 0.0, "asleep: woken");
+        assert_eq!(notice_delay(slice, true, true, false), slice / 2.0);
+        assert_eq!(notice_delay(slice, true, true, true), 1.5 * slice);
+    }
+
+    #[test]
+    fn only_open_mpi_messages_above_its_eager_limit_go_by_rendezvous() {
+        let recv_exit = |flavor: u8| {
+            ((kind::CALL_EXIT as u32) << 16) | ((flavor as u32) << 8) | call::MPI_RECV as u32
+        };
+        let open_mpi = recv_exit(crate::format::calls::Flavor::OpenMpi.id());
+        let mpich = recv_exit(crate::format::calls::Flavor::Mpich.id());
+        let big = Some(Some(OPEN_MPI_EAGER_LIMIT_BYTES + 1));
+        assert!(is_rendezvous(open_mpi, big));
+        assert!(!is_rendezvous(
+            open_mpi,
+            Some(Some(OPEN_MPI_EAGER_LIMIT_BYTES))
+        ));
+        assert!(!is_rendezvous(open_mpi, Some(None)), "size unknown");
+        assert!(!is_rendezvous(open_mpi, None), "not a message");
+        assert!(!is_rendezvous(mpich, big));
+    }
     use crate::format::recording::Item;
     use crate::format::records::Record;
     use crate::format::synth::SyntheticRun;
