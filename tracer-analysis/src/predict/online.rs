@@ -401,7 +401,11 @@ impl OnlineReplay {
     /// Runs the simulation as far as what is known allows (to the end when `finishing`).
     fn simulate(&mut self, finishing: bool) {
         loop {
-            let settling: Vec<u32> = self.chains.keys().copied().collect();
+            // In thread id order: a map's order changes from run to run, and which
+            // chain settles first decides whether a receive passes in this round or the
+            // next, under the next round's CPU load (its notice delay).
+            let mut settling: Vec<u32> = self.chains.keys().copied().collect();
+            settling.sort_unstable();
             for tid in settling {
                 self.settle(tid);
             }
