@@ -22,8 +22,8 @@ use tracer_common::{kind, EventHeader};
 use super::placement::{CpuSet, PlacementSpec};
 use super::replay::ReplayError;
 use super::sim::{
-    held_time, is_mpi_or_pvm_exit, keeps_other_work, noticed_at, rate, Phase, Shape,
-    DEFAULT_SLICE_NS,
+    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate, Phase,
+    Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
@@ -96,11 +96,19 @@ struct Step {
     other: f64,
     spun: f64,
     off: f64,
-    deps: Vec<(Mark, f64)>,
+    deps: Vec<StepDep>,
     spins: bool,
     source: Option<Mark>,
     milestone: Option<Milestone>,
     ts: u64,
+}
+
+/// A dependency of a step: its source, the latency after it, and whether it is a
+/// message above the eager limit (see [`super::replay::notice_delay`]).
+struct StepDep {
+    mark: Mark,
+    latency: f64,
+    rendezvous: bool,
 }
 
 impl Step {
@@ -350,6 +358,7 @@ impl OnlineReplay {
         };
         let mut deps = Vec::with_capacity(o.deps.len());
         for (d, lat) in o.deps.into_iter().zip(lats) {
+            let rendezvous = is_rendezvous(o.label, d.bytes);
             let mut latency = shape.as_ref().map_or(lat as f64, |s| s.latency(lat));
             if let (Some(bytes), true) = (d.bytes, self.cost.is_some()) {
                 let remote = self.node(d.mark.pid) != self.node(pid);
@@ -364,7 +373,11 @@ impl OnlineReplay {
                     }
                 }
             }
-            deps.push((d.mark, latency));
+            deps.push(StepDep {
+                mark: d.mark,
+                latency,
+                rendezvous,
+            });
         }
         let step = Step {
             first: o.first,
@@ -390,7 +403,11 @@ impl OnlineReplay {
     /// Runs the simulation as far as what is known allows (to the end when `finishing`).
     fn simulate(&mut self, finishing: bool) {
         loop {
-            let settling: Vec<u32> = self.chains.keys().copied().collect();
+            // In thread id order: a map's order changes from run to run, and which
+            // chain settles first decides whether a receive passes in this round or the
+            // next, under the next round's CPU load (its notice delay).
+            let mut settling: Vec<u32> = self.chains.keys().copied().collect();
+            settling.sort_unstable();
             for tid in settling {
                 self.settle(tid);
             }
@@ -456,16 +473,24 @@ impl OnlineReplay {
     fn ready(&self, c: &Chain) -> Option<f64> {
         let step = c.queue.front()?;
         let mut ready = f64::NEG_INFINITY;
-        for (mark, lat) in &step.deps {
-            ready = ready.max(mark.at.get()? + lat);
-        }
         let group = self.group_of.get(&c.pid).copied().flatten();
+        let mut rendezvous_beside = false;
+        for d in &step.deps {
+            let t = d.mark.at.get()? + d.latency;
+            if t > ready {
+                ready = t;
+                rendezvous_beside =
+                    d.rendezvous && self.group_of.get(&d.mark.pid).copied().flatten() == group;
+            }
+        }
+        // As offline: a polling thread on an oversubscribed CPU set notices what it
+        // waited for when it next gets a CPU.
         let busy = group.is_some_and(|g| {
             self.load
                 .get(g)
                 .is_some_and(|&l| l as f64 > self.groups[g].1)
         });
-        Some(noticed_at(ready, busy, step.spins, self.slice_ns))
+        Some(ready + notice_delay(self.slice_ns, busy, step.spins, rendezvous_beside))
     }
 
     /// Moves chain `tid` through every phase that has ended by now.

@@ -27,8 +27,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::placement::{GroupId, Placement};
 use super::sim::{
-    held_time, is_mpi_or_pvm_exit, keeps_other_work, noticed_at, rate, Phase, Shape,
-    DEFAULT_SLICE_NS,
+    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate, Phase,
+    Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::Milestone;
 use crate::graph::recorded::RecordedGraph;
@@ -61,6 +61,8 @@ struct Dep {
     arc: ArcId,
     from: VertexId,
     latency: f64,
+    /// A message sent by rendezvous (see [`is_rendezvous`]).
+    rendezvous: bool,
 }
 
 /// What a thread does before reaching one of its events.
@@ -218,6 +220,7 @@ impl<'g> Replay<'g> {
                         arc,
                         from,
                         latency: ts(v).saturating_sub(ts(from)) as f64,
+                        rendezvous: false,
                     })
                     .collect();
                 continue;
@@ -243,6 +246,10 @@ impl<'g> Replay<'g> {
                     arc,
                     from,
                     latency: shape.latency(lat),
+                    rendezvous: is_rendezvous(
+                        vertex.label,
+                        cpu.message_arcs.get(&(from, v)).copied(),
+                    ),
                 })
                 .collect();
             s.spins = !s.deps.is_empty() && polls;
@@ -495,6 +502,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
     /// When the dependencies of chain `c`'s next event are met, if all sources happened.
     fn ready_at(&self, c: usize) -> Option<(f64, Option<ArcId>)> {
         let mut best: (f64, Option<ArcId>) = (f64::NEG_INFINITY, None);
+        let mut rendezvous_beside = false;
         for d in &self.r.steps[self.head(c) as usize].deps {
             if !self.passed[d.from as usize] {
                 return None;
@@ -502,11 +510,13 @@ impl<'r, 'g> Simulation<'r, 'g> {
             let t = self.out.at[d.from as usize] + d.latency;
             if t > best.0 {
                 best = (t, Some(d.arc));
+                rendezvous_beside =
+                    d.rendezvous && self.group[self.out.chain_of[d.from as usize]] == self.group[c];
             }
         }
         let busy = self.group[c].is_some_and(|g| self.load[g] as f64 > self.capacity[g]);
         let spins = self.r.steps[self.head(c) as usize].spins;
-        best.0 = noticed_at(best.0, busy, spins, self.r.slice_ns);
+        best.0 += notice_delay(self.r.slice_ns, busy, spins, rendezvous_beside);
         Some(best)
     }
 
@@ -614,6 +624,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::format::recording::Item;
     use crate::format::records::Record;
     use crate::format::synth::SyntheticRun;

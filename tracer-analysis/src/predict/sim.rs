@@ -2,7 +2,7 @@
 //! whole recorded graph) and the online one (`online.rs`, over the steps known so far):
 //! what a thread does between two events ([`Shape`], [`held_time`]), the phases it goes
 //! through on its way to the next one ([`Phase`]), its share of a CPU ([`rate`]), when a
-//! polling thread notices what it waited for ([`noticed_at`]), and whether a CPU set
+//! polling thread notices what it waited for ([`notice_delay`]), and whether a CPU set
 //! keeps the other work of the machine ([`keeps_other_work`]). One model, so that both
 //! replays predict the same times for the same steps.
 
@@ -111,15 +111,36 @@ pub(super) fn held_time(spun: f64, other: f64, keep_other: bool) -> f64 {
     spun + if keep_other { other } else { 0.0 }
 }
 
-/// When a thread notices that what it waited for is there, met at `ready`: a polling
-/// thread (`spins`) on an oversubscribed CPU set notices it when it next gets a CPU,
-/// half a time slice later on average.
-pub(super) fn noticed_at(ready: f64, oversubscribed: bool, spins: bool, slice_ns: f64) -> f64 {
-    if oversubscribed && spins {
-        ready + slice_ns / 2.0
-    } else {
-        ready
+/// Above this many bytes Open MPI sends a message by rendezvous (its shared-memory
+/// transport's eager limit): the sender announces it, the receiver answers, and only
+/// then does the data move. MPICH (over UCX here) is given none: with 64 KiB messages
+/// between two polling ranks on one CPU its receives complete as soon after the send as
+/// small messages do (about 2 ms, one hand-off of the CPU), Open MPI's about 2 to 4 ms
+/// later.
+pub const OPEN_MPI_EAGER_LIMIT_BYTES: u64 = 4096;
+
+/// How much later than its dependencies are met a polling thread (`spins`) notices
+/// them, on a CPU set with more runnable threads than CPUs (`busy`): it sees them when it
+/// next gets a CPU, half a time slice later on average. A rendezvous message whose
+/// sender shares that CPU set (`rendezvous_beside`) costs a whole slice more: the
+/// receiver answers the sender's announcement and keeps the CPU, polling for the data,
+/// until its slice ends; only then does the sender see the answer and move the data.
+pub(super) fn notice_delay(slice_ns: f64, busy: bool, spins: bool, rendezvous_beside: bool) -> f64 {
+    match (busy && spins, rendezvous_beside) {
+        (false, _) => 0.0,
+        (true, false) => slice_ns / 2.0,
+        (true, true) => slice_ns * 1.5,
     }
+}
+
+/// Whether a message of `bytes` (None: not a message; Some(None): size unknown)
+/// received by the call whose exit is labelled `receive_label` waits for its sender
+/// after the receiver answered (see [`OPEN_MPI_EAGER_LIMIT_BYTES`]).
+pub(super) fn is_rendezvous(receive_label: u32, bytes: Option<Option<u64>>) -> bool {
+    let flavor = split_call_field(receive_label as u16).1;
+    is_mpi_or_pvm_exit(receive_label)
+        && flavor == crate::format::calls::Flavor::OpenMpi.id()
+        && matches!(bytes, Some(Some(b)) if b > OPEN_MPI_EAGER_LIMIT_BYTES)
 }
 
 /// The time slice a thread runs before a thread waiting for the same CPU gets it: the
@@ -224,5 +245,42 @@ pub(super) fn rate(capacity: f64, load: usize) -> f64 {
         (capacity / load as f64).min(1.0)
     } else {
         1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_common::{call, kind};
+
+    #[test]
+    fn a_rendezvous_beside_its_sender_is_noticed_a_slice_later() {
+        let slice = DEFAULT_SLICE_NS;
+        assert_eq!(
+            notice_delay(slice, false, true, true),
+            0.0,
+            "a CPU to spare"
+        );
+        assert_eq!(notice_delay(slice, true, false, true), 0.0, "asleep: woken");
+        assert_eq!(notice_delay(slice, true, true, false), slice / 2.0);
+        assert_eq!(notice_delay(slice, true, true, true), 1.5 * slice);
+    }
+
+    #[test]
+    fn only_open_mpi_messages_above_its_eager_limit_go_by_rendezvous() {
+        let recv_exit = |flavor: u8| {
+            ((kind::CALL_EXIT as u32) << 16) | ((flavor as u32) << 8) | call::MPI_RECV as u32
+        };
+        let open_mpi = recv_exit(crate::format::calls::Flavor::OpenMpi.id());
+        let mpich = recv_exit(crate::format::calls::Flavor::Mpich.id());
+        let big = Some(Some(OPEN_MPI_EAGER_LIMIT_BYTES + 1));
+        assert!(is_rendezvous(open_mpi, big));
+        assert!(!is_rendezvous(
+            open_mpi,
+            Some(Some(OPEN_MPI_EAGER_LIMIT_BYTES))
+        ));
+        assert!(!is_rendezvous(open_mpi, Some(None)), "size unknown");
+        assert!(!is_rendezvous(open_mpi, None), "not a message");
+        assert!(!is_rendezvous(mpich, big));
     }
 }
