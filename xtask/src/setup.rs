@@ -27,6 +27,8 @@ const PACKAGES: &[&str] = &[
     "lammps",
     "hpcc",
     "python3-mpi4py",
+    // `go tool pprof` reads the pprof export in its test (tests/tests/integration/export.rs).
+    "golang-go",
 ];
 
 /// `cargo xtask setup`: the Debian packages, clippy and rustfmt, the nightly's rust-src,

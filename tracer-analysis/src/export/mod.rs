@@ -6,6 +6,8 @@
 //! and the output is written as it is produced.
 
 pub mod chrome;
+pub mod pprof;
+pub mod stacks;
 
 use std::io;
 use std::path::Path;
