@@ -161,3 +161,238 @@ fn corrupt_recording_is_one_line_and_no_output() {
     assert!(!out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A recording made in a directory of its own, and the report on it.
+struct Recorded {
+    dir: std::path::PathBuf,
+    trace: std::path::PathBuf,
+    report: Value,
+}
+
+impl Recorded {
+    /// Records `command` with `funcs` selected, and runs `tracer report --json` on it.
+    fn new(tag: &str, funcs: &[&str], command: &[String]) -> Self {
+        let dir = std::env::temp_dir().join(format!("tracer-export-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trace = dir.join(format!("{tag}.trace"));
+        let mut args: Vec<std::ffi::OsString> = vec!["record".into(), "-q".into(), "-o".into()];
+        args.push(trace.clone().into());
+        for f in funcs {
+            args.push("--func".into());
+            args.push(f.into());
+        }
+        args.push("--".into());
+        args.extend(command.iter().map(Into::into));
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_os_str()).collect();
+        run(&args);
+        let report: Value = serde_json::from_slice(&run(&[
+            "report".as_ref(),
+            "--json".as_ref(),
+            "--paths".as_ref(),
+            "1".as_ref(),
+            trace.as_os_str(),
+        ]))
+        .unwrap();
+        assert_eq!(report["critical_path"]["lost"], 0);
+        assert!(report["critical_path"]["length_ns"].as_u64().unwrap() > 0);
+        Recorded { dir, trace, report }
+    }
+
+    /// `tracer export --format FORMAT` into the recording's directory.
+    fn export(&self, format: &str, file: &str) -> std::path::PathBuf {
+        let out = self.dir.join(file);
+        run(&[
+            "export".as_ref(),
+            self.trace.as_os_str(),
+            "--format".as_ref(),
+            format.as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        out
+    }
+
+    fn length_ns(&self) -> u64 {
+        self.report["critical_path"]["length_ns"].as_u64().unwrap()
+    }
+
+    /// The report's procedure rows.
+    fn procedures(&self) -> &Vec<Value> {
+        self.report["procedures"].as_array().unwrap()
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One row of `go tool pprof -top`.
+struct TopRow {
+    name: String,
+    flat_ns: u64,
+    cum_ns: u64,
+}
+
+/// What `go tool pprof -top` says about one sample type.
+struct PprofTop {
+    total_ns: u64,
+    rows: Vec<TopRow>,
+}
+
+impl PprofTop {
+    fn row(&self, name: &str) -> &TopRow {
+        self.rows
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("{name} not in pprof's -top"))
+    }
+}
+
+fn nanoseconds(s: &str) -> u64 {
+    s.strip_suffix("ns")
+        .unwrap_or_else(|| panic!("{s}: not in ns"))
+        .parse()
+        .unwrap()
+}
+
+/// `go tool pprof -top` of `profile` for one sample type, every node, in nanoseconds
+/// (`filters` narrows it, e.g. `-tagfocus=rank=1`). A missing `go` fails the test.
+fn pprof_top(profile: &std::path::Path, sample_index: &str, filters: &[&str]) -> PprofTop {
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-top", "-unit=ns", "-nodecount=100000"])
+        .args(["-nodefraction=0", "-edgefraction=0"])
+        .arg(format!("-sample_index={sample_index}"))
+        .args(filters)
+        .arg(profile)
+        .output()
+        .expect("go tool pprof (Debian package golang-go; cargo xtask setup installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "go tool pprof: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // "Showing nodes accounting for Xns, P% of Yns total", then the table.
+    let showing = text
+        .lines()
+        .find(|l| l.starts_with("Showing nodes accounting for"))
+        .unwrap_or_else(|| panic!("no total in pprof's output:\n{text}"));
+    let total = showing
+        .split_whitespace()
+        .rev()
+        .nth(1)
+        .map(nanoseconds)
+        .unwrap();
+    let rows = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            TopRow {
+                flat_ns: nanoseconds(cols[0]),
+                cum_ns: nanoseconds(cols[3]),
+                name: cols[5..].join(" "),
+            }
+        })
+        .collect();
+    PprofTop {
+        total_ns: total,
+        rows,
+    }
+}
+
+/// pprof reads our profile back with the report's figures exactly: the critical path
+/// (flat = exclusive, cum = inclusive per procedure), all work, each procedure's
+/// zeroing gain, and the critical path of every rank through the `rank` label.
+fn check_pprof(r: &Recorded) {
+    let profile = r.export("pprof", "profile.pb.gz");
+    let cp = pprof_top(&profile, "critical_path", &[]);
+    assert_eq!(cp.total_ns, r.length_ns());
+    let cpu = pprof_top(&profile, "cpu", &[]);
+    let work: u64 = r.report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["work_ns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(cpu.total_ns, work);
+    let zeroing = pprof_top(&profile, "zeroing", &[]);
+    let mut gains = 0;
+    for p in r.procedures() {
+        let name = p["name"].as_str().unwrap();
+        let ns = |field: &str| p[field].as_u64().unwrap();
+        if ns("cp_ns") > 0 {
+            let row = cp.row(name);
+            assert_eq!(
+                (row.flat_ns, row.cum_ns),
+                (ns("cp_exclusive_ns"), ns("cp_ns")),
+                "{name}"
+            );
+        }
+        if ns("work_ns") > 0 {
+            assert_eq!(cpu.row(name).cum_ns, ns("work_ns"), "{name}");
+        }
+        if ns("zeroing_ns") > 0 {
+            let row = zeroing.row(name);
+            assert_eq!(
+                (row.flat_ns, row.cum_ns),
+                (ns("zeroing_ns"), ns("zeroing_ns")),
+                "{name}"
+            );
+            gains += ns("zeroing_ns");
+        }
+    }
+    assert_eq!(zeroing.total_ns, gains);
+    for p in r.report["processes"].as_array().unwrap() {
+        let Some(rank) = p["rank"].as_i64() else {
+            continue;
+        };
+        let focus = format!("-tagfocus=rank={rank}");
+        let on_rank = pprof_top(&profile, "critical_path", &[&focus]);
+        let shown: u64 = on_rank.rows.iter().map(|row| row.flat_ns).sum();
+        assert_eq!(shown, p["cp_ns"].as_u64().unwrap(), "rank {rank}");
+    }
+}
+
+/// An Open MPI pipeline (4 ranks, 5 items; rank 1 runs stage_slow for 30 ms, the
+/// others stage_fast for 10 ms), with `main` selected too so that stacks nest.
+#[test]
+fn pipeline_openmpi_profiles() {
+    let r = Recorded::new(
+        "pipeline",
+        &["main", "stage_slow", "stage_fast"],
+        &openmpi(N, "mpi_pipeline", &["5", "1", "30", "10"]),
+    );
+    let names: BTreeSet<&str> = r
+        .procedures()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains("stage_slow") && names.contains("main"),
+        "{names:?}"
+    );
+    check_pprof(&r);
+}
+
+/// A threads program: fork/join stages whose slowest worker and the serial part in
+/// `main` make the path.
+#[test]
+fn forkjoin_threads_profiles() {
+    let r = Recorded::new(
+        "forkjoin",
+        &["main", "serial_part", "stage_slow", "stage_work"],
+        &[
+            tracer_tests::program("threads_forkjoin"),
+            "5".into(),
+            "3".into(),
+            "40".into(),
+            "10".into(),
+            "10".into(),
+        ],
+    );
+    check_pprof(&r);
+}
