@@ -6,6 +6,7 @@
 //! and the output is written as it is produced.
 
 pub mod chrome;
+pub mod flame;
 pub mod pprof;
 pub mod stacks;
 

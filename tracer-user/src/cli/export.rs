@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::export::chrome::{ChromeExport, ExportStats};
+use tracer_analysis::export::flame::{write_flame_graph, write_folded, FlameStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::{recording_items, ExportError};
@@ -18,6 +19,10 @@ pub enum Format {
     /// pprof profile (gzipped profile.proto): critical-path time, CPU time and zeroing
     /// by procedure stack, for `go tool pprof`.
     Pprof,
+    /// Folded stacks of the critical path (`frame;frame;... ns`), for flame graph tools.
+    Folded,
+    /// Flame graph of the critical path (SVG, drawn by inferno), for a web browser.
+    Svg,
 }
 
 #[derive(Args)]
@@ -64,6 +69,22 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
                 write_output(&a.output, |out| Ok(write_pprof(&profile, out)?.0)).map_err(fail)?;
             if !to_stdout {
                 report_pprof(&stats, &a.output);
+            }
+            (profile.events_recorded, profile.events_lost)
+        }
+        Format::Folded | Format::Svg => {
+            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
+            let svg = matches!(a.format, Format::Svg);
+            let stats = write_output(&a.output, |out| {
+                Ok(if svg {
+                    write_flame_graph(&profile, out)?.0
+                } else {
+                    write_folded(&profile, out)?.0
+                })
+            })
+            .map_err(fail)?;
+            if !to_stdout {
+                report_flame(&stats, &a.output);
             }
             (profile.events_recorded, profile.events_lost)
         }
@@ -125,5 +146,14 @@ fn report_pprof(s: &PprofStats, out: &Path) {
         s.functions,
         s.critical_path_ns as f64 / 1e6,
         s.work_ns as f64 / 1e6,
+    );
+}
+
+fn report_flame(s: &FlameStats, out: &Path) {
+    eprintln!(
+        "wrote {}: {} stacks; critical path {:.3} ms",
+        out.display(),
+        s.stacks,
+        s.critical_path_ns as f64 / 1e6,
     );
 }
