@@ -357,6 +357,115 @@ fn check_pprof(r: &Recorded) {
     }
 }
 
+/// The folded stacks: one line per stack, weights adding up to the critical path, each
+/// procedure's inclusive share (every line it is on) the report's, and `nested` (a
+/// caller;callee pair) drawn as a stack.
+fn check_folded(r: &Recorded, nested: &str) {
+    let folded = std::fs::read_to_string(r.export("folded", "path.folded")).unwrap();
+    let lines: Vec<(Vec<&str>, u64)> = folded
+        .lines()
+        .map(|l| {
+            let (stack, ns) = l.rsplit_once(' ').expect("frames weight");
+            (stack.split(';').collect(), ns.parse().expect("weight"))
+        })
+        .collect();
+    let total: u64 = lines.iter().map(|(_, ns)| ns).sum();
+    assert_eq!(total, r.length_ns());
+    let distinct: BTreeSet<&Vec<&str>> = lines.iter().map(|(s, _)| s).collect();
+    assert_eq!(distinct.len(), lines.len(), "a stack twice");
+    for p in r.procedures() {
+        let name = p["name"].as_str().unwrap();
+        let on: u64 = lines
+            .iter()
+            .filter(|(frames, _)| frames[2..].contains(&name))
+            .map(|(_, ns)| ns)
+            .sum();
+        assert_eq!(on, p["cp_ns"].as_u64().unwrap(), "{name}");
+    }
+    let (caller, callee) = nested.split_once(';').unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|(f, ns)| *ns > 0 && f.ends_with(&[caller, callee])),
+        "no {nested} stack in\n{folded}"
+    );
+}
+
+/// Reads an SVG flame graph with python3's XML parser: it must parse, and the titles of
+/// its frames must carry the total and the procedures' critical path times.
+fn check_svg(r: &Recorded, screenshot_name: &str) {
+    let svg = r.export("svg", "path.svg");
+    screenshot(&svg, screenshot_name);
+    let script = "import sys, xml.etree.ElementTree as ET\n\
+        ns = '{http://www.w3.org/2000/svg}'\n\
+        for t in ET.parse(sys.argv[1]).getroot().iter(ns + 'title'):\n\
+        \x20   print(t.text)\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&svg)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "the SVG does not parse: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // inferno titles a frame "NAME (N ns, P%)", N with thousands separators.
+    let titles: Vec<(String, u64)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|t| {
+            let (name, rest) = t.rsplit_once(" (")?;
+            let count = rest.split(" ns").next()?.replace(',', "");
+            Some((name.to_string(), count.parse().ok()?))
+        })
+        .collect();
+    assert!(
+        titles.contains(&("all".to_string(), r.length_ns())),
+        "no total of {} ns among {titles:?}",
+        r.length_ns()
+    );
+    // A frame's count holds its callees': with no selected procedure calling itself, a
+    // procedure's frames (one per stack it is on) add up to its inclusive share.
+    for p in r.procedures() {
+        let name = p["name"].as_str().unwrap();
+        let frames: u64 = titles
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, ns)| ns)
+            .sum();
+        assert_eq!(frames, p["cp_ns"].as_u64().unwrap(), "{name}");
+    }
+}
+
+/// Opens an SVG in Debian's headless Chromium and keeps its screenshot as
+/// target/test-artifacts/NAME (a missing chromium fails the test).
+fn screenshot(svg: &std::path::Path, name: &str) {
+    let dir = tracer_tests::root().join("target/test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join(name);
+    let _ = std::fs::remove_file(&png);
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg("--window-size=1200,600")
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", svg.display()))
+        .output()
+        .expect("chromium (Debian package chromium; cargo xtask setup installs it)");
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let image = std::fs::read(&png).expect("chromium wrote no screenshot");
+    assert!(image.starts_with(b"\x89PNG"), "{} is no PNG", png.display());
+}
+
 /// An Open MPI pipeline (4 ranks, 5 items; rank 1 runs stage_slow for 30 ms, the
 /// others stage_fast for 10 ms), with `main` selected too so that stacks nest.
 #[test]
@@ -376,6 +485,8 @@ fn pipeline_openmpi_profiles() {
         "{names:?}"
     );
     check_pprof(&r);
+    check_folded(&r, "main;stage_slow");
+    check_svg(&r, "export-pipeline-flamegraph.png");
 }
 
 /// A threads program: fork/join stages whose slowest worker and the serial part in
@@ -395,4 +506,6 @@ fn forkjoin_threads_profiles() {
         ],
     );
     check_pprof(&r);
+    check_folded(&r, "main;serial_part");
+    check_svg(&r, "export-forkjoin-flamegraph.png");
 }
