@@ -147,18 +147,22 @@ fn corrupt_recording_is_one_line_and_no_output() {
     let dir = std::env::temp_dir().join(format!("tracer-export-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let junk = dir.join("junk.trace");
-    let out = dir.join("out.json");
     std::fs::write(&junk, b"not a recording at all").unwrap();
-    let (code, err) = tracer_tests::tracer_fails(&[
-        "export",
-        junk.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 1);
-    assert!(err.contains("not a recording"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(!out.exists());
+    for format in ["chrome", "pprof", "folded", "svg"] {
+        let out = dir.join(format!("out.{format}"));
+        let (code, err) = tracer_tests::tracer_fails(&[
+            "export",
+            junk.to_str().unwrap(),
+            "--format",
+            format,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 1, "{format}");
+        assert!(err.contains("not a recording"), "{format}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{format}: {err}");
+        assert!(!out.exists(), "{format} left {}", out.display());
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
