@@ -104,8 +104,8 @@ pub(crate) mod proto {
 }
 
 /// Sample type names (`go tool pprof -sample_index=NAME`).
-pub const CRITICAL_PATH: &str = "critical_path";
-pub const ZEROING: &str = "zeroing";
+pub(crate) const CRITICAL_PATH: &str = "critical_path";
+pub(crate) const ZEROING: &str = "zeroing";
 const NANOSECONDS: &str = "nanoseconds";
 
 /// What a pprof export wrote.

@@ -12,7 +12,7 @@ use crate::graph::cpm::Schedule;
 use crate::graph::path::OUTSIDE;
 use crate::graph::recorded::{ProcessLabel, RecordedGraph};
 use crate::graph::whatif::zeroing_gain;
-use crate::graph::{ArcKind, ContextId};
+use crate::graph::{Arc, ArcKind, ContextId};
 
 /// One thread's work in one stack of selected procedures.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,7 +77,7 @@ impl StackProfile {
         let g = &rg.graph;
         let schedule = Schedule::new(g);
         let mut sums: BTreeMap<ThreadContext, StackSums> = BTreeMap::new();
-        let key = |a: &crate::graph::Arc| ThreadContext {
+        let key = |a: &Arc| ThreadContext {
             tid: g.vertices[a.to as usize].tid,
             context: a.context,
         };
@@ -130,7 +130,7 @@ impl StackProfile {
     }
 
     /// A process's MPI rank, if it has one.
-    pub fn rank(&self, pid: u32) -> Option<i32> {
+    pub(crate) fn rank(&self, pid: u32) -> Option<i32> {
         self.processes.get(&pid).and_then(|p| p.rank)
     }
 }
