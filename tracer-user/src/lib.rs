@@ -1,5 +1,6 @@
 //! The `tracer` binary's library: finding targets (`target`), loading and attaching the
-//! eBPF probes (`probes`) and running a tracing session (`session`). Data flows one way:
+//! eBPF probes (`probes`), running a tracing session (`session`), resolving addresses
+//! (`symbolize`) and drawing flame graphs (`render`). Data flows one way:
 //! probes -> session -> the analysis crate (`tracer_analysis`: decode, recording,
 //! analyses, reports), which needs neither root nor eBPF.
 
@@ -8,6 +9,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod probes;
+pub mod render;
 pub mod session;
 pub mod symbolize;
 pub mod target;

@@ -30,6 +30,10 @@ const PACKAGES: &[&str] = &[
     "lammps",
     "hpcc",
     "python3-mpi4py",
+    // `go tool pprof` reads the pprof export in its test (tests/tests/integration/export.rs).
+    "golang-go",
+    // Headless Chromium opens the SVG flame graph export in the same test.
+    "chromium",
 ];
 
 /// `cargo xtask setup`: the Debian packages, clippy and rustfmt, the nightly's rust-src,

@@ -147,17 +147,369 @@ fn corrupt_recording_is_one_line_and_no_output() {
     let dir = std::env::temp_dir().join(format!("tracer-export-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let junk = dir.join("junk.trace");
-    let out = dir.join("out.json");
     std::fs::write(&junk, b"not a recording at all").unwrap();
-    let (code, err) = tracer_tests::tracer_fails(&[
-        "export",
-        junk.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 1);
-    assert!(err.contains("not a recording"), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(!out.exists());
+    for format in ["chrome", "pprof", "folded", "svg"] {
+        let out = dir.join(format!("out.{format}"));
+        let (code, err) = tracer_tests::tracer_fails(&[
+            "export",
+            junk.to_str().unwrap(),
+            "--format",
+            format,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 1, "{format}");
+        assert!(err.contains("not a recording"), "{format}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{format}: {err}");
+        assert!(!out.exists(), "{format} left {}", out.display());
+    }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A recording made in a directory of its own, and the report on it.
+struct Recorded {
+    dir: std::path::PathBuf,
+    trace: std::path::PathBuf,
+    report: Value,
+}
+
+impl Recorded {
+    /// Records `command` with `funcs` selected, and runs `tracer report --json` on it.
+    fn new(tag: &str, funcs: &[&str], command: &[String]) -> Self {
+        let dir = std::env::temp_dir().join(format!("tracer-export-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trace = dir.join(format!("{tag}.trace"));
+        let mut args: Vec<std::ffi::OsString> = vec!["record".into(), "-q".into(), "-o".into()];
+        args.push(trace.clone().into());
+        for f in funcs {
+            args.push("--func".into());
+            args.push(f.into());
+        }
+        args.push("--".into());
+        args.extend(command.iter().map(Into::into));
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_os_str()).collect();
+        run(&args);
+        let report: Value = serde_json::from_slice(&run(&[
+            "report".as_ref(),
+            "--json".as_ref(),
+            "--paths".as_ref(),
+            "1".as_ref(),
+            trace.as_os_str(),
+        ]))
+        .unwrap();
+        assert_eq!(report["critical_path"]["lost"], 0);
+        assert!(report["critical_path"]["length_ns"].as_u64().unwrap() > 0);
+        Recorded { dir, trace, report }
+    }
+
+    /// `tracer export --format FORMAT` into the recording's directory.
+    fn export(&self, format: &str, file: &str) -> std::path::PathBuf {
+        let out = self.dir.join(file);
+        run(&[
+            "export".as_ref(),
+            self.trace.as_os_str(),
+            "--format".as_ref(),
+            format.as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        out
+    }
+
+    fn length_ns(&self) -> u64 {
+        self.report["critical_path"]["length_ns"].as_u64().unwrap()
+    }
+
+    /// The report's procedure rows.
+    fn procedures(&self) -> &Vec<Value> {
+        self.report["procedures"].as_array().unwrap()
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One row of `go tool pprof -top`.
+struct TopRow {
+    name: String,
+    flat_ns: u64,
+    cum_ns: u64,
+}
+
+/// What `go tool pprof -top` says about one sample type.
+struct PprofTop {
+    total_ns: u64,
+    rows: Vec<TopRow>,
+}
+
+impl PprofTop {
+    fn row(&self, name: &str) -> &TopRow {
+        self.rows
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("{name} not in pprof's -top"))
+    }
+}
+
+fn nanoseconds(s: &str) -> u64 {
+    s.strip_suffix("ns")
+        .unwrap_or_else(|| panic!("{s}: not in ns"))
+        .parse()
+        .unwrap()
+}
+
+/// `go tool pprof -top` of `profile` for one sample type, every node, in nanoseconds
+/// (`filters` narrows it, e.g. `-tagfocus=rank=1`). A missing `go` fails the test.
+fn pprof_top(profile: &std::path::Path, sample_index: &str, filters: &[&str]) -> PprofTop {
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-top", "-unit=ns", "-nodecount=100000"])
+        .args(["-nodefraction=0", "-edgefraction=0"])
+        .arg(format!("-sample_index={sample_index}"))
+        .args(filters)
+        .arg(profile)
+        .output()
+        .expect("go tool pprof (Debian package golang-go; cargo xtask setup installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "go tool pprof: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // "Showing nodes accounting for Xns, P% of Yns total", then the table.
+    let showing = text
+        .lines()
+        .find(|l| l.starts_with("Showing nodes accounting for"))
+        .unwrap_or_else(|| panic!("no total in pprof's output:\n{text}"));
+    let total = showing
+        .split_whitespace()
+        .rev()
+        .nth(1)
+        .map(nanoseconds)
+        .unwrap();
+    let rows = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            TopRow {
+                flat_ns: nanoseconds(cols[0]),
+                cum_ns: nanoseconds(cols[3]),
+                name: cols[5..].join(" "),
+            }
+        })
+        .collect();
+    PprofTop {
+        total_ns: total,
+        rows,
+    }
+}
+
+/// pprof reads our profile back with the report's figures exactly: the critical path
+/// (flat = exclusive, cum = inclusive per procedure), all work, each procedure's
+/// zeroing gain, and the critical path of every rank through the `rank` label.
+fn check_pprof(r: &Recorded) {
+    let profile = r.export("pprof", "profile.pb.gz");
+    let cp = pprof_top(&profile, "critical_path", &[]);
+    assert_eq!(cp.total_ns, r.length_ns());
+    let cpu = pprof_top(&profile, "cpu", &[]);
+    let work: u64 = r.report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["work_ns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(cpu.total_ns, work);
+    let zeroing = pprof_top(&profile, "zeroing", &[]);
+    let mut gains = 0;
+    for p in r.procedures() {
+        let name = p["name"].as_str().unwrap();
+        let ns = |field: &str| p[field].as_u64().unwrap();
+        if ns("cp_ns") > 0 {
+            let row = cp.row(name);
+            assert_eq!(
+                (row.flat_ns, row.cum_ns),
+                (ns("cp_exclusive_ns"), ns("cp_ns")),
+                "{name}"
+            );
+        }
+        if ns("work_ns") > 0 {
+            assert_eq!(cpu.row(name).cum_ns, ns("work_ns"), "{name}");
+        }
+        if ns("zeroing_ns") > 0 {
+            let row = zeroing.row(name);
+            assert_eq!(
+                (row.flat_ns, row.cum_ns),
+                (ns("zeroing_ns"), ns("zeroing_ns")),
+                "{name}"
+            );
+            gains += ns("zeroing_ns");
+        }
+    }
+    assert_eq!(zeroing.total_ns, gains);
+    for p in r.report["processes"].as_array().unwrap() {
+        let Some(rank) = p["rank"].as_i64() else {
+            continue;
+        };
+        let focus = format!("-tagfocus=rank={rank}");
+        let on_rank = pprof_top(&profile, "critical_path", &[&focus]);
+        let shown: u64 = on_rank.rows.iter().map(|row| row.flat_ns).sum();
+        assert_eq!(shown, p["cp_ns"].as_u64().unwrap(), "rank {rank}");
+    }
+}
+
+/// The folded stacks: one line per stack, weights adding up to the critical path, each
+/// procedure's inclusive share (every line it is on) the report's, and `nested` (a
+/// caller;callee pair) drawn as a stack.
+fn check_folded(r: &Recorded, nested: &str) {
+    let folded = std::fs::read_to_string(r.export("folded", "path.folded")).unwrap();
+    let lines: Vec<(Vec<&str>, u64)> = folded
+        .lines()
+        .map(|l| {
+            let (stack, ns) = l.rsplit_once(' ').expect("frames weight");
+            (stack.split(';').collect(), ns.parse().expect("weight"))
+        })
+        .collect();
+    let total: u64 = lines.iter().map(|(_, ns)| ns).sum();
+    assert_eq!(total, r.length_ns());
+    let distinct: BTreeSet<&Vec<&str>> = lines.iter().map(|(s, _)| s).collect();
+    assert_eq!(distinct.len(), lines.len(), "a stack twice");
+    for p in r.procedures() {
+        let name = p["name"].as_str().unwrap();
+        let on: u64 = lines
+            .iter()
+            .filter(|(frames, _)| frames[2..].contains(&name))
+            .map(|(_, ns)| ns)
+            .sum();
+        assert_eq!(on, p["cp_ns"].as_u64().unwrap(), "{name}");
+    }
+    let (caller, callee) = nested.split_once(';').unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|(f, ns)| *ns > 0 && f.ends_with(&[caller, callee])),
+        "no {nested} stack in\n{folded}"
+    );
+}
+
+/// Reads an SVG flame graph with python3's XML parser: it must parse, and the titles of
+/// its frames must carry the total and the procedures' critical path times.
+fn check_svg(r: &Recorded, screenshot_name: &str) {
+    let svg = r.export("svg", "path.svg");
+    screenshot(&svg, screenshot_name);
+    let script = "import sys, xml.etree.ElementTree as ET\n\
+        ns = '{http://www.w3.org/2000/svg}'\n\
+        for t in ET.parse(sys.argv[1]).getroot().iter(ns + 'title'):\n\
+        \x20   print(t.text)\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&svg)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "the SVG does not parse: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // inferno titles a frame "NAME (N ns, P%)", N with thousands separators.
+    let titles: Vec<(String, u64)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|t| {
+            let (name, rest) = t.rsplit_once(" (")?;
+            let count = rest.split(" ns").next()?.replace(',', "");
+            Some((name.to_string(), count.parse().ok()?))
+        })
+        .collect();
+    assert!(
+        titles.contains(&("all".to_string(), r.length_ns())),
+        "no total of {} ns among {titles:?}",
+        r.length_ns()
+    );
+    // A frame's count holds its callees': with no selected procedure calling itself, a
+    // procedure's frames (one per stack it is on) add up to its inclusive share.
+    for p in r.procedures() {
+        let name = p["name"].as_str().unwrap();
+        let frames: u64 = titles
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, ns)| ns)
+            .sum();
+        assert_eq!(frames, p["cp_ns"].as_u64().unwrap(), "{name}");
+    }
+}
+
+/// Opens an SVG in Debian's headless Chromium and keeps its screenshot as
+/// target/test-artifacts/NAME (a missing chromium fails the test).
+fn screenshot(svg: &std::path::Path, name: &str) {
+    let dir = tracer_tests::root().join("target/test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join(name);
+    let _ = std::fs::remove_file(&png);
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg("--window-size=1200,600")
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", svg.display()))
+        .output()
+        .expect("chromium (Debian package chromium; cargo xtask setup installs it)");
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let image = std::fs::read(&png).expect("chromium wrote no screenshot");
+    assert!(image.starts_with(b"\x89PNG"), "{} is no PNG", png.display());
+}
+
+/// An Open MPI pipeline (4 ranks, 5 items; rank 1 runs stage_slow for 30 ms, the
+/// others stage_fast for 10 ms), with `main` selected too so that stacks nest.
+#[test]
+fn pipeline_openmpi_profiles() {
+    let r = Recorded::new(
+        "pipeline",
+        &["main", "stage_slow", "stage_fast"],
+        &openmpi(N, "mpi_pipeline", &["5", "1", "30", "10"]),
+    );
+    let names: BTreeSet<&str> = r
+        .procedures()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains("stage_slow") && names.contains("main"),
+        "{names:?}"
+    );
+    check_pprof(&r);
+    check_folded(&r, "main;stage_slow");
+    check_svg(&r, "export-pipeline-flamegraph.png");
+}
+
+/// A threads program: fork/join stages whose slowest worker and the serial part in
+/// `main` make the path.
+#[test]
+fn forkjoin_threads_profiles() {
+    let r = Recorded::new(
+        "forkjoin",
+        &["main", "serial_part", "stage_slow", "stage_work"],
+        &[
+            tracer_tests::program("threads_forkjoin"),
+            "5".into(),
+            "3".into(),
+            "40".into(),
+            "10".into(),
+            "10".into(),
+        ],
+    );
+    check_pprof(&r);
+    check_folded(&r, "main;serial_part");
+    check_svg(&r, "export-forkjoin-flamegraph.png");
 }

@@ -6,6 +6,9 @@
 //! and the output is written as it is produced.
 
 pub mod chrome;
+pub mod flame;
 mod items;
+pub mod pprof;
+pub mod stacks;
 
 pub use items::{recording_items, ExportError};

@@ -75,15 +75,16 @@ impl GraphBuilder {
         id
     }
 
-    /// The id of the context where `procedures` are active, the last one innermost.
-    pub fn context_of(&mut self, procedures: Vec<usize>) -> ContextId {
-        let innermost = procedures.last().copied();
-        let mut procedures = procedures;
+    /// The id of the context where the procedures of `stack` are active, outermost first.
+    pub fn context_of(&mut self, stack: Vec<usize>) -> ContextId {
+        let innermost = stack.last().copied();
+        let mut procedures = stack.clone();
         procedures.sort_unstable();
         procedures.dedup();
         self.context(Context {
             procedures,
             innermost,
+            stack,
         })
     }
 

@@ -203,6 +203,7 @@ mod tests {
         let p0 = b.context(Context {
             procedures: vec![0],
             innermost: Some(0),
+            stack: vec![0],
         });
         let (x0, x1) = (
             b.add_vertex(Vertex::default()),

@@ -150,6 +150,7 @@ pub(crate) fn trace_graph(rng: &mut XorShift, threads: usize, events: usize) -> 
     let in_p0 = b.context(Context {
         procedures: vec![0],
         innermost: Some(0),
+        stack: vec![0],
     });
     let mut last: Vec<Option<VertexId>> = vec![None; threads];
     let mut inbox: Vec<std::collections::VecDeque<VertexId>> = vec![Default::default(); threads];

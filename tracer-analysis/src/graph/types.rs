@@ -43,11 +43,13 @@ pub struct Vertex {
 }
 
 /// The selected procedures active on an arc: `procedures` (sorted, each once) for
-/// inclusive time and `innermost` for exclusive time.
+/// inclusive time, `innermost` for exclusive time, and `stack` (outermost first, as
+/// entered: a recursive procedure repeats) for the exports that draw call stacks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Context {
     pub procedures: Vec<usize>,
     pub innermost: Option<usize>,
+    pub stack: Vec<usize>,
 }
 
 /// A finished graph in compressed adjacency form.

@@ -4,7 +4,7 @@
 //! procedures are active on one arc (one calls the other) their factors multiply.
 
 use super::cpm::Schedule;
-use super::{ArcId, Graph};
+use super::{ArcId, ArcKind, Graph};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ScaleError {
@@ -88,6 +88,32 @@ impl ScaledWeights {
     pub fn schedule(&self, g: &Graph) -> Schedule {
         Schedule::with_weights(g, |id, _| self.weight(g, id))
     }
+}
+
+/// How much shorter a critical path of `length` gets if `class` took no time: a
+/// selected procedure (its callees too, as [`ScaledWeights`] with factor 0), or with
+/// `None` all the work outside every selected procedure. The online engine's zeroing;
+/// the report and the exports both read it from here.
+pub(crate) fn zeroing_gain(g: &Graph, class: Option<usize>, length: u64) -> u64 {
+    let zeroed = match class {
+        Some(procedure) => ScaledWeights::new(
+            g,
+            &[Scale {
+                procedure,
+                factor: 0.0,
+            }],
+        )
+        .schedule(g),
+        None => Schedule::with_weights(g, |_, a| {
+            let outside = g.contexts[a.context as usize].procedures.is_empty();
+            if a.kind == ArcKind::Program && outside {
+                0
+            } else {
+                a.weight
+            }
+        }),
+    };
+    length - zeroed.length
 }
 
 #[cfg(test)]

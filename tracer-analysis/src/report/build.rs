@@ -12,7 +12,7 @@ use crate::graph::mbm::maximum_benefit;
 use crate::graph::path::{activities, Activity, PathTotals, OUTSIDE};
 use crate::graph::phases::find_phases;
 use crate::graph::recorded::RecordedGraph;
-use crate::graph::whatif::{Scale, ScaledWeights};
+use crate::graph::whatif::{zeroing_gain, ScaledWeights};
 use crate::graph::ArcKind;
 use crate::metrics::Metrics;
 
@@ -61,19 +61,7 @@ impl Report {
                     Some(p) => rg.procedures[p].clone(),
                     None => OUTSIDE.to_string(),
                 };
-                let zeroing = match b.class {
-                    Some(p) => {
-                        let zero = ScaledWeights::new(
-                            g,
-                            &[Scale {
-                                procedure: p,
-                                factor: 0.0,
-                            }],
-                        );
-                        length - zero.schedule(g).length
-                    }
-                    None => length - zeroed_outside(rg).length,
-                };
+                let zeroing = zeroing_gain(g, b.class, length);
                 let work = match b.class {
                     Some(p) => work_in[p],
                     None => work_in[rg.procedures.len()],
@@ -215,18 +203,6 @@ pub(super) fn work_by_procedure(rg: &RecordedGraph) -> ProcedureWork {
 pub(super) struct ProcedureWork {
     pub(super) inclusive: Vec<u64>,
     pub(super) total: u64,
-}
-
-/// The path with all work outside selected procedures weighted 0.
-pub(super) fn zeroed_outside(rg: &RecordedGraph) -> Schedule {
-    let g = &rg.graph;
-    Schedule::with_weights(g, |_, a| {
-        if a.kind == ArcKind::Program && g.contexts[a.context as usize].procedures.is_empty() {
-            0
-        } else {
-            a.weight
-        }
-    })
 }
 
 pub(super) fn thread_rows(

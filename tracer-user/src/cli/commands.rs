@@ -27,8 +27,9 @@ enum Command {
     Report(report::ReportArgs),
     /// Print the events of a recording, one per line.
     Dump(dump::DumpArgs),
-    /// Write a recording as a timeline for Perfetto or chrome://tracing (calls,
-    /// procedures, messages as arrows, the critical path as its own track).
+    /// Write a recording for another tool: a timeline for Perfetto or chrome://tracing,
+    /// a pprof profile, folded stacks or a flame graph of the critical path
+    /// (docs/exports.md).
     Export(export::ExportArgs),
     /// Summarize a recording (counts, processes, ranks).
     Summary(summary::SummaryArgs),

@@ -7,68 +7,119 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::export::chrome::{ChromeExport, ExportStats};
+use tracer_analysis::export::flame::{write_folded, FlameStats};
+use tracer_analysis::export::pprof::{write_pprof, PprofStats};
+use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::{recording_items, ExportError};
+use tracer_user::render::flame_graph::write_flame_graph;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Format {
     /// Chrome trace-event JSON, for Perfetto (ui.perfetto.dev) and chrome://tracing.
     Chrome,
+    /// pprof profile (gzipped profile.proto): critical-path time, CPU time and zeroing
+    /// by procedure stack, for `go tool pprof`.
+    Pprof,
+    /// Folded stacks of the critical path (`frame;frame;... ns`), for flame graph tools.
+    Folded,
+    /// Flame graph of the critical path (SVG, drawn by inferno), for a web browser.
+    Svg,
 }
 
 #[derive(Args)]
 pub struct ExportArgs {
     /// A recording made with `tracer record -o`.
     file: PathBuf,
-    /// Output format.
+    /// Output format (docs/exports.md).
     #[arg(long, value_enum, default_value = "chrome")]
     format: Format,
     /// Where to write the export (`-` for standard output).
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: PathBuf,
-    /// Which clock weighs the work on the critical path track.
+    /// Which clock weighs the work (the critical path and the work samples).
     #[arg(long, value_enum, default_value = "cpu")]
     clock: super::analyze::Clock,
 }
 
 pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
+    let clock = ClockKind::from(a.clock);
     let reading = || format!("reading {}", a.file.display());
     let writing = || format!("writing {}", a.output.display());
-    let Format::Chrome = a.format;
-    // The graph first: a bad recording fails before an output file exists.
-    let plan = ChromeExport::read(&a.file, ClockKind::from(a.clock)).with_context(reading)?;
-    let (recorded, lost) = (plan.events_recorded, plan.events_lost);
-    let items = recording_items(&a.file).with_context(reading)?;
     let to_stdout = a.output == Path::new("-");
-    let result = if to_stdout {
-        let out = BufWriter::new(std::io::stdout().lock());
-        plan.write(items, out).map(|(stats, _)| stats)
-    } else {
-        let file = File::create(&a.output).with_context(writing)?;
-        let result = plan
-            .write(items, BufWriter::with_capacity(1 << 20, file))
-            .and_then(|(stats, w)| {
-                let file = w.into_inner().map_err(|e| e.into_error())?;
-                file.sync_all()?;
-                Ok(stats)
-            });
-        if result.is_err() {
-            let _ = std::fs::remove_file(&a.output);
+    let fail = |e: ExportError| match e {
+        ExportError::Recording(e) => anyhow::Error::new(e).context(reading()),
+        ExportError::Write(e) => anyhow::Error::new(e).context(writing()),
+    };
+    // Each format reads the graph first: a bad recording fails before an output file
+    // exists.
+    let (recorded, lost) = match a.format {
+        Format::Chrome => {
+            let plan = ChromeExport::read(&a.file, clock).with_context(reading)?;
+            let counts = (plan.events_recorded, plan.events_lost);
+            let items = recording_items(&a.file).with_context(reading)?;
+            let stats =
+                write_output(&a.output, |out| Ok(plan.write(items, out)?.0)).map_err(fail)?;
+            if !to_stdout {
+                report_chrome(&stats, &a.output);
+            }
+            counts
         }
-        result
+        Format::Pprof => {
+            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
+            let stats =
+                write_output(&a.output, |out| Ok(write_pprof(&profile, out)?.0)).map_err(fail)?;
+            if !to_stdout {
+                report_pprof(&stats, &a.output);
+            }
+            (profile.events_recorded, profile.events_lost)
+        }
+        Format::Folded | Format::Svg => {
+            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
+            let svg = matches!(a.format, Format::Svg);
+            let stats = write_output(&a.output, |out| {
+                Ok(if svg {
+                    write_flame_graph(&profile, out)?.0
+                } else {
+                    write_folded(&profile, out)?.0
+                })
+            })
+            .map_err(fail)?;
+            if !to_stdout {
+                report_flame(&stats, &a.output);
+            }
+            (profile.events_recorded, profile.events_lost)
+        }
     };
-    let stats = match result {
-        Ok(s) => s,
-        Err(ExportError::Recording(e)) => return Err(e).with_context(reading),
-        Err(ExportError::Write(e)) => return Err(e).with_context(writing),
-    };
-    if !to_stdout {
-        report(&stats, &a.output);
-    }
     super::warn_lost(recorded, lost);
     Ok(ExitCode::SUCCESS)
 }
 
-fn report(s: &ExportStats, out: &Path) {
+/// Runs `write` on OUT: standard output for `-`, else a new file that is removed again
+/// if writing fails, so that no partial export is left for a tool to misread.
+fn write_output<T>(
+    output: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<T, ExportError>,
+) -> Result<T, ExportError> {
+    if output == Path::new("-") {
+        let mut out = BufWriter::new(std::io::stdout().lock());
+        let written = write(&mut out)?;
+        out.flush()?;
+        return Ok(written);
+    }
+    let file = File::create(output)?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let result = write(&mut out).and_then(|written| {
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        Ok(written)
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(output);
+    }
+    result
+}
+
+fn report_chrome(s: &ExportStats, out: &Path) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(
         err,
@@ -85,5 +136,25 @@ fn report(s: &ExportStats, out: &Path) {
         } else {
             String::new()
         }
+    );
+}
+
+fn report_pprof(s: &PprofStats, out: &Path) {
+    eprintln!(
+        "wrote {}: {} samples, {} functions; critical path {:.3} ms, work {:.3} ms",
+        out.display(),
+        s.samples,
+        s.functions,
+        s.critical_path_ns as f64 / 1e6,
+        s.work_ns as f64 / 1e6,
+    );
+}
+
+fn report_flame(s: &FlameStats, out: &Path) {
+    eprintln!(
+        "wrote {}: {} stacks; critical path {:.3} ms",
+        out.display(),
+        s.stacks,
+        s.critical_path_ns as f64 / 1e6,
     );
 }

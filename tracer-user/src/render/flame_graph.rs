@@ -1,0 +1,100 @@
+//! The critical path as an SVG flame graph, drawn by inferno from the folded stacks that
+//! `tracer_analysis::export::flame` computes (the same lines `--format folded` writes).
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use inferno::flamegraph::{self, Options};
+use tracer_analysis::export::flame::{folded_stacks, stats, FlameStats};
+use tracer_analysis::export::stacks::StackProfile;
+
+/// Writes the flame graph of the critical path as SVG (interactive in a browser: click
+/// to zoom, search). Frames are kept however narrow, so that every stack of the folded
+/// output is in it; colors follow the frame names, so the same recording draws the same.
+pub fn write_flame_graph<W: Write>(
+    profile: &StackProfile,
+    mut out: W,
+) -> io::Result<(FlameStats, W)> {
+    let stacks = folded_stacks(profile);
+    let subtitle = format!(
+        "{} ns of work on the {} clock; width = time on the critical path",
+        profile.critical_path_ns,
+        profile.clock.name()
+    );
+    draw(&stacks, subtitle, &mut out)?;
+    Ok((stats(&stacks), out))
+}
+
+/// Draws folded stacks (`frames` -> nanoseconds) under a subtitle.
+fn draw<W: Write>(stacks: &BTreeMap<String, u64>, subtitle: String, out: &mut W) -> io::Result<()> {
+    if stacks.is_empty() {
+        // inferno refuses an empty profile; an empty path still deserves a picture.
+        return write_empty_svg(out);
+    }
+    let lines: Vec<String> = stacks
+        .iter()
+        .map(|(line, ns)| format!("{line} {ns}"))
+        .collect();
+    let mut options = Options::default();
+    options.title = "Critical path".into();
+    options.subtitle = Some(subtitle);
+    options.count_name = "ns".into();
+    options.name_type = "Frame:".into();
+    options.min_width = 0.0;
+    options.hash = true;
+    options.deterministic = true;
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
+        .map_err(io::Error::other)
+}
+
+/// A valid SVG that says the path is empty.
+fn write_empty_svg<W: Write>(out: &mut W) -> io::Result<()> {
+    writeln!(
+        out,
+        r#"<?xml version="1.0" standalone="no"?>
+<svg version="1.1" width="1200" height="60" xmlns="http://www.w3.org/2000/svg"><text x="600" y="30" text-anchor="middle">Critical path: no work recorded</text></svg>"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` as inferno writes counts in frame titles: with thousands separators.
+    fn with_separators(n: u64) -> String {
+        let digits = n.to_string();
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    #[test]
+    fn the_svg_holds_every_stack_and_the_total() {
+        let stacks: BTreeMap<String, u64> = [
+            ("app rank 0 pid 100;tid 100;outer".to_string(), 50_000),
+            ("app rank 1 pid 101;tid 101;outer;inner".to_string(), 30_000),
+        ]
+        .into();
+        let mut bytes = Vec::new();
+        draw(&stacks, "test".into(), &mut bytes).unwrap();
+        let svg = String::from_utf8(bytes).unwrap();
+        assert!(svg.starts_with("<?xml"), "{svg}");
+        assert!(svg.trim_end().ends_with("</svg>"));
+        let total = format!("<title>all ({} ns, 100%)</title>", with_separators(80_000));
+        assert!(svg.contains(&total), "{total} not in the SVG");
+        assert!(svg.contains(&format!("<title>inner ({} ns,", with_separators(30_000))));
+        assert!(svg.contains("<title>app rank 1 pid 101 ("));
+    }
+
+    #[test]
+    fn an_empty_path_is_an_svg_too() {
+        let mut bytes = Vec::new();
+        draw(&BTreeMap::new(), "test".into(), &mut bytes).unwrap();
+        assert!(String::from_utf8(bytes).unwrap().contains("</svg>"));
+    }
+}
