@@ -519,7 +519,7 @@ impl Flavor {
     }
 
     /// `MPI_PROC_NULL` (Open MPI -2, MPICH -1): a send or receive that moves nothing.
-    pub fn proc_null(self) -> Option<i32> {
+    pub(crate) fn proc_null(self) -> Option<i32> {
         match self {
             Flavor::OpenMpi => Some(-2),
             Flavor::Mpich => Some(-1),
@@ -589,9 +589,9 @@ pub const OMPI_COMM_WORLD_SYMBOL: &str = "ompi_mpi_comm_world";
 /// Open MPI's MPI_COMM_SELF is the address of this data symbol in libmpi.
 pub const OMPI_COMM_SELF_SYMBOL: &str = "ompi_mpi_comm_self";
 /// MPICH's MPI_COMM_WORLD handle.
-pub const MPICH_COMM_WORLD: u64 = 0x4400_0000;
+pub(crate) const MPICH_COMM_WORLD: u64 = 0x4400_0000;
 /// MPICH's MPI_COMM_SELF handle.
-pub const MPICH_COMM_SELF: u64 = 0x4400_0001;
+pub(crate) const MPICH_COMM_SELF: u64 = 0x4400_0001;
 /// PVM's current receive buffer (struct pmsg *).
 pub const PVM_RBUF_SYMBOL: &str = "pvmrbuf";
 

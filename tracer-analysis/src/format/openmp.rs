@@ -151,7 +151,7 @@ const LOWEST_MAPPABLE_ADDRESS: u64 = 0x1_0000;
 /// function's third register then holds a small leftover of libomp's
 /// `__kmp_invoke_microtask` (an alignment remainder below 128), not an address. A
 /// scalar passed by value (a small `firstprivate` int) is keyed on 0 by both sides too.
-pub fn region_of(c: &CallRecord) -> RegionKey {
+pub(crate) fn region_of(c: &CallRecord) -> RegionKey {
     let id = split_call_field(c.header.call).0;
     let mut data = c.handle;
     let libomp = matches!(id, call::KMPC_FORK_CALL | call::KMP_OUTLINED);

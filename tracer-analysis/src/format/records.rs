@@ -64,7 +64,7 @@ pub fn peek_header(bytes: &[u8]) -> Result<EventHeader, DecodeError> {
 }
 
 /// Size of the record at the start of `bytes` (from its kind).
-pub fn record_len(bytes: &[u8]) -> Result<usize, DecodeError> {
+pub(crate) fn record_len(bytes: &[u8]) -> Result<usize, DecodeError> {
     let k = peek_kind(bytes)?;
     record_size(k).ok_or(DecodeError::UnknownKind(k))
 }
@@ -254,7 +254,8 @@ impl Record {
     }
 
     /// The raw bytes of the record, as the probes wrote them.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    #[cfg(test)]
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         self.as_bytes().to_vec()
     }
 

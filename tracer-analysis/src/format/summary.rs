@@ -12,7 +12,7 @@ use crate::format::recording::{FunctionProbe, Item};
 use crate::format::records::{self, Record};
 use crate::format::ProcessInfo;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// Kind ids are small; one slot each, and slot 0 for any other.
 const KIND_SLOTS: usize = 32;

@@ -13,7 +13,7 @@ use crate::format::records::Record;
 use crate::format::ProcessInfo;
 
 /// Bytes of every synthetic message.
-pub const MESSAGE_BYTES: i64 = 64;
+pub(crate) const MESSAGE_BYTES: i64 = 64;
 
 /// The record that ends a stretch of work: procedure `f`'s exit, or outside any
 /// procedure, a switch-out (it carries the CPU clock forward and nothing else).
@@ -30,7 +30,7 @@ fn work_end(h: EventHeader, f: Option<usize>) -> Record {
     }
 }
 
-pub struct SyntheticRun {
+pub(crate) struct SyntheticRun {
     pub items: Vec<Item>,
     pub ts: u64,
     pub cpu: Vec<u64>,
@@ -143,7 +143,7 @@ impl SyntheticRun {
 
 /// A synthetic multithreaded process (pid 500): threads are added with [`Self::clone`],
 /// block in futex waits, wake each other and exit.
-pub struct SyntheticThreads {
+pub(crate) struct SyntheticThreads {
     pub items: Vec<Item>,
     pub ts: u64,
     /// CPU clock per thread id.
@@ -151,7 +151,7 @@ pub struct SyntheticThreads {
 }
 
 /// The process id of [`SyntheticThreads`] (its main thread has the same id).
-pub const THREADS_PID: u32 = 500;
+pub(crate) const THREADS_PID: u32 = 500;
 
 impl SyntheticThreads {
     pub fn new(procedures: &[&str]) -> Self {
@@ -232,7 +232,7 @@ impl SyntheticThreads {
     }
 
     /// `tid`'s wait returns.
-    pub fn resume(&mut self, tid: u32) {
+    pub(crate) fn resume(&mut self, tid: u32) {
         self.futex(tid, 128, true);
     }
 
@@ -262,7 +262,7 @@ impl SyntheticThreads {
 
     /// Entry or exit of pthread call `id` (`--locks`) on object `addr`; a condition
     /// wait's mutex is `mutex`.
-    pub fn pthread_call(&mut self, tid: u32, id: u16, addr: u64, mutex: u64, exit: bool) {
+    pub(crate) fn pthread_call(&mut self, tid: u32, id: u16, addr: u64, mutex: u64, exit: bool) {
         let k = if exit {
             kind::CALL_EXIT
         } else {

@@ -10,8 +10,8 @@ mod recorded;
 pub mod replay;
 mod sim;
 
-pub use polling::polling_processes;
 pub(crate) use polling::{communication_call, polls};
-pub use profile::{PathProfile, ProcedureShare, ProcessShare};
+pub use profile::PathProfile;
+
 pub use recorded::RecordedRun;
 pub use sim::DEFAULT_SLICE_NS;

@@ -22,7 +22,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The header line every table starts with (after comments and blank lines).
-pub const HEADER: &str = "scope,bytes,latency_ns";
+pub(crate) const HEADER: &str = "scope,bytes,latency_ns";
 
 /// Where a message goes: to a process on the same node, or to another node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

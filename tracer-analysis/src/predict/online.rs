@@ -39,7 +39,7 @@ pub struct Source {
     at: OnceLock<f64>,
 }
 
-pub type Mark = Arc<Source>;
+pub(crate) type Mark = Arc<Source>;
 
 /// A message's cost in the predicted network (see [`super::replay::MessageCost`]).
 pub type OwnedCost = Box<dyn Fn(bool, u64) -> Option<u64> + Send>;
@@ -824,11 +824,6 @@ impl OnlineWhatIf {
             self.pipeline.analyzer.engine.process(p);
         }
         self.pipeline.item(item);
-    }
-
-    /// Steps held now (they are freed once simulated).
-    pub fn steps_held(&self) -> usize {
-        self.pipeline.analyzer.engine.steps_held
     }
 
     pub fn finish(mut self) -> Result<OnlinePrediction, ReplayError> {

@@ -137,7 +137,7 @@ impl PlacementSpec {
 
     /// The CPU set of the `k`-th process of the program, of MPI rank `rank` if any (the
     /// last item naming it wins), or None when the spec leaves it alone.
-    pub fn cpu_set(&self, k: usize, rank: Option<i32>) -> Option<CpuSet> {
+    pub(crate) fn cpu_set(&self, k: usize, rank: Option<i32>) -> Option<CpuSet> {
         let (i, (_, set)) =
             self.items
                 .iter()
@@ -156,7 +156,7 @@ impl PlacementSpec {
 }
 
 /// Index of a CPU group in [`Placement::groups`].
-pub type GroupId = usize;
+pub(crate) type GroupId = usize;
 
 /// A placement bound to a recording: the CPU group of every placed process.
 #[derive(Clone, Debug, Default)]
@@ -210,12 +210,12 @@ impl Placement {
     }
 
     /// How many CPUs a group has.
-    pub fn capacity(&self, g: GroupId) -> f64 {
+    pub(crate) fn capacity(&self, g: GroupId) -> f64 {
         self.groups[g].cpus.len() as f64
     }
 
     /// The node a process runs on ("" for the recorded machine).
-    pub fn node_of(&self, pid: u32) -> &str {
+    pub(crate) fn node_of(&self, pid: u32) -> &str {
         self.of_pid
             .get(&pid)
             .map(|&g| self.groups[g].node.as_str())

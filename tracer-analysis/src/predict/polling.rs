@@ -30,12 +30,8 @@ pub(crate) fn polls(cpu: u64, awake: u64, yields: u64) -> bool {
 
 /// Processes that stay on CPU inside their MPI/PVM calls (busy-polling): on CPU for at
 /// least [`POLLING_SHARE`] of the time they are awake inside them (time runnable but
-/// preempted by other work on the machine does not count either way).
-pub fn polling_processes(reader: &mut RecordingReader) -> Result<HashSet<u32>, RecordingError> {
-    scan(reader, &mut HashMap::new())
-}
-
-/// [`polling_processes`], and the CPUs each process ran on into `ran_on`.
+/// preempted by other work on the machine does not count either way); and the CPUs each
+/// process ran on, into `ran_on`.
 pub(crate) fn scan(
     reader: &mut RecordingReader,
     ran_on: &mut HashMap<u32, BTreeSet<u32>>,

@@ -53,7 +53,7 @@ pub enum ReplayError {
 
 /// The cost of a message in the predicted network: (remote?, bytes) -> one-way latency
 /// in ns, or None when the cost model has nothing for that scope.
-pub type MessageCost<'a> = &'a dyn Fn(bool, u64) -> Option<u64>;
+pub(crate) type MessageCost<'a> = &'a dyn Fn(bool, u64) -> Option<u64>;
 
 /// A dependency of an event: the source event and the latency after it.
 #[derive(Clone, Copy, Debug)]

@@ -117,7 +117,7 @@ pub(super) fn held_time(spun: f64, other: f64, keep_other: bool) -> f64 {
 /// between two polling ranks on one CPU its receives complete as soon after the send as
 /// small messages do (about 2 ms, one hand-off of the CPU), Open MPI's about 2 to 4 ms
 /// later.
-pub const OPEN_MPI_EAGER_LIMIT_BYTES: u64 = 4096;
+pub(crate) const OPEN_MPI_EAGER_LIMIT_BYTES: u64 = 4096;
 
 /// How much later than its dependencies are met a polling thread (`spins`) notices
 /// them, on a CPU set with more runnable threads than CPUs (`busy`): it sees them when it

@@ -14,4 +14,4 @@ mod types;
 
 pub use layout::ElfLayout;
 pub use locator::CodeLocator;
-pub use types::{CodeLocation, ElfLayoutError};
+pub use types::CodeLocation;
