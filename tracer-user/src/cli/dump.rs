@@ -42,8 +42,11 @@ pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
     {
         let line = match item {
             Item::Process(p) => format!(
-                "process pid={} rank={:?} command={:?}",
-                p.pid, p.env_rank, p.command
+                "process pid={} rank={:?} mappings={} command={:?}",
+                p.pid,
+                p.env_rank,
+                p.mappings.len(),
+                p.command
             ),
             Item::Probe(p) => format!("probe id={} {} in {}", p.id, p.symbol, p.path),
             Item::Record(rec) => {

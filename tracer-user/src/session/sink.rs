@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::SessionError;
 use crate::target::{libraries, procfs};
@@ -17,6 +17,7 @@ use tracer_analysis::format::recording::{
 };
 use tracer_analysis::format::records::Record;
 use tracer_analysis::format::summary::{Summary, SummaryBuilder};
+use tracer_analysis::format::ProcessInfo;
 use tracer_analysis::predict::online::{OnlinePrediction, OnlineWhatIf};
 use tracer_analysis::predict::replay::ReplayError;
 
@@ -32,8 +33,9 @@ pub(super) struct Sink {
     pub(super) whatif: Option<OnlineWhatIf>,
     clock: ClockKind,
     commands: HashMap<u32, String>,
-    /// Processes inspected: looked up for every record (Fx: see `analysis`).
-    seen: FxHashSet<u32>,
+    /// Processes inspected and what was last recorded of each: looked up for every
+    /// record (Fx: see `analysis`).
+    seen: FxHashMap<u32, ProcessInfo>,
     inspected_after_mpi: FxHashSet<u32>,
     pub(super) total: u64,
 }
@@ -55,7 +57,7 @@ impl Sink {
             whatif: None,
             clock,
             commands: HashMap::new(),
-            seen: FxHashSet::default(),
+            seen: FxHashMap::default(),
             inspected_after_mpi: FxHashSet::default(),
             total: 0,
         })
@@ -78,24 +80,30 @@ impl Sink {
 
     /// Records what /proc says about a process the first time we see it.
     pub(super) fn see_process(&mut self, pid: u32) -> Result<(), SessionError> {
-        if pid == 0 || !self.seen.insert(pid) {
+        if pid == 0 || self.seen.contains_key(&pid) {
             return Ok(());
         }
-        self.inspect(pid)
+        self.inspect(pid, Earlier::Forget)
     }
 
     /// Records what /proc says about a process now, if it is still there: a process that
     /// exited before the reader got to its record has nothing left to say, and an empty
     /// snapshot would hide the one recorded before.
-    fn refresh(&mut self, pid: u32) -> Result<(), SessionError> {
+    fn refresh(&mut self, pid: u32, earlier: Earlier) -> Result<(), SessionError> {
         if procfs::is_alive(pid) {
-            self.inspect(pid)?;
+            self.inspect(pid, earlier)?;
         }
         Ok(())
     }
 
-    fn inspect(&mut self, pid: u32) -> Result<(), SessionError> {
+    fn inspect(&mut self, pid: u32, earlier: Earlier) -> Result<(), SessionError> {
         let mut info = procfs::inspect(pid);
+        log::debug!("pid {pid}: {} mapped files", info.mappings.len());
+        // The reader may come to a record after its process began to exit (it reads
+        // every 50 ms): /proc then shows part of the mappings or none.
+        if let (Earlier::Keep, Some(before)) = (earlier, self.seen.get(&pid)) {
+            info.keep_earlier(before);
+        }
         info.mpi_world_handle = self
             .open_mpi
             .iter()
@@ -115,6 +123,7 @@ impl Sink {
         if let Some(w) = &mut self.writer {
             w.process(&info)?;
         }
+        self.seen.insert(pid, info);
         Ok(())
     }
 
@@ -128,14 +137,14 @@ impl Sink {
             // the libraries are mapped (they were not yet at exec).
             Record::Exec(_) => {
                 self.inspected_after_mpi.remove(&h.tgid);
-                self.refresh(h.tgid)?;
+                self.refresh(h.tgid, Earlier::Forget)?;
             }
             Record::CallEnter(c)
                 if tracer_analysis::format::calls::is_mpi_or_pvm(
                     tracer_analysis::format::calls::split_call_field(c.header.call).0,
                 ) && self.inspected_after_mpi.insert(h.tgid) =>
             {
-                self.refresh(h.tgid)?
+                self.refresh(h.tgid, Earlier::Keep)?
             }
             _ => {}
         }
@@ -183,6 +192,14 @@ impl Sink {
         summary.events.failures = failures.named();
         Ok((summary, profile, whatif))
     }
+}
+
+/// Whether a new snapshot of a process keeps what the last one saw and it no longer
+/// does: yes while it runs one program, no after it execs another.
+#[derive(Clone, Copy)]
+enum Earlier {
+    Keep,
+    Forget,
 }
 
 /// Whether a record's header is a traced thread (the waker of a wakeup may be untraced;
