@@ -44,6 +44,29 @@ pub fn program(name: &str) -> String {
 /// The tracer binary, built as users run it: optimized (`cargo xtask test` builds it
 /// before the tests). An unoptimized tracer cannot keep up with the scheduler events of
 /// ranks that yield while they wait (close to a million a second) and loses some.
+/// The Python of the readers' virtual environment (`cargo xtask setup` installs the
+/// packages the export tests read our files with into it).
+pub fn python() -> PathBuf {
+    let p = root().join("target/readers/python/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask setup`",
+        p.display()
+    );
+    p
+}
+
+/// The npm packages `cargo xtask setup` installs for the export tests (NODE_PATH).
+pub fn node_modules() -> PathBuf {
+    let p = root().join("target/readers/node/node_modules");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask setup`",
+        p.display()
+    );
+    p
+}
+
 pub fn tracer() -> PathBuf {
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or(root().join("target"), |d| root().join(d));

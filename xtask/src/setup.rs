@@ -1,13 +1,14 @@
 //! `cargo xtask setup`: installs what a fresh machine lacks (Debian packages, clippy and
-//! rustfmt, the nightly's rust-src, bpf-linker); idempotent and quick when it is all
-//! there. `build`, `test`, `lint`, `demo` and `bench` run it first.
+//! rustfmt, the nightly's rust-src, bpf-linker, the Python and npm readers the export
+//! tests open our files with); idempotent and quick when it is all there. `build`,
+//! `test`, `lint`, `demo` and `bench` run it first.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::util::{output, run};
+use crate::util::{output, root, run};
 
 /// Debian packages: the parallel runtimes the tests trace, and tools.
 const PACKAGES: &[&str] = &[
@@ -36,14 +37,73 @@ const PACKAGES: &[&str] = &[
     "chromium",
 ];
 
+/// Python packages that read our exports in the tests, pinned, installed in a virtual
+/// environment of their own ([`READERS_DIR`]/python): nothing of the machine's Python
+/// changes.
+const PYTHON_PACKAGES: &[&str] = &[];
+
+/// npm packages that read our exports in the tests, pinned, installed under
+/// [`READERS_DIR`]/node.
+const NODE_PACKAGES: &[&str] = &[];
+
+/// Where the readers go, under the workspace root (tests find them there:
+/// `tracer_tests::python`, `tracer_tests::node_modules`).
+const READERS_DIR: &str = "target/readers";
+
 /// `cargo xtask setup`: the Debian packages, clippy and rustfmt, the nightly's rust-src,
-/// bpf-linker.
+/// bpf-linker, the Python and npm readers.
 pub fn setup() -> Result<()> {
     install_packages()?;
     install_lint_tools()?;
     install_rust_src()?;
     install_bpf_linker()?;
+    install_python_readers()?;
+    install_node_readers()?;
     Ok(())
+}
+
+/// A stamp file naming what was installed: setup installs again only when the list
+/// changed (or the directory is gone).
+fn installed_already(dir: &std::path::Path, packages: &[&str]) -> bool {
+    std::fs::read_to_string(dir.join(".installed")).is_ok_and(|s| s == packages.join("\n"))
+}
+
+fn mark_installed(dir: &std::path::Path, packages: &[&str]) -> Result<()> {
+    std::fs::write(dir.join(".installed"), packages.join("\n"))?;
+    Ok(())
+}
+
+fn install_python_readers() -> Result<()> {
+    let dir = root().join(READERS_DIR).join("python");
+    if PYTHON_PACKAGES.is_empty() || installed_already(&dir, PYTHON_PACKAGES) {
+        return Ok(());
+    }
+    if !dir.join("bin/python").exists() {
+        run(Command::new("python3").arg("-m").arg("venv").arg(&dir))?;
+    }
+    run(Command::new(dir.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(PYTHON_PACKAGES))?;
+    mark_installed(&dir, PYTHON_PACKAGES)
+}
+
+fn install_node_readers() -> Result<()> {
+    let dir = root().join(READERS_DIR).join("node");
+    if NODE_PACKAGES.is_empty() || installed_already(&dir, NODE_PACKAGES) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&dir)?;
+    run(Command::new("npm")
+        .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&dir)
+        .args(NODE_PACKAGES))?;
+    mark_installed(&dir, NODE_PACKAGES)
 }
 
 fn install_packages() -> Result<()> {
