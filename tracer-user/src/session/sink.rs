@@ -107,11 +107,13 @@ impl Sink {
         info.mpi_world_handle = self
             .open_mpi
             .iter()
-            .find_map(|l| libraries::ompi_world_handle(l, &info));
+            .find_map(|l| libraries::ompi_world_handle(l, &info))
+            .or(info.mpi_world_handle);
         info.mpi_self_handle = self
             .open_mpi
             .iter()
-            .find_map(|l| libraries::ompi_self_handle(l, &info));
+            .find_map(|l| libraries::ompi_self_handle(l, &info))
+            .or(info.mpi_self_handle);
         self.summary.process(&info);
         self.pipeline.item(&Item::Process(info.clone()));
         if let Some(w) = &mut self.whatif {
