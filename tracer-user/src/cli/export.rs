@@ -174,7 +174,7 @@ fn report_flame(s: &FlameStats, out: &Path) {
 
 fn report_hatchet(s: &HatchetStats, out: &Path) {
     eprintln!(
-        "wrote {}: {} nodes under {} roots; critical path {:.3} ms, work {:.3} ms",
+        "wrote {}: {} nodes, {} roots; critical path {:.3} ms, work {:.3} ms",
         out.display(),
         s.nodes,
         s.roots,
