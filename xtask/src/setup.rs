@@ -40,7 +40,10 @@ const PACKAGES: &[&str] = &[
 /// Python packages that read our exports in the tests, pinned, installed in a virtual
 /// environment of their own ([`READERS_DIR`]/python): nothing of the machine's Python
 /// changes.
-const PYTHON_PACKAGES: &[&str] = &[];
+const PYTHON_PACKAGES: &[&str] = &[
+    // Hatchet reads the hatchet export (`GraphFrame.from_literal`).
+    "llnl-hatchet==2026.2.0",
+];
 
 /// npm packages that read our exports in the tests, pinned, installed under
 /// [`READERS_DIR`]/node.

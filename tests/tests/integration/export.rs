@@ -148,7 +148,7 @@ fn corrupt_recording_is_one_line_and_no_output() {
     std::fs::create_dir_all(&dir).unwrap();
     let junk = dir.join("junk.trace");
     std::fs::write(&junk, b"not a recording at all").unwrap();
-    for format in ["chrome", "pprof", "folded", "svg"] {
+    for format in ["chrome", "pprof", "folded", "svg", "hatchet"] {
         let out = dir.join(format!("out.{format}"));
         let (code, err) = tracer_tests::tracer_fails(&[
             "export",
@@ -442,6 +442,180 @@ fn check_svg(r: &Recorded, screenshot_name: &str) {
     }
 }
 
+/// What Hatchet read: `GraphFrame.from_literal` on our file, every node of its graph
+/// (the names from the root down, the frame type, the metrics), and Hatchet's own
+/// inclusive sums of our exclusive metrics (`subtree_sum`).
+const HATCHET_READ: &str = r#"import json, sys
+import hatchet as ht
+gf = ht.GraphFrame.from_literal(json.load(open(sys.argv[1])))
+gf.subtree_sum(["time", "critical path"], ["hatchet time", "hatchet critical path"])
+df = gf.dataframe
+nodes = []
+for n in gf.graph.traverse():
+    row = df.loc[n]
+    nodes.append({
+        "path": [p.frame["name"] for p in n.path()],
+        "type": n.frame["type"],
+        "metrics": {m: int(row[m]) for m in gf.exc_metrics + gf.inc_metrics},
+        "hatchet": [int(row["hatchet time"]), int(row["hatchet critical path"])],
+    })
+print(json.dumps({"roots": len(gf.graph.roots), "rows": len(df), "exc": gf.exc_metrics,
+    "inc": sorted(gf.inc_metrics), "nodes": nodes}))
+"#;
+
+/// Nodes in our literal JSON, counted without Hatchet.
+fn literal_nodes(nodes: &[Value]) -> usize {
+    nodes
+        .iter()
+        .map(|n| 1 + literal_nodes(n["children"].as_array().map_or(&[], |c| c)))
+        .sum()
+}
+
+/// Hatchet reads our call tree with the report's figures exactly: the exclusive metrics
+/// add up to all work and to the critical path, so do the roots' inclusive ones, and
+/// Hatchet's own sums over subtrees are our inclusive metrics; each process, thread
+/// and procedure has the report's critical path time and work, each procedure's nodes
+/// its zeroing gain; the nodes with time on the path are the folded stacks, with their
+/// weights. A missing Hatchet (`cargo xtask setup`) fails the test.
+fn check_hatchet(r: &Recorded) {
+    let file = r.export("hatchet", "tree.json");
+    let ours: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let out = Command::new(tracer_tests::python())
+        .args(["-c", HATCHET_READ])
+        .arg(&file)
+        .output()
+        .expect("the readers' python");
+    assert!(
+        out.status.success(),
+        "Hatchet cannot read the export: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: Value = serde_json::from_slice(&out.stdout).expect("the script's JSON");
+    assert_eq!(read["exc"], serde_json::json!(["time", "critical path"]));
+    assert_eq!(
+        read["inc"],
+        serde_json::json!(["critical path (inc)", "time (inc)", "zeroing (inc)"])
+    );
+    let nodes = read["nodes"].as_array().unwrap();
+    let ours_roots = ours.as_array().unwrap();
+    assert_eq!(nodes.len(), literal_nodes(ours_roots));
+    assert_eq!(read["rows"].as_u64().unwrap() as usize, nodes.len());
+    assert_eq!(read["roots"].as_u64().unwrap() as usize, ours_roots.len());
+    let path = |n: &Value| -> Vec<String> {
+        n["path"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_string())
+            .collect()
+    };
+    let paths: BTreeSet<Vec<String>> = nodes.iter().map(path).collect();
+    assert_eq!(paths.len(), nodes.len(), "a node twice");
+    let m = |n: &Value, name: &str| n["metrics"][name].as_u64().unwrap();
+    let sum = |nodes: &mut dyn Iterator<Item = &Value>, name: &str| -> u64 {
+        nodes.map(|n| m(n, name)).sum()
+    };
+    let work: u64 = r.report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["work_ns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum(&mut nodes.iter(), "critical path"), r.length_ns());
+    assert_eq!(sum(&mut nodes.iter(), "time"), work);
+    let roots: Vec<&Value> = nodes.iter().filter(|n| path(n).len() == 1).collect();
+    assert_eq!(roots.len(), ours_roots.len());
+    assert_eq!(
+        sum(&mut roots.iter().copied(), "critical path (inc)"),
+        r.length_ns()
+    );
+    assert_eq!(sum(&mut roots.iter().copied(), "time (inc)"), work);
+    for n in nodes {
+        let hatchet = [n["hatchet"][0].as_u64(), n["hatchet"][1].as_u64()];
+        assert_eq!(
+            hatchet,
+            [Some(m(n, "time (inc)")), Some(m(n, "critical path (inc)"))],
+            "{:?}",
+            path(n)
+        );
+    }
+    // Processes (roots, named ... pid P) and threads (tid T under them).
+    for p in r.report["processes"].as_array().unwrap() {
+        let pid = p["pid"].as_u64().unwrap();
+        let Some(root) = roots
+            .iter()
+            .find(|n| path(n)[0].ends_with(&format!("pid {pid}")))
+        else {
+            assert_eq!(p["cp_ns"], 0, "process {pid} has no node");
+            continue;
+        };
+        assert_eq!(root["type"], "process");
+        assert_eq!(m(root, "critical path (inc)"), p["cp_ns"].as_u64().unwrap());
+        if let Some(rank) = p["rank"].as_i64() {
+            assert!(path(root)[0].contains(&format!("rank {rank} ")));
+        }
+    }
+    for t in r.report["threads"].as_array().unwrap() {
+        let tid = format!("tid {}", t["tid"]);
+        let (cp, work) = (t["cp_ns"].as_u64().unwrap(), t["work_ns"].as_u64().unwrap());
+        let found: Vec<&Value> = nodes
+            .iter()
+            .filter(|n| path(n).len() == 2 && path(n)[1] == tid)
+            .collect();
+        if cp == 0 && work == 0 && found.is_empty() {
+            continue;
+        }
+        assert_eq!(found.len(), 1, "{tid}");
+        assert_eq!(found[0]["type"], "thread");
+        assert_eq!(
+            (
+                m(found[0], "critical path (inc)"),
+                m(found[0], "time (inc)")
+            ),
+            (cp, work),
+            "{tid}"
+        );
+    }
+    // Procedures: their nodes (no procedure calls itself, so no node is inside another
+    // of the same name) add up to the report's rows.
+    for p in r.procedures() {
+        let name = p["name"].as_str().unwrap();
+        let ns = |field: &str| p[field].as_u64().unwrap();
+        let of: Vec<&Value> = nodes
+            .iter()
+            .filter(|n| n["type"] == "function" && path(n).last().unwrap() == name)
+            .collect();
+        let total = |metric: &str| -> u64 { of.iter().map(|n| m(n, metric)).sum() };
+        assert_eq!(
+            (
+                total("critical path"),
+                total("critical path (inc)"),
+                total("time (inc)")
+            ),
+            (ns("cp_exclusive_ns"), ns("cp_ns"), ns("work_ns")),
+            "{name}"
+        );
+        for n in &of {
+            assert_eq!(m(n, "zeroing (inc)"), ns("zeroing_ns"), "{name}");
+        }
+    }
+    // The folded stacks are the nodes with time on the path.
+    let folded = std::fs::read_to_string(r.export("folded", "tree.folded")).unwrap();
+    let mut stacks = 0;
+    for line in folded.lines() {
+        let (stack, weight) = line.rsplit_once(' ').unwrap();
+        let frames: Vec<String> = stack.split(';').map(String::from).collect();
+        let node = nodes
+            .iter()
+            .find(|n| path(n) == frames)
+            .unwrap_or_else(|| panic!("no node for the folded stack {stack}"));
+        assert_eq!(m(node, "critical path").to_string(), weight, "{stack}");
+        stacks += 1;
+    }
+    let on_path = nodes.iter().filter(|n| m(n, "critical path") > 0).count();
+    assert_eq!(on_path, stacks);
+}
+
 /// Opens an SVG in Debian's headless Chromium and keeps its screenshot as
 /// target/test-artifacts/NAME (a missing chromium fails the test).
 fn screenshot(svg: &std::path::Path, name: &str) {
@@ -491,6 +665,7 @@ fn pipeline_openmpi_profiles() {
     check_pprof(&r);
     check_folded(&r, "main;stage_slow");
     check_svg(&r, "export-pipeline-flamegraph.png");
+    check_hatchet(&r);
 }
 
 /// A threads program: fork/join stages whose slowest worker and the serial part in
@@ -512,4 +687,5 @@ fn forkjoin_threads_profiles() {
     check_pprof(&r);
     check_folded(&r, "main;serial_part");
     check_svg(&r, "export-forkjoin-flamegraph.png");
+    check_hatchet(&r);
 }

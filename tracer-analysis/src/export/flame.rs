@@ -31,7 +31,7 @@ fn frame(name: &str) -> String {
 }
 
 /// The frame of a process: its program, its MPI rank when it has one, its pid.
-fn process_frame(profile: &StackProfile, pid: u32) -> String {
+pub(crate) fn process_frame(profile: &StackProfile, pid: u32) -> String {
     let command = profile
         .processes
         .get(&pid)

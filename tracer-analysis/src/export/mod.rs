@@ -7,6 +7,7 @@
 
 pub mod chrome;
 pub mod flame;
+pub mod hatchet;
 mod items;
 pub mod pprof;
 pub mod stacks;

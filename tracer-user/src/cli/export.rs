@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::export::chrome::{ChromeExport, ExportStats};
 use tracer_analysis::export::flame::{write_folded, FlameStats};
+use tracer_analysis::export::hatchet::{write_hatchet, HatchetStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::{recording_items, ExportError};
@@ -24,6 +25,9 @@ pub enum Format {
     Folded,
     /// Flame graph of the critical path (SVG, drawn by inferno), for a web browser.
     Svg,
+    /// Hatchet literal JSON: the call tree by process, thread and procedure stack, with
+    /// work, critical-path time and zeroing per node, for `GraphFrame.from_literal`.
+    Hatchet,
 }
 
 #[derive(Args)]
@@ -70,6 +74,15 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
                 write_output(&a.output, |out| Ok(write_pprof(&profile, out)?.0)).map_err(fail)?;
             if !to_stdout {
                 report_pprof(&stats, &a.output);
+            }
+            (profile.events_recorded, profile.events_lost)
+        }
+        Format::Hatchet => {
+            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
+            let stats =
+                write_output(&a.output, |out| Ok(write_hatchet(&profile, out)?.0)).map_err(fail)?;
+            if !to_stdout {
+                report_hatchet(&stats, &a.output);
             }
             (profile.events_recorded, profile.events_lost)
         }
@@ -156,5 +169,16 @@ fn report_flame(s: &FlameStats, out: &Path) {
         out.display(),
         s.stacks,
         s.critical_path_ns as f64 / 1e6,
+    );
+}
+
+fn report_hatchet(s: &HatchetStats, out: &Path) {
+    eprintln!(
+        "wrote {}: {} nodes, {} roots; critical path {:.3} ms, work {:.3} ms",
+        out.display(),
+        s.nodes,
+        s.roots,
+        s.critical_path_ns as f64 / 1e6,
+        s.work_ns as f64 / 1e6,
     );
 }
