@@ -79,6 +79,9 @@ fn record_under_sudo(dir: &Path, args: &[&str], command: &[&str]) -> Output {
         .env("SUDO_UID", uid.to_string())
         .env("SUDO_GID", gid.to_string())
         .env("SUDO_COMMAND", "tracer record")
+        // mpirun must not be told that root may run it.
+        .env_remove("OMPI_ALLOW_RUN_AS_ROOT")
+        .env_remove("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
         .output()
         .expect("run tracer")
 }
@@ -160,6 +163,20 @@ fn command_runs_as_the_sudo_user() {
         t.meta.command
     );
     assert!(t.records().count() > 0, "nothing recorded");
+    // Under sudo an export is the user's too.
+    let (uid_s, gid_s) = (uid.to_string(), gid.to_string());
+    let out = Command::new(tracer())
+        .arg("export")
+        .arg(dir.join("rec.trace"))
+        .arg("-o")
+        .arg(dir.join("trace.json"))
+        .env("SUDO_USER", USER)
+        .env("SUDO_UID", &uid_s)
+        .env("SUDO_GID", &gid_s)
+        .output()
+        .unwrap();
+    stdout_ok(&out);
+    assert_private(&dir.join("trace.json"), uid, gid);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -229,5 +246,38 @@ fn open_mpi_ranks_run_as_the_sudo_user() {
     assert_eq!(senders, (0..n as i64).collect(), "ranks: {ranks:?}");
     assert_eq!(sends.len(), rounds * n);
     assert_eq!(t.calls_of(call::MPI_RECV).len(), rounds * n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn calibrate_runs_the_ping_pong_as_the_sudo_user() {
+    let (uid, gid) = test_user();
+    let dir = open_dir("calibrate", &[]);
+    let table = dir.join("net.csv");
+    // Without --allow-run-as-root: Open MPI's mpirun refuses root.
+    let out = Command::new(tracer())
+        .arg("calibrate")
+        .args([
+            "--mpicc",
+            "mpicc.openmpi",
+            "--sizes",
+            "0,8",
+            "--iterations",
+            "5",
+        ])
+        .arg("-o")
+        .arg(&table)
+        .args(["--", "mpirun.openmpi", "--oversubscribe", "-np", "2"])
+        .env("SUDO_USER", USER)
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env_remove("OMPI_ALLOW_RUN_AS_ROOT")
+        .env_remove("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
+        .output()
+        .unwrap();
+    stdout_ok(&out);
+    assert_private(&table, uid, gid);
+    let text = std::fs::read_to_string(&table).unwrap();
+    assert!(text.contains("local,8,"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

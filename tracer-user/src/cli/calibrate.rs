@@ -8,7 +8,7 @@ use std::process::{Command, ExitCode, Output};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use tracer_analysis::predict::network::{NetworkTable, Scope};
-use tracer_user::session::RunAs;
+use tracer_user::session::{self, RunAs};
 
 /// The ping-pong program, compiled at run time with the MPI the user picks.
 const PINGPONG_C: &str = include_str!("pingpong.c");
@@ -150,7 +150,8 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let csv = table.to_csv();
     match &a.output {
         Some(out) => {
-            write_atomically(out, &csv).with_context(|| format!("writing {}", out.display()))?;
+            write_atomically(out, &csv, run_as.as_ref())
+                .with_context(|| format!("writing {}", out.display()))?;
             eprintln!(
                 "tracer: {} {scope} sizes measured; wrote {}",
                 measured.len(),
@@ -334,11 +335,12 @@ fn tail(stderr: &[u8]) -> String {
     }
 }
 
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+/// Written mode 0600 and given to `owner` (its comment names the launcher command line).
+fn write_atomically(path: &Path, text: &str, owner: Option<&RunAs>) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text)?;
+    session::write_private(&tmp, text.as_bytes(), owner)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
