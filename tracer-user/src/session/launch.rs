@@ -54,6 +54,8 @@ pub(super) fn launch(
     envp.push(std::ptr::null());
     const BECOME_FAILED: &[u8] =
         b"tracer: cannot run the command as the user (setgroups, setgid or setuid failed)\n";
+    const EXEC_FAILED: &[u8] = b"tracer: the user cannot execute the command (can they read and \
+        execute it, and enter every directory above it?)\n";
     let mut fds = [0i32; 2];
     // SAFETY: the process is single-threaded here (no runtime yet), so fork is safe; the
     // child only calls async-signal-safe functions before exec.
@@ -75,6 +77,7 @@ pub(super) fn launch(
                     libc::_exit(126);
                 }
                 libc::execve(prog.as_ptr(), argp.as_ptr(), envp.as_ptr());
+                libc::write(2, EXEC_FAILED.as_ptr().cast(), EXEC_FAILED.len());
             } else {
                 libc::execv(prog.as_ptr(), argp.as_ptr());
             }
