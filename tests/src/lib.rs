@@ -41,9 +41,6 @@ pub fn program(name: &str) -> String {
     programs().join(name).display().to_string()
 }
 
-/// The tracer binary, built as users run it: optimized (`cargo xtask test` builds it
-/// before the tests). An unoptimized tracer cannot keep up with the scheduler events of
-/// ranks that yield while they wait (close to a million a second) and loses some.
 /// The Python of the readers' virtual environment (`cargo xtask setup` installs the
 /// packages the export tests read our files with into it).
 pub fn python() -> PathBuf {
@@ -67,7 +64,21 @@ pub fn node_modules() -> PathBuf {
     p
 }
 
+/// The tracer binary, built as users run it: optimized (`cargo xtask test` builds it
+/// before the tests). An unoptimized tracer cannot keep up with the scheduler events of
+/// ranks that yield while they wait (close to a million a second) and loses some.
+///
+/// Under sudo (`sudo cargo xtask test`) the tracer would run every launched command as
+/// the user who ran sudo, and some need root (`ip netns exec`): the first call takes
+/// the SUDO_* variables out of the tests' environment, so that every tracer they start
+/// runs its command as root. `run_as.rs` sets them for its own tracers.
 pub fn tracer() -> PathBuf {
+    static NOT_UNDER_SUDO: std::sync::Once = std::sync::Once::new();
+    NOT_UNDER_SUDO.call_once(|| {
+        for var in ["SUDO_USER", "SUDO_UID", "SUDO_GID"] {
+            std::env::remove_var(var);
+        }
+    });
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or(root().join("target"), |d| root().join(d));
     let p = target.join("release/tracer");

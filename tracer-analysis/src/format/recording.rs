@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -118,10 +119,12 @@ impl RecordingWriter {
             source,
         };
         // Lock before truncating: two sessions writing one file would interleave records.
+        // Readable by its owner only: it holds command lines, paths and host names.
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(path)
             .map_err(open_err)?;
         file.try_lock()

@@ -58,7 +58,9 @@ pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let trailer = reader.trailer.clone().unwrap_or_default();
     let profile = Profile::new(pipeline.flush(), clock, trailer.events_lost, &commands);
     if let Some(path) = &a.profile_json {
-        std::fs::write(path, serde_json::to_string_pretty(&profile)? + "\n")
+        let json = serde_json::to_string_pretty(&profile)? + "\n";
+        let owner = tracer_user::session::invoking_user();
+        tracer_user::session::write_private(path, json.as_bytes(), owner.as_ref())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {

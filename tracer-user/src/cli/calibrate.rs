@@ -8,6 +8,7 @@ use std::process::{Command, ExitCode, Output};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use tracer_analysis::predict::network::{NetworkTable, Scope};
+use tracer_user::session::{self, RunAs};
 
 /// The ping-pong program, compiled at run time with the MPI the user picks.
 const PINGPONG_C: &str = include_str!("pingpong.c");
@@ -64,6 +65,10 @@ pub struct CalibrateArgs {
     /// remote rows); a temporary directory, removed afterwards, otherwise.
     #[arg(long, value_name = "DIR")]
     build_dir: Option<PathBuf>,
+    /// Build and run the ping-pong as USER (a name or a numeric id). Under sudo the
+    /// default is the user who ran sudo; `--user root` keeps root.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
     /// The launcher, with its options; the program path and its arguments are appended
     /// (e.g. `-- mpirun.openmpi --allow-run-as-root -np 2`).
     #[arg(last = true, required = true, value_name = "LAUNCHER")]
@@ -109,18 +114,25 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
         _ => NetworkTable::default(),
     };
 
-    let (dir, temporary) = match &a.build_dir {
+    let run_as = RunAs::resolve(a.user.as_deref())?.filter(|u| !u.is_root());
+    let (dir, temporary, created) = match &a.build_dir {
         Some(d) => {
+            let existed = d.exists();
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-            (d.clone(), false)
+            (d.clone(), false, !existed)
         }
         None => {
             let d = std::env::temp_dir().join(format!("tracer-calibrate-{}", std::process::id()));
             std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
-            (d, true)
+            (d, true, true)
         }
     };
-    let result = measure(&a, &dir);
+    // The user builds the program in it: a directory we made is theirs.
+    if let Some(u) = run_as.as_ref().filter(|_| created) {
+        u.chown(&dir)
+            .with_context(|| format!("giving {} to {}", dir.display(), u.name))?;
+    }
+    let result = measure(&a, &dir, run_as.as_ref());
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -138,7 +150,8 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let csv = table.to_csv();
     match &a.output {
         Some(out) => {
-            write_atomically(out, &csv).with_context(|| format!("writing {}", out.display()))?;
+            write_atomically(out, &csv, run_as.as_ref())
+                .with_context(|| format!("writing {}", out.display()))?;
             eprintln!(
                 "tracer: {} {scope} sizes measured; wrote {}",
                 measured.len(),
@@ -162,11 +175,17 @@ pub fn run(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Builds the program in `dir`, runs it under the launcher, parses its lines.
-fn measure(a: &CalibrateArgs, dir: &Path) -> anyhow::Result<Vec<Measured>> {
+fn measure(a: &CalibrateArgs, dir: &Path, run_as: Option<&RunAs>) -> anyhow::Result<Vec<Measured>> {
     let source = dir.join("tracer-pingpong.c");
     let program = dir.join("tracer-pingpong");
     std::fs::write(&source, PINGPONG_C).with_context(|| format!("writing {}", source.display()))?;
-    let compiled = Command::new(&a.mpicc)
+    let as_user = |mut cmd: Command| {
+        if let Some(u) = run_as {
+            u.apply(&mut cmd);
+        }
+        cmd
+    };
+    let compiled = as_user(Command::new(&a.mpicc))
         .arg("-O2")
         .arg(&source)
         .arg("-o")
@@ -190,7 +209,7 @@ fn measure(a: &CalibrateArgs, dir: &Path) -> anyhow::Result<Vec<Measured>> {
     }
 
     let sizes: Vec<String> = a.sizes.0.iter().map(u64::to_string).collect();
-    let mut cmd = Command::new(&a.launcher[0]);
+    let mut cmd = as_user(Command::new(&a.launcher[0]));
     cmd.args(&a.launcher[1..])
         .arg(&program)
         .arg(sizes.join(","))
@@ -316,11 +335,12 @@ fn tail(stderr: &[u8]) -> String {
     }
 }
 
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+/// Written mode 0600 and given to `owner` (its comment names the launcher command line).
+fn write_atomically(path: &Path, text: &str, owner: Option<&RunAs>) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text)?;
+    session::write_private(&tmp, text.as_bytes(), owner)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })

@@ -1,4 +1,3 @@
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,6 +12,7 @@ use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::{recording_items, ExportError};
 use tracer_user::render::flame_graph::write_flame_graph;
+use tracer_user::session;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Format {
@@ -119,7 +119,8 @@ fn write_output<T>(
         out.flush()?;
         return Ok(written);
     }
-    let file = File::create(output)?;
+    // Private, and the sudo user's under sudo: an export names commands and paths.
+    let file = session::create_private(output, session::invoking_user().as_ref())?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let result = write(&mut out).and_then(|written| {
         let file = out.into_inner().map_err(|e| e.into_error())?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use tracer_analysis::analysis::profile::Profile;
-use tracer_user::session::{self, CommandStatus, EventsSoFar, RecordOptions, StopReason};
+use tracer_user::session::{self, CommandStatus, EventsSoFar, RecordOptions, RunAs, StopReason};
 
 #[derive(Args)]
 pub struct RecordArgs {
@@ -61,6 +61,11 @@ pub struct RecordArgs {
     /// --network`).
     #[arg(long, value_name = "TABLE")]
     whatif_network: Option<PathBuf>,
+    /// Run the command as USER (a name or a numeric id): its groups, HOME, USER and
+    /// LOGNAME; the output files are USER's too. Under sudo the default is the user who
+    /// ran sudo; `--user root` keeps root. The tracer itself stays root.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
     /// Print nothing but errors and warnings about lost events.
     #[arg(short, long)]
     quiet: bool,
@@ -95,8 +100,10 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
     };
     let whatif =
         super::whatif::online_replay(a.whatif_placement.as_deref(), a.whatif_network.as_deref())?;
+    let run_as = RunAs::resolve(a.user.as_deref())?;
     let started = std::time::Instant::now();
     let outcome = session::record(RecordOptions {
+        run_as,
         clock: a.clock.into(),
         whatif,
         interval,

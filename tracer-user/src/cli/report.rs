@@ -57,7 +57,10 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(path) = &a.arcs {
         let write = || -> std::io::Result<()> {
-            let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+            let mut out = std::io::BufWriter::new(tracer_user::session::create_private(
+                path,
+                tracer_user::session::invoking_user().as_ref(),
+            )?);
             write_arcs_csv(&rg, &mut out)?;
             std::io::Write::flush(&mut out)
         };

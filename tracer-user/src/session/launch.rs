@@ -5,7 +5,7 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{CommandStatus, SessionError};
+use super::{CommandStatus, RunAs, SessionError};
 use crate::probes::Probes;
 
 pub(super) fn find_in_path(cmd: &str) -> Option<PathBuf> {
@@ -20,10 +20,13 @@ pub(super) fn find_in_path(cmd: &str) -> Option<PathBuf> {
     })
 }
 
-/// Forks the command, holds it until its pid is in the traced set, then lets it exec.
+/// Forks the command, holds it until its pid is in the traced set, then lets it exec,
+/// as `run_as` when given (with its HOME, USER and LOGNAME; the rest of the environment
+/// is ours). The tracer, root, can still stop and continue it, and read its /proc.
 pub(super) fn launch(
     program: &Path,
     argv: &[String],
+    run_as: Option<&RunAs>,
     probes: &mut Probes,
 ) -> Result<u32, SessionError> {
     let prog = CString::new(program.as_os_str().as_encoded_bytes())?;
@@ -33,6 +36,26 @@ pub(super) fn launch(
         .collect::<Result<_, _>>()?;
     let mut argp: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argp.push(std::ptr::null());
+    // Built before the fork: the child may not allocate.
+    let env: Option<Vec<CString>> = run_as
+        .map(|u| {
+            u.environment()
+                .into_iter()
+                .map(|(k, v)| {
+                    let mut kv = k.into_encoded_bytes();
+                    kv.push(b'=');
+                    kv.extend_from_slice(v.as_encoded_bytes());
+                    CString::new(kv)
+                })
+                .collect::<Result<_, _>>()
+        })
+        .transpose()?;
+    let mut envp: Vec<*const libc::c_char> = env.iter().flatten().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    const BECOME_FAILED: &[u8] =
+        b"tracer: cannot run the command as the user (setgroups, setgid or setuid failed)\n";
+    const EXEC_FAILED: &[u8] = b"tracer: the user cannot execute the command (can they read and \
+        execute it, and enter every directory above it?)\n";
     let mut fds = [0i32; 2];
     // SAFETY: the process is single-threaded here (no runtime yet), so fork is safe; the
     // child only calls async-signal-safe functions before exec.
@@ -48,7 +71,16 @@ pub(super) fn launch(
             libc::close(fds[1]);
             let mut b = 0u8;
             libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
-            libc::execv(prog.as_ptr(), argp.as_ptr());
+            if let Some(u) = run_as {
+                if u.become_user().is_err() {
+                    libc::write(2, BECOME_FAILED.as_ptr().cast(), BECOME_FAILED.len());
+                    libc::_exit(126);
+                }
+                libc::execve(prog.as_ptr(), argp.as_ptr(), envp.as_ptr());
+                libc::write(2, EXEC_FAILED.as_ptr().cast(), EXEC_FAILED.len());
+            } else {
+                libc::execv(prog.as_ptr(), argp.as_ptr());
+            }
             libc::_exit(127);
         }
         libc::close(fds[0]);

@@ -12,7 +12,9 @@ mod launch;
 mod libraries;
 mod openmp;
 mod options;
+mod output;
 mod record;
+mod run_as;
 mod sink;
 mod thread_calls;
 
@@ -21,4 +23,6 @@ pub use options::{
     CommandStatus, EventsSoFar, LossHook, Ready, ReadyHook, RecordOptions, RecordOutcome,
     SampleHook, StopReason, LOSS_CHECK_PERIOD,
 };
+pub use output::{create_private, invoking_user, make_private, write_private, PRIVATE_MODE};
 pub use record::record;
+pub use run_as::{RunAs, RunAsError};

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::RunAs;
 use tracer_analysis::analysis::profile::Profile;
 use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::format::summary::Summary;
@@ -12,6 +13,9 @@ use tracer_analysis::predict::replay::ReplayError;
 pub struct RecordOptions {
     pub pids: Vec<u32>,
     pub command: Vec<String>,
+    /// Whom the command runs as, and who gets the output files ([`RunAs::resolve`]:
+    /// `--user`, else the user who ran sudo); None: as we are.
+    pub run_as: Option<RunAs>,
     pub system_wide: bool,
     pub duration: Option<Duration>,
     pub output: Option<PathBuf>,

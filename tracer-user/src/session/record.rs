@@ -12,9 +12,10 @@ use super::funcs::FunctionProbes;
 use super::launch::{find_in_path, launch, reap_within, COMMAND_GRACE};
 use super::libraries::probe_libraries;
 use super::openmp::OpenMpProbes;
+use super::output::write_private;
 use super::sink::Sink;
 use super::thread_calls::ThreadCallProbes;
-use super::{Ready, RecordOptions, RecordOutcome, SessionError, StopReason};
+use super::{Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
 use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
 use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
@@ -105,7 +106,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         .filter(|l| l.flavor == tracer_analysis::format::calls::Flavor::OpenMpi)
         .cloned()
         .collect();
-    let mut sink = Sink::new(&meta, opts.output.as_deref(), open_mpi, opts.clock)?;
+    let run_as = opts.run_as.as_ref();
+    let mut sink = Sink::new(&meta, opts.output.as_deref(), open_mpi, opts.clock, run_as)?;
     sink.whatif = opts.whatif.map(OnlineWhatIf::new);
     for p in &new_probes {
         sink.probe(p)?;
@@ -116,7 +118,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     }
 
     let child = match program {
-        Some(program) => Some(launch(&program, &opts.command, &mut probes)?),
+        Some(program) => Some(launch(&program, &opts.command, run_as, &mut probes)?),
         None => None,
     };
 
@@ -166,8 +168,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let (mut summary, profile, whatif) = sink.finish(&failures)?;
     summary.tracer_cpu_ns = own_cpu_ns();
     summary.unprobed_mpi_calls = Some(unprobed_mpi_calls);
-    write_json(opts.summary_json.as_deref(), &summary)?;
-    write_json(opts.profile_json.as_deref(), &profile)?;
+    write_json(opts.summary_json.as_deref(), &summary, run_as)?;
+    write_json(opts.profile_json.as_deref(), &profile, run_as)?;
     // Tracing stopped before the command ended. From a terminal, Ctrl-C reaches the
     // command too: give it a moment to end, so that its status is the tracer's (as
     // `time` does). At the deadline it runs on.
@@ -243,12 +245,18 @@ fn own_cpu_ns() -> Option<u64> {
     Some(ns(u.ru_utime) + ns(u.ru_stime))
 }
 
-fn write_json<T: serde::Serialize>(path: Option<&Path>, value: &T) -> Result<(), SessionError> {
+fn write_json<T: serde::Serialize>(
+    path: Option<&Path>,
+    value: &T,
+    owner: Option<&RunAs>,
+) -> Result<(), SessionError> {
     if let Some(path) = path {
         let json = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-        std::fs::write(path, json + "\n").map_err(|source| SessionError::WriteJson {
-            path: path.to_path_buf(),
-            source,
+        write_private(path, (json + "\n").as_bytes(), owner).map_err(|source| {
+            SessionError::WriteJson {
+                path: path.to_path_buf(),
+                source,
+            }
         })?;
     }
     Ok(())

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::SessionError;
+use super::output::make_private;
+use super::{RunAs, SessionError};
 use crate::target::{libraries, procfs};
 use tracer_analysis::analysis::profile::Profile;
 use tracer_analysis::analysis::workclock::ClockKind;
@@ -46,12 +47,19 @@ impl Sink {
         output: Option<&Path>,
         open_mpi: Vec<LibraryInfo>,
         clock: ClockKind,
+        owner: Option<&RunAs>,
     ) -> Result<Self, SessionError> {
+        let writer = match output {
+            Some(p) => {
+                let w = RecordingWriter::create(p, meta)?;
+                make_private(p, owner)?;
+                Some(w)
+            }
+            None => None,
+        };
         Ok(Sink {
             open_mpi,
-            writer: output
-                .map(|p| RecordingWriter::create(p, meta))
-                .transpose()?,
+            writer,
             summary: SummaryBuilder::new(),
             pipeline: Pipeline::new(clock),
             whatif: None,

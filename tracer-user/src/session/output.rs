@@ -1,0 +1,47 @@
+//! Files the tracer writes hold command lines, environments, paths and host names: they
+//! are made readable by their owner only (0600) and, under sudo or `--user`, given to
+//! the user the command ran as rather than left to root.
+
+use std::fs::{File, OpenOptions, Permissions};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use super::RunAs;
+
+/// Mode of every file the tracer writes.
+pub const PRIVATE_MODE: u32 = 0o600;
+
+/// Creates (or truncates) `path` with mode 0600, owned by `owner` when given.
+pub fn create_private(path: &Path, owner: Option<&RunAs>) -> std::io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(PRIVATE_MODE)
+        .open(path)?;
+    make_private(path, owner)?;
+    Ok(file)
+}
+
+/// Writes `bytes` to `path` as [`create_private`] creates it.
+pub fn write_private(path: &Path, bytes: &[u8], owner: Option<&RunAs>) -> std::io::Result<()> {
+    std::io::Write::write_all(&mut create_private(path, owner)?, bytes)
+}
+
+/// Mode 0600 for the file at `path` (it may have existed with another mode), owned by
+/// `owner` when given. A special file (/dev/stdout, a pipe) is left as it is.
+pub fn make_private(path: &Path, owner: Option<&RunAs>) -> std::io::Result<()> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Ok(());
+    }
+    std::fs::set_permissions(path, Permissions::from_mode(PRIVATE_MODE))?;
+    if let Some(owner) = owner.filter(|o| !o.is_root()) {
+        owner.chown(path)?;
+    }
+    Ok(())
+}
+
+/// The user output files go to when the command names none: the one who ran sudo.
+pub fn invoking_user() -> Option<RunAs> {
+    RunAs::resolve(None).ok().flatten()
+}
