@@ -430,7 +430,9 @@ impl ThreadTrack {
 /// arrival's just before its vertex `to`. Each is at most a third of that time, of the
 /// shortest flow's span and [`FLOW_SLICE_MAX_NS`] away from its vertex and as long, so
 /// that every departure slice starts no later than its arrival slice (Perfetto draws a
-/// flow from the earlier of its two slices); the flow events sit inside it.
+/// flow from the earlier of its two slices). The flow events sit inside it, a quarter
+/// of it from its start (a departure) or its end (an arrival): a flow's start event is
+/// then strictly earlier than its end event, as Perfetto needs to pair them.
 fn flow_slice<W: Write>(
     out: &mut EventWriter<W>,
     stats: &mut ExportStats,
@@ -467,8 +469,13 @@ fn flow_slice<W: Write>(
         Some(json!({ "flows": ids })),
     ))?;
     stats.flow_slices += 1;
+    let at = if first.start {
+        start + x / 4
+    } else {
+        start + x - x / 4
+    };
     for e in ends {
-        flow(out, stats, e, tid, start + x / 2, base_ns)?;
+        flow(out, stats, e, tid, at, base_ns)?;
     }
     Ok(())
 }
@@ -882,6 +889,7 @@ mod tests {
                 slice["ts"].as_f64().unwrap()
             };
             assert!(bound(s, "departure") <= bound(f, "arrival"), "{s} {f}");
+            assert!(s["ts"].as_f64() < f["ts"].as_f64(), "{s} {f}");
         }
         for a in &slices {
             for b in &slices {
