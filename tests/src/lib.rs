@@ -41,9 +41,6 @@ pub fn program(name: &str) -> String {
     programs().join(name).display().to_string()
 }
 
-/// The tracer binary, built as users run it: optimized (`cargo xtask test` builds it
-/// before the tests). An unoptimized tracer cannot keep up with the scheduler events of
-/// ranks that yield while they wait (close to a million a second) and loses some.
 /// The Python of the readers' virtual environment (`cargo xtask setup` installs the
 /// packages the export tests read our files with into it).
 pub fn python() -> PathBuf {
@@ -67,6 +64,9 @@ pub fn node_modules() -> PathBuf {
     p
 }
 
+/// The tracer binary, built as users run it: optimized (`cargo xtask test` builds it
+/// before the tests). An unoptimized tracer cannot keep up with the scheduler events of
+/// ranks that yield while they wait (close to a million a second) and loses some.
 pub fn tracer() -> PathBuf {
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or(root().join("target"), |d| root().join(d));
