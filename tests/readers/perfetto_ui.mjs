@@ -110,20 +110,29 @@ try {
   );
   result.load_ms = loadMs;
 
-  // The picture: every track expanded, and the flows of the slice with the most of
-  // them selected (the UI draws the arrows of the selected slice). Cosmetic: a UI
+  // The picture: every track expanded, the sidebar hidden, and one flow shown: the
+  // first between two processes (else the first), its start slice selected (the UI
+  // draws the arrows of the selected slice) and the view around it. Cosmetic: a UI
   // whose internals moved still gives a screenshot.
   try {
-    const busiest = await query(
-      'SELECT s.id AS id, s.ts AS ts, s.dur AS dur, count(*) AS n FROM slice s JOIN flow f ' +
-        'ON f.slice_out = s.id OR f.slice_in = s.id GROUP BY s.id ORDER BY n DESC, s.ts LIMIT 1',
+    const shown = await query(
+      'SELECT so.id AS id, so.ts AS out_ts, si.ts + si.dur AS in_end FROM flow f ' +
+        'JOIN slice so ON f.slice_out = so.id JOIN slice si ON f.slice_in = si.id ' +
+        'JOIN thread_track tso ON so.track_id = tso.id JOIN thread_track tsi ON si.track_id = tsi.id ' +
+        'JOIN thread o ON tso.utid = o.utid JOIN thread i ON tsi.utid = i.utid ' +
+        'ORDER BY o.upid = i.upid, so.ts LIMIT 1',
     );
-    await page.evaluate((busiest) => {
+    await page.evaluate((shown) => {
       const trace = globalThis.app.trace;
       for (const node of trace.workspace.flatTracks) node.expand?.();
       if (globalThis.app.sidebar?.visible) globalThis.app.sidebar.toggleVisibility();
-      if (busiest.length > 0) trace.selection.selectSqlEvent('slice', busiest[0].id);
-    }, busiest);
+      if (shown.length > 0) {
+        const { id, out_ts, in_end } = shown[0];
+        trace.selection.selectSqlEvent('slice', id);
+        const pad = Math.max(in_end - out_ts, 50000);
+        trace.timeline.setViewportTime(BigInt(out_ts - pad), BigInt(in_end + pad));
+      }
+    }, shown);
     await page.evaluate(() => globalThis.waitForPerfettoIdle());
   } catch (e) {
     console.error(`perfetto_ui.mjs: screenshot set-up: ${e.message}`);
