@@ -1045,6 +1045,36 @@ mod tests {
         assert!(inside(&slices, &f["tid"], ts, "futex wait").is_some());
     }
 
+    /// A flow of 3 µs between two threads with room around both vertices: its slices
+    /// are as long as they may be (1 µs), and still its start event comes strictly
+    /// before its end event (at one time, Perfetto may read the end first and drop it).
+    #[test]
+    fn a_short_flow_starts_before_it_ends() {
+        let departure = Endpoint {
+            ts_ns: 10_000,
+            pid: 1,
+            id: 1,
+            start: true,
+            span_ns: 3000,
+            name: "wakeup",
+            critical: false,
+        };
+        let arrival = Endpoint {
+            ts_ns: 13_000,
+            pid: 2,
+            start: false,
+            ..departure
+        };
+        let mut out = EventWriter::begin(Vec::new()).unwrap();
+        let mut stats = ExportStats::default();
+        flow_slice(&mut out, &mut stats, &[departure], 1, 10_000, 50_000, 0).unwrap();
+        flow_slice(&mut out, &mut stats, &[arrival], 2, 0, 13_000, 0).unwrap();
+        let v: Value = serde_json::from_slice(&out.finish(&json!({})).unwrap()).unwrap();
+        check_flow_slices(&v);
+        assert!(events(&v, "X").iter().all(|s| s["dur"] == 1.0));
+        assert_eq!((stats.flows, stats.flow_slices), (1, 2));
+    }
+
     #[test]
     fn unclosed_calls_are_counted_not_drawn() {
         let mut s = SyntheticRun::new(2, &["work"]);
