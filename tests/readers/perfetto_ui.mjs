@@ -12,8 +12,12 @@
 //     processes without trace processor's placeholder of id 0);
 //   slice_names: {name: count} over all slices;
 //   import_errors: rows of `stats` with severity error or data_loss and value > 0;
+//   flow_ends: every flow as [thread of its start slice, start slice's ts, thread of its
+//     end slice, end slice's ts] (ts in ns): the direction the UI draws it in. Perfetto
+//     stores (and draws) a JSON flow from the earlier of its two slices to the later,
+//     whichever end the file calls the start, so a caller compares these with its file;
 //   backward_flows: flows whose start slice begins after their end slice (up to 20),
-//     backward_count: how many;
+//     backward_count: how many (0 for JSON: see flow_ends);
 //   load_ms: from opening the page to the trace loaded and the UI idle.
 // Fails (exit status 1, reason on standard error) when the UI does not load the trace.
 
@@ -108,6 +112,14 @@ try {
     'SELECT f.id, so.name AS out_name, so.ts AS out_ts, si.name AS in_name, ' +
       `si.ts AS in_ts ${backward} LIMIT 20`,
   );
+  result.flow_ends = (
+    await query(
+      'SELECT o.tid AS out_tid, so.ts AS out_ts, i.tid AS in_tid, si.ts AS in_ts FROM flow f ' +
+        'JOIN slice so ON f.slice_out = so.id JOIN slice si ON f.slice_in = si.id ' +
+        'JOIN thread_track tso ON so.track_id = tso.id JOIN thread_track tsi ON si.track_id = tsi.id ' +
+        'JOIN thread o ON tso.utid = o.utid JOIN thread i ON tsi.utid = i.utid',
+    )
+  ).map((r) => [r.out_tid, r.out_ts, r.in_tid, r.in_ts]);
   result.load_ms = loadMs;
 
   // The picture: every track expanded, the sidebar hidden, and one flow shown: the
