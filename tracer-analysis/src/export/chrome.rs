@@ -43,6 +43,8 @@ pub struct ExportStats {
     pub slices: u64,
     /// Flow arrows (one per dependency arc of the graph).
     pub flows: u64,
+    /// The short slices flows start and end in (a departure, an arrival).
+    pub flow_slices: u64,
     /// Slices on the critical path track and the work they add up to.
     pub critical_slices: u64,
     pub critical_path_ns: u64,
@@ -187,7 +189,7 @@ impl ChromeExport {
             });
         }
         for ends in endpoints.values_mut() {
-            ends.make_contiguous().sort_by_key(|e| e.ts_ns);
+            ends.make_contiguous().sort_by_key(|e| (e.ts_ns, e.start));
         }
         ChromeExport {
             clock: rg.clock,
@@ -365,10 +367,135 @@ struct ThreadTrack {
     /// Selected procedures in progress: probe id and entry time.
     procedures: Vec<(u16, u64)>,
     futex_wait: Option<u64>,
-    /// Time of the latest slice start or end on this thread.
-    last_boundary: Option<u64>,
-    /// Flow starts waiting for the next slice boundary (see [`Timeline::record`]).
-    waiting: Vec<Endpoint>,
+    /// Time of the latest mark on this thread: a slice start or end, or a flow end's
+    /// vertex.
+    last_mark: Option<u64>,
+    /// Flow starts (all at one vertex) waiting for the thread's next mark, which bounds
+    /// their departure slice (see [`Timeline::record`]).
+    departing: Option<(u64, Vec<Endpoint>)>,
+}
+
+/// Longest time from a flow end's vertex to its departure or arrival slice, and that
+/// slice's longest duration.
+const FLOW_SLICE_MAX_NS: u64 = 1000;
+
+impl ThreadTrack {
+    /// A slice starts or ends at `ts`: it bounds the departure in waiting.
+    fn boundary<W: Write>(
+        &mut self,
+        ts: u64,
+        tid: u32,
+        out: &mut EventWriter<W>,
+        stats: &mut ExportStats,
+        base_ns: u64,
+    ) -> io::Result<()> {
+        if let Some((at, ends)) = self.departing.take() {
+            flow_slice(out, stats, &ends, tid, at, ts, base_ns)?;
+        }
+        self.last_mark = Some(ts);
+        Ok(())
+    }
+
+    /// Flow ends at one vertex, all starts or all ends. Arrivals are placed before the
+    /// vertex, after the previous mark (halfway to it from a departure in waiting);
+    /// departures wait for the next mark.
+    fn flow_ends<W: Write>(
+        &mut self,
+        ends: Vec<Endpoint>,
+        tid: u32,
+        out: &mut EventWriter<W>,
+        stats: &mut ExportStats,
+        base_ns: u64,
+    ) -> io::Result<()> {
+        let at = ends[0].ts_ns;
+        let span = ends.iter().map(|e| e.span_ns).min().unwrap_or(0);
+        let mut from = self.last_mark.unwrap_or(at.saturating_sub(span)).min(at);
+        if let Some((dep, waiting)) = self.departing.take() {
+            let mid = dep + (at - dep) / 2;
+            flow_slice(out, stats, &waiting, tid, dep, mid, base_ns)?;
+            from = mid;
+        }
+        if ends[0].start {
+            self.departing = Some((at, ends));
+        } else {
+            flow_slice(out, stats, &ends, tid, from, at, base_ns)?;
+        }
+        self.last_mark = Some(at);
+        Ok(())
+    }
+}
+
+/// The slice of flow ends at one vertex, in the free time `from..to` next to it (no
+/// other slice starts or ends there): a departure's just after its vertex `from`, an
+/// arrival's just before its vertex `to`. Each is at most a third of that time, of the
+/// shortest flow's span and [`FLOW_SLICE_MAX_NS`] away from its vertex and as long, so
+/// that every departure slice starts no later than its arrival slice (Perfetto draws a
+/// flow from the earlier of its two slices). The flow events sit inside it, a quarter
+/// of it from its start (a departure) or its end (an arrival): a flow's start event is
+/// then strictly earlier than its end event, as Perfetto needs to pair them.
+fn flow_slice<W: Write>(
+    out: &mut EventWriter<W>,
+    stats: &mut ExportStats,
+    ends: &[Endpoint],
+    tid: u32,
+    from: u64,
+    to: u64,
+    base_ns: u64,
+) -> io::Result<()> {
+    let first = &ends[0];
+    let span = ends.iter().map(|e| e.span_ns).min().unwrap_or(0);
+    let x = (to.saturating_sub(from) / 3)
+        .min(span / 3)
+        .min(FLOW_SLICE_MAX_NS);
+    let start = if first.start { from + x } else { to - 2 * x };
+    let name = format!(
+        "{} {}",
+        first.name(),
+        if first.start { "departure" } else { "arrival" }
+    );
+    let ids: Vec<u64> = ends.iter().map(|e| e.id).collect();
+    let cat = if ends.iter().any(|e| e.critical) {
+        CRITICAL_FLOW_CAT
+    } else {
+        FLOW_CAT
+    };
+    out.event(&Event::slice(
+        &name,
+        cat,
+        first.pid,
+        tid,
+        us(start, base_ns),
+        us(start + x, start),
+        Some(json!({ "flows": ids })),
+    ))?;
+    stats.flow_slices += 1;
+    let at = if first.start {
+        start + x / 4
+    } else {
+        start + x - x / 4
+    };
+    for e in ends {
+        flow(out, stats, e, tid, at, base_ns)?;
+    }
+    Ok(())
+}
+
+/// Pops the flow ends at the front of `ends` that share one vertex (time and direction)
+/// and satisfy `take`.
+fn next_vertex(
+    ends: Option<&mut VecDeque<Endpoint>>,
+    take: impl Fn(&Endpoint) -> bool,
+) -> Option<Vec<Endpoint>> {
+    let ends = ends?;
+    let first = *ends.front().filter(|e| take(e))?;
+    let mut group = Vec::new();
+    while let Some(e) = ends.front() {
+        if e.ts_ns != first.ts_ns || e.start != first.start {
+            break;
+        }
+        group.push(ends.pop_front().unwrap());
+    }
+    Some(group)
 }
 
 /// The second pass: slices and flow ends, record by record.
@@ -390,14 +517,15 @@ struct Closed {
 }
 
 impl Timeline {
-    /// Slices are emitted when they close. A flow end must sit strictly inside the
-    /// slice it belongs to, where no nested slice is open: Perfetto binds it to the
-    /// innermost slice open at its time, and a slice ending exactly then is already
-    /// closed. A vertex is the entry (sending side) or the exit (receiving side) of an
-    /// outermost call, so a flow starts halfway between the entry and the thread's next
-    /// slice boundary, and ends halfway between the thread's previous boundary and the
-    /// exit; both moves are capped at a third of the flow's span so that every arrow
-    /// still starts before it ends.
+    /// Slices are emitted when they close. Every flow end gets a short slice of its
+    /// own, next to its vertex, in which the flow event sits: Perfetto binds a flow
+    /// event to the innermost slice open at its time and orients the arrow by the
+    /// start times of the two slices, so a flow bound to a blocking receive (which
+    /// starts before its send) would point backwards, and one at a point with no slice
+    /// (a new thread's start) would be dropped. The marks of a thread (slice starts and
+    /// ends, flow-end vertices) are taken in time order; a departure slice goes in the
+    /// free time after its vertex, an arrival slice in the free time before it (see
+    /// [`flow_slice`]), so that the flow slices nest in the call slices.
     fn record<W: Write>(
         &mut self,
         r: &Record,
@@ -464,26 +592,20 @@ impl Timeline {
             },
             _ => (false, None),
         };
-        if boundary {
-            for e in std::mem::take(&mut t.waiting) {
-                let at = e.ts_ns + (ts.saturating_sub(e.ts_ns) / 2).min(e.span_ns / 3);
-                flow(out, stats, &e, h.tid, at, self.base_ns)?;
-            }
-        }
-        if let Some(ends) = self.endpoints.get_mut(&h.tid) {
-            while ends.front().is_some_and(|e| e.ts_ns <= ts) {
-                let e = ends.pop_front().unwrap();
-                if e.start {
-                    t.waiting.push(e);
-                } else {
-                    let room = e.ts_ns - t.last_boundary.unwrap_or(e.ts_ns).min(e.ts_ns);
-                    let at = e.ts_ns - (room / 2).min(e.span_ns / 3);
-                    flow(out, stats, &e, h.tid, at, self.base_ns)?;
-                }
-            }
+        // Flow ends of earlier vertices (records the timeline skips), then the
+        // arrivals at this record, its slice boundary, the departures at it.
+        let base = self.base_ns;
+        let ends = &mut self.endpoints;
+        while let Some(v) = next_vertex(ends.get_mut(&h.tid), |e| {
+            e.ts_ns < ts || (e.ts_ns == ts && !e.start)
+        }) {
+            t.flow_ends(v, h.tid, out, stats, base)?;
         }
         if boundary {
-            t.last_boundary = Some(ts);
+            t.boundary(ts, h.tid, out, stats, base)?;
+        }
+        while let Some(v) = next_vertex(ends.get_mut(&h.tid), |e| e.ts_ns == ts) {
+            t.flow_ends(v, h.tid, out, stats, base)?;
         }
         if let Some(c) = closed {
             out.event(&Event::slice(
@@ -500,8 +622,9 @@ impl Timeline {
         Ok(())
     }
 
-    /// Flow ends that found no later boundary (their call never returned) go at their
-    /// own time; what is still open is counted.
+    /// Flow ends after a thread's last record, and departures that found no later
+    /// mark (a departure slice then ends within the flow's span); what is still open is
+    /// counted.
     fn finish<W: Write>(
         &mut self,
         out: &mut EventWriter<W>,
@@ -512,24 +635,23 @@ impl Timeline {
         tids.sort_unstable();
         tids.dedup();
         for tid in tids {
-            let mut rest: Vec<Endpoint> = Vec::new();
-            if let Some(t) = self.threads.get_mut(&tid) {
-                rest.append(&mut t.waiting);
-                stats.unclosed +=
-                    (t.calls.len() + t.procedures.len()) as u64 + t.futex_wait.is_some() as u64;
+            let t = self.threads.entry(tid).or_default();
+            stats.unclosed +=
+                (t.calls.len() + t.procedures.len()) as u64 + t.futex_wait.is_some() as u64;
+            while let Some(v) = next_vertex(self.endpoints.get_mut(&tid), |_| true) {
+                t.flow_ends(v, tid, out, stats, self.base_ns)?;
             }
-            if let Some(ends) = self.endpoints.get_mut(&tid) {
-                rest.extend(ends.drain(..));
-            }
-            for e in rest {
-                flow(out, stats, &e, tid, e.ts_ns, self.base_ns)?;
+            if let Some((at, ends)) = t.departing.take() {
+                let span = ends.iter().map(|e| e.span_ns).min().unwrap_or(0);
+                flow_slice(out, stats, &ends, tid, at, at + span, self.base_ns)?;
             }
         }
         Ok(())
     }
 }
 
-/// One end of a flow arrow ("s" binds to the enclosing slice; "f" with `bp: e` too).
+/// One end of a flow arrow ("s" binds to the enclosing slice; "f" with `bp: e` too),
+/// inside its flow slice.
 fn flow<W: Write>(
     out: &mut EventWriter<W>,
     stats: &mut ExportStats,
@@ -729,6 +851,63 @@ mod tests {
         })
     }
 
+    /// The innermost slice of the thread of `e` that strictly contains its time.
+    fn innermost<'a>(slices: &[&'a Value], e: &Value) -> Option<&'a Value> {
+        let ts = e["ts"].as_f64().unwrap();
+        slices
+            .iter()
+            .copied()
+            .filter(|s| {
+                let start = s["ts"].as_f64().unwrap();
+                s["pid"] == e["pid"]
+                    && s["tid"] == e["tid"]
+                    && start < ts
+                    && ts < start + s["dur"].as_f64().unwrap()
+            })
+            .min_by(|a, b| a["dur"].as_f64().partial_cmp(&b["dur"].as_f64()).unwrap())
+    }
+
+    /// What Perfetto makes of the flows: each starts in a departure slice and ends in an
+    /// arrival slice of its own (named after it, listing its id), the departure slice
+    /// starting no later than the arrival slice; and the slices of every thread nest.
+    fn check_flow_slices(v: &Value) {
+        let slices = events(v, "X");
+        let ends = events(v, "f");
+        let starts = events(v, "s");
+        assert_eq!(starts.len(), ends.len());
+        for s in &starts {
+            let f = ends.iter().find(|f| f["id"] == s["id"]).unwrap();
+            let bound = |e: &Value, side: &str| {
+                let slice = innermost(&slices, e).unwrap_or_else(|| panic!("{e}: no slice"));
+                let name = format!("{} {side}", e["name"].as_str().unwrap());
+                assert_eq!(slice["name"], name.as_str(), "{e}");
+                assert_eq!(slice["cat"], e["cat"]);
+                assert!(slice["args"]["flows"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&e["id"]));
+                slice["ts"].as_f64().unwrap()
+            };
+            assert!(bound(s, "departure") <= bound(f, "arrival"), "{s} {f}");
+            assert!(s["ts"].as_f64() < f["ts"].as_f64(), "{s} {f}");
+        }
+        for a in &slices {
+            for b in &slices {
+                if a["pid"] != b["pid"] || a["tid"] != b["tid"] {
+                    continue;
+                }
+                let span = |s: &Value| {
+                    let t = s["ts"].as_f64().unwrap();
+                    (t, t + s["dur"].as_f64().unwrap())
+                };
+                let ((a0, a1), (b0, b1)) = (span(a), span(b));
+                let overlap = a0 < b1 && b0 < a1;
+                let nested = (a0 <= b0 && b1 <= a1) || (b0 <= a0 && a1 <= b1);
+                assert!(!overlap || nested, "{a} and {b} overlap");
+            }
+        }
+    }
+
     #[test]
     fn ring_exports_slices_flows_and_the_critical_path() {
         let items = ring();
@@ -785,6 +964,8 @@ mod tests {
             assert!(inside(&slices, &s["tid"], ts, "MPI_Send").is_some(), "{s}");
             assert!(inside(&slices, &f["tid"], tf, "MPI_Recv").is_some(), "{f}");
         }
+        check_flow_slices(&v);
+        assert_eq!(stats.flow_slices, 2 * deps as u64);
 
         // The critical path track adds up to the schedule's length.
         let length = Schedule::new(&rg.graph).length;
@@ -827,6 +1008,71 @@ mod tests {
         assert_eq!(stats.slices, 36);
         assert_eq!(stats.unclosed, 0);
         assert_eq!(v["otherData"]["critical_path_ns"], length);
+    }
+
+    /// Threads: a new thread's start and a futex wakeup get slices at both ends, the
+    /// new thread's arrival before its first record, and every arrow points forwards.
+    #[test]
+    fn thread_start_and_wakeup_flows_have_slices() {
+        use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
+        let mut s = SyntheticThreads::new(&["work"]);
+        s.compute(MAIN, 1000, Some(0));
+        s.clone(MAIN, 501);
+        s.compute(501, 5000, Some(0));
+        s.wait(MAIN);
+        s.compute(501, 2000, Some(0));
+        s.wake(501, MAIN);
+        s.resume(MAIN);
+        s.compute(MAIN, 1000, Some(0));
+        s.exit(501);
+        s.exit(MAIN);
+        let (stats, v, _) = export(&s.items);
+        check_flow_slices(&v);
+        let slices = events(&v, "X");
+        let named = |n: &str| slices.iter().filter(|s| s["name"] == n).count();
+        assert_eq!(named("thread start departure"), 1, "{v}");
+        assert_eq!(named("thread start arrival"), 1);
+        assert_eq!(named("wakeup departure"), 1);
+        assert_eq!(named("wakeup arrival"), 1);
+        assert_eq!(stats.flows, 2);
+        assert_eq!(stats.flow_slices, 4);
+        // The wakeup arrives inside the futex wait.
+        let f = events(&v, "f")
+            .into_iter()
+            .find(|f| f["name"] == "wakeup")
+            .unwrap();
+        let ts = f["ts"].as_f64().unwrap();
+        assert!(inside(&slices, &f["tid"], ts, "futex wait").is_some());
+    }
+
+    /// A flow of 3 µs between two threads with room around both vertices: its slices
+    /// are as long as they may be (1 µs), and still its start event comes strictly
+    /// before its end event (at one time, Perfetto may read the end first and drop it).
+    #[test]
+    fn a_short_flow_starts_before_it_ends() {
+        let departure = Endpoint {
+            ts_ns: 10_000,
+            pid: 1,
+            id: 1,
+            start: true,
+            span_ns: 3000,
+            name: "wakeup",
+            critical: false,
+        };
+        let arrival = Endpoint {
+            ts_ns: 13_000,
+            pid: 2,
+            start: false,
+            ..departure
+        };
+        let mut out = EventWriter::begin(Vec::new()).unwrap();
+        let mut stats = ExportStats::default();
+        flow_slice(&mut out, &mut stats, &[departure], 1, 10_000, 50_000, 0).unwrap();
+        flow_slice(&mut out, &mut stats, &[arrival], 2, 0, 13_000, 0).unwrap();
+        let v: Value = serde_json::from_slice(&out.finish(&json!({})).unwrap()).unwrap();
+        check_flow_slices(&v);
+        assert!(events(&v, "X").iter().all(|s| s["dur"] == 1.0));
+        assert_eq!((stats.flows, stats.flow_slices), (1, 2));
     }
 
     #[test]

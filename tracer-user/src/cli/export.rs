@@ -137,10 +137,11 @@ fn report_chrome(s: &ExportStats, out: &Path) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(
         err,
-        "wrote {}: {} slices, {} flows, {} processes, {} threads; critical path {:.3} ms in {} slices{}",
+        "wrote {}: {} slices, {} flows (in {} slices of their own), {} processes, {} threads; critical path {:.3} ms in {} slices{}",
         out.display(),
         s.slices,
         s.flows,
+        s.flow_slices,
         s.processes,
         s.threads,
         s.critical_path_ns as f64 / 1e6,
