@@ -206,7 +206,11 @@ fn a_flipped_bit_loses_one_chunk() {
         .args(["flood", "100000", "1"])
         .output()
         .expect("run tracer");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut bytes = std::fs::read(&rec).unwrap();
     let chunks = chunk_offsets(&bytes);
     assert!(chunks.len() >= 4, "{} chunks", chunks.len());

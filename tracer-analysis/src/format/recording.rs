@@ -224,7 +224,8 @@ impl RecordingWriter {
         self.out.write_all(&SYNC)?;
         self.out.write_all(&tag.to_le_bytes())?;
         self.out.write_all(&len.to_le_bytes())?;
-        self.out.write_all(&checksum(tag, len, payload).to_le_bytes())?;
+        self.out
+            .write_all(&checksum(tag, len, payload).to_le_bytes())?;
         self.out.write_all(payload)?;
         Ok(())
     }
@@ -306,7 +307,11 @@ impl Condition {
 
 /// One step of reading chunks.
 enum Chunk {
-    Read { tag: u32, payload: Vec<u8>, next: u64 },
+    Read {
+        tag: u32,
+        payload: Vec<u8>,
+        next: u64,
+    },
     /// Nothing more in the file.
     End,
     /// The file ends inside the chunk.
@@ -332,6 +337,18 @@ pub struct RecordingReader {
     dropped_bytes: u64,
     corrupt_chunks: u64,
     corrupt_bytes: u64,
+    /// Only count records and note their times, without decoding them (`condition_of`).
+    skim: bool,
+}
+
+/// How the recording at `path` ended and what in it is damaged: one pass over its chunks
+/// that checks them and counts the records without decoding them, for a command to say
+/// so before it reads the recording with its own readers.
+pub fn condition_of(path: &Path) -> Result<Condition, RecordingError> {
+    let mut r = RecordingReader::open(path)?;
+    r.skim = true;
+    while r.next_item()?.is_some() {}
+    Ok(r.condition())
 }
 
 impl RecordingReader {
@@ -364,6 +381,7 @@ impl RecordingReader {
             dropped_bytes: 0,
             corrupt_chunks: 0,
             corrupt_bytes: 0,
+            skim: false,
         };
         match r.chunk_at(16)? {
             Chunk::Read {
@@ -413,11 +431,17 @@ impl RecordingReader {
                                 body + at as u64
                             )));
                         }
-                        let rec = records::decode(&payload[at..at + len]).map_err(bad)?;
-                        let ts = rec.header().ts_ns;
+                        let raw = &payload[at..at + len];
+                        let ts = if self.skim {
+                            u64::from_le_bytes(raw[..8].try_into().unwrap())
+                        } else {
+                            let rec = records::decode(raw).map_err(bad)?;
+                            let ts = rec.header().ts_ns;
+                            self.pending.push_back(Item::Record(rec));
+                            ts
+                        };
                         self.last_ts_ns = Some(self.last_ts_ns.map_or(ts, |t| t.max(ts)));
                         self.events += 1;
-                        self.pending.push_back(Item::Record(rec));
                         at += len;
                     }
                 }
@@ -774,7 +798,9 @@ mod tests {
                 },
                 "cut at {cut}"
             );
-            assert!(cond.messages()[0].starts_with(&format!("recording cut short after {events} events")));
+            assert!(cond.messages()[0]
+                .starts_with(&format!("recording cut short after {events} events")));
+            assert_eq!(condition_of(&path).unwrap(), cond);
         }
         std::fs::write(&path, b"CPTRACE\0").unwrap();
         assert!(matches!(read_all(&path), Err(RecordingError::Truncated(_))));
@@ -807,6 +833,7 @@ mod tests {
                     let mut expected = all[..before].to_vec();
                     expected.extend_from_slice(&all[before + n..]);
                     assert_eq!(items, expected, "chunk {c}, byte {byte}, bit {bit}");
+                    assert_eq!(condition_of(&path).unwrap(), cond);
                     if c + 1 < chunks.len() {
                         assert_eq!(cond.corrupt_chunks, 1, "chunk {c}, byte {byte}");
                         assert_eq!(cond.corrupt_bytes, (end - start) as u64);
@@ -865,7 +892,10 @@ mod tests {
             bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
             bytes.extend_from_slice(payload);
         };
-        chunk(TAG_META, &serde_json::to_vec(&RecordingMeta::default()).unwrap());
+        chunk(
+            TAG_META,
+            &serde_json::to_vec(&RecordingMeta::default()).unwrap(),
+        );
         chunk(TAG_EVENTS, &exit(7, 9));
         chunk(TAG_END, br#"{"events_total":1,"events_lost":0}"#);
         std::fs::write(&path, &bytes).unwrap();
