@@ -16,6 +16,7 @@ mod mpi_calls;
 mod mpi_comms;
 mod network;
 mod pvm;
+mod recovery;
 mod run_as;
 mod shared_memory;
 mod symbols;

@@ -3,15 +3,18 @@
 //!
 //! ```text
 //! "CPTRACE\0" | version: u32 | reserved: u32 | chunk*      (little endian)
-//! chunk = tag: u32 | len: u32 | payload[len]
+//! chunk = sync: 8b 1f e6 5a | tag: u32 | len: u32 | crc32(tag, len, payload): u32
+//!         | payload[len]                          (version 2: tag | len | payload)
 //! ```
-//! A complete file ends with an END chunk; a file without one was cut short.
+//! A complete file ends with an END chunk; a file without one was cut short, and reads up
+//! to its last complete chunk. A damaged chunk (bad checksum or framing) is skipped.
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +23,10 @@ use crate::format::records::{self, DecodeError, Record};
 use crate::format::ProcessInfo;
 
 pub const MAGIC: &[u8; 8] = b"CPTRACE\0";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
+/// What starts every chunk (version 3): a reader that met a damaged chunk finds the next
+/// one by it.
+const SYNC: [u8; 4] = [0x8b, 0x1f, 0xe6, 0x5a];
 
 const TAG_META: u32 = 1;
 const TAG_EVENTS: u32 = 2;
@@ -41,7 +47,7 @@ pub enum RecordingError {
     Io(#[from] io::Error),
     #[error("not a recording (bad magic)")]
     BadMagic,
-    #[error("unsupported recording version {0} (this tracer reads version {VERSION})")]
+    #[error("unsupported recording version {0} (this tracer reads versions 2 and {VERSION})")]
     Version(u32),
     #[error("recording is truncated: {0}")]
     Truncated(&'static str),
@@ -110,7 +116,14 @@ pub enum Item {
 pub struct RecordingWriter {
     out: BufWriter<File>,
     batch: Vec<u8>,
+    /// When the oldest byte not yet handed to the kernel was written (`None`: all were).
+    unwritten_since: Option<Instant>,
 }
+
+/// How long a written record may wait in the writer's buffers before `flush_if_due`
+/// hands it to the kernel: with the session's 50 ms tick, a `kill -9` loses at most about
+/// a second of events.
+pub const FLUSH_AFTER: Duration = Duration::from_millis(950);
 
 impl RecordingWriter {
     pub fn create(path: &Path, meta: &RecordingMeta) -> Result<Self, RecordingError> {
@@ -133,16 +146,22 @@ impl RecordingWriter {
         let mut w = RecordingWriter {
             out: BufWriter::with_capacity(1 << 20, file),
             batch: Vec::with_capacity(1 << 20),
+            unwritten_since: None,
         };
         w.out.write_all(MAGIC)?;
         w.out.write_all(&VERSION.to_le_bytes())?;
         w.out.write_all(&0u32.to_le_bytes())?;
         w.json_chunk(TAG_META, meta)?;
+        // From here on the file reads as a recording, whenever the tracer stops.
+        w.out.flush()?;
         Ok(w)
     }
 
     /// Appends one raw record (already validated by the decoder).
     pub fn record(&mut self, raw: &[u8]) -> Result<(), RecordingError> {
+        if self.unwritten_since.is_none() {
+            self.unwritten_since = Some(Instant::now());
+        }
         self.batch.extend_from_slice(raw);
         if self.batch.len() >= (1 << 20) {
             self.flush_batch()?;
@@ -158,6 +177,21 @@ impl RecordingWriter {
     pub fn probe(&mut self, probe: &FunctionProbe) -> Result<(), RecordingError> {
         self.flush_batch()?;
         self.json_chunk(TAG_PROBE, probe)
+    }
+
+    /// Hands what was written to the kernel, as complete chunks, if the oldest of it has
+    /// waited `FLUSH_AFTER`: called on every tick of the session's event loop, so that a
+    /// tracer killed at any moment leaves a file readable up to about a second before.
+    pub fn flush_if_due(&mut self) -> Result<(), RecordingError> {
+        if self
+            .unwritten_since
+            .is_some_and(|t| t.elapsed() >= FLUSH_AFTER)
+        {
+            self.flush_batch()?;
+            self.out.flush()?;
+            self.unwritten_since = None;
+        }
+        Ok(())
     }
 
     pub fn finish(mut self, trailer: &Trailer) -> Result<(), RecordingError> {
@@ -185,21 +219,138 @@ impl RecordingWriter {
     }
 
     fn chunk(&mut self, tag: u32, payload: &[u8]) -> Result<(), RecordingError> {
+        if self.unwritten_since.is_none() {
+            self.unwritten_since = Some(Instant::now());
+        }
+        let len = payload.len() as u32;
+        self.out.write_all(&SYNC)?;
         self.out.write_all(&tag.to_le_bytes())?;
-        self.out.write_all(&(payload.len() as u32).to_le_bytes())?;
+        self.out.write_all(&len.to_le_bytes())?;
+        self.out
+            .write_all(&checksum(tag, len, payload).to_le_bytes())?;
         self.out.write_all(payload)?;
         Ok(())
     }
 }
 
+/// CRC-32 of a chunk's tag, length and payload.
+fn checksum(tag: u32, len: u32, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&tag.to_le_bytes());
+    h.update(&len.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+/// How a recording ended, known once `next_item` returned `None`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ending {
+    /// The END chunk was read.
+    Complete,
+    /// The file stops without an END chunk (the tracer was killed, the machine stopped,
+    /// the disk filled up): every complete chunk was read.
+    CutShort {
+        /// Records read.
+        events: u64,
+        /// The last record's time after the recording's start (the largest `ts_ns`
+        /// minus `start_monotonic_ns`), `None` without records.
+        last_event_ns: Option<u64>,
+        /// Bytes after the last complete chunk: a chunk being written, dropped.
+        dropped_bytes: u64,
+    },
+}
+
+/// What a reader found wrong with a recording it read to the end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Condition {
+    pub ending: Ending,
+    /// Chunks in the middle whose checksum or framing was wrong, skipped.
+    pub corrupt_chunks: u64,
+    /// Bytes those chunks held.
+    pub corrupt_bytes: u64,
+}
+
+impl Condition {
+    /// One line per thing wrong (none for a complete, sound recording), for the CLI to
+    /// print.
+    pub fn messages(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.corrupt_chunks > 0 {
+            out.push(format!(
+                "recording has {} corrupt chunk{} ({} bytes): skipped, the events in {} are missing",
+                self.corrupt_chunks,
+                if self.corrupt_chunks == 1 { "" } else { "s" },
+                self.corrupt_bytes,
+                if self.corrupt_chunks == 1 { "it" } else { "them" },
+            ));
+        }
+        if let Ending::CutShort {
+            events,
+            last_event_ns,
+            dropped_bytes,
+        } = &self.ending
+        {
+            let at = match last_event_ns {
+                Some(ns) => format!(" at {:.3} s", *ns as f64 / 1e9),
+                None => String::new(),
+            };
+            let tail = if *dropped_bytes > 0 {
+                format!("; the last partial chunk ({dropped_bytes} bytes) was dropped")
+            } else {
+                String::new()
+            };
+            out.push(format!(
+                "recording cut short after {events} events{at} (no END chunk: the tracer did not finish){tail}"
+            ));
+        }
+        out
+    }
+}
+
+/// One step of reading chunks.
+enum Chunk {
+    Read {
+        tag: u32,
+        payload: Vec<u8>,
+        next: u64,
+    },
+    /// Nothing more in the file.
+    End,
+    /// The file ends inside the chunk.
+    Short,
+    /// Not a chunk: bad framing or checksum.
+    Bad,
+}
+
 /// Streams a recording. `meta` is read on open; `next_item` yields the rest; the trailer
-/// is available once the END chunk was read.
+/// is available once the END chunk was read, and `condition` once `next_item` returned
+/// `None`. A file cut short (no END chunk) reads up to its last complete chunk; a chunk
+/// in the middle whose checksum is wrong is skipped and counted (version 3).
 pub struct RecordingReader {
-    input: BufReader<File>,
+    file: File,
+    version: u32,
     pub meta: RecordingMeta,
     pub trailer: Option<Trailer>,
     offset: u64,
     pending: std::collections::VecDeque<Item>,
+    done: bool,
+    events: u64,
+    last_ts_ns: Option<u64>,
+    dropped_bytes: u64,
+    corrupt_chunks: u64,
+    corrupt_bytes: u64,
+    /// Only count records and note their times, without decoding them (`condition_of`).
+    skim: bool,
+}
+
+/// How the recording at `path` ended and what in it is damaged: one pass over its chunks
+/// that checks them and counts the records without decoding them, for a command to say
+/// so before it reads the recording with its own readers.
+pub fn condition_of(path: &Path) -> Result<Condition, RecordingError> {
+    let mut r = RecordingReader::open(path)?;
+    r.skim = true;
+    while r.next_item()?.is_some() {}
+    Ok(r.condition())
 }
 
 impl RecordingReader {
@@ -208,63 +359,91 @@ impl RecordingReader {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut input = BufReader::with_capacity(1 << 20, file);
         let mut head = [0u8; 16];
-        read_exact_or(&mut input, &mut head, "no file header")?;
+        if read_full_at(&file, &mut head, 0)? < head.len() {
+            return Err(RecordingError::Truncated("no file header"));
+        }
         if &head[..8] != MAGIC {
             return Err(RecordingError::BadMagic);
         }
         let version = u32::from_le_bytes(head[8..12].try_into().unwrap());
-        if version != VERSION {
+        if version != VERSION && version != 2 {
             return Err(RecordingError::Version(version));
         }
         let mut r = RecordingReader {
-            input,
+            file,
+            version,
             meta: RecordingMeta::default(),
             trailer: None,
             offset: 16,
             pending: Default::default(),
+            done: false,
+            events: 0,
+            last_ts_ns: None,
+            dropped_bytes: 0,
+            corrupt_chunks: 0,
+            corrupt_bytes: 0,
+            skim: false,
         };
-        match r.chunk()? {
-            Some((TAG_META, payload)) => r.meta = json(&payload, "meta")?,
-            Some(_) => return Err(RecordingError::Corrupt("first chunk is not META".into())),
-            None => return Err(RecordingError::Truncated("no META chunk")),
+        match r.chunk_at(16)? {
+            Chunk::Read {
+                tag: TAG_META,
+                payload,
+                next,
+            } => {
+                r.meta = json(&payload, "meta")?;
+                r.offset = next;
+            }
+            Chunk::Read { .. } | Chunk::Bad => {
+                return Err(RecordingError::Corrupt("first chunk is not META".into()))
+            }
+            Chunk::End | Chunk::Short => return Err(RecordingError::Truncated("no META chunk")),
         }
         Ok(r)
     }
 
-    /// The next item, or None after the END chunk. A file that ends before END is an error.
+    /// The next item, or None at the end: after the END chunk, or at the end of a file
+    /// cut short (`condition` says which).
     pub fn next_item(&mut self) -> Result<Option<Item>, RecordingError> {
         loop {
             if let Some(item) = self.pending.pop_front() {
                 return Ok(Some(item));
             }
-            if self.trailer.is_some() {
+            if self.done {
                 return Ok(None);
             }
             let start = self.offset;
-            let Some((tag, payload)) = self.chunk()? else {
-                return Err(RecordingError::Truncated(
-                    "no END chunk: the recording was cut short",
-                ));
+            let Some((tag, payload)) = self.next_chunk()? else {
+                self.done = true;
+                continue;
             };
+            let body = start + if self.version == 2 { 8 } else { 16 };
             match tag {
                 TAG_EVENTS => {
                     let mut at = 0usize;
                     while at < payload.len() {
                         let bad = |source| RecordingError::BadRecord {
-                            offset: start + 8 + at as u64,
+                            offset: body + at as u64,
                             source,
                         };
                         let len = records::record_len(&payload[at..]).map_err(bad)?;
                         if at + len > payload.len() {
                             return Err(RecordingError::Corrupt(format!(
                                 "record at byte {} runs past its chunk",
-                                start + 8 + at as u64
+                                body + at as u64
                             )));
                         }
-                        let rec = records::decode(&payload[at..at + len]).map_err(bad)?;
-                        self.pending.push_back(Item::Record(rec));
+                        let raw = &payload[at..at + len];
+                        let ts = if self.skim {
+                            u64::from_le_bytes(raw[..8].try_into().unwrap())
+                        } else {
+                            let rec = records::decode(raw).map_err(bad)?;
+                            let ts = rec.header().ts_ns;
+                            self.pending.push_back(Item::Record(rec));
+                            ts
+                        };
+                        self.last_ts_ns = Some(self.last_ts_ns.map_or(ts, |t| t.max(ts)));
+                        self.events += 1;
                         at += len;
                     }
                 }
@@ -274,7 +453,10 @@ impl RecordingReader {
                 TAG_PROBE => self
                     .pending
                     .push_back(Item::Probe(json(&payload, "probe")?)),
-                TAG_END => self.trailer = Some(json(&payload, "end")?),
+                TAG_END => {
+                    self.trailer = Some(json(&payload, "end")?);
+                    self.done = true;
+                }
                 TAG_META => return Err(RecordingError::Corrupt("second META chunk".into())),
                 other => {
                     return Err(RecordingError::Corrupt(format!(
@@ -285,27 +467,119 @@ impl RecordingReader {
         }
     }
 
-    fn chunk(&mut self) -> Result<Option<(u32, Vec<u8>)>, RecordingError> {
-        let mut head = [0u8; 8];
-        let n = read_up_to(&mut self.input, &mut head)?;
+    /// How the recording ended and what was skipped: final once `next_item` returned
+    /// `None`.
+    pub fn condition(&self) -> Condition {
+        let ending = if self.trailer.is_some() {
+            Ending::Complete
+        } else {
+            Ending::CutShort {
+                events: self.events,
+                last_event_ns: self
+                    .last_ts_ns
+                    .map(|t| t.saturating_sub(self.meta.start_monotonic_ns)),
+                dropped_bytes: self.dropped_bytes,
+            }
+        };
+        Condition {
+            ending,
+            corrupt_chunks: self.corrupt_chunks,
+            corrupt_bytes: self.corrupt_bytes,
+        }
+    }
+
+    /// The next sound chunk, skipping corrupt ones; None at the end of the file.
+    fn next_chunk(&mut self) -> Result<Option<(u32, Vec<u8>)>, RecordingError> {
+        let start = self.offset;
+        match self.chunk_at(start)? {
+            Chunk::Read { tag, payload, next } => {
+                self.offset = next;
+                return Ok(Some((tag, payload)));
+            }
+            Chunk::End => return Ok(None),
+            Chunk::Bad if self.version == 2 => {
+                return Err(RecordingError::Corrupt(format!(
+                    "bad chunk at byte {start}"
+                )))
+            }
+            Chunk::Short | Chunk::Bad => {}
+        }
+        // Version 3: a sound chunk further on means this one was damaged; none means
+        // the file was cut in the middle of this one.
+        if self.version != 2 {
+            if let Some((at, tag, payload, next)) = self.resync(start + 1)? {
+                self.corrupt_chunks += 1;
+                self.corrupt_bytes += at - start;
+                self.offset = next;
+                return Ok(Some((tag, payload)));
+            }
+        }
+        let len = self.file.metadata()?.len();
+        self.dropped_bytes = len.saturating_sub(start);
+        self.offset = len;
+        Ok(None)
+    }
+
+    /// The first sound chunk at or after `from`: its offset, tag, payload and end.
+    #[allow(clippy::type_complexity)]
+    fn resync(&self, from: u64) -> Result<Option<(u64, u32, Vec<u8>, u64)>, RecordingError> {
+        let mut block = vec![0u8; 1 << 16];
+        let mut base = from;
+        loop {
+            let n = read_full_at(&self.file, &mut block, base)?;
+            if n < SYNC.len() {
+                return Ok(None);
+            }
+            for i in 0..=n - SYNC.len() {
+                if block[i..i + SYNC.len()] == SYNC {
+                    if let Chunk::Read { tag, payload, next } = self.chunk_at(base + i as u64)? {
+                        return Ok(Some((base + i as u64, tag, payload, next)));
+                    }
+                }
+            }
+            if n < block.len() {
+                return Ok(None);
+            }
+            base += (n - (SYNC.len() - 1)) as u64;
+        }
+    }
+
+    fn chunk_at(&self, at: u64) -> Result<Chunk, RecordingError> {
+        let v2 = self.version == 2;
+        let mut head = [0u8; 16];
+        let head = if v2 { &mut head[..8] } else { &mut head[..] };
+        let n = read_full_at(&self.file, head, at)?;
         if n == 0 {
-            return Ok(None);
+            return Ok(Chunk::End);
         }
-        if n < 8 {
-            return Err(RecordingError::Truncated("partial chunk header"));
+        let fields = if v2 { &head[..] } else { &head[4..] };
+        if !v2 && n >= 4 && head[..4] != SYNC {
+            return Ok(Chunk::Bad);
         }
-        let tag = u32::from_le_bytes(head[..4].try_into().unwrap());
-        let len = u32::from_le_bytes(head[4..].try_into().unwrap());
+        if n < head.len() {
+            return Ok(Chunk::Short);
+        }
+        let tag = u32::from_le_bytes(fields[..4].try_into().unwrap());
+        let len = u32::from_le_bytes(fields[4..8].try_into().unwrap());
         if len > MAX_CHUNK {
-            return Err(RecordingError::Corrupt(format!(
-                "chunk of {len} bytes at byte {}",
-                self.offset
-            )));
+            return Ok(Chunk::Bad);
         }
         let mut payload = vec![0u8; len as usize];
-        read_exact_or(&mut self.input, &mut payload, "partial chunk")?;
-        self.offset += 8 + len as u64;
-        Ok(Some((tag, payload)))
+        let start = at + head.len() as u64;
+        if read_full_at(&self.file, &mut payload, start)? < payload.len() {
+            return Ok(Chunk::Short);
+        }
+        if !v2 {
+            let crc = u32::from_le_bytes(fields[8..12].try_into().unwrap());
+            if crc != checksum(tag, len, &payload) {
+                return Ok(Chunk::Bad);
+            }
+        }
+        Ok(Chunk::Read {
+            tag,
+            payload,
+            next: start + len as u64,
+        })
     }
 }
 
@@ -314,26 +588,18 @@ fn json<T: for<'de> Deserialize<'de>>(payload: &[u8], what: &str) -> Result<T, R
         .map_err(|e| RecordingError::Corrupt(format!("{what} chunk: {e}")))
 }
 
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+/// Reads `buf.len()` bytes at `offset`, fewer at the end of the file: how many.
+fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
-        match r.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
+        match file.read_at(&mut buf[n..], offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(n)
-}
-
-fn read_exact_or(
-    r: &mut impl Read,
-    buf: &mut [u8],
-    what: &'static str,
-) -> Result<(), RecordingError> {
-    if read_up_to(r, buf)? < buf.len() {
-        return Err(RecordingError::Truncated(what));
-    }
-    Ok(())
 }
 
 /// Reads a whole recording into memory.
@@ -415,21 +681,233 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    #[test]
-    fn truncated_and_corrupt_files_are_errors() {
-        let dir = std::env::temp_dir().join(format!("rec-test2-{}", std::process::id()));
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("rec-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn exit(tid: u32, ts_ns: u64) -> Vec<u8> {
+        let mut e = ExitRecord::default();
+        e.header.kind = kind::EXIT;
+        e.header.tid = tid;
+        e.header.ts_ns = ts_ns;
+        Record::Exit(e).to_bytes()
+    }
+
+    /// A recording of six chunks after META: EVENTS (1 record), PROCESS, EVENTS (2),
+    /// PROCESS, PROBE, END. Returns its bytes and, per chunk, where it ends and how many
+    /// items it holds.
+    fn chunked(path: &Path) -> (Vec<u8>, Vec<(usize, usize)>) {
+        let meta = RecordingMeta {
+            start_monotonic_ns: 1_000,
+            ..Default::default()
+        };
+        let mut w = RecordingWriter::create(path, &meta).unwrap();
+        w.record(&exit(1, 2_000)).unwrap();
+        w.process(&ProcessInfo {
+            pid: 1,
+            ..Default::default()
+        })
+        .unwrap();
+        w.record(&exit(2, 3_000)).unwrap();
+        w.record(&exit(3, 5_000)).unwrap();
+        w.process(&ProcessInfo {
+            pid: 2,
+            ..Default::default()
+        })
+        .unwrap();
+        w.probe(&FunctionProbe {
+            id: 1,
+            symbol: "f".into(),
+            path: "/p".into(),
+            vaddr: 16,
+        })
+        .unwrap();
+        w.finish(&Trailer {
+            events_total: 3,
+            ..Default::default()
+        })
+        .unwrap();
+        let bytes = std::fs::read(path).unwrap();
+        // Walk the framing: META first, then the six.
+        let mut ends = Vec::new();
+        let mut at = 16;
+        while at < bytes.len() {
+            assert_eq!(bytes[at..at + 4], SYNC);
+            let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+            at += 16 + len;
+            ends.push(at);
+        }
+        assert_eq!(at, bytes.len());
+        let counts = [0, 1, 1, 2, 1, 1, 0];
+        (bytes, ends.into_iter().zip(counts).collect())
+    }
+
+    fn read_with_condition(path: &Path) -> Result<(Vec<Item>, Condition), RecordingError> {
+        let mut r = RecordingReader::open(path)?;
+        let mut items = Vec::new();
+        while let Some(item) = r.next_item()? {
+            items.push(item);
+        }
+        Ok((items, r.condition()))
+    }
+
+    /// Cut at every byte: before META's end the file is refused (not a recording yet);
+    /// after it, every complete chunk is read, the partial one dropped, and the ending
+    /// says so.
+    #[test]
+    fn a_file_cut_anywhere_reads_up_to_its_last_complete_chunk() {
+        let dir = scratch("cut");
         let path = dir.join("a.trace");
-        let bytes = sample(&path);
-        // Every proper prefix is truncated or corrupt, never accepted.
+        let (bytes, chunks) = chunked(&path);
+        let (all, cond) = read_with_condition(&path).unwrap();
+        assert_eq!(all.len(), 6);
+        assert_eq!(cond.ending, Ending::Complete);
+        assert!(cond.messages().is_empty());
+        let meta_end = chunks[0].0;
         for cut in 0..bytes.len() {
             std::fs::write(&path, &bytes[..cut]).unwrap();
-            assert!(read_all(&path).is_err(), "prefix of {cut} bytes accepted");
+            let read = read_with_condition(&path);
+            if cut < meta_end {
+                assert!(read.is_err(), "prefix of {cut} bytes accepted");
+                continue;
+            }
+            let (items, cond) = read.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            let complete = chunks.iter().take_while(|(end, _)| *end <= cut);
+            let expected: usize = complete.clone().map(|(_, n)| n).sum();
+            let last_end = complete.last().unwrap().0;
+            assert_eq!(items[..], all[..expected], "cut at {cut}");
+            let events = items
+                .iter()
+                .filter(|i| matches!(i, Item::Record(_)))
+                .count() as u64;
+            let last_event_ns = match events {
+                0 => None,
+                1 => Some(1_000),
+                _ => Some(4_000),
+            };
+            assert_eq!(
+                cond,
+                Condition {
+                    ending: Ending::CutShort {
+                        events,
+                        last_event_ns,
+                        dropped_bytes: (cut - last_end) as u64,
+                    },
+                    corrupt_chunks: 0,
+                    corrupt_bytes: 0,
+                },
+                "cut at {cut}"
+            );
+            assert!(cond.messages()[0]
+                .starts_with(&format!("recording cut short after {events} events")));
+            assert_eq!(condition_of(&path).unwrap(), cond);
         }
+        std::fs::write(&path, b"CPTRACE\0").unwrap();
+        assert!(matches!(read_all(&path), Err(RecordingError::Truncated(_))));
         let mut bad = bytes.clone();
         bad[0] = b'X';
         std::fs::write(&path, &bad).unwrap();
         assert!(matches!(read_all(&path), Err(RecordingError::BadMagic)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A bit flipped anywhere in a chunk in the middle (framing, checksum or payload)
+    /// loses that chunk only, counted; one flipped in END makes the file cut short.
+    #[test]
+    fn a_damaged_chunk_is_skipped_and_counted() {
+        let dir = scratch("flip");
+        let path = dir.join("a.trace");
+        let (bytes, chunks) = chunked(&path);
+        let (all, _) = read_with_condition(&path).unwrap();
+        for (c, &(end, n)) in chunks.iter().enumerate().skip(1) {
+            let start = chunks[c - 1].0;
+            // Items before and after the damaged chunk.
+            let before: usize = chunks[1..c].iter().map(|(_, n)| n).sum();
+            for byte in start..end {
+                for bit in [0, 3, 7] {
+                    let mut bad = bytes.clone();
+                    bad[byte] ^= 1 << bit;
+                    std::fs::write(&path, &bad).unwrap();
+                    let (items, cond) = read_with_condition(&path)
+                        .unwrap_or_else(|e| panic!("chunk {c}, byte {byte}: {e}"));
+                    let mut expected = all[..before].to_vec();
+                    expected.extend_from_slice(&all[before + n..]);
+                    assert_eq!(items, expected, "chunk {c}, byte {byte}, bit {bit}");
+                    assert_eq!(condition_of(&path).unwrap(), cond);
+                    if c + 1 < chunks.len() {
+                        assert_eq!(cond.corrupt_chunks, 1, "chunk {c}, byte {byte}");
+                        assert_eq!(cond.corrupt_bytes, (end - start) as u64);
+                        assert_eq!(cond.ending, Ending::Complete);
+                        assert!(cond.messages()[0].starts_with("recording has 1 corrupt chunk"));
+                    } else {
+                        assert_eq!(cond.corrupt_chunks, 0);
+                        assert!(matches!(
+                            cond.ending,
+                            Ending::CutShort { events: 3, dropped_bytes, .. }
+                                if dropped_bytes == (end - start) as u64
+                        ));
+                    }
+                }
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The file reads as a recording from the moment the writer is created: a tracer
+    /// killed before its first flush leaves META and nothing lost that was flushed.
+    #[test]
+    fn a_new_recording_reads_at_once() {
+        let dir = scratch("new");
+        let path = dir.join("a.trace");
+        let mut w = RecordingWriter::create(&path, &RecordingMeta::default()).unwrap();
+        w.record(&exit(1, 5)).unwrap();
+        let (items, cond) = read_with_condition(&path).unwrap();
+        assert!(items.is_empty());
+        assert_eq!(
+            cond.ending,
+            Ending::CutShort {
+                events: 0,
+                last_event_ns: None,
+                dropped_bytes: 0
+            }
+        );
+        w.unwritten_since = Some(Instant::now() - FLUSH_AFTER);
+        w.flush_if_due().unwrap();
+        let (items, _) = read_with_condition(&path).unwrap();
+        assert_eq!(items.len(), 1);
+        drop(w);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Version 2 files (no sync word, no checksum) still read, cut short too.
+    #[test]
+    fn version_2_reads() {
+        let dir = scratch("v2");
+        let path = dir.join("a.trace");
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        let mut chunk = |tag: u32, payload: &[u8]| {
+            bytes.extend_from_slice(&tag.to_le_bytes());
+            bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(payload);
+        };
+        chunk(
+            TAG_META,
+            &serde_json::to_vec(&RecordingMeta::default()).unwrap(),
+        );
+        chunk(TAG_EVENTS, &exit(7, 9));
+        chunk(TAG_END, br#"{"events_total":1,"events_lost":0}"#);
+        std::fs::write(&path, &bytes).unwrap();
+        let (items, cond) = read_with_condition(&path).unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(cond.ending, Ending::Complete);
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        let (items, cond) = read_with_condition(&path).unwrap();
+        assert_eq!(items.len(), 1);
+        assert!(matches!(cond.ending, Ending::CutShort { events: 1, .. }));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -40,6 +40,7 @@ pub struct AnalyzeArgs {
 }
 
 pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    super::tell_condition(&a.file);
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     let clock = ClockKind::from(a.clock);

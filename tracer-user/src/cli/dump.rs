@@ -32,6 +32,7 @@ fn opt64(v: i64) -> String {
 }
 
 pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
+    super::tell_condition(&a.file);
     let mut r =
         RecordingReader::open(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let out = std::io::stdout();

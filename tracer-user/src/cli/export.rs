@@ -46,6 +46,7 @@ pub struct ExportArgs {
 }
 
 pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
+    super::tell_condition(&a.file);
     let clock = ClockKind::from(a.clock);
     let reading = || format!("reading {}", a.file.display());
     let writing = || format!("writing {}", a.output.display());

@@ -16,6 +16,7 @@ pub struct MetricsArgs {
 }
 
 pub fn run(a: MetricsArgs) -> anyhow::Result<ExitCode> {
+    super::tell_condition(&a.file);
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     // Streamed: memory follows the program's shape, not the recording's length.

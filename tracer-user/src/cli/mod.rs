@@ -14,4 +14,4 @@ mod summary;
 mod whatif;
 
 pub use commands::{run, Cli};
-use print::{print_summary, warn_lost};
+use print::{print_summary, tell_condition, warn_lost};

@@ -1,6 +1,21 @@
-//! What several subcommands print on stderr: the lost-events warning, the summary.
+//! What several subcommands print on stderr: the lost-events warning, how a recording
+//! ended, the summary.
 
-use tracer_analysis::format::failures;
+use std::path::Path;
+
+use tracer_analysis::format::{failures, recording};
+
+/// Says on stderr, once, before a command reads a recording, that it was cut short (no
+/// END chunk: the tracer was killed) or has damaged chunks: the command then reads every
+/// sound chunk. A file that cannot be read at all is left to the command's reader to
+/// report.
+pub(super) fn tell_condition(path: &Path) {
+    if let Ok(c) = recording::condition_of(path) {
+        for m in c.messages() {
+            eprintln!("tracer: warning: {m}");
+        }
+    }
+}
 
 /// Says on stderr that a recording is incomplete, when it is: `recorded` events are in
 /// it, `lost` more were dropped by the probes (every command that reads or writes a

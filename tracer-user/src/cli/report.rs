@@ -38,6 +38,7 @@ pub struct ReportArgs {
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    super::tell_condition(&a.file);
     if a.paths == 0 {
         anyhow::bail!("--paths must be at least 1");
     }

@@ -162,6 +162,7 @@ pub(super) fn online_line(p: &OnlinePrediction) -> String {
 }
 
 pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
+    super::tell_condition(&a.file);
     if !(a.slice_ms >= 0.0 && a.slice_ms.is_finite()) {
         anyhow::bail!("--slice-ms must be a number of milliseconds >= 0");
     }

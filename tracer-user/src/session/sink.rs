@@ -170,6 +170,15 @@ impl Sink {
         Ok(())
     }
 
+    /// Hands the recording's buffered chunks to the kernel if they waited long enough
+    /// (`RecordingWriter::flush_if_due`): called on every tick of the event loop.
+    pub(super) fn flush_if_due(&mut self) -> Result<(), SessionError> {
+        if let Some(w) = &mut self.writer {
+            w.flush_if_due()?;
+        }
+        Ok(())
+    }
+
     /// The profile so far (records still in the reorder window are not in it yet).
     pub(super) fn profile(&self, lost: u64) -> Profile {
         Profile::new(&self.pipeline.analyzer, self.clock, lost, &self.commands)
