@@ -15,6 +15,7 @@ mod options;
 mod record;
 mod sink;
 mod thread_calls;
+mod watchdog;
 
 pub use error::SessionError;
 pub use options::{
@@ -22,3 +23,4 @@ pub use options::{
     SampleHook, StopReason, LOSS_CHECK_PERIOD,
 };
 pub use record::record;
+pub use watchdog::WatchdogError;
