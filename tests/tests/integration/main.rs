@@ -16,6 +16,7 @@ mod mpi_calls;
 mod mpi_comms;
 mod network;
 mod pvm;
+mod reliability;
 mod shared_memory;
 mod symbols;
 mod threads;
