@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tracer_tests::{openmpi, tracer};
@@ -75,17 +75,20 @@ fn a_killed_tracer_leaves_nothing_stopped_or_loaded() {
             .unwrap();
         let started = Instant::now();
         let err = t.stderr.take().unwrap();
+        // The reader is never joined: mpirun and the ranks inherit the tracer's stderr,
+        // and a stopped one keeps it open for ever.
         let (tx, tracing) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut printed = String::new();
+        let printed = Arc::new(Mutex::new(String::new()));
+        let lines = Arc::clone(&printed);
+        std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
                 if line.contains("tracing (") {
                     let _ = tx.send(());
                 }
-                printed += &line;
-                printed.push('\n');
+                let mut l = lines.lock().unwrap();
+                *l += &line;
+                l.push('\n');
             }
-            printed
         });
         match moment {
             Moment::AfterStart(ms) => {
@@ -101,8 +104,10 @@ fn a_killed_tracer_leaves_nothing_stopped_or_loaded() {
         t.kill().unwrap(); // SIGKILL
         t.wait().unwrap();
         let reaped = Instant::now();
-        let printed = reader.join().unwrap();
-        let what = format!("{moment:?} (tracer {tracer_pid}):\n{printed}");
+        let what = format!(
+            "{moment:?} (tracer {tracer_pid}):\n{}",
+            printed.lock().unwrap()
+        );
 
         // Within a few seconds no process of the run is stopped...
         let stopped = wait_for(Duration::from_secs(3), || {
