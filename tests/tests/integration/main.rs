@@ -17,6 +17,7 @@ mod mpi_comms;
 mod network;
 mod pvm;
 mod recovery;
+mod reliability;
 mod run_as;
 mod shared_memory;
 mod symbols;

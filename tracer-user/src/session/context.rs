@@ -11,6 +11,7 @@ use super::libraries::probe_libraries;
 use super::openmp::OpenMpProbes;
 use super::sink::{from_traced_thread, Sink};
 use super::thread_calls::ThreadCallProbes;
+use super::watchdog::Watchdog;
 use super::{CommandStatus, EventsSoFar, LossHook, SampleHook, SessionError};
 use crate::probes::{one_line, Probes};
 use crate::target::libraries::{self, ImportedCalls, LibrarySet};
@@ -40,6 +41,8 @@ pub(super) struct LoopContext {
     pub(super) lost_reported: u64,
     /// MPI calls the programs held at exec import and no probe covers: programs each.
     pub(super) unprobed_mpi_calls: BTreeMap<String, u64>,
+    /// Told of every process that may be held, to let it go if the tracer dies.
+    pub(super) watchdog: Option<Watchdog>,
 }
 
 impl LoopContext {
@@ -48,6 +51,15 @@ impl LoopContext {
             return self.library_loaded(records::peek_header(raw)?.tgid);
         }
         let rec = records::decode(raw)?;
+        if let Some(w) = &mut self.watchdog {
+            // A new traced thread or process, and an exec the probes hold: the watchdog
+            // learns of it before anything here can fail.
+            match &rec {
+                Record::Fork(f) => w.tell(f.child_tid),
+                Record::Exec(e) => w.tell(e.header.tgid),
+                _ => {}
+            }
+        }
         if let Record::CallEnter(c) = &rec {
             if calls::spec(calls::split_call_field(c.header.call).0)
                 .is_some_and(|s| s.role == calls::Role::OmpParallel)

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::WatchdogError;
 use crate::probes::ProbeError;
 use crate::target::funcs::FuncError;
 use crate::target::symbols::SymbolError;
@@ -28,6 +29,8 @@ pub enum SessionError {
     Probe(#[from] ProbeError),
     #[error(transparent)]
     Func(#[from] FuncError),
+    #[error(transparent)]
+    Watchdog(#[from] WatchdogError),
     #[error("too many procedure probes (at most 65535)")]
     TooManyFunctionProbes,
     #[error("writing the recording")]

@@ -5,6 +5,7 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::watchdog::Watchdog;
 use super::{CommandStatus, RunAs, SessionError};
 use crate::probes::Probes;
 
@@ -28,6 +29,7 @@ pub(super) fn launch(
     argv: &[String],
     run_as: Option<&RunAs>,
     probes: &mut Probes,
+    watchdog: Option<&mut Watchdog>,
 ) -> Result<u32, SessionError> {
     let prog = CString::new(program.as_os_str().as_encoded_bytes())?;
     let args: Vec<CString> = argv
@@ -85,6 +87,10 @@ pub(super) fn launch(
         }
         libc::close(fds[0]);
         let pid = pid as u32;
+        // Before it may exec: its exec is held from here on.
+        if let Some(w) = watchdog {
+            w.tell(pid);
+        }
         let traced = probes.trace_process(pid, &[pid]);
         libc::write(fds[1], [1u8].as_ptr().cast(), 1);
         libc::close(fds[1]);

@@ -17,6 +17,7 @@ mod record;
 mod run_as;
 mod sink;
 mod thread_calls;
+mod watchdog;
 
 pub use error::SessionError;
 pub use options::{
@@ -26,3 +27,4 @@ pub use options::{
 pub use output::{create_private, invoking_user, make_private, write_private, PRIVATE_MODE};
 pub use record::record;
 pub use run_as::{RunAs, RunAsError};
+pub use watchdog::WatchdogError;

@@ -15,6 +15,7 @@ use super::openmp::OpenMpProbes;
 use super::output::write_private;
 use super::sink::Sink;
 use super::thread_calls::ThreadCallProbes;
+use super::watchdog::Watchdog;
 use super::{Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
 use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
@@ -43,13 +44,26 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         Some(c) => Some(find_in_path(c).ok_or_else(|| SessionError::CommandNotFound(c.clone()))?),
         None => None,
     };
+    // Before any probe is loaded or process held: the watchdog lets held processes go if
+    // the tracer dies. System-wide, nothing is ever held.
+    let mut watchdog = if opts.system_wide {
+        None
+    } else {
+        Some(Watchdog::start()?)
+    };
     let mut targets: Vec<u32> = opts
         .pids
         .iter()
         .flat_map(|&p| procfs::descendants(p))
+        .filter(|&p| Some(p) != watchdog.as_ref().map(Watchdog::pid))
         .collect();
     targets.sort_unstable();
     targets.dedup();
+    for &pid in &targets {
+        if let Some(w) = &mut watchdog {
+            w.tell(pid);
+        }
+    }
 
     let (user_libs, found_libs) = find_libraries(&opts.libs, &targets)?;
     let mut funcs = FunctionProbes::new(FunctionSelector::new(&opts.funcs)?);
@@ -118,7 +132,13 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     }
 
     let child = match program {
-        Some(program) => Some(launch(&program, &opts.command, run_as, &mut probes)?),
+        Some(program) => Some(launch(
+            &program,
+            &opts.command,
+            run_as,
+            &mut probes,
+            watchdog.as_mut(),
+        )?),
         None => None,
     };
 
@@ -149,6 +169,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         on_loss: opts.on_loss,
         lost_reported: 0,
         unprobed_mpi_calls: BTreeMap::new(),
+        watchdog,
     };
     raise_reader_priority();
     let stop = runtime.block_on(event_loop(&mut ctx, opts.duration, opts.interval))?;
@@ -161,6 +182,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         mut command_status,
         child,
         unprobed_mpi_calls,
+        watchdog,
         ..
     } = ctx;
     let failures = probes.failures()?;
@@ -188,6 +210,9 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     drop(probes);
     if let Some(d) = detacher {
         d.finish();
+    }
+    if let Some(w) = watchdog {
+        w.finish();
     }
     Ok(RecordOutcome {
         summary,
