@@ -68,8 +68,16 @@ fn truncated_and_corrupt_recordings() {
     let bytes = std::fs::read(&rec).unwrap();
     let cut = dir.join("cut.trace");
     std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
-    let (_, err) = tracer_fails(&["summary", cut.to_str().unwrap()]);
-    assert!(err.contains("truncated"), "{err}");
+    // A recording cut short is read up to its last complete chunk, with a warning
+    // (docs/reliability.md); recovery.rs checks what is read.
+    let out = std::process::Command::new(tracer())
+        .arg("summary")
+        .arg(&cut)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("cut short").count(), 1, "{err}");
     let junk = dir.join("junk.trace");
     std::fs::write(&junk, b"hello world, not a trace").unwrap();
     let (_, err) = tracer_fails(&["dump", junk.to_str().unwrap()]);

@@ -510,10 +510,12 @@ fn corrupt_recording_is_one_line() {
     let dir = std::env::temp_dir().join(format!("tracer-metrics-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rec = dir.join("bad.trace");
-    // A header, then a chunk header cut short.
+    // A header, then the first chunk's header cut short (its sync word and half a tag).
     let mut bytes = tracer_analysis::format::recording::MAGIC.to_vec();
     bytes.extend(tracer_analysis::format::recording::VERSION.to_le_bytes());
-    bytes.extend([0, 0, 0, 0, 1, 0, 0, 0]);
+    bytes.extend([0, 0, 0, 0]);
+    bytes.extend(tracer_analysis::format::recording::SYNC);
+    bytes.extend([1, 0]);
     std::fs::write(&rec, bytes).unwrap();
     let out = Command::new(tracer())
         .arg("metrics")

@@ -26,7 +26,7 @@ pub const MAGIC: &[u8; 8] = b"CPTRACE\0";
 pub const VERSION: u32 = 3;
 /// What starts every chunk (version 3): a reader that met a damaged chunk finds the next
 /// one by it.
-const SYNC: [u8; 4] = [0x8b, 0x1f, 0xe6, 0x5a];
+pub const SYNC: [u8; 4] = [0x8b, 0x1f, 0xe6, 0x5a];
 
 const TAG_META: u32 = 1;
 const TAG_EVENTS: u32 = 2;
