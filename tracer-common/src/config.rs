@@ -80,12 +80,7 @@ pub struct CallLayout {
     /// Values of `array` per unit of `count` (3 for MPI_Group_range_incl's rank
     /// triples); 0 means 1.
     pub array_per_count: u8,
-    /// Nonzero for the calls that begin a process's MPI or PVM life (MPI_Init,
-    /// pvm_mytid): their exit wakes the reader, which then reads from /proc the
-    /// libraries they loaded while the process still runs (a rank shorter than the
-    /// reader's 50 ms period is otherwise gone by then).
-    pub wake_reader_at_exit: u8,
-    pub _reserved: [u8; 1],
+    pub _reserved: [u8; 2],
 }
 
 impl CallLayout {
@@ -108,8 +103,7 @@ impl CallLayout {
         cannot_block: 0,
         handle_in_by_value: 0,
         array_per_count: 0,
-        wake_reader_at_exit: 0,
-        _reserved: [0; 1],
+        _reserved: [0; 2],
     };
 }
 

@@ -188,7 +188,7 @@ fn next_slot<T>() -> Option<Place<T>> {
 /// ring, which is what the reader waits on. Only then: each wakeup is an interrupt (an
 /// APIC write that exits to the hypervisor on a VM; a wakeup per 2,048 records was 1 %
 /// of a traced loop of MPI_Comm_rank).
-pub fn nudge_reader() {
+fn nudge_reader() {
     // From static memory: a header built on the stack is a `memset` (a byte loop).
     static NUDGE: EventHeader = EventHeader {
         kind: kind::SLOTS_NUDGE,

@@ -110,9 +110,8 @@ const S: u8 = status_mode::MPI_STATUS;
 
 /// Every probed call. Argument positions are 0-based C argument indexes.
 pub static CALLS: &[CallSpec] = &[
-    spec!(call::MPI_INIT, "MPI_Init", Mpi, Setup, { want_bias: 1, wake_reader_at_exit: 1 }),
-    spec!(call::MPI_INIT_THREAD, "MPI_Init_thread", Mpi, Setup,
-        { want_bias: 1, out: 3, wake_reader_at_exit: 1 }),
+    spec!(call::MPI_INIT, "MPI_Init", Mpi, Setup, { want_bias: 1 }),
+    spec!(call::MPI_INIT_THREAD, "MPI_Init_thread", Mpi, Setup, { want_bias: 1, out: 3 }),
     spec!(call::MPI_FINALIZE, "MPI_Finalize", Mpi, Setup, {}),
     spec!(call::MPI_COMM_RANK, "MPI_Comm_rank", Mpi, Setup, { comm: 0, out: 1, cannot_block: 1 }),
     spec!(call::MPI_COMM_SIZE, "MPI_Comm_size", Mpi, Setup, { comm: 0, out: 1, cannot_block: 1 }),
@@ -266,7 +265,7 @@ pub static CALLS: &[CallSpec] = &[
     on_demand(spec!(call::MPI_PUT, "MPI_Put", Mpi, OneSided, { peer: 3, comm: 7 })),
     on_demand(spec!(call::MPI_GET, "MPI_Get", Mpi, OneSided, { peer: 3, comm: 7 })),
     on_demand(spec!(call::MPI_WIN_FREE, "MPI_Win_free", Mpi, Setup, { handle_in: 0 })),
-    spec!(call::PVM_MYTID, "pvm_mytid", Pvm, Setup, { want_bias: 1, wake_reader_at_exit: 1 }),
+    spec!(call::PVM_MYTID, "pvm_mytid", Pvm, Setup, { want_bias: 1 }),
     spec!(call::PVM_SEND, "pvm_send", Pvm, Send, { peer: 0, tag: 1, want_bias: 1 }),
     spec!(call::PVM_PSEND, "pvm_psend", Pvm, Send,
         { peer: 0, tag: 1, count: 3, dtype: 4, want_bias: 1 }),

@@ -3,7 +3,7 @@
 
 use crate::{
     clock::header,
-    emit::{count_failure, emit, nudge_reader, reserve, EMPTY_HEADER, UNSET_CALL},
+    emit::{count_failure, emit, reserve, EMPTY_HEADER, UNSET_CALL},
     maps::{FLAVORS, LAYOUTS},
     mem::{copy_of, copy_words, read_user},
     probes::status::{call_result, emit_status_array},
@@ -17,7 +17,7 @@ use aya_ebpf::{
     EbpfContext,
 };
 use tracer_common::{
-    dtype_mode, flavor, held, kind, status_mode, CallFrame, CallLayout, CallPairRecord, CallRecord,
+    dtype_mode, flavor, held, kind, status_mode, CallFrame, CallPairRecord, CallRecord,
     CallReturnRecord, EventHeader, FlavorConfig, HandleArrayRecord, ProbeFailure, ThreadState,
     ARG_IP, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, UNSET32,
 };
@@ -330,7 +330,6 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         r.exit_cpu_ns = h.cpu_ns;
         call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
         place.submit();
-        wake_reader_if_asked(layout);
         return Ok(());
     }
     if layout.status_mode == status_mode::INDEX_ARRAY {
@@ -353,13 +352,5 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
     if layout.status_mode == status_mode::MPI_STATUS_ARRAY && frame.count > 0 {
         emit_status_array(&h, frame.status[0], frame.count as u32, flavor);
     }
-    wake_reader_if_asked(layout);
     Ok(())
-}
-
-/// After MPI_Init or pvm_mytid (`CallLayout::wake_reader_at_exit`): a wakeup per process.
-fn wake_reader_if_asked(layout: &CallLayout) {
-    if layout.wake_reader_at_exit != 0 {
-        nudge_reader();
-    }
 }
