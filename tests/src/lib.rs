@@ -163,7 +163,11 @@ pub fn record(tag: &str, args: &[&str], command: &[String]) -> Traced {
         String::from_utf8_lossy(&output.stderr)
     );
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
-    let (meta, items, trailer) = recording::read_all(&rec).expect("read recording");
+    let recording::WholeRecording {
+        meta,
+        items,
+        trailer,
+    } = recording::read_all(&rec).expect("read recording");
     let _ = std::fs::remove_dir_all(&dir);
     assert_graph_matches_engine(&items);
     Traced {
@@ -249,7 +253,11 @@ impl Traced {
 
 /// Reads a complete recording a test made itself; the summary is computed from it.
 pub fn read_recording(path: &Path) -> Traced {
-    let (meta, items, trailer) = recording::read_all(path).expect("complete recording");
+    let recording::WholeRecording {
+        meta,
+        items,
+        trailer,
+    } = recording::read_all(path).expect("complete recording");
     assert_graph_matches_engine(&items);
     let summary = tracer_analysis::format::summary::summarize(&items, trailer.events_lost);
     Traced {

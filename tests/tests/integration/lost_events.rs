@@ -123,7 +123,9 @@ fn losing_events_warns_while_recording_and_after_every_command() {
     printed.push_str(&rest.join().unwrap());
     assert_eq!(status.code(), Some(0), "{printed}");
 
-    let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
+    let trailer = recording::read_all(&rec)
+        .expect("complete recording")
+        .trailer;
     let (recorded, lost) = (trailer.events_total, trailer.events_lost);
     assert!(
         lost > 0,
@@ -219,7 +221,9 @@ fn a_complete_recording_has_no_warning() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
+    let trailer = recording::read_all(&rec)
+        .expect("complete recording")
+        .trailer;
     assert_eq!(trailer.events_lost, 0, "{err}");
     assert!(!err.contains("warning"), "{err}");
     assert!(!trailer

@@ -602,15 +602,27 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     Ok(n)
 }
 
+/// A whole recording, read into memory.
+pub struct WholeRecording {
+    pub meta: RecordingMeta,
+    pub items: Vec<Item>,
+    /// The END chunk's counts (defaults when the recording was cut short).
+    pub trailer: Trailer,
+}
+
 /// Reads a whole recording into memory.
-pub fn read_all(path: &Path) -> Result<(RecordingMeta, Vec<Item>, Trailer), RecordingError> {
+pub fn read_all(path: &Path) -> Result<WholeRecording, RecordingError> {
     let mut reader = RecordingReader::open(path)?;
     let mut items = Vec::new();
     while let Some(item) = reader.next_item()? {
         items.push(item);
     }
     let trailer = reader.trailer.take().unwrap_or_default();
-    Ok((reader.meta, items, trailer))
+    Ok(WholeRecording {
+        meta: reader.meta,
+        items,
+        trailer,
+    })
 }
 
 #[cfg(test)]
@@ -672,7 +684,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("a.trace");
         sample(&path);
-        let (meta, items, trailer) = read_all(&path).unwrap();
+        let WholeRecording {
+            meta,
+            items,
+            trailer,
+        } = read_all(&path).unwrap();
         assert_eq!(meta.hostname, "h");
         assert_eq!(items.len(), 2);
         assert!(matches!(items[0], Item::Record(Record::Exit(e)) if e.header.tid == 42));

@@ -151,7 +151,7 @@ impl Sink {
             }
             Record::CallEnter(c)
                 if tracer_analysis::format::calls::is_mpi_or_pvm(
-                    tracer_analysis::format::calls::split_call_field(c.header.call).0,
+                    tracer_analysis::format::calls::split_call_field(c.header.call).id,
                 ) && self.inspected_after_mpi.insert(h.tgid) =>
             {
                 self.refresh(h.tgid, Earlier::Keep)?
