@@ -205,9 +205,17 @@ fn field(out: &str, name: &str) -> Result<f64> {
         .with_context(|| format!("no {name}= in {out:?}"))
 }
 
-/// Runs `cmd` under `/usr/bin/time`; returns (stdout, wall seconds, peak RSS KiB, CPU
-/// seconds user+system).
-fn timed(cmd: &Command) -> Result<(String, f64, f64, f64)> {
+/// What `/usr/bin/time` saw of a command, and its standard output.
+struct Timed {
+    stdout: String,
+    wall_s: f64,
+    peak_kib: f64,
+    /// User plus system.
+    cpu_s: f64,
+}
+
+/// Runs `cmd` under `/usr/bin/time`.
+fn timed(cmd: &Command) -> Result<Timed> {
     let mut c = Command::new("/usr/bin/time");
     c.args(["-f", "xtask-time %M %U %S"])
         .arg(cmd.get_program())
@@ -231,12 +239,12 @@ fn timed(cmd: &Command) -> Result<(String, f64, f64, f64)> {
     if v.len() != 3 {
         bail!("bad /usr/bin/time line {line:?}");
     }
-    Ok((
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        secs,
-        v[0],
-        v[1] + v[2],
-    ))
+    Ok(Timed {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        wall_s: secs,
+        peak_kib: v[0],
+        cpu_s: v[1] + v[2],
+    })
 }
 
 fn args(v: &[&str]) -> Vec<String> {
@@ -483,7 +491,7 @@ const PROGRAM_TIME_RUNS: usize = 3;
 /// tracers' by being new; two new programs of one name fail the measurement.
 fn program_times(cmd: &mut Command) -> Result<HashMap<String, f64>> {
     const STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
-    let before: HashSet<u64> = bpf_programs()?.into_iter().map(|p| p.0).collect();
+    let before: HashSet<u64> = bpf_programs()?.into_iter().map(|p| p.id).collect();
     let was = std::fs::read_to_string(STATS).context(STATS)?;
     std::fs::write(STATS, "1").context(STATS)?;
     let measured = (|| {
@@ -497,7 +505,7 @@ fn program_times(cmd: &mut Command) -> Result<HashMap<String, f64>> {
         let mut latest: HashMap<String, (u64, u64, u64)> = HashMap::new();
         loop {
             let done = child.try_wait()?;
-            for (id, name, runs, ns) in bpf_programs()? {
+            for BpfProgram { id, name, runs, ns } in bpf_programs()? {
                 if before.contains(&id) || runs == 0 {
                     continue;
                 }
@@ -524,8 +532,17 @@ fn program_times(cmd: &mut Command) -> Result<HashMap<String, f64>> {
     measured
 }
 
-/// (id, name, runs, run time in ns) of every loaded BPF program.
-fn bpf_programs() -> Result<Vec<(u64, String, u64, u64)>> {
+/// A loaded BPF program and its run-time statistics.
+struct BpfProgram {
+    id: u64,
+    name: String,
+    runs: u64,
+    /// Total run time.
+    ns: u64,
+}
+
+/// Every loaded BPF program.
+fn bpf_programs() -> Result<Vec<BpfProgram>> {
     let out = output(Command::new("bpftool").args(["prog", "show", "--json"]))?;
     let list: serde_json::Value = serde_json::from_str(&out).context("bpftool's JSON")?;
     let num = |p: &serde_json::Value, k: &str| p.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
@@ -536,12 +553,12 @@ fn bpf_programs() -> Result<Vec<(u64, String, u64, u64)>> {
         .iter()
         .map(|p| {
             let name = p.get("name").and_then(|v| v.as_str()).unwrap_or("");
-            (
-                num(p, "id"),
-                name.to_string(),
-                num(p, "run_cnt"),
-                num(p, "run_time_ns"),
-            )
+            BpfProgram {
+                id: num(p, "id"),
+                name: name.to_string(),
+                runs: num(p, "run_cnt"),
+                ns: num(p, "run_time_ns"),
+            }
         })
         .collect())
 }
@@ -674,7 +691,12 @@ fn throughput(env: &Env, reps: usize) -> Result<()> {
     for _ in 0..reps {
         let mut c = Command::new(&env.tracer);
         c.args(["analyze", "--json"]).arg(&rec);
-        let (out, secs, kib, _) = timed(&c)?;
+        let Timed {
+            stdout: out,
+            wall_s: secs,
+            peak_kib: kib,
+            ..
+        } = timed(&c)?;
         let profile: serde_json::Value = serde_json::from_str(&out)?;
         events = profile["events"]["total"].as_u64().unwrap_or(0);
         rates.push(events as f64 / secs);
@@ -722,7 +744,12 @@ fn record(env: &Env, extra: &[String], argv: &[String]) -> Result<Recorded> {
         .args(extra)
         .arg("--")
         .args(argv);
-    let (out, wall_s, peak_kib, cpu_s) = timed(&c)?;
+    let Timed {
+        stdout: out,
+        wall_s,
+        peak_kib,
+        cpu_s,
+    } = timed(&c)?;
     let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary)?)?;
     Ok(Recorded {
         out,
