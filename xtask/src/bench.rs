@@ -11,6 +11,8 @@
 //! - `flood`: `tracer record` (online, no `-o`) under a paced futex flood; lost events.
 //! - `memory`: peak RSS of `tracer record` (online) for a run and a ten times longer one.
 //! - `size`: bytes per event on disk and the write rate, at the flood rate and unpaced.
+//! - `exports`: `tracer export` in every format on the throughput stage's recording, against
+//!   `tracer analyze` on it.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ pub enum Stage {
     Flood,
     Memory,
     Size,
+    Exports,
     /// The offline graph analyses (tracer-user/examples/graph_bench.rs).
     Graph,
 }
@@ -72,6 +75,7 @@ pub fn bench(only: &[Stage], opts: &Options) -> Result<()> {
         Stage::Flood,
         Stage::Memory,
         Stage::Size,
+        Stage::Exports,
         Stage::Graph,
     ];
     let stages: Vec<Stage> = if only.is_empty() {
@@ -150,6 +154,7 @@ fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
         Stage::Flood => flood(env, o.flood_rate, o.flood_secs),
         Stage::Memory => memory(env, o.reps.unwrap_or(2), o.memory_secs),
         Stage::Size => size(env, o.flood_rate),
+        Stage::Exports => exports(env, o.reps.unwrap_or(3)),
         Stage::Graph => unreachable!("the graph stage is run by bench()"),
     }
 }
@@ -674,7 +679,8 @@ fn slowdown(
 // ---------------------------------------------------------------------------------------
 // 3. Analyzer throughput (replay)
 
-fn throughput(env: &Env, reps: usize) -> Result<()> {
+/// Records the large recording that the throughput and export stages read.
+fn busy_recording(env: &Env) -> Result<PathBuf> {
     let rec = env.scratch.join("busy.trace");
     output(
         Command::new(&env.tracer)
@@ -684,6 +690,11 @@ fn throughput(env: &Env, reps: usize) -> Result<()> {
             .arg(env.programs.join("mpi_busy.mpich"))
             .args(["200000", "0.001"]),
     )?;
+    Ok(rec)
+}
+
+fn throughput(env: &Env, reps: usize) -> Result<()> {
+    let rec = busy_recording(env)?;
     let bytes = std::fs::metadata(&rec)?.len();
     let mut rates = Vec::new();
     let mut rss = Vec::new();
@@ -716,6 +727,64 @@ fn throughput(env: &Env, reps: usize) -> Result<()> {
         Stats::of(&rates).show(0),
         Stats::of(&rss).show(1)
     );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Exports
+
+/// Every format of `tracer export`.
+const EXPORT_FORMATS: &[&str] = &["chrome", "pprof", "folded", "svg", "hatchet"];
+
+/// Time and peak RSS of `tracer export` in every format, and of `tracer analyze`, on the
+/// throughput stage's recording; the commands alternate within each repetition.
+fn exports(env: &Env, reps: usize) -> Result<()> {
+    let rec = busy_recording(env)?;
+    let out = env.scratch.join("export.out");
+    let mut analyze = Command::new(&env.tracer);
+    analyze.args(["analyze", "--json"]).arg(&rec);
+    let mut commands = vec![("`tracer analyze --json`".to_string(), analyze)];
+    for format in EXPORT_FORMATS {
+        let mut c = Command::new(&env.tracer);
+        c.args(["export", "--format", format, "-o"]).arg(&out).arg(&rec);
+        commands.push((format!("`tracer export --format {format}`"), c));
+    }
+    let mut secs = vec![Vec::new(); commands.len()];
+    let mut rss = vec![Vec::new(); commands.len()];
+    let mut events = 0;
+    for _ in 0..reps {
+        for (i, (_, c)) in commands.iter().enumerate() {
+            // Directory formats refuse an existing output.
+            let _ = std::fs::remove_dir_all(&out);
+            let _ = std::fs::remove_file(&out);
+            let run = timed(c)?;
+            if i == 0 {
+                let profile: serde_json::Value = serde_json::from_str(&run.stdout)?;
+                events = profile["events"]["total"].as_u64().unwrap_or(0);
+            }
+            secs[i].push(run.wall_s);
+            rss[i].push(run.peak_kib / 1024.0);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&out);
+    println!(
+        "On one recording of `tracer record --func compute -- mpirun.mpich -np 2 \
+         mpi_busy.mpich 200000 0.001` ({events} events), {reps} runs; load average {}.\n",
+        load()
+    );
+    println!("| command | time s | time / analyze | peak RSS MiB |");
+    println!("|---|---|---|---|");
+    let analyze_s = Stats::of(&secs[0]).median;
+    for (i, (name, _)) in commands.iter().enumerate() {
+        let s = Stats::of(&secs[i]);
+        println!(
+            "| {name} | {} | {:.2} | {} |",
+            s.show(2),
+            s.median / analyze_s,
+            Stats::of(&rss[i]).show(1)
+        );
+    }
     Ok(())
 }
 
