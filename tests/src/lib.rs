@@ -218,8 +218,12 @@ impl Traced {
                     let stack = open.entry(x.header.tid).or_default();
                     let depth = stack.len().saturating_sub(1);
                     if let Some(e) = stack.pop() {
-                        let (id, _) = split_call_field(x.header.call);
-                        assert_eq!(id, split_call_field(e.header.call).0, "entry/exit mismatch");
+                        let id = split_call_field(x.header.call).id;
+                        assert_eq!(
+                            id,
+                            split_call_field(e.header.call).id,
+                            "entry/exit mismatch"
+                        );
                         out.push(Call {
                             id,
                             pid: x.header.tgid,

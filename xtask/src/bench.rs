@@ -746,7 +746,9 @@ fn exports(env: &Env, reps: usize) -> Result<()> {
     let mut commands = vec![("`tracer analyze --json`".to_string(), analyze)];
     for format in EXPORT_FORMATS {
         let mut c = Command::new(&env.tracer);
-        c.args(["export", "--format", format, "-o"]).arg(&out).arg(&rec);
+        c.args(["export", "--format", format, "-o"])
+            .arg(&out)
+            .arg(&rec);
         commands.push((format!("`tracer export --format {format}`"), c));
     }
     let mut secs = vec![Vec::new(); commands.len()];
