@@ -351,7 +351,7 @@ impl RecordedGraph {
         while let Some(item) = reader.next_item()? {
             b.item(&item);
         }
-        let lost = reader.trailer.as_ref().map(|t| t.events_lost).unwrap_or(0);
+        let lost = reader.totals().events_lost;
         Ok(b.finish(lost))
     }
 

@@ -31,7 +31,7 @@ impl RecordedRun {
         Ok(RecordedRun {
             cpu: RecordedGraph::read_with_clocks(&mut RecordingReader::open(path)?)?,
             polling,
-            events_lost: reader.trailer.map_or(0, |t| t.events_lost),
+            events_lost: reader.totals().events_lost,
             ran_on,
         })
     }
