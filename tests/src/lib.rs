@@ -163,7 +163,11 @@ pub fn record(tag: &str, args: &[&str], command: &[String]) -> Traced {
         String::from_utf8_lossy(&output.stderr)
     );
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
-    let (meta, items, trailer) = recording::read_all(&rec).expect("read recording");
+    let recording::WholeRecording {
+        meta,
+        items,
+        trailer,
+    } = recording::read_all(&rec).expect("read recording");
     let _ = std::fs::remove_dir_all(&dir);
     assert_graph_matches_engine(&items);
     Traced {
@@ -214,8 +218,12 @@ impl Traced {
                     let stack = open.entry(x.header.tid).or_default();
                     let depth = stack.len().saturating_sub(1);
                     if let Some(e) = stack.pop() {
-                        let (id, _) = split_call_field(x.header.call);
-                        assert_eq!(id, split_call_field(e.header.call).0, "entry/exit mismatch");
+                        let id = split_call_field(x.header.call).id;
+                        assert_eq!(
+                            id,
+                            split_call_field(e.header.call).id,
+                            "entry/exit mismatch"
+                        );
                         out.push(Call {
                             id,
                             pid: x.header.tgid,
@@ -249,7 +257,11 @@ impl Traced {
 
 /// Reads a complete recording a test made itself; the summary is computed from it.
 pub fn read_recording(path: &Path) -> Traced {
-    let (meta, items, trailer) = recording::read_all(path).expect("complete recording");
+    let recording::WholeRecording {
+        meta,
+        items,
+        trailer,
+    } = recording::read_all(path).expect("complete recording");
     assert_graph_matches_engine(&items);
     let summary = tracer_analysis::format::summary::summarize(&items, trailer.events_lost);
     Traced {

@@ -11,6 +11,8 @@
 //! - `flood`: `tracer record` (online, no `-o`) under a paced futex flood; lost events.
 //! - `memory`: peak RSS of `tracer record` (online) for a run and a ten times longer one.
 //! - `size`: bytes per event on disk and the write rate, at the flood rate and unpaced.
+//! - `exports`: `tracer export` in every format on the throughput stage's recording, against
+//!   `tracer analyze` on it.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ pub enum Stage {
     Flood,
     Memory,
     Size,
+    Exports,
     /// The offline graph analyses (tracer-user/examples/graph_bench.rs).
     Graph,
 }
@@ -72,6 +75,7 @@ pub fn bench(only: &[Stage], opts: &Options) -> Result<()> {
         Stage::Flood,
         Stage::Memory,
         Stage::Size,
+        Stage::Exports,
         Stage::Graph,
     ];
     let stages: Vec<Stage> = if only.is_empty() {
@@ -150,6 +154,7 @@ fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
         Stage::Flood => flood(env, o.flood_rate, o.flood_secs),
         Stage::Memory => memory(env, o.reps.unwrap_or(2), o.memory_secs),
         Stage::Size => size(env, o.flood_rate),
+        Stage::Exports => exports(env, o.reps.unwrap_or(3)),
         Stage::Graph => unreachable!("the graph stage is run by bench()"),
     }
 }
@@ -205,9 +210,17 @@ fn field(out: &str, name: &str) -> Result<f64> {
         .with_context(|| format!("no {name}= in {out:?}"))
 }
 
-/// Runs `cmd` under `/usr/bin/time`; returns (stdout, wall seconds, peak RSS KiB, CPU
-/// seconds user+system).
-fn timed(cmd: &Command) -> Result<(String, f64, f64, f64)> {
+/// What `/usr/bin/time` saw of a command, and its standard output.
+struct Timed {
+    stdout: String,
+    wall_s: f64,
+    peak_kib: f64,
+    /// User plus system.
+    cpu_s: f64,
+}
+
+/// Runs `cmd` under `/usr/bin/time`.
+fn timed(cmd: &Command) -> Result<Timed> {
     let mut c = Command::new("/usr/bin/time");
     c.args(["-f", "xtask-time %M %U %S"])
         .arg(cmd.get_program())
@@ -231,12 +244,12 @@ fn timed(cmd: &Command) -> Result<(String, f64, f64, f64)> {
     if v.len() != 3 {
         bail!("bad /usr/bin/time line {line:?}");
     }
-    Ok((
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        secs,
-        v[0],
-        v[1] + v[2],
-    ))
+    Ok(Timed {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        wall_s: secs,
+        peak_kib: v[0],
+        cpu_s: v[1] + v[2],
+    })
 }
 
 fn args(v: &[&str]) -> Vec<String> {
@@ -483,7 +496,7 @@ const PROGRAM_TIME_RUNS: usize = 3;
 /// tracers' by being new; two new programs of one name fail the measurement.
 fn program_times(cmd: &mut Command) -> Result<HashMap<String, f64>> {
     const STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
-    let before: HashSet<u64> = bpf_programs()?.into_iter().map(|p| p.0).collect();
+    let before: HashSet<u64> = bpf_programs()?.into_iter().map(|p| p.id).collect();
     let was = std::fs::read_to_string(STATS).context(STATS)?;
     std::fs::write(STATS, "1").context(STATS)?;
     let measured = (|| {
@@ -497,7 +510,7 @@ fn program_times(cmd: &mut Command) -> Result<HashMap<String, f64>> {
         let mut latest: HashMap<String, (u64, u64, u64)> = HashMap::new();
         loop {
             let done = child.try_wait()?;
-            for (id, name, runs, ns) in bpf_programs()? {
+            for BpfProgram { id, name, runs, ns } in bpf_programs()? {
                 if before.contains(&id) || runs == 0 {
                     continue;
                 }
@@ -524,8 +537,17 @@ fn program_times(cmd: &mut Command) -> Result<HashMap<String, f64>> {
     measured
 }
 
-/// (id, name, runs, run time in ns) of every loaded BPF program.
-fn bpf_programs() -> Result<Vec<(u64, String, u64, u64)>> {
+/// A loaded BPF program and its run-time statistics.
+struct BpfProgram {
+    id: u64,
+    name: String,
+    runs: u64,
+    /// Total run time.
+    ns: u64,
+}
+
+/// Every loaded BPF program.
+fn bpf_programs() -> Result<Vec<BpfProgram>> {
     let out = output(Command::new("bpftool").args(["prog", "show", "--json"]))?;
     let list: serde_json::Value = serde_json::from_str(&out).context("bpftool's JSON")?;
     let num = |p: &serde_json::Value, k: &str| p.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
@@ -536,12 +558,12 @@ fn bpf_programs() -> Result<Vec<(u64, String, u64, u64)>> {
         .iter()
         .map(|p| {
             let name = p.get("name").and_then(|v| v.as_str()).unwrap_or("");
-            (
-                num(p, "id"),
-                name.to_string(),
-                num(p, "run_cnt"),
-                num(p, "run_time_ns"),
-            )
+            BpfProgram {
+                id: num(p, "id"),
+                name: name.to_string(),
+                runs: num(p, "run_cnt"),
+                ns: num(p, "run_time_ns"),
+            }
         })
         .collect())
 }
@@ -657,7 +679,8 @@ fn slowdown(
 // ---------------------------------------------------------------------------------------
 // 3. Analyzer throughput (replay)
 
-fn throughput(env: &Env, reps: usize) -> Result<()> {
+/// Records the large recording that the throughput and export stages read.
+fn busy_recording(env: &Env) -> Result<PathBuf> {
     let rec = env.scratch.join("busy.trace");
     output(
         Command::new(&env.tracer)
@@ -667,6 +690,11 @@ fn throughput(env: &Env, reps: usize) -> Result<()> {
             .arg(env.programs.join("mpi_busy.mpich"))
             .args(["200000", "0.001"]),
     )?;
+    Ok(rec)
+}
+
+fn throughput(env: &Env, reps: usize) -> Result<()> {
+    let rec = busy_recording(env)?;
     let bytes = std::fs::metadata(&rec)?.len();
     let mut rates = Vec::new();
     let mut rss = Vec::new();
@@ -674,7 +702,12 @@ fn throughput(env: &Env, reps: usize) -> Result<()> {
     for _ in 0..reps {
         let mut c = Command::new(&env.tracer);
         c.args(["analyze", "--json"]).arg(&rec);
-        let (out, secs, kib, _) = timed(&c)?;
+        let Timed {
+            stdout: out,
+            wall_s: secs,
+            peak_kib: kib,
+            ..
+        } = timed(&c)?;
         let profile: serde_json::Value = serde_json::from_str(&out)?;
         events = profile["events"]["total"].as_u64().unwrap_or(0);
         rates.push(events as f64 / secs);
@@ -694,6 +727,66 @@ fn throughput(env: &Env, reps: usize) -> Result<()> {
         Stats::of(&rates).show(0),
         Stats::of(&rss).show(1)
     );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Exports
+
+/// Every format of `tracer export`.
+const EXPORT_FORMATS: &[&str] = &["chrome", "pprof", "folded", "svg", "hatchet"];
+
+/// Time and peak RSS of `tracer export` in every format, and of `tracer analyze`, on the
+/// throughput stage's recording; the commands alternate within each repetition.
+fn exports(env: &Env, reps: usize) -> Result<()> {
+    let rec = busy_recording(env)?;
+    let out = env.scratch.join("export.out");
+    let mut analyze = Command::new(&env.tracer);
+    analyze.args(["analyze", "--json"]).arg(&rec);
+    let mut commands = vec![("`tracer analyze --json`".to_string(), analyze)];
+    for format in EXPORT_FORMATS {
+        let mut c = Command::new(&env.tracer);
+        c.args(["export", "--format", format, "-o"])
+            .arg(&out)
+            .arg(&rec);
+        commands.push((format!("`tracer export --format {format}`"), c));
+    }
+    let mut secs = vec![Vec::new(); commands.len()];
+    let mut rss = vec![Vec::new(); commands.len()];
+    let mut events = 0;
+    for _ in 0..reps {
+        for (i, (_, c)) in commands.iter().enumerate() {
+            // Directory formats refuse an existing output.
+            let _ = std::fs::remove_dir_all(&out);
+            let _ = std::fs::remove_file(&out);
+            let run = timed(c)?;
+            if i == 0 {
+                let profile: serde_json::Value = serde_json::from_str(&run.stdout)?;
+                events = profile["events"]["total"].as_u64().unwrap_or(0);
+            }
+            secs[i].push(run.wall_s);
+            rss[i].push(run.peak_kib / 1024.0);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&out);
+    println!(
+        "On one recording of `tracer record --func compute -- mpirun.mpich -np 2 \
+         mpi_busy.mpich 200000 0.001` ({events} events), {reps} runs; load average {}.\n",
+        load()
+    );
+    println!("| command | time s | time / analyze | peak RSS MiB |");
+    println!("|---|---|---|---|");
+    let analyze_s = Stats::of(&secs[0]).median;
+    for (i, (name, _)) in commands.iter().enumerate() {
+        let s = Stats::of(&secs[i]);
+        println!(
+            "| {name} | {} | {:.2} | {} |",
+            s.show(2),
+            s.median / analyze_s,
+            Stats::of(&rss[i]).show(1)
+        );
+    }
     Ok(())
 }
 
@@ -722,7 +815,12 @@ fn record(env: &Env, extra: &[String], argv: &[String]) -> Result<Recorded> {
         .args(extra)
         .arg("--")
         .args(argv);
-    let (out, wall_s, peak_kib, cpu_s) = timed(&c)?;
+    let Timed {
+        stdout: out,
+        wall_s,
+        peak_kib,
+        cpu_s,
+    } = timed(&c)?;
     let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary)?)?;
     Ok(Recorded {
         out,

@@ -56,7 +56,7 @@ fn locks_records_each_threads_pthread_calls_with_the_object() {
         if let tracer_analysis::format::records::Record::CallEnter(c)
         | tracer_analysis::format::records::Record::CallExit(c) = r
         {
-            let (id, flavor) = split_call_field(c.header.call);
+            let calls::CallField { id, flavor } = split_call_field(c.header.call);
             assert!(is_pthread(id), "unexpected call {}", calls::name(id));
             assert_eq!(Flavor::from_id(flavor), Some(Flavor::Glibc));
         }
@@ -206,7 +206,7 @@ fn without_locks_no_pthread_lock_calls_are_recorded() {
         .filter(|r| match r {
             tracer_analysis::format::records::Record::CallEnter(c)
             | tracer_analysis::format::records::Record::CallExit(c) => {
-                let id = split_call_field(c.header.call).0;
+                let id = split_call_field(c.header.call).id;
                 is_pthread(id) && !calls::spec(id).unwrap().is_thread_lifecycle()
             }
             _ => false,

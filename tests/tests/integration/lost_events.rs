@@ -123,7 +123,9 @@ fn losing_events_warns_while_recording_and_after_every_command() {
     printed.push_str(&rest.join().unwrap());
     assert_eq!(status.code(), Some(0), "{printed}");
 
-    let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
+    let trailer = recording::read_all(&rec)
+        .expect("complete recording")
+        .trailer;
     let (recorded, lost) = (trailer.events_total, trailer.events_lost);
     assert!(
         lost > 0,
@@ -219,7 +221,9 @@ fn a_complete_recording_has_no_warning() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let (_, _, trailer) = recording::read_all(&rec).expect("complete recording");
+    let trailer = recording::read_all(&rec)
+        .expect("complete recording")
+        .trailer;
     assert_eq!(trailer.events_lost, 0, "{err}");
     assert!(!err.contains("warning"), "{err}");
     assert!(!trailer
@@ -234,6 +238,81 @@ fn a_complete_recording_has_no_warning() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "tracer {command}: {err}");
         assert!(!err.contains("warning"), "tracer {command}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_recording_cut_short_says_what_was_lost_before_the_cut() {
+    let dir = std::env::temp_dir().join(format!("tracer-lostcut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("lostcut.trace");
+    let mut t = Command::new(tracer())
+        .args(["record", "-o", rec.to_str().unwrap(), "--"])
+        .args([program("threads_pingpong"), "400000".into()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut printed = String::new();
+    while !printed.contains("tracing (") {
+        assert!(
+            err.read_line(&mut printed).unwrap() > 0,
+            "tracer exited before tracing: {printed}"
+        );
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    wait_until_running(t.id(), &program("threads_pingpong"));
+    std::thread::sleep(Duration::from_millis(300));
+    // Stopped for 2 s the tracer loses events; resumed, it writes what it read and the
+    // totals so far within a second; then it is killed before it can finish.
+    // SAFETY: plain kill(2) to our own child.
+    assert_eq!(unsafe { libc_kill(t.id() as i32, SIGSTOP) }, 0);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(unsafe { libc_kill(t.id() as i32, SIGCONT) }, 0);
+    std::thread::sleep(Duration::from_millis(1500));
+    t.kill().unwrap();
+    t.wait().unwrap();
+
+    let mut reader = recording::RecordingReader::open(&rec).unwrap();
+    while reader.next_item().unwrap().is_some() {}
+    assert!(
+        matches!(
+            reader.condition().ending,
+            recording::Ending::CutShort { .. }
+        ),
+        "the recording is complete: the tracer was not killed in time"
+    );
+    let totals = reader.totals();
+    assert!(totals.events_lost > 0, "no loss recorded before the cut");
+    assert_eq!(
+        totals
+            .probe_failures
+            .get(ProbeFailure::RingFull.name())
+            .copied(),
+        Some(totals.events_lost),
+        "{:?}",
+        totals.probe_failures
+    );
+    // Every command says both: cut short, and how many were lost.
+    for command in ["summary", "analyze", "report", "metrics"] {
+        let out = Command::new(tracer())
+            .arg(command)
+            .arg(&rec)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "tracer {command}: {err}");
+        assert!(
+            err.contains("recording cut short"),
+            "tracer {command}: {err}"
+        );
+        assert!(
+            err.contains(&format!("warning: {} of ", totals.events_lost)),
+            "tracer {command}: {err}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

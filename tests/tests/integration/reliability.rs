@@ -1,5 +1,6 @@
-//! Reliability: a tracer killed with SIGKILL at any moment of its start leaves no process
-//! stopped, no program loaded and no uprobe behind (docs/reliability.md).
+//! Reliability: a tracer killed with SIGKILL at any moment of its run (start-up, steady
+//! state, detach) leaves no process stopped, no program loaded and no uprobe behind, and a
+//! recording every command reads (docs/reliability.md).
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -7,29 +8,48 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tracer_tests::{openmpi, tracer};
+use tracer_tests::{openmpi, read_recording, tracer};
 
-/// When the tracer is killed: so long after it starts, or after it says it traces (the
-/// command is launched then, and its exec held).
+/// When the tracer is killed: so long after it starts, after it says it traces (the
+/// command is launched then, and its exec held), or after it says it detaches (its
+/// outputs are complete then).
 #[derive(Clone, Copy, Debug)]
 enum Moment {
     AfterStart(u64),
     AfterTracing(u64),
+    AfterDetaching(u64),
 }
 
-/// Spread over the start-up: while the probes load (from the start), right after mpirun's
-/// exec hold (0 ms after "tracing"), while the ranks are held at their exec, and while
-/// the ring runs.
-const MOMENTS: [Moment; 8] = [
+/// Twenty moments spread over a run: while the probes load (from the start), right after
+/// mpirun's exec hold (0 ms after "tracing"), while the ranks are held at their exec and
+/// their libraries probed, in the steady state of the job (its ranks compute for about
+/// 1.5 s), and while the probes detach (about 0.1 s each).
+const MOMENTS: [Moment; 20] = [
     Moment::AfterStart(50),
-    Moment::AfterStart(400),
-    Moment::AfterStart(1000),
+    Moment::AfterStart(150),
+    Moment::AfterStart(300),
+    Moment::AfterStart(500),
+    Moment::AfterStart(800),
+    Moment::AfterStart(1100),
     Moment::AfterTracing(0),
-    Moment::AfterTracing(20),
+    Moment::AfterTracing(10),
+    Moment::AfterTracing(30),
     Moment::AfterTracing(60),
+    Moment::AfterTracing(100),
     Moment::AfterTracing(200),
-    Moment::AfterTracing(1500),
+    Moment::AfterTracing(400),
+    Moment::AfterTracing(800),
+    Moment::AfterTracing(1200),
+    Moment::AfterTracing(1600),
+    Moment::AfterDetaching(0),
+    Moment::AfterDetaching(30),
+    Moment::AfterDetaching(100),
+    Moment::AfterDetaching(300),
 ];
+
+/// The job: 4 Open MPI ranks, each entering the selected procedure `compute` (10 ms of
+/// CPU) `ITERATIONS` times.
+const ITERATIONS: u64 = 60;
 
 /// Our eBPF programs' names, as the kernel keeps them (at most 15 bytes).
 const PROGRAMS: &[&str] = &[
@@ -61,12 +81,21 @@ fn a_killed_tracer_leaves_nothing_stopped_or_loaded() {
     let dir = std::env::temp_dir().join(format!("tracer-kill-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rec = dir.join("k.trace");
-    let job = openmpi(4, "mpi_ring", &["200", "256"]);
+    let iterations = ITERATIONS.to_string();
+    let job = openmpi(4, "mpi_busy", &[&iterations, "10"]);
     for (n, moment) in MOMENTS.into_iter().enumerate() {
         let mark = format!("{}-{n}", std::process::id());
         let baseline = programs().iter().map(|p| p.id).max().unwrap_or(0);
+        let _ = std::fs::remove_file(&rec);
         let mut t = Command::new(tracer())
-            .args(["record", "-o", rec.to_str().unwrap(), "--"])
+            .args([
+                "record",
+                "--func",
+                "compute",
+                "-o",
+                rec.to_str().unwrap(),
+                "--",
+            ])
             .args(&job)
             .env(MARK, &mark)
             .stdout(Stdio::null())
@@ -77,13 +106,16 @@ fn a_killed_tracer_leaves_nothing_stopped_or_loaded() {
         let err = t.stderr.take().unwrap();
         // The reader is never joined: mpirun and the ranks inherit the tracer's stderr,
         // and a stopped one keeps it open for ever.
-        let (tx, tracing) = mpsc::channel();
+        let (tx, said) = mpsc::channel();
         let printed = Arc::new(Mutex::new(String::new()));
         let lines = Arc::clone(&printed);
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
                 if line.contains("tracing (") {
-                    let _ = tx.send(());
+                    let _ = tx.send(Said::Tracing);
+                }
+                if line.contains("detaching") {
+                    let _ = tx.send(Said::Detaching);
                 }
                 let mut l = lines.lock().unwrap();
                 *l += &line;
@@ -95,8 +127,11 @@ fn a_killed_tracer_leaves_nothing_stopped_or_loaded() {
                 std::thread::sleep(Duration::from_millis(ms).saturating_sub(started.elapsed()))
             }
             Moment::AfterTracing(ms) => {
-                let said = tracing.recv_timeout(Duration::from_secs(60));
-                assert!(said.is_ok(), "{moment:?}: the tracer never said it traces");
+                wait_until_said(&said, Said::Tracing, moment);
+                std::thread::sleep(Duration::from_millis(ms));
+            }
+            Moment::AfterDetaching(ms) => {
+                wait_until_said(&said, Said::Detaching, moment);
                 std::thread::sleep(Duration::from_millis(ms));
             }
         }
@@ -154,8 +189,73 @@ fn a_killed_tracer_leaves_nothing_stopped_or_loaded() {
                 "{what}uprobes left in {root}:\n{events}"
             );
         }
+        check_recording(&rec, moment, &what);
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What the tracer says as it goes that the test waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Said {
+    Tracing,
+    Detaching,
+}
+
+fn wait_until_said(said: &mpsc::Receiver<Said>, what: Said, moment: Moment) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match said.recv_timeout(left) {
+            Ok(s) if s == what => return,
+            Ok(_) => {}
+            Err(_) => panic!("{moment:?}: the tracer never said {what:?}"),
+        }
+    }
+}
+
+/// The recording a killed tracer left: every command reads it; once the tracer traced it
+/// exists, in the steady state it holds the job's events, and once the tracer detaches it
+/// is complete, with every call of the job.
+fn check_recording(rec: &std::path::Path, moment: Moment, what: &str) {
+    if matches!(moment, Moment::AfterStart(_)) && !rec.exists() {
+        return; // killed before the recording was created
+    }
+    for command in ["analyze", "report", "metrics"] {
+        let out = Command::new(tracer())
+            .args([command, "--json"])
+            .arg(rec)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{what}`tracer {command}` on the recording: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    match moment {
+        Moment::AfterTracing(ms) if ms >= 800 => {
+            let events = read_back_events(rec);
+            assert!(events > 0, "{what}no events in the steady state");
+        }
+        Moment::AfterDetaching(_) => {
+            let t = read_recording(rec);
+            assert_eq!(t.lost, 0, "{what}");
+            assert_eq!(t.summary["functions"]["compute"], 4 * ITERATIONS, "{what}");
+        }
+        _ => {}
+    }
+}
+
+/// How many records a recording holds, cut short or not.
+fn read_back_events(rec: &std::path::Path) -> u64 {
+    let mut r = tracer_analysis::format::recording::RecordingReader::open(rec).unwrap();
+    let mut n = 0;
+    while let Some(item) = r.next_item().unwrap() {
+        if matches!(item, tracer_analysis::format::recording::Item::Record(_)) {
+            n += 1;
+        }
+    }
+    n
 }
 
 /// Polls `check` every 50 ms until it holds or `limit` passes (then its last complaint).

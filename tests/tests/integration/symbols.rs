@@ -66,7 +66,7 @@ fn check_ring_sites(t: &Traced) {
             Record::CallExit(c) => (c, false),
             _ => continue,
         };
-        let id = tracer_analysis::format::calls::split_call_field(c.header.call).0;
+        let id = tracer_analysis::format::calls::split_call_field(c.header.call).id;
         let lines = match id {
             call::MPI_SEND => &send_lines,
             call::MPI_RECV => &recv_lines,

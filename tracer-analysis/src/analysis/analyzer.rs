@@ -14,7 +14,7 @@ use super::matcher::{Directory, MessageMatcher};
 use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
 use super::sync::{futex_wakes, SyncTracker};
 use super::workclock::{self, ClockKind, WorkClock};
-use crate::format::calls::{self, split_call_field, Family, Role};
+use crate::format::calls::{self, split_call_field, CallField, Family, Role};
 use crate::format::openmp::RegionKey;
 use crate::format::recording::{FunctionProbe, Item};
 use crate::format::records::Record;
@@ -51,7 +51,7 @@ impl ThreadCalls {
     fn in_library_call(&self) -> bool {
         self.open
             .first()
-            .is_some_and(|c| thread_call_role(split_call_field(c.entry.header.call).0).is_none())
+            .is_some_and(|c| thread_call_role(split_call_field(c.entry.header.call).id).is_none())
     }
 }
 
@@ -60,7 +60,7 @@ impl ThreadCalls {
 /// (`--locks`), which does not make them part of the program.
 pub(crate) fn makes_participant(r: &Record) -> bool {
     match r {
-        Record::CallEnter(e) => thread_call_role(split_call_field(e.header.call).0).is_none(),
+        Record::CallEnter(e) => thread_call_role(split_call_field(e.header.call).id).is_none(),
         Record::FuncEnter(_) => true,
         _ => false,
     }
@@ -298,7 +298,7 @@ impl<M: PathModel> Analyzer<M> {
                     return;
                 };
                 open.handles.extend_from_slice(vals);
-                let id = split_call_field(open.entry.header.call).0;
+                let id = split_call_field(open.entry.header.call).id;
                 if outermost && id == call::PVM_MCAST {
                     let tag = open.entry.tag;
                     let state = self.engine.snapshot(h.tid);
@@ -409,7 +409,7 @@ impl<M: PathModel> Analyzer<M> {
 
     fn call_enter(&mut self, e: &CallRecord) {
         let h = e.header;
-        let (id, _) = split_call_field(h.call);
+        let CallField { id, .. } = split_call_field(h.call);
         let t = self.thread(&h);
         let outermost = t.open.is_empty();
         t.open.push(OpenCall {
@@ -541,7 +541,7 @@ impl<M: PathModel> Analyzer<M> {
         if !t.open.is_empty() {
             return;
         }
-        let (id, _) = split_call_field(open.entry.header.call);
+        let CallField { id, .. } = split_call_field(open.entry.header.call);
         if calls::waits(id) {
             t.clock.end_blocking(h.ts_ns, h.cpu_ns);
         }

@@ -11,7 +11,9 @@ use rustc_hash::FxHashMap;
 
 use tracer_common::{call, CallRecord, UNSET32};
 
-use crate::format::calls::{split_call_field, Flavor, MPICH_COMM_SELF, MPICH_COMM_WORLD};
+use crate::format::calls::{
+    split_call_field, CallField, Flavor, MPICH_COMM_SELF, MPICH_COMM_WORLD,
+};
 use crate::format::ProcessInfo;
 
 /// A communicator as every member knows it, interned to a small id.
@@ -253,7 +255,7 @@ impl Directory {
     /// the members that had left so far, and its ranks would name the wrong processes.
     /// (MPI_Comm_create_group is not collective over its parent: numbered at exit.)
     pub(crate) fn setup_enter(&mut self, pid: u32, entry: &CallRecord) {
-        let (id, flavor) = split_call_field(entry.header.call);
+        let CallField { id, flavor } = split_call_field(entry.header.call);
         let flavor = Flavor::from_id(flavor);
         if !matches!(
             id,
@@ -295,7 +297,7 @@ impl Directory {
         exit: &CallRecord,
         values: &[u64],
     ) {
-        let (id, flavor) = split_call_field(entry.header.call);
+        let CallField { id, flavor } = split_call_field(entry.header.call);
         let flavor = Flavor::from_id(flavor);
         match id {
             call::MPI_COMM_RANK if exit.ret == 0 && self.is_world(pid, entry.comm, flavor) => {
@@ -830,7 +832,7 @@ impl<S: Clone> MessageMatcher<S> {
 
     /// An outermost call's entry. `state` is the caller's path state if `wants_snapshot`.
     pub(crate) fn on_enter(&mut self, pid: u32, e: &CallRecord, state: Option<S>) {
-        let (id, flavor) = split_call_field(e.header.call);
+        let CallField { id, flavor } = split_call_field(e.header.call);
         let flavor = Flavor::from_id(flavor);
         if matches!(flavor, Some(Flavor::OpenMpi | Flavor::Mpich)) {
             self.directory.calls_mpi(pid);
@@ -906,7 +908,7 @@ impl<S: Clone> MessageMatcher<S> {
         let Some(init) = self.persistent.get(&(pid, request)).copied() else {
             return;
         };
-        let (id, flavor) = split_call_field(init.header.call);
+        let CallField { id, flavor } = split_call_field(init.header.call);
         let flavor = Flavor::from_id(flavor);
         if id == call::MPI_SEND_INIT {
             let s = Sent {
@@ -1039,7 +1041,10 @@ impl<S: Clone> MessageMatcher<S> {
         handles: &[u64],
         x: &CallRecord,
     ) -> Vec<S> {
-        let (id, flavor_id) = split_call_field(e.header.call);
+        let CallField {
+            id,
+            flavor: flavor_id,
+        } = split_call_field(e.header.call);
         let flavor = Flavor::from_id(flavor_id);
         let mut out = Vec::new();
         let wildcard =
@@ -1202,7 +1207,7 @@ impl<S: Clone> MessageMatcher<S> {
         else {
             return Vec::new();
         };
-        let shape = if e.count == 0 && count_at_every_member(split_call_field(e.header.call).0) {
+        let shape = if e.count == 0 && count_at_every_member(split_call_field(e.header.call).id) {
             CollectiveShape::NoData
         } else {
             shape
@@ -1333,7 +1338,7 @@ mod tests {
     }
 
     fn exit_with_handle(entry: &CallRecord, handle: u64) -> CallRecord {
-        let (id, _) = split_call_field(entry.header.call);
+        let CallField { id, .. } = split_call_field(entry.header.call);
         let rank = entry.header.tgid - 100;
         CallRecord {
             ret: 0,

@@ -88,7 +88,7 @@ fn dependency_name(to: &Vertex) -> &'static str {
     if !matches!(k, kind::CALL_ENTER | kind::CALL_EXIT) {
         return "thread start";
     }
-    match calls::spec(split_call_field(to.label as u16).0) {
+    match calls::spec(split_call_field(to.label as u16).id) {
         Some(s) if s.role == Role::Collective => "collective",
         Some(s) if s.role == Role::ThreadJoin => "join",
         Some(s) if s.family == Family::Threads => "lock",
@@ -678,7 +678,7 @@ fn flow<W: Write>(
 /// The slice of a completed call: its name, family, and the arguments that say what it
 /// moved.
 fn call_slice(e: &CallRecord, x: &CallRecord) -> Closed {
-    let id = split_call_field(e.header.call).0;
+    let id = split_call_field(e.header.call).id;
     let spec = calls::spec(id);
     let mut args = Map::new();
     let mut put = |k: &str, v: Option<i64>| {

@@ -475,9 +475,20 @@ pub fn name(id: u16) -> String {
         .unwrap_or_else(|| format!("call#{id}"))
 }
 
-/// Split the header's `call` field of a call record into (call id, flavor).
-pub fn split_call_field(field: u16) -> (u16, u8) {
-    (field & 0xff, (field >> 8) as u8)
+/// A call record header's `call` field, split: the call id in the low byte, the library
+/// flavor in the high one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallField {
+    pub id: u16,
+    pub flavor: u8,
+}
+
+/// Split the header's `call` field of a call record into its call id and flavor.
+pub fn split_call_field(field: u16) -> CallField {
+    CallField {
+        id: field & 0xff,
+        flavor: (field >> 8) as u8,
+    }
 }
 
 /// A library family as the probes see it.

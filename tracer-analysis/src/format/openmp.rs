@@ -38,7 +38,7 @@
 use rustc_hash::FxHashMap;
 use tracer_common::{call, kind, omp_wait, CallRecord, EventHeader};
 
-use crate::format::calls::{self, split_call_field, Role};
+use crate::format::calls::{self, split_call_field, CallField, Role};
 use crate::format::records::Record;
 
 /// A parallel region as its records name it: the outlined function and its data.
@@ -88,7 +88,7 @@ pub struct OpenMpLowering {
 pub fn concerns(r: &Record) -> bool {
     match r {
         Record::CallEnter(c) | Record::CallExit(c) => {
-            calls::spec(split_call_field(c.header.call).0).is_some_and(|s| {
+            calls::spec(split_call_field(c.header.call).id).is_some_and(|s| {
                 matches!(
                     s.role,
                     Role::OmpParallel | Role::OmpOutlined | Role::OmpBarrier | Role::OmpSerialized
@@ -137,7 +137,7 @@ impl OpenMpLowering {
 }
 
 fn role(c: &CallRecord) -> Option<Role> {
-    calls::spec(split_call_field(c.header.call).0).map(|s| s.role)
+    calls::spec(split_call_field(c.header.call).id).map(|s| s.role)
 }
 
 /// The lowest address a process can map (Linux's `vm.mmap_min_addr`, 64 KiB by
@@ -152,7 +152,7 @@ const LOWEST_MAPPABLE_ADDRESS: u64 = 0x1_0000;
 /// `__kmp_invoke_microtask` (an alignment remainder below 128), not an address. A
 /// scalar passed by value (a small `firstprivate` int) is keyed on 0 by both sides too.
 pub(crate) fn region_of(c: &CallRecord) -> RegionKey {
-    let id = split_call_field(c.header.call).0;
+    let id = split_call_field(c.header.call).id;
     let mut data = c.handle;
     let libomp = matches!(id, call::KMPC_FORK_CALL | call::KMP_OUTLINED);
     if libomp && ((id == call::KMPC_FORK_CALL && c.peer <= 0) || data < LOWEST_MAPPABLE_ADDRESS) {
@@ -175,7 +175,7 @@ fn innermost_outlined(t: &mut ThreadState) -> Option<&mut Frame> {
 /// A lowered call record of wait `w` at `h`'s time.
 fn lowered(h: &EventHeader, w: Wait, flag: i32) -> CallRecord {
     let mut rec = CallRecord::unset(*h);
-    let (_, flavor) = split_call_field(h.call);
+    let CallField { flavor, .. } = split_call_field(h.call);
     rec.header.call = w.call | ((flavor as u16) << 8);
     rec.comm = w.region.function;
     rec.handle = w.region.data;
@@ -233,7 +233,7 @@ fn enter(t: &mut ThreadState, c: &CallRecord, out: &mut impl FnMut(Record)) {
         Some(Role::OmpBarrier) => {
             // The barrier belongs to the innermost region the thread works in.
             let mut w = Wait {
-                call: split_call_field(h.call).0,
+                call: split_call_field(h.call).id,
                 region: RegionKey::default(),
                 index: 0,
             };
@@ -251,7 +251,7 @@ fn enter(t: &mut ThreadState, c: &CallRecord, out: &mut impl FnMut(Record)) {
             out(Record::CallEnter(rec));
         }
         Some(Role::OmpSerialized) => {
-            if split_call_field(h.call).0 == call::KMPC_SERIALIZED_PARALLEL {
+            if split_call_field(h.call).id == call::KMPC_SERIALIZED_PARALLEL {
                 t.frames.push(Frame::Serialized);
             } else if let Some(i) = t
                 .frames
@@ -322,7 +322,7 @@ fn exit(t: &mut ThreadState, c: &CallRecord, out: &mut impl FnMut(Record)) {
             }
             // A tree reduction's worker: released inside __kmpc_reduce, it does not call
             // __kmpc_end_reduce, whose barrier the master counts.
-            if split_call_field(h.call).0 == call::KMPC_REDUCE && c.ret == 0 {
+            if split_call_field(h.call).id == call::KMPC_REDUCE && c.ret == 0 {
                 if let Some(Frame::Outlined { barriers, .. }) = innermost_outlined(t) {
                     *barriers += 1;
                 }
@@ -370,7 +370,7 @@ mod tests {
                     _ => return,
                 };
                 assert_eq!((c.comm, c.handle), (0xf, 0xd));
-                let id = split_call_field(c.header.call).0;
+                let id = split_call_field(c.header.call).id;
                 out.push((c.header.tid, calls::name(id), enter, c.peer, c.tag));
             });
         }
@@ -455,7 +455,7 @@ mod tests {
                     Record::CallExit(c) => (false, c),
                     _ => return,
                 };
-                let id = split_call_field(c.header.call).0;
+                let id = split_call_field(c.header.call).id;
                 let region = RegionKey {
                     function: c.comm,
                     data: c.handle,

@@ -23,7 +23,8 @@ use crate::format::records::{self, DecodeError, Record};
 use crate::format::ProcessInfo;
 
 pub const MAGIC: &[u8; 8] = b"CPTRACE\0";
-pub const VERSION: u32 = 3;
+/// Version 4 added the COUNTS chunk; its framing is version 3's.
+pub const VERSION: u32 = 4;
 /// What starts every chunk (version 3): a reader that met a damaged chunk finds the next
 /// one by it.
 pub const SYNC: [u8; 4] = [0x8b, 0x1f, 0xe6, 0x5a];
@@ -33,6 +34,7 @@ const TAG_EVENTS: u32 = 2;
 const TAG_PROCESS: u32 = 3;
 const TAG_PROBE: u32 = 4;
 const TAG_END: u32 = 5;
+const TAG_COUNTS: u32 = 6;
 
 /// Largest chunk a reader accepts (a corrupt length must not allocate gigabytes).
 const MAX_CHUNK: u32 = 64 << 20;
@@ -47,7 +49,7 @@ pub enum RecordingError {
     Io(#[from] io::Error),
     #[error("not a recording (bad magic)")]
     BadMagic,
-    #[error("unsupported recording version {0} (this tracer reads versions 2 and {VERSION})")]
+    #[error("unsupported recording version {0} (this tracer reads versions 2 to {VERSION})")]
     Version(u32),
     #[error("recording is truncated: {0}")]
     Truncated(&'static str),
@@ -94,7 +96,7 @@ pub struct FunctionProbe {
     pub vaddr: u64,
 }
 
-/// Totals, written last.
+/// Totals, written last (END), and so far (COUNTS, before a flush that follows a change).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Trailer {
     pub events_total: u64,
@@ -179,19 +181,29 @@ impl RecordingWriter {
         self.json_chunk(TAG_PROBE, probe)
     }
 
+    /// Whether what was written has waited `FLUSH_AFTER` (then `flush_if_due` flushes).
+    pub fn flush_due(&self) -> bool {
+        self.unwritten_since
+            .is_some_and(|t| t.elapsed() >= FLUSH_AFTER)
+    }
+
     /// Hands what was written to the kernel, as complete chunks, if the oldest of it has
     /// waited `FLUSH_AFTER`: called on every tick of the session's event loop, so that a
     /// tracer killed at any moment leaves a file readable up to about a second before.
     pub fn flush_if_due(&mut self) -> Result<(), RecordingError> {
-        if self
-            .unwritten_since
-            .is_some_and(|t| t.elapsed() >= FLUSH_AFTER)
-        {
+        if self.flush_due() {
             self.flush_batch()?;
             self.out.flush()?;
             self.unwritten_since = None;
         }
         Ok(())
+    }
+
+    /// Writes the totals so far (a COUNTS chunk), after the events written before: a
+    /// recording cut short says how many events the probes had lost by then.
+    pub fn counts(&mut self, so_far: &Trailer) -> Result<(), RecordingError> {
+        self.flush_batch()?;
+        self.json_chunk(TAG_COUNTS, so_far)
     }
 
     pub fn finish(mut self, trailer: &Trailer) -> Result<(), RecordingError> {
@@ -331,6 +343,8 @@ pub struct RecordingReader {
     version: u32,
     pub meta: RecordingMeta,
     pub trailer: Option<Trailer>,
+    /// The last COUNTS chunk read.
+    counts: Option<Trailer>,
     offset: u64,
     pending: std::collections::VecDeque<Item>,
     done: bool,
@@ -367,7 +381,7 @@ impl RecordingReader {
             return Err(RecordingError::BadMagic);
         }
         let version = u32::from_le_bytes(head[8..12].try_into().unwrap());
-        if version != VERSION && version != 2 {
+        if !(2..=VERSION).contains(&version) {
             return Err(RecordingError::Version(version));
         }
         let mut r = RecordingReader {
@@ -375,6 +389,7 @@ impl RecordingReader {
             version,
             meta: RecordingMeta::default(),
             trailer: None,
+            counts: None,
             offset: 16,
             pending: Default::default(),
             done: false,
@@ -457,6 +472,7 @@ impl RecordingReader {
                     self.trailer = Some(json(&payload, "end")?);
                     self.done = true;
                 }
+                TAG_COUNTS if self.version >= 4 => self.counts = Some(json(&payload, "counts")?),
                 TAG_META => return Err(RecordingError::Corrupt("second META chunk".into())),
                 other => {
                     return Err(RecordingError::Corrupt(format!(
@@ -465,6 +481,16 @@ impl RecordingReader {
                 }
             }
         }
+    }
+
+    /// The recording's totals: its END chunk's, or in a recording cut short the last
+    /// COUNTS chunk's (`events_total` then counts the events written up to it), or
+    /// nothing lost if it has none. Final once `next_item` returned `None`.
+    pub fn totals(&self) -> Trailer {
+        self.trailer
+            .clone()
+            .or_else(|| self.counts.clone())
+            .unwrap_or_default()
     }
 
     /// How the recording ended and what was skipped: final once `next_item` returned
@@ -602,15 +628,27 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     Ok(n)
 }
 
+/// A whole recording, read into memory.
+pub struct WholeRecording {
+    pub meta: RecordingMeta,
+    pub items: Vec<Item>,
+    /// The END chunk's counts (when the recording was cut short: its last COUNTS chunk's).
+    pub trailer: Trailer,
+}
+
 /// Reads a whole recording into memory.
-pub fn read_all(path: &Path) -> Result<(RecordingMeta, Vec<Item>, Trailer), RecordingError> {
+pub fn read_all(path: &Path) -> Result<WholeRecording, RecordingError> {
     let mut reader = RecordingReader::open(path)?;
     let mut items = Vec::new();
     while let Some(item) = reader.next_item()? {
         items.push(item);
     }
-    let trailer = reader.trailer.take().unwrap_or_default();
-    Ok((reader.meta, items, trailer))
+    let trailer = reader.totals();
+    Ok(WholeRecording {
+        meta: reader.meta,
+        items,
+        trailer,
+    })
 }
 
 #[cfg(test)]
@@ -672,7 +710,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("a.trace");
         sample(&path);
-        let (meta, items, trailer) = read_all(&path).unwrap();
+        let WholeRecording {
+            meta,
+            items,
+            trailer,
+        } = read_all(&path).unwrap();
         assert_eq!(meta.hostname, "h");
         assert_eq!(items.len(), 2);
         assert!(matches!(items[0], Item::Record(Record::Exit(e)) if e.header.tid == 42));
@@ -878,6 +920,41 @@ mod tests {
         let (items, _) = read_with_condition(&path).unwrap();
         assert_eq!(items.len(), 1);
         drop(w);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A recording cut short has the totals of its last COUNTS chunk; a complete one its
+    /// END chunk's.
+    #[test]
+    fn totals_of_a_recording_cut_short_are_its_last_counts() {
+        let dir = scratch("counts");
+        let path = dir.join("a.trace");
+        let mut w = RecordingWriter::create(&path, &RecordingMeta::default()).unwrap();
+        let so_far = |lost| Trailer {
+            events_total: 1,
+            events_lost: lost,
+            probe_failures: BTreeMap::from([("ring_full".to_string(), lost)]),
+        };
+        w.record(&exit(1, 5)).unwrap();
+        w.counts(&so_far(3)).unwrap();
+        w.record(&exit(1, 6)).unwrap();
+        w.counts(&so_far(7)).unwrap();
+        w.unwritten_since = Some(Instant::now() - FLUSH_AFTER);
+        w.flush_if_due().unwrap();
+        let mut r = RecordingReader::open(&path).unwrap();
+        assert_eq!(r.totals(), Trailer::default());
+        while r.next_item().unwrap().is_some() {}
+        assert!(r.trailer.is_none());
+        assert_eq!(r.totals(), so_far(7));
+        let whole = read_all(&path).unwrap();
+        assert_eq!((whole.items.len(), whole.trailer), (2, so_far(7)));
+        let end = Trailer {
+            events_total: 2,
+            events_lost: 9,
+            probe_failures: BTreeMap::new(),
+        };
+        w.finish(&end).unwrap();
+        assert_eq!(read_all(&path).unwrap().trailer, end);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -169,7 +169,7 @@ impl SummaryBuilder {
                     return;
                 };
                 let st = self.processes.entry(h.tgid).or_default();
-                let (id, flavor) = calls::split_call_field(h.call);
+                let calls::CallField { id, flavor } = calls::split_call_field(h.call);
                 *self.calls_by_id.entry(id).or_default() += 1;
                 let is_world = match Flavor::from_id(flavor) {
                     Some(Flavor::Mpich) => entry.comm == MPICH_COMM_WORLD,

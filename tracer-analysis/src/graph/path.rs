@@ -63,7 +63,7 @@ pub(crate) fn event_name(v: &Vertex) -> String {
     let c = v.label as u16;
     match k {
         kind::CALL_ENTER | kind::CALL_EXIT | kind::HANDLE_ARRAY | kind::STATUS_ARRAY => {
-            calls::name(split_call_field(c).0)
+            calls::name(split_call_field(c).id)
         }
         kind::FUTEX_ENTER | kind::FUTEX_EXIT => "futex wait".into(),
         _ => THREAD_START.into(),

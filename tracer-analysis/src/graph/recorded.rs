@@ -137,7 +137,7 @@ impl GraphModel {
         mut self,
         only_participants: bool,
         counts: &dyn Fn(u32) -> bool,
-    ) -> (Graph, Vec<Clocks>) {
+    ) -> FinishedGraph {
         let mut live: Vec<u32> = self.threads.keys().copied().collect();
         live.sort_unstable();
         for tid in live {
@@ -162,8 +162,17 @@ impl GraphModel {
             .take()
             .map(|l| l.per_vertex)
             .unwrap_or_default();
-        (self.b.finish(), clocks)
+        FinishedGraph {
+            graph: self.b.finish(),
+            vertex_clocks: clocks,
+        }
     }
+}
+
+/// A graph ended, and per vertex the clocks of the program arc ending there.
+pub(crate) struct FinishedGraph {
+    pub(crate) graph: Graph,
+    pub(crate) vertex_clocks: Vec<Clocks>,
 }
 
 impl PathModel for GraphModel {
@@ -342,7 +351,7 @@ impl RecordedGraph {
         while let Some(item) = reader.next_item()? {
             b.item(&item);
         }
-        let lost = reader.trailer.as_ref().map(|t| t.events_lost).unwrap_or(0);
+        let lost = reader.totals().events_lost;
         Ok(b.finish(lost))
     }
 
@@ -424,7 +433,10 @@ impl RecordedGraphBuilder {
         let milestones = a.engine.milestones().to_vec();
         let mut participants: Vec<u32> = a.participants().iter().copied().collect();
         participants.sort_unstable();
-        let (graph, vertex_clocks) = a
+        let FinishedGraph {
+            graph,
+            vertex_clocks,
+        } = a
             .engine
             .finish_with_clocks(only, &|tid| counted.contains(&tid));
         RecordedGraph {

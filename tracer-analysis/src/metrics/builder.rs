@@ -282,7 +282,7 @@ impl Accounts {
         let mut blocking = None;
         let mut activation = None;
         match (r, procedure) {
-            (Record::CallEnter(e), _) => t.call_enter(split_call_field(h.call).0, e),
+            (Record::CallEnter(e), _) => t.call_enter(split_call_field(h.call).id, e),
             (Record::CallExit(x), _) => blocking = t.call_exit(ts, h.cpu_ns, x.site),
             (Record::FutexEnter(f), _) if futex_waits(f.op) => t.futex_wait(ts, h.cpu_ns, f.site),
             (Record::FutexExit(_), _) => blocking = t.futex_exit(ts, h.cpu_ns),

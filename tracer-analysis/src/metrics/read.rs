@@ -42,9 +42,7 @@ impl Metrics {
         while let Some(item) = reader.next_item()? {
             b.item(&item);
         }
-        if let Some(t) = &reader.trailer {
-            b.events_lost(t.events_lost);
-        }
+        b.events_lost(reader.totals().events_lost);
         Ok(b.finish())
     }
 

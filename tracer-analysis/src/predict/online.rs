@@ -30,6 +30,14 @@ use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
 use crate::format::recording::Item;
 use crate::format::ProcessInfo;
 
+/// Time a process spent inside the waits of MPI/PVM calls: on CPU, and awake (on CPU or
+/// runnable); their ratio tells whether it polls.
+#[derive(Clone, Copy, Default)]
+struct WaitTime {
+    cpu: u64,
+    awake: u64,
+}
+
 /// An event other events depend on; `at` is its replayed time once simulated.
 #[derive(Debug)]
 pub struct Source {
@@ -170,9 +178,9 @@ pub struct OnlineReplay {
     ranks: HashMap<u32, i32>,
     /// Processes of the program, in the order they became so.
     program: Vec<u32>,
-    /// Per process: (cpu, awake) time inside the waits of MPI/PVM calls so far, and how
-    /// often its threads yielded the CPU.
-    waits: HashMap<u32, (u64, u64)>,
+    /// Per process: time inside the waits of MPI/PVM calls so far, and how often its
+    /// threads yielded the CPU.
+    waits: HashMap<u32, WaitTime>,
     yields: HashMap<u32, u64>,
     tracks: HashMap<u32, Track>,
     chains: HashMap<u32, Chain>,
@@ -294,15 +302,19 @@ impl OnlineReplay {
     }
 
     fn polls(&self, pid: u32) -> bool {
-        self.polls_with(pid, (0, 0))
+        self.polls_with(pid, WaitTime::default())
     }
 
-    /// [`Self::polls`] counting also `(cpu, awake)` time of a wait still going on.
-    fn polls_with(&self, pid: u32, current: (u64, u64)) -> bool {
+    /// [`Self::polls`] counting also the time of a wait still going on.
+    fn polls_with(&self, pid: u32, current: WaitTime) -> bool {
         self.polling.unwrap_or_else(|| {
             let yields = self.yields.get(&pid).copied().unwrap_or(0);
-            let (cpu, awake) = self.waits.get(&pid).copied().unwrap_or((0, 0));
-            super::polls(cpu + current.0, awake + current.1, yields)
+            let before = self.waits.get(&pid).copied().unwrap_or_default();
+            super::polls(
+                before.cpu + current.cpu,
+                before.awake + current.awake,
+                yields,
+            )
         })
     }
 
@@ -340,8 +352,8 @@ impl OnlineReplay {
         let mpi_wait = !o.deps.is_empty() && is_mpi_or_pvm_exit(o.label);
         if mpi_wait {
             let w = self.waits.entry(pid).or_default();
-            w.0 += o.clocks.raw[0].saturating_sub(o.clocks.work[0]);
-            w.1 += o.clocks.raw[1].saturating_sub(o.clocks.work[1]);
+            w.cpu += o.clocks.raw[0].saturating_sub(o.clocks.work[0]);
+            w.awake += o.clocks.raw[1].saturating_sub(o.clocks.work[1]);
         }
         let polls = is_mpi_or_pvm_exit(o.label) && self.polls(pid);
         let (work, other, spun, off, shape) = if o.first {
@@ -621,7 +633,7 @@ impl PathModel for OnlineReplay {
             (c.asleep, c.spins_asleep) = (false, false);
         }
         // The program's processes call MPI/PVM or a selected procedure.
-        let (id, _) = crate::format::calls::split_call_field(at.call);
+        let id = crate::format::calls::split_call_field(at.call).id;
         let mpi = matches!(at.kind, kind::CALL_ENTER | kind::CALL_EXIT)
             && crate::format::calls::is_mpi_or_pvm(id);
         if (mpi && at.kind == kind::CALL_ENTER) || at.kind == kind::FUNC_ENTER {
@@ -693,7 +705,11 @@ impl PathModel for OnlineReplay {
         let in_mpi = t.in_mpi;
         // The first wait of a run decides whether its process polls, too.
         let waited = |i: usize| t.pending.raw[i].saturating_sub(t.pending.work[i]);
-        let spins = in_mpi && self.polls_with(t.pid, (waited(0), waited(1)));
+        let waiting = WaitTime {
+            cpu: waited(0),
+            awake: waited(1),
+        };
+        let spins = in_mpi && self.polls_with(t.pid, waiting);
         if in_mpi {
             // The call's step ends at its exit, which brings what it waited for; the
             // steps before the call can go.

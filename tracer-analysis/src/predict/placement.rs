@@ -165,6 +165,24 @@ pub struct Placement {
     pub of_pid: HashMap<u32, GroupId>,
 }
 
+/// A process of the traced program, as a placement names it: by its pid, and by its MPI
+/// rank if it has one.
+#[derive(Clone, Copy, Debug)]
+pub struct ProgramProcess {
+    pub pid: u32,
+    pub rank: Option<i32>,
+}
+
+impl ProgramProcess {
+    #[cfg(test)]
+    pub(crate) const fn ranked(pid: u32, rank: i32) -> Self {
+        Self {
+            pid,
+            rank: Some(rank),
+        }
+    }
+}
+
 impl Placement {
     /// No constraint: every thread has a CPU of its own.
     pub fn unconstrained() -> Self {
@@ -172,16 +190,13 @@ impl Placement {
     }
 
     /// Binds `spec` to the processes of a recording: `program` are the processes of the
-    /// program (pid, MPI rank if any).
-    pub fn bind(
-        spec: &PlacementSpec,
-        program: &[(u32, Option<i32>)],
-    ) -> Result<Self, PlacementError> {
+    /// program.
+    pub fn bind(spec: &PlacementSpec, program: &[ProgramProcess]) -> Result<Self, PlacementError> {
         for (procs, _) in &spec.items {
             if let Procs::Ranks(ranks) = procs {
                 if let Some(r) = ranks
                     .iter()
-                    .find(|&&r| !program.iter().any(|&(_, rank)| rank == Some(r)))
+                    .find(|&&r| !program.iter().any(|p| p.rank == Some(r)))
                 {
                     return Err(PlacementError::NoSuchRank(*r));
                 }
@@ -190,7 +205,7 @@ impl Placement {
         let chosen: BTreeMap<u32, CpuSet> = program
             .iter()
             .enumerate()
-            .filter_map(|(k, &(pid, rank))| Some((pid, spec.cpu_set(k, rank)?)))
+            .filter_map(|(k, p)| Some((p.pid, spec.cpu_set(k, p.rank)?)))
             .collect();
         let mut groups: Vec<CpuSet> = chosen.values().cloned().collect();
         groups.sort();
@@ -228,11 +243,11 @@ impl Placement {
 mod tests {
     use super::*;
 
-    const PROGRAM: &[(u32, Option<i32>)] = &[
-        (100, Some(0)),
-        (101, Some(1)),
-        (102, Some(2)),
-        (103, Some(3)),
+    const PROGRAM: &[ProgramProcess] = &[
+        ProgramProcess::ranked(100, 0),
+        ProgramProcess::ranked(101, 1),
+        ProgramProcess::ranked(102, 2),
+        ProgramProcess::ranked(103, 3),
     ];
 
     #[test]

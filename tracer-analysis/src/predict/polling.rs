@@ -81,7 +81,7 @@ pub(crate) fn scan(
         };
         // Communication calls only: setup calls (MPI_Init waits for the launcher) and
         // pthread calls say nothing about how the library waits for messages.
-        let id = split_call_field(c.header.call).0;
+        let id = split_call_field(c.header.call).id;
         if !communication_call(id) {
             continue;
         }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
-use super::placement::PlacementSpec;
+use super::placement::{PlacementSpec, ProgramProcess};
 use super::polling::scan;
 use super::replay;
 use crate::format::recording::{RecordingError, RecordingReader};
@@ -31,7 +31,7 @@ impl RecordedRun {
         Ok(RecordedRun {
             cpu: RecordedGraph::read_with_clocks(&mut RecordingReader::open(path)?)?,
             polling,
-            events_lost: reader.trailer.map_or(0, |t| t.events_lost),
+            events_lost: reader.totals().events_lost,
             ran_on,
         })
     }
@@ -42,8 +42,8 @@ impl RecordedRun {
     /// process has a rank (they then keep a CPU per thread).
     pub fn recorded_placement(&self) -> Option<PlacementSpec> {
         let mut sets: Vec<(Vec<i32>, BTreeSet<u32>)> = Vec::new();
-        for (pid, rank) in self.program() {
-            let (Some(rank), Some(cpus)) = (rank, self.ran_on.get(&pid)) else {
+        for process in self.program() {
+            let (Some(rank), Some(cpus)) = (process.rank, self.ran_on.get(&process.pid)) else {
                 continue;
             };
             let mut merged = (vec![rank], cpus.clone());
@@ -82,11 +82,14 @@ impl RecordedRun {
     }
 
     /// The processes a placement's `*` and ranks refer to: the program's, with ranks.
-    pub fn program(&self) -> Vec<(u32, Option<i32>)> {
+    pub fn program(&self) -> Vec<ProgramProcess> {
         self.cpu
             .participants
             .iter()
-            .map(|&pid| (pid, self.cpu.processes.get(&pid).and_then(|p| p.rank)))
+            .map(|&pid| ProgramProcess {
+                pid,
+                rank: self.cpu.processes.get(&pid).and_then(|p| p.rank),
+            })
             .collect()
     }
 }

@@ -420,6 +420,13 @@ struct Simulation<'r, 'g> {
     out: Outcome,
 }
 
+/// When a chain's next event can happen: the time its last dependency is met (plus the
+/// delay to notice it), and the arc that met it last.
+struct Ready {
+    at: f64,
+    by: Option<ArcId>,
+}
+
 impl<'r, 'g> Simulation<'r, 'g> {
     fn new(r: &'r Replay<'g>, placement: &Placement) -> Self {
         let n = r.g.vertex_count();
@@ -500,23 +507,29 @@ impl<'r, 'g> Simulation<'r, 'g> {
     }
 
     /// When the dependencies of chain `c`'s next event are met, if all sources happened.
-    fn ready_at(&self, c: usize) -> Option<(f64, Option<ArcId>)> {
-        let mut best: (f64, Option<ArcId>) = (f64::NEG_INFINITY, None);
+    fn ready_at(&self, c: usize) -> Option<Ready> {
+        let mut best = Ready {
+            at: f64::NEG_INFINITY,
+            by: None,
+        };
         let mut rendezvous_beside = false;
         for d in &self.r.steps[self.head(c) as usize].deps {
             if !self.passed[d.from as usize] {
                 return None;
             }
             let t = self.out.at[d.from as usize] + d.latency;
-            if t > best.0 {
-                best = (t, Some(d.arc));
+            if t > best.at {
+                best = Ready {
+                    at: t,
+                    by: Some(d.arc),
+                };
                 rendezvous_beside =
                     d.rendezvous && self.group[self.out.chain_of[d.from as usize]] == self.group[c];
             }
         }
         let busy = self.group[c].is_some_and(|g| self.load[g] as f64 > self.capacity[g]);
         let spins = self.r.steps[self.head(c) as usize].spins;
-        best.0 += notice_delay(self.r.slice_ns, busy, spins, rendezvous_beside);
+        best.at += notice_delay(self.r.slice_ns, busy, spins, rendezvous_beside);
         Some(best)
     }
 
@@ -541,7 +554,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
             let mut live = false;
             for (c, (&phase, &rate)) in self.phase.iter().zip(&rates).enumerate() {
                 let end = match phase {
-                    Phase::Wait => self.ready_at(c).map_or(f64::INFINITY, |(r, _)| r.max(t)),
+                    Phase::Wait => self.ready_at(c).map_or(f64::INFINITY, |r| r.at.max(t)),
                     Phase::Done | Phase::Idle => continue,
                     _ => phase.end(t, rate).unwrap_or(f64::INFINITY),
                 };
@@ -585,7 +598,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
             }
             match self.phase[c] {
                 Phase::Wait => {
-                    let Some((ready, arc)) = self.ready_at(c) else {
+                    let Some(Ready { at: ready, by: arc }) = self.ready_at(c) else {
                         return;
                     };
                     if ready > t {
@@ -629,7 +642,7 @@ mod tests {
     use crate::format::records::Record;
     use crate::format::synth::SyntheticRun;
     use crate::graph::recorded::RecordedGraph;
-    use crate::predict::placement::PlacementSpec;
+    use crate::predict::placement::{PlacementSpec, ProgramProcess};
     use tracer_common::{call, kind, SwitchRecord};
 
     const MS: u64 = 1_000_000;
@@ -709,10 +722,13 @@ mod tests {
         let placement = match spec {
             Some(s) => {
                 let spec: PlacementSpec = s.parse().unwrap();
-                let program: Vec<(u32, Option<i32>)> = cpu
+                let program: Vec<ProgramProcess> = cpu
                     .participants
                     .iter()
-                    .map(|&p| (p, cpu.processes[&p].rank))
+                    .map(|&pid| ProgramProcess {
+                        pid,
+                        rank: cpu.processes[&pid].rank,
+                    })
                     .collect();
                 Placement::bind(&spec, &program).unwrap()
             }
@@ -933,7 +949,14 @@ mod tests {
         );
         // Moving a rank to another node needs remote costs.
         let spec: PlacementSpec = "0@a:0;1@b:0".parse().unwrap();
-        let far = Placement::bind(&spec, &[(100, Some(0)), (101, Some(1))]).unwrap();
+        let far = Placement::bind(
+            &spec,
+            &[
+                ProgramProcess::ranked(100, 0),
+                ProgramProcess::ranked(101, 1),
+            ],
+        )
+        .unwrap();
         let local_only = |remote: bool, _| (!remote).then_some(MS);
         assert!(matches!(
             replay.set_network(&cpu, &far, &local_only),

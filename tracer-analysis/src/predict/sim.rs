@@ -137,7 +137,7 @@ pub(super) fn notice_delay(slice_ns: f64, busy: bool, spins: bool, rendezvous_be
 /// received by the call whose exit is labelled `receive_label` waits for its sender
 /// after the receiver answered (see [`OPEN_MPI_EAGER_LIMIT_BYTES`]).
 pub(super) fn is_rendezvous(receive_label: u32, bytes: Option<Option<u64>>) -> bool {
-    let flavor = split_call_field(receive_label as u16).1;
+    let flavor = split_call_field(receive_label as u16).flavor;
     is_mpi_or_pvm_exit(receive_label)
         && flavor == crate::format::calls::Flavor::OpenMpi.id()
         && matches!(bytes, Some(Some(b)) if b > OPEN_MPI_EAGER_LIMIT_BYTES)
@@ -151,7 +151,7 @@ pub const DEFAULT_SLICE_NS: f64 = 4e6;
 /// Whether a vertex label is the exit of an MPI/PVM call.
 pub(super) fn is_mpi_or_pvm_exit(label: u32) -> bool {
     let (k, field) = ((label >> 16) as u16, label as u16);
-    k == kind::CALL_EXIT && crate::format::calls::is_mpi_or_pvm(split_call_field(field).0)
+    k == kind::CALL_EXIT && crate::format::calls::is_mpi_or_pvm(split_call_field(field).id)
 }
 
 /// Where a thread is on its way to its next event, in both replays (offline and

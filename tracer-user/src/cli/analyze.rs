@@ -56,7 +56,7 @@ pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         }
         pipeline.item(&item);
     }
-    let trailer = reader.trailer.clone().unwrap_or_default();
+    let trailer = reader.totals();
     let profile = Profile::new(pipeline.flush(), clock, trailer.events_lost, &commands);
     if let Some(path) = &a.profile_json {
         let json = serde_json::to_string_pretty(&profile)? + "\n";

@@ -63,7 +63,7 @@ pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
                 let body = match &rec {
                     Record::CallEnter(c) | Record::CallExit(c) => format!(
                         "{} peer={} tag={} comm={:#x} handle={:#x} bytes={} count={} ret={} out={} site={:#x}",
-                        calls::name(calls::split_call_field(h.call).0),
+                        calls::name(calls::split_call_field(h.call).id),
                         opt32(c.peer),
                         opt32(c.tag),
                         c.comm,

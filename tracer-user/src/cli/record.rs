@@ -144,8 +144,13 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
             StopReason::Signal => "interrupted",
         };
         eprintln!("tracer: stopped ({why})");
-        for (path, flavor, n) in &outcome.libraries {
-            log::info!("probed {n} calls in {} ({flavor:?})", path.display());
+        for l in &outcome.libraries {
+            log::info!(
+                "probed {} calls in {} ({:?})",
+                l.calls,
+                l.path.display(),
+                l.flavor
+            );
         }
         super::print_summary(&outcome.summary);
         eprint!("{}", outcome.profile.text());

@@ -16,7 +16,7 @@ pub struct SummaryArgs {
 
 pub fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
     super::tell_condition(&a.file);
-    let (_, items, trailer) =
+    let recording::WholeRecording { items, trailer, .. } =
         recording::read_all(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let mut s = summary::summarize(&items, trailer.events_lost);
     s.events.failures = trailer.probe_failures.clone();

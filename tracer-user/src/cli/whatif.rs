@@ -65,7 +65,7 @@ fn online(
         w.item(&item);
     }
     let p = w.finish()?;
-    let trailer = reader.trailer.unwrap_or_default();
+    let trailer = reader.totals();
     super::warn_lost(trailer.events_total, trailer.events_lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p)?);

@@ -61,10 +61,10 @@ impl LoopContext {
             }
         }
         if let Record::CallEnter(c) = &rec {
-            if calls::spec(calls::split_call_field(c.header.call).0)
+            if calls::spec(calls::split_call_field(c.header.call).id)
                 .is_some_and(|s| s.role == calls::Role::OmpParallel)
             {
-                let parallel_call = calls::split_call_field(c.header.call).0;
+                let parallel_call = calls::split_call_field(c.header.call).id;
                 self.openmp
                     .region_started(&mut self.probes, c.header.tgid, parallel_call, c.comm);
             }
@@ -143,7 +143,11 @@ impl LoopContext {
         if self.system_wide || self.libs.any_of(needed) || procfs::env_rank(pid).is_none() {
             return;
         }
-        let Some((path, dlopen)) = libraries::dlopen_in(needed) else {
+        let Some(libraries::DlopenSite {
+            file: path,
+            symbol: dlopen,
+        }) = libraries::dlopen_in(needed)
+        else {
             return; // a static program cannot dlopen
         };
         let held = self

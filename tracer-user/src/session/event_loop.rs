@@ -109,7 +109,8 @@ pub(super) async fn event_loop(
                 // Drain first: a fork or exec still in the ring may add targets.
                 drain(ring.get_mut(), &slots, &mut copy, ctx)?;
                 // A tracer killed now leaves a recording at most a second behind.
-                ctx.sink.flush_if_due()?;
+                let probes = &mut ctx.probes;
+                ctx.sink.flush_if_due(|| probes.failures())?;
                 if !ctx.system_wide && ctx.targets_gone()? {
                     break StopReason::TargetsExited;
                 }

@@ -132,5 +132,5 @@ pub struct RecordOutcome {
     pub whatif: Option<Result<OnlinePrediction, ReplayError>>,
     /// `--func` patterns that matched no function anywhere.
     pub unmatched_funcs: Vec<String>,
-    pub libraries: Vec<(PathBuf, tracer_analysis::format::calls::Flavor, usize)>,
+    pub libraries: Vec<crate::target::libraries::ProbedLibrary>,
 }

@@ -1,13 +1,14 @@
 //! Where decoded records go: the recording, the summary, the online critical path
 //! engine and the online what-if replay.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::output::make_private;
 use super::{RunAs, SessionError};
+use crate::probes::ProbeError;
 use crate::target::{libraries, procfs};
 use tracer_analysis::analysis::profile::Profile;
 use tracer_analysis::analysis::workclock::ClockKind;
@@ -39,6 +40,8 @@ pub(super) struct Sink {
     seen: FxHashMap<u32, ProcessInfo>,
     inspected_after_mpi: FxHashSet<u32>,
     pub(super) total: u64,
+    /// The probe failures of the last COUNTS chunk written.
+    failures_written: BTreeMap<String, u64>,
 }
 
 impl Sink {
@@ -68,6 +71,7 @@ impl Sink {
             seen: FxHashMap::default(),
             inspected_after_mpi: FxHashSet::default(),
             total: 0,
+            failures_written: BTreeMap::new(),
         })
     }
 
@@ -151,7 +155,7 @@ impl Sink {
             }
             Record::CallEnter(c)
                 if tracer_analysis::format::calls::is_mpi_or_pvm(
-                    tracer_analysis::format::calls::split_call_field(c.header.call).0,
+                    tracer_analysis::format::calls::split_call_field(c.header.call).id,
                 ) && self.inspected_after_mpi.insert(h.tgid) =>
             {
                 self.refresh(h.tgid, Earlier::Keep)?
@@ -171,11 +175,30 @@ impl Sink {
     }
 
     /// Hands the recording's buffered chunks to the kernel if they waited long enough
-    /// (`RecordingWriter::flush_if_due`): called on every tick of the event loop.
-    pub(super) fn flush_if_due(&mut self) -> Result<(), SessionError> {
-        if let Some(w) = &mut self.writer {
-            w.flush_if_due()?;
+    /// (`RecordingWriter::flush_if_due`): called on every tick of the event loop. Before
+    /// such a flush, if the probes lost or failed more since the last one, the totals so
+    /// far go first (`failures` reads them), so that a recording cut short says what was
+    /// lost before the cut.
+    pub(super) fn flush_if_due(
+        &mut self,
+        failures: impl FnOnce() -> Result<FailureCounts, ProbeError>,
+    ) -> Result<(), SessionError> {
+        let Some(w) = &mut self.writer else {
+            return Ok(());
+        };
+        if w.flush_due() {
+            let failures = failures()?;
+            let named = failures.named();
+            if named != self.failures_written {
+                w.counts(&Trailer {
+                    events_total: self.total,
+                    events_lost: failures.lost(),
+                    probe_failures: named.clone(),
+                })?;
+                self.failures_written = named;
+            }
         }
+        w.flush_if_due()?;
         Ok(())
     }
 

@@ -26,6 +26,13 @@ pub struct Symbolizer {
     layouts: HashMap<String, Option<ElfLayout>>,
 }
 
+/// A run-time address in a mapped file: the mapping, and the address in the file's own
+/// (link-time) address space.
+pub struct InFile<'m> {
+    pub mapping: &'m Mapping,
+    pub vaddr: u64,
+}
+
 impl Default for Symbolizer {
     fn default() -> Self {
         Self::new()
@@ -53,26 +60,22 @@ impl Symbolizer {
     }
 
     /// The mapping whose file has code at `addr`, and the address in that file.
-    pub fn find_object<'m>(
-        &mut self,
-        mappings: &'m [Mapping],
-        addr: u64,
-    ) -> Option<(&'m Mapping, u64)> {
+    pub fn find_object<'m>(&mut self, mappings: &'m [Mapping], addr: u64) -> Option<InFile<'m>> {
         // Closest mapping start below the address first: files do not overlap, but a
         // file's layout may be unreadable, so go on to the next one.
         let mut below: Vec<&Mapping> = mappings.iter().filter(|m| m.bias <= addr).collect();
         below.sort_by_key(|m| std::cmp::Reverse(m.bias));
         below.into_iter().find_map(|m| {
             let vaddr = self.layout(&m.path)?.file_vaddr(m.bias, addr)?;
-            Some((m, vaddr))
+            Some(InFile { mapping: m, vaddr })
         })
     }
 
     /// Function, file and line of run-time address `addr` in a process that had
     /// `mappings`; None when no mapped file has code there or the file is unreadable.
     pub fn locate(&mut self, mappings: &[Mapping], addr: u64) -> Option<CodeLocation> {
-        let (m, vaddr) = self.find_object(mappings, addr)?;
-        self.locate_in_file(Path::new(&m.path), vaddr)
+        let at = self.find_object(mappings, addr)?;
+        self.locate_in_file(Path::new(&at.mapping.path), at.vaddr)
             .ok()
             .flatten()
     }

@@ -199,7 +199,7 @@ fn default_version_addresses(
 
 /// Where dlopen is among a program's files (canonical paths): the C library (glibc 2.34+)
 /// or libdl (before). None for a program without one (a static executable).
-pub fn dlopen_in(files: &BTreeSet<PathBuf>) -> Option<(PathBuf, Symbol)> {
+pub fn dlopen_in(files: &BTreeSet<PathBuf>) -> Option<DlopenSite> {
     files
         .iter()
         .filter(|p| {
@@ -209,8 +209,17 @@ pub fn dlopen_in(files: &BTreeSet<PathBuf>) -> Option<(PathBuf, Symbol)> {
         .find_map(|p| {
             let table = SymbolTable::read(p).ok()?;
             let sym = table.get("dlopen").filter(|s| s.is_function)?.clone();
-            Some((p.clone(), sym))
+            Some(DlopenSite {
+                file: p.clone(),
+                symbol: sym,
+            })
         })
+}
+
+/// The file that defines a program's dlopen, and its symbol there.
+pub struct DlopenSite {
+    pub file: PathBuf,
+    pub symbol: Symbol,
 }
 
 fn is_thread_library_name(path: &Path) -> bool {

@@ -198,19 +198,33 @@ impl LibrarySet {
         self.libs.iter().map(|l| l.info()).collect()
     }
 
-    /// (path, flavor, calls probed) of the probed libraries.
     /// Whether one of `files` (canonical paths) is an MPI/PVM library of the set.
     pub fn any_of(&self, files: &BTreeSet<PathBuf>) -> bool {
         self.libs.iter().any(|l| files.contains(&l.path))
     }
 
-    pub fn probed(&self) -> Vec<(PathBuf, Flavor, usize)> {
+    /// The libraries probed so far.
+    pub fn probed(&self) -> Vec<ProbedLibrary> {
         self.libs
             .iter()
             .zip(&self.probed)
-            .filter_map(|(l, n)| Some((l.path.clone(), l.flavor, (*n)?)))
+            .filter_map(|(l, n)| {
+                Some(ProbedLibrary {
+                    path: l.path.clone(),
+                    flavor: l.flavor,
+                    calls: (*n)?,
+                })
+            })
             .collect()
     }
+}
+
+/// A library whose calls are probed.
+pub struct ProbedLibrary {
+    pub path: PathBuf,
+    pub flavor: Flavor,
+    /// How many of its calls.
+    pub calls: usize,
 }
 
 /// Which on-demand MPI calls ([`tracer_analysis::format::calls::CallSpec::on_demand`]) a program needs.
