@@ -41,7 +41,7 @@ pub struct EventRow {
     pub pid: u32,
     pub tid: u32,
     pub cpu: u32,
-    /// The record kind (`call_enter`, `futex_exit`, `sched_switch_out`, ...).
+    /// The record kind (`call_enter`, `futex_exit`, `switch_out`, ...).
     pub kind: &'static str,
     /// The call of a call record, the procedure of a procedure record.
     pub name: Option<String>,

@@ -445,3 +445,41 @@ fn message_columns() -> Vec<Column<MessageRow>> {
         col("latency_ns", Values::U64(|m| Some(m.latency_ns))),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ::parquet::file::reader::{FileReader, SerializedFileReader};
+
+    /// A table is written a row group at a time as its rows come: two and a half row
+    /// groups of messages make three row groups in the file, and every row is there.
+    #[test]
+    fn a_long_table_is_written_in_row_groups() {
+        let path =
+            std::env::temp_dir().join(format!("tracer-parquet-{}.parquet", std::process::id()));
+        let file = File::create(&path).unwrap();
+        let mut table = Table::new("messages", file, message_columns(), &[]).unwrap();
+        let n = 2 * ROW_GROUP + ROW_GROUP / 2;
+        for i in 0..n as u64 {
+            table
+                .push(MessageRow {
+                    from_pid: 1,
+                    to_pid: 2,
+                    bytes: (i % 2 == 0).then_some(i),
+                    send_ns: i,
+                    receive_ns: i + 10,
+                    latency_ns: 10,
+                })
+                .unwrap();
+            // Never more than a row group held.
+            assert!(table.rows.len() < ROW_GROUP);
+        }
+        assert_eq!(table.finish().unwrap(), ("messages", n as u64));
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let meta = reader.metadata();
+        assert_eq!(meta.num_row_groups(), 3);
+        assert_eq!(meta.file_metadata().num_rows(), n as i64);
+        assert_eq!(meta.row_group(2).num_rows(), (ROW_GROUP / 2) as i64);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
