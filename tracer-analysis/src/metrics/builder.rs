@@ -12,8 +12,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use tracer_common::EventHeader;
-
 use super::blocking::{BlockingDists, BlockingTables};
 use super::dist::{Hist, Precision};
 use super::levels::Sums;
@@ -27,28 +25,11 @@ use super::{
 use crate::analysis::matcher::{Directory, MatchedMessage};
 use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
-use crate::analysis::{futex_waits, Analyzer, PathModel, REORDER_WINDOW_NS};
+use crate::analysis::{futex_waits, Analyzer, NoPaths, PathModel, REORDER_WINDOW_NS};
 use crate::format::calls::split_call_field;
 use crate::format::recording::{FunctionProbe, Item, RecordingMeta};
 use crate::format::records::{self, Record};
 use crate::format::ProcessInfo;
-
-/// The analyzer drives a path model; metrics need none, only its pairing and matching.
-struct NoPaths;
-
-impl PathModel for NoPaths {
-    type Mark = ();
-    fn set_procedures(&mut self, _: usize) {}
-    fn advance(&mut self, _: u32, _: u64, _: &EventHeader) {}
-    fn enter(&mut self, _: u32, _: usize) {}
-    fn exit(&mut self, _: u32, _: usize) {}
-    fn snapshot(&mut self, _: u32) {}
-    fn merge(&mut self, _: u32, _: &()) {}
-    fn end_thread(&mut self, _: u32, _: bool) {}
-    fn threads_held(&self) -> usize {
-        0
-    }
-}
 
 /// Builds [`Metrics`] from a recording's items, streamed in file order.
 pub(crate) struct MetricsBuilder {

@@ -9,5 +9,5 @@ mod tests;
 mod text;
 mod types;
 
-pub use csv::write_arcs_csv;
+pub use csv::{arc_rows, write_arcs_csv, ArcRow};
 pub use types::*;

@@ -10,8 +10,11 @@ use tracer_analysis::export::flame::{write_folded, FlameStats};
 use tracer_analysis::export::hatchet::{write_hatchet, HatchetStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
+use tracer_analysis::export::tables::GraphTables;
 use tracer_analysis::export::{recording_items, ExportError};
+use tracer_analysis::format::recording::{Item, RecordingError};
 use tracer_user::render::flame_graph::write_flame_graph;
+use tracer_user::render::parquet::{ParquetExport, ParquetStats};
 use tracer_user::session;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -28,6 +31,9 @@ pub enum Format {
     /// Hatchet literal JSON: the call tree by process, thread and procedure stack, with
     /// work, critical-path time and zeroing per node, for `GraphFrame.from_literal`.
     Hatchet,
+    /// Parquet tables in the directory OUT (events, calls, messages, critical path,
+    /// graph arcs with slack, procedures), for pyarrow, pandas, DuckDB, Spark.
+    Parquet,
 }
 
 #[derive(Args)]
@@ -37,7 +43,8 @@ pub struct ExportArgs {
     /// Output format (docs/exports.md).
     #[arg(long, value_enum, default_value = "chrome")]
     format: Format,
-    /// Where to write the export (`-` for standard output).
+    /// Where to write the export (`-` for standard output; a directory, new or empty,
+    /// for `parquet`).
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: PathBuf,
     /// Which clock weighs the work (the critical path and the work samples).
@@ -87,6 +94,20 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             }
             (profile.events_recorded, profile.events_lost)
         }
+        Format::Parquet => {
+            if to_stdout {
+                anyhow::bail!("--format parquet writes a directory of tables: -o - is not one");
+            }
+            out_dir(&a.output)?;
+            let tables = GraphTables::read(&a.file, clock).with_context(reading)?;
+            let items = recording_items(&a.file).with_context(reading)?;
+            let stats = write_parquet(&a.output, &tables, items).map_err(|e| match e {
+                ParquetFailure::Export(e) => fail(e),
+                e @ ParquetFailure::Directory { .. } => anyhow::Error::new(e),
+            })?;
+            report_parquet(&stats, &a.output);
+            (tables.events_recorded, tables.events_lost)
+        }
         Format::Folded | Format::Svg => {
             let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
             let svg = matches!(a.format, Format::Svg);
@@ -132,6 +153,75 @@ fn write_output<T>(
         let _ = std::fs::remove_file(output);
     }
     result
+}
+
+/// Why the Parquet export failed: OUT is not a directory it may fill, or writing failed.
+#[derive(Debug, thiserror::Error)]
+enum ParquetFailure {
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    #[error("{}: {what}", path.display())]
+    Directory { path: PathBuf, what: String },
+}
+
+/// What OUT is, for the Parquet export: a directory of its own to fill.
+enum OutDir {
+    Missing,
+    Empty,
+}
+
+/// Refuses an OUT that is not a new or an empty directory (before the recording is read,
+/// so that the user hears of it at once).
+fn out_dir(output: &Path) -> Result<OutDir, ParquetFailure> {
+    let refuse = |what: String| ParquetFailure::Directory {
+        path: output.to_path_buf(),
+        what,
+    };
+    match std::fs::read_dir(output).map(|mut entries| entries.next().is_none()) {
+        Ok(false) => Err(refuse(
+            "exists and is not empty (the Parquet export writes a directory of its own)".into(),
+        )),
+        Ok(true) => Ok(OutDir::Empty),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(OutDir::Missing),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            Err(refuse("exists and is not a directory".into()))
+        }
+        Err(e) => Err(refuse(e.to_string())),
+    }
+}
+
+/// Writes the tables into OUT: a new directory, or an empty one. A failure removes what
+/// the export created, so that no partial table is left for a tool to misread.
+fn write_parquet(
+    output: &Path,
+    tables: &GraphTables,
+    items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+) -> Result<ParquetStats, ParquetFailure> {
+    let owner = session::invoking_user();
+    let created = matches!(out_dir(output)?, OutDir::Missing);
+    if created {
+        let refuse = |what: String| ParquetFailure::Directory {
+            path: output.to_path_buf(),
+            what,
+        };
+        std::fs::create_dir(output).map_err(|e| refuse(format!("cannot create: {e}")))?;
+        if let Some(owner) = &owner {
+            owner
+                .chown(output)
+                .map_err(|e| refuse(format!("cannot give to the invoking user: {e}")))?;
+        }
+    }
+    let mut export = ParquetExport::new(output, owner.as_ref());
+    let result = export.write(tables, items);
+    if result.is_err() {
+        for f in &export.files {
+            let _ = std::fs::remove_file(f);
+        }
+        if created {
+            let _ = std::fs::remove_dir(output);
+        }
+    }
+    Ok(result?)
 }
 
 fn report_chrome(s: &ExportStats, out: &Path) {
@@ -183,5 +273,19 @@ fn report_hatchet(s: &HatchetStats, out: &Path) {
         s.roots,
         s.critical_path_ns as f64 / 1e6,
         s.work_ns as f64 / 1e6,
+    );
+}
+
+fn report_parquet(s: &ParquetStats, out: &Path) {
+    let tables: Vec<String> = s
+        .tables
+        .iter()
+        .map(|(name, rows)| format!("{name} {rows} rows"))
+        .collect();
+    eprintln!(
+        "wrote {}: {}; critical path {:.3} ms",
+        out.display(),
+        tables.join(", "),
+        s.critical_path_ns as f64 / 1e6,
     );
 }

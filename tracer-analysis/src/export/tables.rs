@@ -1,0 +1,354 @@
+//! The tables of the Parquet export (`tracer export --format parquet`), as rows: what
+//! the Parquet writer (tracer-user's render/parquet.rs, which brings the C library in
+//! through its crates) stores column by column. docs/exports.md describes each column.
+//!
+//! Two kinds of table:
+//!
+//! - streamed ([`stream_tables`]): `events` (every record), `calls` (every completed
+//!   call) and `messages` (every point-to-point message matched, with its send and
+//!   receive times). One pass over the recording through the reorder window and the
+//!   analyzer's matcher (the same that builds the graph, so the messages are the
+//!   report's `messages.matched`); rows go to a [`TableSink`] as they come, so memory
+//!   holds the open calls and the messages in flight, not the recording;
+//! - read off the graph ([`GraphTables`]): the critical path's activities, every arc
+//!   with its slack, and the per-procedure profile, all the report's own rows.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+
+use tracer_common::{CallRecord, UNSET, UNSET32};
+
+use super::ExportError;
+use crate::analysis::matcher::{MatchStats, MatchedMessage};
+use crate::analysis::reorder::ReorderBuffer;
+use crate::analysis::workclock::ClockKind;
+use crate::analysis::{Analyzer, NoPaths, REORDER_WINDOW_NS};
+use crate::format::calls::{self, split_call_field, Family, Role};
+use crate::format::recording::{Item, RecordingError, RecordingReader};
+use crate::format::records::{kind_name, Record};
+use crate::graph::cpm::Schedule;
+use crate::graph::path::Activity;
+use crate::graph::recorded::RecordedGraph;
+use crate::report::{arc_rows, ArcRow, ProcedureRow, Report, ReportOptions};
+
+/// One record of the recording, in timestamp order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventRow {
+    pub ts_ns: u64,
+    /// The thread's on-CPU time when the record was made.
+    pub cpu_time_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    /// The record kind (`call_enter`, `futex_exit`, `switch_out`, ...).
+    pub kind: &'static str,
+    /// The call of a call record, the procedure of a procedure record.
+    pub name: Option<String>,
+}
+
+/// One completed call (MPI, PVM, pthread, OpenMP), entry and exit paired per thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallRow {
+    pub pid: u32,
+    pub tid: u32,
+    pub name: String,
+    /// `mpi`, `pvm`, `pthread`, `openmp`, or `call` for an unknown id.
+    pub family: &'static str,
+    /// 0 for a call the program made, more for a probed call made inside another.
+    pub depth: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Entry arguments: destination/source/root, tag, bytes, when the call has them.
+    pub peer: Option<i32>,
+    pub tag: Option<i32>,
+    pub bytes: Option<i64>,
+    /// What a receive got (from its status): source, tag, bytes.
+    pub source: Option<i32>,
+    pub received_tag: Option<i32>,
+    pub received_bytes: Option<i64>,
+    pub ret: Option<i64>,
+}
+
+/// One point-to-point message the matcher paired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageRow {
+    pub from_pid: u32,
+    pub to_pid: u32,
+    /// As the send described it, else as the receive's status reported it.
+    pub bytes: Option<u64>,
+    /// Entry of the send.
+    pub send_ns: u64,
+    /// Exit of the call that completed the receive (Recv, Wait*, Test, pvm_*recv).
+    pub receive_ns: u64,
+    /// `receive_ns - send_ns` (0 if the clocks of two CPUs put the receive first).
+    pub latency_ns: u64,
+}
+
+fn message_row(m: &MatchedMessage) -> MessageRow {
+    MessageRow {
+        from_pid: m.from_pid,
+        to_pid: m.to_pid,
+        bytes: m.bytes,
+        send_ns: m.send_ts,
+        receive_ns: m.recv_ts,
+        latency_ns: m.recv_ts.saturating_sub(m.send_ts),
+    }
+}
+
+/// Where the streamed rows go.
+pub trait TableSink {
+    fn event(&mut self, row: EventRow) -> io::Result<()>;
+    fn call(&mut self, row: CallRow) -> io::Result<()>;
+    fn message(&mut self, row: MessageRow) -> io::Result<()>;
+}
+
+/// What the streamed tables got.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamCounts {
+    pub events: u64,
+    pub calls: u64,
+    pub messages: u64,
+    /// Calls entered and never left (the recording ended inside them): not in `calls`.
+    pub unclosed_calls: u64,
+}
+
+/// The streaming pass: the records of `items` (a recording, in file order) through the
+/// analysis's reorder window and its analyzer, each row to `sink` as soon as it is
+/// known.
+pub fn stream_tables(
+    items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+    sink: &mut impl TableSink,
+) -> Result<StreamCounts, ExportError> {
+    let mut pass = StreamPass {
+        analyzer: Analyzer::with_model(ClockKind::Cpu, NoPaths),
+        probe_names: HashMap::new(),
+        open: HashMap::new(),
+        counts: StreamCounts::default(),
+    };
+    pass.analyzer.matcher.log_matches();
+    let mut reorder = ReorderBuffer::new(REORDER_WINDOW_NS);
+    let mut ready: Vec<Record> = Vec::new();
+    for item in items {
+        match item? {
+            Item::Record(r) => {
+                reorder.push(&r);
+                reorder.ready(|r| ready.push(r.clone()));
+            }
+            Item::Probe(p) => {
+                pass.analyzer.probe(&p);
+                pass.probe_names.insert(p.id, p.symbol);
+            }
+            Item::Process(p) => pass.analyzer.process(&p),
+        }
+        for r in ready.drain(..) {
+            pass.record(&r, sink)?;
+        }
+    }
+    reorder.flush(|r| ready.push(r.clone()));
+    for r in ready.drain(..) {
+        pass.record(&r, sink)?;
+    }
+    pass.counts.unclosed_calls = pass.open.values().map(|s| s.len() as u64).sum();
+    Ok(pass.counts)
+}
+
+struct StreamPass {
+    analyzer: Analyzer<NoPaths>,
+    probe_names: HashMap<u16, String>,
+    /// Calls entered and not yet left, per thread (they nest inside libraries).
+    open: HashMap<u32, Vec<CallRecord>>,
+    counts: StreamCounts,
+}
+
+impl StreamPass {
+    fn record(&mut self, r: &Record, sink: &mut impl TableSink) -> io::Result<()> {
+        self.analyzer.record(r);
+        for m in self.analyzer.matcher.take_matches() {
+            sink.message(message_row(&m))?;
+            self.counts.messages += 1;
+        }
+        let h = *r.header();
+        let name = match r {
+            Record::CallEnter(_) | Record::CallExit(_) => {
+                Some(calls::name(split_call_field(h.call).0))
+            }
+            Record::FuncEnter(_) | Record::FuncExit(_) => self.probe_names.get(&h.call).cloned(),
+            _ => None,
+        };
+        sink.event(EventRow {
+            ts_ns: h.ts_ns,
+            cpu_time_ns: h.cpu_ns,
+            pid: h.tgid,
+            tid: h.tid,
+            cpu: h.cpu,
+            kind: kind_name(h.kind),
+            name,
+        })?;
+        self.counts.events += 1;
+        match r {
+            Record::CallEnter(c) => self.open.entry(h.tid).or_default().push(*c),
+            Record::CallExit(x) => {
+                let stack = self.open.entry(h.tid).or_default();
+                let depth = stack.len().saturating_sub(1) as u32;
+                if let Some(e) = stack.pop() {
+                    sink.call(call_row(&e, x, depth))?;
+                    self.counts.calls += 1;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The row of a completed call: what it was asked to move and what it got.
+fn call_row(e: &CallRecord, x: &CallRecord, depth: u32) -> CallRow {
+    let id = split_call_field(e.header.call).0;
+    let spec = calls::spec(id);
+    let i32_set = |v: i32| (v != UNSET32).then_some(v);
+    let i64_set = |v: i64| (v != UNSET).then_some(v);
+    let receives = spec.is_some_and(|s| matches!(s.role, Role::Recv | Role::SendRecv));
+    CallRow {
+        pid: e.header.tgid,
+        tid: e.header.tid,
+        name: calls::name(id),
+        family: match spec.map(|s| s.family) {
+            Some(Family::Mpi) => "mpi",
+            Some(Family::Pvm) => "pvm",
+            Some(Family::Threads) => "pthread",
+            Some(Family::OpenMp) => "openmp",
+            None => "call",
+        },
+        depth,
+        start_ns: e.header.ts_ns,
+        end_ns: x.header.ts_ns,
+        peer: i32_set(e.peer),
+        tag: i32_set(e.tag),
+        bytes: i64_set(e.bytes),
+        source: receives.then(|| i32_set(x.peer)).flatten(),
+        received_tag: receives.then(|| i32_set(x.tag)).flatten(),
+        received_bytes: receives.then(|| i64_set(x.bytes)).flatten(),
+        ret: i64_set(x.ret),
+    }
+}
+
+/// The tables read off the activity graph (held in memory: the graph is).
+pub struct GraphTables {
+    pub clock: ClockKind,
+    pub critical_path_ns: u64,
+    /// The critical path, first activity first (the report's `activities`).
+    pub critical_path: Vec<Activity>,
+    /// Every arc with its schedule and slack (the report's `--arcs` lines).
+    pub arcs: Vec<ArcRow>,
+    /// The per-procedure profile (the report's `procedures`).
+    pub procedures: Vec<ProcedureRow>,
+    /// The matcher's counts (the report's `messages`).
+    pub messages: MatchStats,
+    pub events_recorded: u64,
+    pub events_lost: u64,
+}
+
+impl GraphTables {
+    /// Reads a recording through the analysis pipeline and builds its graph.
+    pub fn read(path: &Path, clock: ClockKind) -> Result<Self, RecordingError> {
+        let mut reader = RecordingReader::open(path)?;
+        Ok(Self::new(&RecordedGraph::read(&mut reader, clock)?))
+    }
+
+    /// The report's rows on `rg` (one path: the export has no near-critical paths, so
+    /// `mbm_ns` is against the critical path alone, as `tracer report --paths 1`).
+    pub fn new(rg: &RecordedGraph) -> Self {
+        let report = Report::new(
+            rg,
+            &ReportOptions {
+                paths: 1,
+                ..Default::default()
+            },
+            None,
+        );
+        let schedule = Schedule::new(&rg.graph);
+        GraphTables {
+            clock: rg.clock,
+            critical_path_ns: report.critical_path.path.length_ns,
+            critical_path: report.activities,
+            arcs: arc_rows(rg, &schedule).collect(),
+            procedures: report.procedures,
+            messages: rg.messages.clone(),
+            events_recorded: rg.events,
+            events_lost: rg.lost,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::synth::SyntheticRun;
+
+    #[derive(Default)]
+    struct Rows {
+        events: Vec<EventRow>,
+        calls: Vec<CallRow>,
+        messages: Vec<MessageRow>,
+    }
+
+    impl TableSink for Rows {
+        fn event(&mut self, row: EventRow) -> io::Result<()> {
+            self.events.push(row);
+            Ok(())
+        }
+        fn call(&mut self, row: CallRow) -> io::Result<()> {
+            self.calls.push(row);
+            Ok(())
+        }
+        fn message(&mut self, row: MessageRow) -> io::Result<()> {
+            self.messages.push(row);
+            Ok(())
+        }
+    }
+
+    /// A ring over 3 ranks, 4 rounds: 12 messages, each a send and a receive.
+    #[test]
+    fn ring_tables_hold_the_reports_figures() {
+        let mut s = SyntheticRun::new(3, &["work"]);
+        for round in 0..4 {
+            for r in 0..3 {
+                s.compute(r, 10_000 + 1000 * r as u64, Some(0));
+                s.message(r, (r + 1) % 3, round);
+            }
+        }
+        let mut rows = Rows::default();
+        let counts = stream_tables(s.items.iter().cloned().map(Ok), &mut rows).unwrap();
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let tables = GraphTables::new(&rg);
+        assert_eq!(rows.messages.len() as u64, rg.messages.matched);
+        assert_eq!(rows.messages.len(), 12);
+        assert!(rows
+            .messages
+            .iter()
+            .all(|m| m.latency_ns == m.receive_ns - m.send_ns));
+        let named = |n: &str| rows.calls.iter().filter(|c| c.name == n).count();
+        assert_eq!((named("MPI_Send"), named("MPI_Recv")), (12, 12));
+        assert_eq!(counts.events, rows.events.len() as u64);
+        assert!(rows.events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+        let work: u64 = tables
+            .critical_path
+            .iter()
+            .map(|a| match a {
+                Activity::Work { work_ns, .. } => *work_ns,
+                Activity::Wait { .. } => 0,
+            })
+            .sum();
+        assert_eq!(work, tables.critical_path_ns);
+        assert!(work > 0);
+        assert_eq!(tables.arcs.len(), rg.graph.arcs.len());
+        let critical = tables
+            .arcs
+            .iter()
+            .filter(|a| a.kind == "program" && a.total_slack == Some(0))
+            .map(|a| a.weight_ns)
+            .sum::<u64>();
+        assert!(critical >= tables.critical_path_ns);
+    }
+}

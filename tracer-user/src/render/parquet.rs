@@ -1,0 +1,485 @@
+//! The Parquet export: one `.parquet` file per table of
+//! `tracer_analysis::export::tables`, written by the `parquet` crate's Arrow writer
+//! (snappy-compressed, pure Rust). Not in tracer-analysis: arrow brings the C library in.
+//!
+//! The streamed tables (events, calls, messages) are written a row group at a time as
+//! their rows come, so memory holds at most [`ROW_GROUP`] rows of each, not the
+//! recording. docs/exports.md lists the columns.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ::parquet::arrow::ArrowWriter;
+use ::parquet::basic::Compression;
+use ::parquet::file::metadata::KeyValue;
+use ::parquet::file::properties::WriterProperties;
+use arrow_array::{
+    ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    UInt32Array, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use tracer_analysis::export::tables::{
+    stream_tables, CallRow, EventRow, GraphTables, MessageRow, StreamCounts, TableSink,
+};
+use tracer_analysis::export::ExportError;
+use tracer_analysis::format::recording::{Item, RecordingError};
+use tracer_analysis::graph::path::Activity;
+use tracer_analysis::report::{ArcRow, ProcedureRow};
+
+use crate::session::{self, RunAs};
+
+/// Rows per row group (and per batch handed to the writer).
+const ROW_GROUP: usize = 65_536;
+
+/// What the export wrote: rows per table, in the order the files were written.
+#[derive(Clone, Debug, Default)]
+pub struct ParquetStats {
+    pub tables: Vec<(&'static str, u64)>,
+    pub critical_path_ns: u64,
+}
+
+/// Writes the six tables into `dir` (an existing, empty directory), owned by `owner`;
+/// `files` lists every file created, for the caller to remove if the export fails.
+pub struct ParquetExport<'a> {
+    dir: &'a Path,
+    owner: Option<&'a RunAs>,
+    /// Every file created so far.
+    pub files: Vec<PathBuf>,
+}
+
+impl<'a> ParquetExport<'a> {
+    pub fn new(dir: &'a Path, owner: Option<&'a RunAs>) -> Self {
+        ParquetExport {
+            dir,
+            owner,
+            files: Vec::new(),
+        }
+    }
+
+    /// The graph's tables, then the streamed tables of `items` (the same recording).
+    pub fn write(
+        &mut self,
+        graph: &GraphTables,
+        items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+    ) -> Result<ParquetStats, ExportError> {
+        let mut stats = ParquetStats {
+            critical_path_ns: graph.critical_path_ns,
+            ..Default::default()
+        };
+        let metadata = [
+            ("tracer.clock", graph.clock.name().to_string()),
+            (
+                "tracer.critical_path_ns",
+                graph.critical_path_ns.to_string(),
+            ),
+        ];
+        let mut critical = self.table("critical_path", activity_columns(), &metadata)?;
+        for a in &graph.critical_path {
+            critical.push(a.clone())?;
+        }
+        stats.tables.push(critical.finish()?);
+        let mut arcs = self.table("arcs", arc_columns(), &[])?;
+        for a in &graph.arcs {
+            arcs.push(a.clone())?;
+        }
+        stats.tables.push(arcs.finish()?);
+        let mut procedures = self.table("procedures", procedure_columns(), &[])?;
+        for p in &graph.procedures {
+            procedures.push(p.clone())?;
+        }
+        stats.tables.push(procedures.finish()?);
+
+        let mut sink = Streamed {
+            events: self.table("events", event_columns(), &[])?,
+            calls: self.table("calls", call_columns(), &[])?,
+            messages: self.table("messages", message_columns(), &[])?,
+        };
+        let _: StreamCounts = stream_tables(items, &mut sink)?;
+        stats.tables.push(sink.events.finish()?);
+        stats.tables.push(sink.calls.finish()?);
+        stats.tables.push(sink.messages.finish()?);
+        Ok(stats)
+    }
+
+    fn table<R>(
+        &mut self,
+        name: &'static str,
+        columns: Vec<Column<R>>,
+        metadata: &[(&str, String)],
+    ) -> io::Result<Table<R>> {
+        let path = self.dir.join(format!("{name}.parquet"));
+        let file = session::create_private(&path, self.owner)?;
+        self.files.push(path);
+        Table::new(name, file, columns, metadata)
+    }
+}
+
+/// The sink of the streaming pass: three tables at once.
+struct Streamed {
+    events: Table<EventRow>,
+    calls: Table<CallRow>,
+    messages: Table<MessageRow>,
+}
+
+impl TableSink for Streamed {
+    fn event(&mut self, row: EventRow) -> io::Result<()> {
+        self.events.push(row)
+    }
+    fn call(&mut self, row: CallRow) -> io::Result<()> {
+        self.calls.push(row)
+    }
+    fn message(&mut self, row: MessageRow) -> io::Result<()> {
+        self.messages.push(row)
+    }
+}
+
+/// How a column reads its value off a row (`None` is a null).
+enum Values<R> {
+    U64(fn(&R) -> Option<u64>),
+    U32(fn(&R) -> Option<u32>),
+    I32(fn(&R) -> Option<i32>),
+    I64(fn(&R) -> Option<i64>),
+    F64(fn(&R) -> Option<f64>),
+    Bool(fn(&R) -> Option<bool>),
+    Str(fn(&R) -> Option<&str>),
+}
+
+struct Column<R> {
+    name: &'static str,
+    nullable: bool,
+    values: Values<R>,
+}
+
+/// A column that always has a value.
+fn col<R>(name: &'static str, values: Values<R>) -> Column<R> {
+    Column {
+        name,
+        nullable: false,
+        values,
+    }
+}
+
+/// A column that may be null.
+fn nullable<R>(name: &'static str, values: Values<R>) -> Column<R> {
+    Column {
+        name,
+        nullable: true,
+        values,
+    }
+}
+
+impl<R> Column<R> {
+    fn field(&self) -> Field {
+        let ty = match self.values {
+            Values::U64(_) => DataType::UInt64,
+            Values::U32(_) => DataType::UInt32,
+            Values::I32(_) => DataType::Int32,
+            Values::I64(_) => DataType::Int64,
+            Values::F64(_) => DataType::Float64,
+            Values::Bool(_) => DataType::Boolean,
+            Values::Str(_) => DataType::Utf8,
+        };
+        Field::new(self.name, ty, self.nullable)
+    }
+
+    fn array(&self, rows: &[R]) -> ArrayRef {
+        match self.values {
+            Values::U64(f) => Arc::new(rows.iter().map(f).collect::<UInt64Array>()),
+            Values::U32(f) => Arc::new(rows.iter().map(f).collect::<UInt32Array>()),
+            Values::I32(f) => Arc::new(rows.iter().map(f).collect::<Int32Array>()),
+            Values::I64(f) => Arc::new(rows.iter().map(f).collect::<Int64Array>()),
+            Values::F64(f) => Arc::new(rows.iter().map(f).collect::<Float64Array>()),
+            Values::Bool(f) => Arc::new(rows.iter().map(f).collect::<BooleanArray>()),
+            Values::Str(f) => Arc::new(rows.iter().map(f).collect::<StringArray>()),
+        }
+    }
+}
+
+/// One Parquet file being written: rows are kept until a row group is full.
+struct Table<R> {
+    name: &'static str,
+    columns: Vec<Column<R>>,
+    schema: SchemaRef,
+    rows: Vec<R>,
+    written: u64,
+    writer: ArrowWriter<File>,
+}
+
+impl<R> Table<R> {
+    fn new(
+        name: &'static str,
+        file: File,
+        columns: Vec<Column<R>>,
+        metadata: &[(&str, String)],
+    ) -> io::Result<Self> {
+        let fields: Vec<Field> = columns.iter().map(Column::field).collect();
+        let schema = Arc::new(
+            Schema::new(fields).with_metadata(
+                metadata
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect::<std::collections::HashMap<_, _>>(),
+            ),
+        );
+        // In the file's key-value metadata too (not only inside the encoded Arrow
+        // schema), where readers that are not Arrow (DuckDB) find it.
+        let key_values = metadata
+            .iter()
+            .map(|(k, v)| KeyValue::new(k.to_string(), v.clone()))
+            .collect::<Vec<_>>();
+        let props = WriterProperties::builder()
+            .set_key_value_metadata((!key_values.is_empty()).then_some(key_values))
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(ROW_GROUP))
+            .set_created_by(concat!("tracer ", env!("CARGO_PKG_VERSION")).into())
+            .build();
+        let writer =
+            ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(io::Error::other)?;
+        Ok(Table {
+            name,
+            columns,
+            schema,
+            rows: Vec::with_capacity(ROW_GROUP),
+            written: 0,
+            writer,
+        })
+    }
+
+    fn push(&mut self, row: R) -> io::Result<()> {
+        self.rows.push(row);
+        if self.rows.len() == ROW_GROUP {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the rows kept to the writer as one batch (a row group of its own).
+    fn flush(&mut self) -> io::Result<()> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let arrays = self.columns.iter().map(|c| c.array(&self.rows)).collect();
+        let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(io::Error::other)?;
+        self.writer.write(&batch).map_err(io::Error::other)?;
+        self.writer.flush().map_err(io::Error::other)?;
+        self.written += self.rows.len() as u64;
+        self.rows.clear();
+        Ok(())
+    }
+
+    /// Writes what is left and the file's footer; the table's name and row count.
+    fn finish(mut self) -> io::Result<(&'static str, u64)> {
+        self.flush()?;
+        let file = self.writer.into_inner().map_err(io::Error::other)?;
+        file.sync_all()?;
+        Ok((self.name, self.written))
+    }
+}
+
+fn activity_columns() -> Vec<Column<Activity>> {
+    use Activity::{Wait, Work};
+    vec![
+        col(
+            "type",
+            Values::Str(|a| {
+                Some(match a {
+                    Work { .. } => "work",
+                    Wait { .. } => "wait",
+                })
+            }),
+        ),
+        col(
+            "pid",
+            Values::U32(|a| match a {
+                Work { pid, .. } => Some(*pid),
+                Wait { to_pid, .. } => Some(*to_pid),
+            }),
+        ),
+        col(
+            "tid",
+            Values::U32(|a| match a {
+                Work { tid, .. } => Some(*tid),
+                Wait { to_tid, .. } => Some(*to_tid),
+            }),
+        ),
+        nullable(
+            "procedure",
+            Values::Str(|a| match a {
+                Work { procedure, .. } => Some(procedure),
+                Wait { .. } => None,
+            }),
+        ),
+        nullable(
+            "start_ns",
+            Values::U64(|a| match a {
+                Work { start_ns, .. } => Some(*start_ns),
+                Wait { .. } => None,
+            }),
+        ),
+        nullable(
+            "end_ns",
+            Values::U64(|a| match a {
+                Work { end_ns, .. } => Some(*end_ns),
+                Wait { .. } => None,
+            }),
+        ),
+        col(
+            "work_ns",
+            Values::U64(|a| match a {
+                Work { work_ns, .. } => Some(*work_ns),
+                Wait { .. } => Some(0),
+            }),
+        ),
+        nullable(
+            "from_pid",
+            Values::U32(|a| match a {
+                Wait { from_pid, .. } => Some(*from_pid),
+                Work { .. } => None,
+            }),
+        ),
+        nullable(
+            "from_tid",
+            Values::U32(|a| match a {
+                Wait { from_tid, .. } => Some(*from_tid),
+                Work { .. } => None,
+            }),
+        ),
+        nullable(
+            "call",
+            Values::Str(|a| match a {
+                Wait { call, .. } => Some(call),
+                Work { .. } => None,
+            }),
+        ),
+        nullable(
+            "latency_ns",
+            Values::U64(|a| match a {
+                Wait { latency_ns, .. } => Some(*latency_ns),
+                Work { .. } => None,
+            }),
+        ),
+    ]
+}
+
+fn arc_columns() -> Vec<Column<ArcRow>> {
+    vec![
+        col("arc", Values::U32(|a| Some(a.arc))),
+        col("from", Values::U32(|a| Some(a.from))),
+        col("to", Values::U32(|a| Some(a.to))),
+        col("kind", Values::Str(|a| Some(a.kind))),
+        col("pid", Values::U32(|a| Some(a.pid))),
+        col("tid", Values::U32(|a| Some(a.tid))),
+        nullable(
+            "procedure",
+            Values::Str(|a| (!a.procedure.is_empty()).then_some(a.procedure.as_str())),
+        ),
+        col("weight_ns", Values::U64(|a| Some(a.weight_ns))),
+        col("early_start_ns", Values::U64(|a| Some(a.early_start))),
+        col("early_finish_ns", Values::U64(|a| Some(a.early_finish))),
+        nullable("late_start_ns", Values::U64(|a| a.late_start)),
+        nullable("late_finish_ns", Values::U64(|a| a.late_finish)),
+        nullable("total_slack_ns", Values::U64(|a| a.total_slack)),
+        col("free_slack_ns", Values::U64(|a| Some(a.free_slack))),
+    ]
+}
+
+fn procedure_columns() -> Vec<Column<ProcedureRow>> {
+    vec![
+        col("name", Values::Str(|p| Some(&p.name))),
+        col("cp_ns", Values::U64(|p| Some(p.cp_ns))),
+        col("cp_pct", Values::F64(|p| Some(p.cp_pct))),
+        col("cp_exclusive_ns", Values::U64(|p| Some(p.cp_exclusive_ns))),
+        col("work_ns", Values::U64(|p| Some(p.work_ns))),
+        col("work_pct", Values::F64(|p| Some(p.work_pct))),
+        col("zeroing_ns", Values::U64(|p| Some(p.zeroing_ns))),
+        col("zeroing_pct", Values::F64(|p| Some(p.zeroing_pct))),
+        col("mbm_ns", Values::U64(|p| Some(p.mbm_ns))),
+        col("mbm_exact", Values::Bool(|p| Some(p.mbm_exact))),
+    ]
+}
+
+fn event_columns() -> Vec<Column<EventRow>> {
+    vec![
+        col("ts_ns", Values::U64(|e| Some(e.ts_ns))),
+        col("cpu_time_ns", Values::U64(|e| Some(e.cpu_time_ns))),
+        col("pid", Values::U32(|e| Some(e.pid))),
+        col("tid", Values::U32(|e| Some(e.tid))),
+        col("cpu", Values::U32(|e| Some(e.cpu))),
+        col("kind", Values::Str(|e| Some(e.kind))),
+        nullable("name", Values::Str(|e| e.name.as_deref())),
+    ]
+}
+
+fn call_columns() -> Vec<Column<CallRow>> {
+    vec![
+        col("pid", Values::U32(|c| Some(c.pid))),
+        col("tid", Values::U32(|c| Some(c.tid))),
+        col("name", Values::Str(|c| Some(&c.name))),
+        col("family", Values::Str(|c| Some(c.family))),
+        col("depth", Values::U32(|c| Some(c.depth))),
+        col("start_ns", Values::U64(|c| Some(c.start_ns))),
+        col("end_ns", Values::U64(|c| Some(c.end_ns))),
+        col(
+            "duration_ns",
+            Values::U64(|c| Some(c.end_ns.saturating_sub(c.start_ns))),
+        ),
+        nullable("peer", Values::I32(|c| c.peer)),
+        nullable("tag", Values::I32(|c| c.tag)),
+        nullable("bytes", Values::I64(|c| c.bytes)),
+        nullable("source", Values::I32(|c| c.source)),
+        nullable("received_tag", Values::I32(|c| c.received_tag)),
+        nullable("received_bytes", Values::I64(|c| c.received_bytes)),
+        nullable("ret", Values::I64(|c| c.ret)),
+    ]
+}
+
+fn message_columns() -> Vec<Column<MessageRow>> {
+    vec![
+        col("from_pid", Values::U32(|m| Some(m.from_pid))),
+        col("to_pid", Values::U32(|m| Some(m.to_pid))),
+        nullable("bytes", Values::U64(|m| m.bytes)),
+        col("send_ns", Values::U64(|m| Some(m.send_ns))),
+        col("receive_ns", Values::U64(|m| Some(m.receive_ns))),
+        col("latency_ns", Values::U64(|m| Some(m.latency_ns))),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ::parquet::file::reader::{FileReader, SerializedFileReader};
+
+    /// A table is written a row group at a time as its rows come: two and a half row
+    /// groups of messages make three row groups in the file, and every row is there.
+    #[test]
+    fn a_long_table_is_written_in_row_groups() {
+        let path =
+            std::env::temp_dir().join(format!("tracer-parquet-{}.parquet", std::process::id()));
+        let file = File::create(&path).unwrap();
+        let mut table = Table::new("messages", file, message_columns(), &[]).unwrap();
+        let n = 2 * ROW_GROUP + ROW_GROUP / 2;
+        for i in 0..n as u64 {
+            table
+                .push(MessageRow {
+                    from_pid: 1,
+                    to_pid: 2,
+                    bytes: (i % 2 == 0).then_some(i),
+                    send_ns: i,
+                    receive_ns: i + 10,
+                    latency_ns: 10,
+                })
+                .unwrap();
+            // Never more than a row group held.
+            assert!(table.rows.len() < ROW_GROUP);
+        }
+        assert_eq!(table.finish().unwrap(), ("messages", n as u64));
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let meta = reader.metadata();
+        assert_eq!(meta.num_row_groups(), 3);
+        assert_eq!(meta.file_metadata().num_rows(), n as i64);
+        assert_eq!(meta.row_group(2).num_rows(), (ROW_GROUP / 2) as i64);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
