@@ -734,7 +734,7 @@ fn throughput(env: &Env, reps: usize) -> Result<()> {
 // Exports
 
 /// Every format of `tracer export`.
-const EXPORT_FORMATS: &[&str] = &["chrome", "pprof", "folded", "svg", "hatchet"];
+const EXPORT_FORMATS: &[&str] = &["chrome", "pprof", "folded", "svg", "hatchet", "parquet"];
 
 /// Time and peak RSS of `tracer export` in every format, and of `tracer analyze`, on the
 /// throughput stage's recording; the commands alternate within each repetition.

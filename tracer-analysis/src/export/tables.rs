@@ -171,7 +171,7 @@ impl StreamPass {
         let h = *r.header();
         let name = match r {
             Record::CallEnter(_) | Record::CallExit(_) => {
-                Some(calls::name(split_call_field(h.call).0))
+                Some(calls::name(split_call_field(h.call).id))
             }
             Record::FuncEnter(_) | Record::FuncExit(_) => self.probe_names.get(&h.call).cloned(),
             _ => None,
@@ -204,7 +204,7 @@ impl StreamPass {
 
 /// The row of a completed call: what it was asked to move and what it got.
 fn call_row(e: &CallRecord, x: &CallRecord, depth: u32) -> CallRow {
-    let id = split_call_field(e.header.call).0;
+    let id = split_call_field(e.header.call).id;
     let spec = calls::spec(id);
     let i32_set = |v: i32| (v != UNSET32).then_some(v);
     let i64_set = |v: i64| (v != UNSET).then_some(v);
