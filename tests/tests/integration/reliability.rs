@@ -15,9 +15,9 @@ use tracer_tests::{openmpi, read_recording, tracer};
 /// outputs are complete then).
 #[derive(Clone, Copy, Debug)]
 enum Moment {
-    AfterStart(u64),
-    AfterTracing(u64),
-    AfterDetaching(u64),
+    Start(u64),
+    Tracing(u64),
+    Detaching(u64),
 }
 
 /// Twenty moments spread over a run: while the probes load (from the start), right after
@@ -25,26 +25,26 @@ enum Moment {
 /// their libraries probed, in the steady state of the job (its ranks compute for about
 /// 1.5 s), and while the probes detach (about 0.1 s each).
 const MOMENTS: [Moment; 20] = [
-    Moment::AfterStart(50),
-    Moment::AfterStart(150),
-    Moment::AfterStart(300),
-    Moment::AfterStart(500),
-    Moment::AfterStart(800),
-    Moment::AfterStart(1100),
-    Moment::AfterTracing(0),
-    Moment::AfterTracing(10),
-    Moment::AfterTracing(30),
-    Moment::AfterTracing(60),
-    Moment::AfterTracing(100),
-    Moment::AfterTracing(200),
-    Moment::AfterTracing(400),
-    Moment::AfterTracing(800),
-    Moment::AfterTracing(1200),
-    Moment::AfterTracing(1600),
-    Moment::AfterDetaching(0),
-    Moment::AfterDetaching(30),
-    Moment::AfterDetaching(100),
-    Moment::AfterDetaching(300),
+    Moment::Start(50),
+    Moment::Start(150),
+    Moment::Start(300),
+    Moment::Start(500),
+    Moment::Start(800),
+    Moment::Start(1100),
+    Moment::Tracing(0),
+    Moment::Tracing(10),
+    Moment::Tracing(30),
+    Moment::Tracing(60),
+    Moment::Tracing(100),
+    Moment::Tracing(200),
+    Moment::Tracing(400),
+    Moment::Tracing(800),
+    Moment::Tracing(1200),
+    Moment::Tracing(1600),
+    Moment::Detaching(0),
+    Moment::Detaching(30),
+    Moment::Detaching(100),
+    Moment::Detaching(300),
 ];
 
 /// The job: 4 Open MPI ranks, each entering the selected procedure `compute` (10 ms of
@@ -123,14 +123,14 @@ fn a_killed_tracer_leaves_nothing_stopped_or_loaded() {
             }
         });
         match moment {
-            Moment::AfterStart(ms) => {
+            Moment::Start(ms) => {
                 std::thread::sleep(Duration::from_millis(ms).saturating_sub(started.elapsed()))
             }
-            Moment::AfterTracing(ms) => {
+            Moment::Tracing(ms) => {
                 wait_until_said(&said, Said::Tracing, moment);
                 std::thread::sleep(Duration::from_millis(ms));
             }
-            Moment::AfterDetaching(ms) => {
+            Moment::Detaching(ms) => {
                 wait_until_said(&said, Said::Detaching, moment);
                 std::thread::sleep(Duration::from_millis(ms));
             }
@@ -217,7 +217,7 @@ fn wait_until_said(said: &mpsc::Receiver<Said>, what: Said, moment: Moment) {
 /// exists, in the steady state it holds the job's events, and once the tracer detaches it
 /// is complete, with every call of the job.
 fn check_recording(rec: &std::path::Path, moment: Moment, what: &str) {
-    if matches!(moment, Moment::AfterStart(_)) && !rec.exists() {
+    if matches!(moment, Moment::Start(_)) && !rec.exists() {
         return; // killed before the recording was created
     }
     for command in ["analyze", "report", "metrics"] {
@@ -233,11 +233,11 @@ fn check_recording(rec: &std::path::Path, moment: Moment, what: &str) {
         );
     }
     match moment {
-        Moment::AfterTracing(ms) if ms >= 800 => {
+        Moment::Tracing(ms) if ms >= 800 => {
             let events = read_back_events(rec);
             assert!(events > 0, "{what}no events in the steady state");
         }
-        Moment::AfterDetaching(_) => {
+        Moment::Detaching(_) => {
             let t = read_recording(rec);
             assert_eq!(t.lost, 0, "{what}");
             assert_eq!(t.summary["functions"]["compute"], 4 * ITERATIONS, "{what}");
