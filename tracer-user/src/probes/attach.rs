@@ -15,6 +15,27 @@ use super::maps::{map, program};
 use super::{ProbeError, Probes};
 use tracer_analysis::format::calls::Flavor;
 
+/// The two programs of a uprobe pair: at a function's entry and at its return.
+#[derive(Clone, Copy)]
+struct ProgramPair {
+    entry: &'static str,
+    exit: &'static str,
+}
+
+const CALL_PROGRAMS: ProgramPair = ProgramPair {
+    entry: "call_enter",
+    exit: "call_exit",
+};
+const FUNC_PROGRAMS: ProgramPair = ProgramPair {
+    entry: "func_enter",
+    exit: "func_exit",
+};
+/// What `--probes floor` attaches instead: empty programs, for measuring the probes' cost.
+const FLOOR_PROGRAMS: ProgramPair = ProgramPair {
+    entry: FLOOR_UPROBE,
+    exit: FLOOR_URETPROBE,
+};
+
 impl Probes {
     /// Writes the flavor table entry of `flavor` (PVM needs the library's own symbol).
     pub fn configure_flavor(
@@ -47,14 +68,7 @@ impl Probes {
         cookie: u64,
         pid: Option<u32>,
     ) -> Result<bool, ProbeError> {
-        self.attach_pair(
-            ("call_enter", "call_exit"),
-            path,
-            symbol,
-            file_offset,
-            cookie,
-            pid,
-        )
+        self.attach_pair(CALL_PROGRAMS, path, symbol, file_offset, cookie, pid)
     }
 
     /// Hands over the links of the probes that fire in `pid` only (the process is gone):
@@ -139,7 +153,7 @@ impl Probes {
         probe_id: u16,
     ) -> Result<bool, ProbeError> {
         self.attach_pair(
-            ("func_enter", "func_exit"),
+            FUNC_PROGRAMS,
             path,
             symbol,
             file_offset,
@@ -150,7 +164,7 @@ impl Probes {
 
     fn attach_pair(
         &mut self,
-        programs: (&'static str, &'static str),
+        programs: ProgramPair,
         path: &Path,
         symbol: &str,
         offset: u64,
@@ -169,13 +183,9 @@ impl Probes {
             Some(pid) => UProbeScope::OneProcess(pid),
             None => UProbeScope::AllProcesses,
         };
-        let programs = if self.floor {
-            (FLOOR_UPROBE, FLOOR_URETPROBE)
-        } else {
-            programs
-        };
+        let programs = if self.floor { FLOOR_PROGRAMS } else { programs };
         let mut links = Vec::with_capacity(2);
-        for name in [programs.0, programs.1] {
+        for name in [programs.entry, programs.exit] {
             let p: &mut UProbe = program(&mut self.ebpf, name)?;
             let point = UProbeAttachPoint {
                 location: UProbeAttachLocation::AbsoluteOffset(offset),

@@ -25,6 +25,12 @@ fn u32_at(d: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?))
 }
 
+/// A struct member: its byte offset in the struct, and its type id.
+struct Member {
+    offset: u32,
+    type_id: u32,
+}
+
 impl KernelBtf {
     pub fn from_sys_fs() -> Result<Self, ProbeError> {
         let path = "/sys/kernel/btf/vmlinux";
@@ -95,14 +101,17 @@ impl KernelBtf {
             .find(|t| t.kind == KIND_STRUCT && self.name(t.name_off) == name.as_bytes())
     }
 
-    /// Byte offset of `member` in struct `name`, and the member's type id.
-    fn member(&self, t: &Type, member: &str) -> Option<(u32, u32)> {
+    /// Where `member` is in struct `t`.
+    fn member(&self, t: &Type, member: &str) -> Option<Member> {
         let (_, ty, off) = t
             .members
             .iter()
             .find(|(n, _, _)| self.name(*n) == member.as_bytes())?;
         let bits = if t.kind_flag { off & 0xff_ffff } else { *off };
-        Some((bits / 8, *ty))
+        Some(Member {
+            offset: bits / 8,
+            type_id: *ty,
+        })
     }
 
     /// Byte offset of a path of members, e.g. `task_struct` + ["se", "sum_exec_runtime"].
@@ -110,7 +119,10 @@ impl KernelBtf {
         let mut t = self.struct_named(name)?;
         let mut total = 0;
         for (i, m) in path.iter().enumerate() {
-            let (off, ty) = self.member(t, m)?;
+            let Member {
+                offset: off,
+                type_id: ty,
+            } = self.member(t, m)?;
             total += off;
             if i + 1 < path.len() {
                 t = self.types.get(ty as usize)?.as_ref()?;

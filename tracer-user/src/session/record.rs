@@ -13,7 +13,7 @@ use super::launch::{find_in_path, launch, reap_within, COMMAND_GRACE};
 use super::libraries::probe_libraries;
 use super::openmp::OpenMpProbes;
 use super::output::write_private;
-use super::sink::Sink;
+use super::sink::{Sink, SinkResults};
 use super::thread_calls::ThreadCallProbes;
 use super::watchdog::Watchdog;
 use super::{Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
@@ -65,7 +65,10 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         }
     }
 
-    let (user_libs, found_libs) = find_libraries(&opts.libs, &targets)?;
+    let FoundLibraries {
+        user: user_libs,
+        all: found_libs,
+    } = find_libraries(&opts.libs, &targets)?;
     let mut funcs = FunctionProbes::new(FunctionSelector::new(&opts.funcs)?);
     // Every traced exec is held until the libraries and procedures it needs are probed.
     let mut probes = Probes::load(&ProbeOptions {
@@ -187,7 +190,11 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     } = ctx;
     let failures = probes.failures()?;
     // Every output is complete before the probes go: detaching takes seconds.
-    let (mut summary, profile, whatif) = sink.finish(&failures)?;
+    let SinkResults {
+        mut summary,
+        profile,
+        whatif,
+    } = sink.finish(&failures)?;
     summary.tracer_cpu_ns = own_cpu_ns();
     summary.unprobed_mpi_calls = Some(unprobed_mpi_calls);
     write_json(opts.summary_json.as_deref(), &summary, run_as)?;
@@ -225,12 +232,16 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     })
 }
 
-/// Candidate libraries: the user's (returned also as a set of canonical paths, always
-/// probed), the installed ones, and those the targets have mapped.
-fn find_libraries(
-    user: &[PathBuf],
-    targets: &[u32],
-) -> Result<(HashSet<PathBuf>, Vec<Library>), SessionError> {
+/// Candidate libraries: the user's (always probed), the installed ones, and those the
+/// targets have mapped.
+struct FoundLibraries {
+    /// The user's (`--lib`), by canonical path.
+    user: HashSet<PathBuf>,
+    /// All of them, the user's included.
+    all: Vec<Library>,
+}
+
+fn find_libraries(user: &[PathBuf], targets: &[u32]) -> Result<FoundLibraries, SessionError> {
     let mut libs: Vec<Library> = Vec::new();
     let mut user_set = HashSet::new();
     for path in user {
@@ -256,7 +267,10 @@ fn find_libraries(
             libs.push(lib);
         }
     }
-    Ok((user_set, libs))
+    Ok(FoundLibraries {
+        user: user_set,
+        all: libs,
+    })
 }
 
 /// The tracer's own CPU time so far (all its threads, not its children).

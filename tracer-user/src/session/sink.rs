@@ -207,18 +207,7 @@ impl Sink {
         Profile::new(&self.pipeline.analyzer, self.clock, lost, &self.commands)
     }
 
-    #[allow(clippy::type_complexity)]
-    pub(super) fn finish(
-        mut self,
-        failures: &FailureCounts,
-    ) -> Result<
-        (
-            Summary,
-            Profile,
-            Option<Result<OnlinePrediction, ReplayError>>,
-        ),
-        SessionError,
-    > {
+    pub(super) fn finish(mut self, failures: &FailureCounts) -> Result<SinkResults, SessionError> {
         let lost = failures.lost();
         self.pipeline.flush();
         let profile = self.profile(lost);
@@ -232,8 +221,20 @@ impl Sink {
         }
         let mut summary = self.summary.finish(lost);
         summary.events.failures = failures.named();
-        Ok((summary, profile, whatif))
+        Ok(SinkResults {
+            summary,
+            profile,
+            whatif,
+        })
     }
+}
+
+/// What a session computed, once its sink has read every record.
+pub(super) struct SinkResults {
+    pub(super) summary: Summary,
+    pub(super) profile: Profile,
+    /// The online what-if prediction, when asked for.
+    pub(super) whatif: Option<Result<OnlinePrediction, ReplayError>>,
 }
 
 /// Whether a new snapshot of a process keeps what the last one saw and it no longer
