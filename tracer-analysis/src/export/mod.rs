@@ -11,5 +11,6 @@ pub mod hatchet;
 mod items;
 pub mod pprof;
 pub mod stacks;
+pub mod timeline;
 
 pub use items::{recording_items, ExportError};
