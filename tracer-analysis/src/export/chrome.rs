@@ -302,13 +302,13 @@ impl<W: Write> EventWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::timeline::{flow_slice, Endpoint, CRITICAL_FLOW_CAT};
     use crate::format::synth::SyntheticRun;
     use crate::graph::cpm::Schedule;
+    use crate::graph::path::OUTSIDE;
     use crate::graph::recorded::RecordedGraph;
     use crate::graph::ArcKind;
-    use crate::export::timeline::{flow_slice, Endpoint, CRITICAL_FLOW_CAT};
     use std::collections::BTreeSet;
-    use crate::graph::path::OUTSIDE;
     use tracer_common::call;
 
     /// A ring over 3 ranks, 4 rounds, with work inside and outside `work`.

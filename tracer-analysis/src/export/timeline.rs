@@ -588,11 +588,7 @@ impl Timeline {
     /// Flow ends after a thread's last record, and departures that found no later
     /// mark (a departure slice then ends within the flow's span); what is still open is
     /// counted.
-    fn finish<S: TimelineSink>(
-        &mut self,
-        out: &mut S,
-        stats: &mut ExportStats,
-    ) -> io::Result<()> {
+    fn finish<S: TimelineSink>(&mut self, out: &mut S, stats: &mut ExportStats) -> io::Result<()> {
         let mut tids: Vec<u32> = self.threads.keys().copied().collect();
         tids.extend(self.endpoints.keys());
         tids.sort_unstable();
