@@ -392,10 +392,12 @@ impl ThreadTrack {
 
 /// The slice of flow ends at one vertex, in the free time `from..to` next to it (no
 /// other slice starts or ends there): a departure's just after its vertex `from`, an
-/// arrival's just before its vertex `to`. Each is at most a third of that time, of the
-/// shortest flow's span and [`FLOW_SLICE_MAX_NS`] away from its vertex and as long, so
-/// that every departure slice starts no later than its arrival slice (Perfetto draws a
-/// flow from the earlier of its two slices). The flow events sit inside it, a quarter
+/// arrival's just before its vertex `to`. Each is at most `x` long, a third of that
+/// time, of the shortest flow's span and [`FLOW_SLICE_MAX_NS`]; a departure starts `x`
+/// after its vertex, an arrival ends `x / 2` before its one: every departure slice then
+/// starts before its arrival slice whenever the flow spans 3 ns or more (Perfetto draws
+/// a JSON flow from the earlier of its two slices, and reads a protobuf flow's arrival
+/// seen before its departure as no flow at all). The flow events sit inside it, a quarter
 /// of it from its start (a departure) or its end (an arrival): a flow's start event is
 /// then strictly earlier than its end event, as Perfetto needs to pair them.
 pub(crate) fn flow_slice<S: TimelineSink>(
@@ -411,7 +413,11 @@ pub(crate) fn flow_slice<S: TimelineSink>(
     let x = (to.saturating_sub(from) / 3)
         .min(span / 3)
         .min(FLOW_SLICE_MAX_NS);
-    let start = if first.start { from + x } else { to - 2 * x };
+    let start = if first.start {
+        from + x
+    } else {
+        to - x - x / 2
+    };
     let name = format!(
         "{} {}",
         first.name,
