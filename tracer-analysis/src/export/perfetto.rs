@@ -89,9 +89,14 @@ pub(crate) mod proto {
         pub(crate) thread_name: Option<String>,
     }
 
-    /// Empty: a plain counter of integer values.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub(crate) struct CounterDescriptor {}
+    pub(crate) struct CounterDescriptor {
+        /// 2: UNIT_COUNT.
+        #[prost(int32, optional, tag = "3")]
+        pub(crate) unit: Option<i32>,
+    }
+
+    pub(crate) const UNIT_COUNT: i32 = 2;
 
     #[derive(Clone, PartialEq, prost::Message)]
     pub(crate) struct TrackEvent {
@@ -245,7 +250,9 @@ pub fn write_perfetto<W: Write>(
         w.descriptor(TrackDescriptor {
             uuid: Some(uuid),
             name: Some(name.into()),
-            counter: Some(proto::CounterDescriptor {}),
+            counter: Some(proto::CounterDescriptor {
+                unit: Some(proto::UNIT_COUNT),
+            }),
             ..Default::default()
         })?;
     }
