@@ -307,7 +307,7 @@ fn corrupt_recording_is_one_line_and_no_output() {
     std::fs::create_dir_all(&dir).unwrap();
     let junk = dir.join("junk.trace");
     std::fs::write(&junk, b"not a recording at all").unwrap();
-    for format in ["chrome", "pprof", "folded", "svg", "hatchet"] {
+    for format in ["chrome", "perfetto", "pprof", "folded", "svg", "hatchet"] {
         let out = dir.join(format!("out.{format}"));
         let (code, err) = tracer_tests::tracer_fails(&[
             "export",

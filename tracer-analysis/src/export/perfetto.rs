@@ -660,3 +660,68 @@ fn ftrace<W: Write>(out: &mut W, first: &mut bool, cpu: u32, event: FtraceEvent)
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
+    use crate::graph::recorded::RecordedGraph;
+
+    /// A thread started and joined through a futex wakeup: the trace decodes, every
+    /// slice begins and ends on a described thread track, each flow leaves from a
+    /// departure and ends in an arrival that begins strictly later.
+    #[test]
+    fn threads_decode_with_tracks_slices_and_flows() {
+        let mut s = SyntheticThreads::new(&["work"]);
+        s.compute(MAIN, 1000, Some(0));
+        s.clone(MAIN, 501);
+        s.compute(501, 5000, Some(0));
+        s.wait(MAIN);
+        s.compute(501, 2000, Some(0));
+        s.wake(501, MAIN);
+        s.resume(MAIN);
+        s.compute(MAIN, 1000, Some(0));
+        s.exit(501);
+        s.exit(MAIN);
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let (stats, bytes) = write_perfetto(
+            TimelinePlan::new(&rg),
+            s.items.iter().cloned().map(Ok),
+            Vec::new(),
+        )
+        .unwrap();
+        let trace = proto::Trace::decode(bytes.as_slice()).unwrap();
+        assert_eq!(trace.packet[0].sequence_flags, Some(1));
+        let tracks: HashSet<u64> = trace
+            .packet
+            .iter()
+            .filter_map(|p| p.track_descriptor.as_ref()?.uuid)
+            .collect();
+        let events: Vec<(u64, &TrackEvent)> = trace
+            .packet
+            .iter()
+            .filter_map(|p| Some((p.timestamp?, p.track_event.as_ref()?)))
+            .collect();
+        assert!(events
+            .iter()
+            .all(|(_, e)| tracks.contains(&e.track_uuid.unwrap())));
+        let of = |t: i32| events.iter().filter(|(_, e)| e.r#type == Some(t)).count() as u64;
+        let t = &stats.timeline;
+        let slices = t.slices + t.flow_slices + t.critical_slices;
+        assert_eq!(of(proto::SLICE_BEGIN), slices);
+        assert_eq!(of(proto::SLICE_END), slices);
+        assert_eq!((t.flows, t.flow_slices), (2, 4));
+        assert_eq!(t.threads, 3, "main, thread 501, the critical path");
+        for (ts, e) in &events {
+            for id in &e.flow_ids {
+                assert!(e.name.as_deref().unwrap().ends_with(" departure"));
+                let (arrival_ts, arrival) = events
+                    .iter()
+                    .find(|(_, a)| a.terminating_flow_ids.contains(id))
+                    .unwrap();
+                assert!(arrival.name.as_deref().unwrap().ends_with(" arrival"));
+                assert!(ts < arrival_ts, "flow {id}");
+            }
+        }
+    }
+}
