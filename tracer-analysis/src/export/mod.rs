@@ -9,8 +9,10 @@ pub mod chrome;
 pub mod flame;
 pub mod hatchet;
 mod items;
+pub mod perfetto;
 pub mod pprof;
 pub mod stacks;
 pub mod tables;
+pub mod timeline;
 
 pub use items::{recording_items, ExportError};

@@ -8,9 +8,11 @@ use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::export::chrome::{ChromeExport, ExportStats};
 use tracer_analysis::export::flame::{write_folded, FlameStats};
 use tracer_analysis::export::hatchet::{write_hatchet, HatchetStats};
+use tracer_analysis::export::perfetto::{write_perfetto, PerfettoStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::tables::GraphTables;
+use tracer_analysis::export::timeline::TimelinePlan;
 use tracer_analysis::export::{recording_items, ExportError};
 use tracer_analysis::format::recording::{Item, RecordingError};
 use tracer_user::render::flame_graph::write_flame_graph;
@@ -21,6 +23,10 @@ use tracer_user::session;
 pub enum Format {
     /// Chrome trace-event JSON, for Perfetto (ui.perfetto.dev) and chrome://tracing.
     Chrome,
+    /// Perfetto's native protobuf trace: the Chrome timeline as TrackEvents, plus the
+    /// scheduler events as Perfetto's own sched data and counters of running and
+    /// runnable threads, for ui.perfetto.dev and trace_processor.
+    Perfetto,
     /// pprof profile (gzipped profile.proto): critical-path time, CPU time and zeroing
     /// by procedure stack, for `go tool pprof`.
     Pprof,
@@ -73,6 +79,17 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
                 write_output(&a.output, |out| Ok(plan.write(items, out)?.0)).map_err(fail)?;
             if !to_stdout {
                 report_chrome(&stats, &a.output);
+            }
+            counts
+        }
+        Format::Perfetto => {
+            let plan = TimelinePlan::read(&a.file, clock).with_context(reading)?;
+            let counts = (plan.events_recorded, plan.events_lost);
+            let items = recording_items(&a.file).with_context(reading)?;
+            let stats = write_output(&a.output, |out| Ok(write_perfetto(plan, items, out)?.0))
+                .map_err(fail)?;
+            if !to_stdout {
+                report_perfetto(&stats, &a.output);
             }
             counts
         }
@@ -239,6 +256,31 @@ fn report_chrome(s: &ExportStats, out: &Path) {
         s.critical_slices,
         if s.unclosed > 0 {
             format!("; {} calls or procedures never returned (not shown)", s.unclosed)
+        } else {
+            String::new()
+        }
+    );
+}
+
+fn report_perfetto(s: &PerfettoStats, out: &Path) {
+    let t = &s.timeline;
+    eprintln!(
+        "wrote {}: {} slices, {} flows (in {} slices of their own), {} processes, {} threads; critical path {:.3} ms in {} slices; {} sched switches ({} repaired), {} wakeups, {} counter values, {} threads named only by the scheduler{}",
+        out.display(),
+        t.slices,
+        t.flows,
+        t.flow_slices,
+        t.processes,
+        t.threads,
+        t.critical_path_ns as f64 / 1e6,
+        t.critical_slices,
+        s.sched_switches,
+        s.sched_repairs,
+        s.sched_wakeups,
+        s.counter_values,
+        s.sched_only_threads,
+        if t.unclosed > 0 {
+            format!("; {} calls or procedures never returned (not shown)", t.unclosed)
         } else {
             String::new()
         }

@@ -1,0 +1,727 @@
+//! Perfetto's native protobuf trace (a `Trace`: a stream of `TracePacket`s), the
+//! timeline of [`super::timeline`] as TrackEvents: one thread track per traced thread
+//! under its process's track, every slice a SLICE_BEGIN/SLICE_END pair, the flows
+//! carried by their departure slice (`flow_ids`) and arrival slice
+//! (`terminating_flow_ids`), the critical path on a track of its own. The scheduler
+//! records go in as Perfetto's own ftrace `sched_switch`, `sched_waking` and
+//! `sched_wakeup_new`, so that Perfetto's scheduling views and its thread critical
+//! path run on them, and two counter tracks count the traced threads running and
+//! runnable. docs/exports.md describes the mapping.
+//!
+//! Times are the recording's own (CLOCK_MONOTONIC, ns); Perfetto takes them as its
+//! trace clock.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::{self, Write};
+
+use prost::Message;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::timeline::{thread_name, FlowSlice, Slice, TimelinePlan, TimelineSink};
+use super::ExportError;
+use crate::analysis::workclock::ClockKind;
+use crate::format::recording::{Item, RecordingError};
+use crate::format::records::Record;
+
+pub use super::timeline::{ExportStats, CRITICAL_PID};
+
+/// The messages of Perfetto's trace protos this export writes, with their published
+/// field numbers (protos/perfetto/trace/trace_packet.proto, track_event/*.proto,
+/// ftrace/ftrace_event.proto, ftrace/ftrace_event_bundle.proto, ftrace/sched.proto of
+/// google/perfetto); fields it never sets are left out.
+pub(crate) mod proto {
+    /// `Trace`: the file is its packets, each as field 1.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct Trace {
+        #[prost(message, repeated, tag = "1")]
+        pub(crate) packet: Vec<TracePacket>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct TracePacket {
+        #[prost(uint64, optional, tag = "8")]
+        pub(crate) timestamp: Option<u64>,
+        #[prost(uint32, optional, tag = "10")]
+        pub(crate) trusted_packet_sequence_id: Option<u32>,
+        /// 1: SEQ_INCREMENTAL_STATE_CLEARED.
+        #[prost(uint32, optional, tag = "13")]
+        pub(crate) sequence_flags: Option<u32>,
+        #[prost(message, optional, tag = "1")]
+        pub(crate) ftrace_events: Option<FtraceEventBundle>,
+        #[prost(message, optional, tag = "11")]
+        pub(crate) track_event: Option<TrackEvent>,
+        #[prost(message, optional, tag = "60")]
+        pub(crate) track_descriptor: Option<TrackDescriptor>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct TrackDescriptor {
+        #[prost(uint64, optional, tag = "1")]
+        pub(crate) uuid: Option<u64>,
+        #[prost(string, optional, tag = "2")]
+        pub(crate) name: Option<String>,
+        #[prost(message, optional, tag = "3")]
+        pub(crate) process: Option<ProcessDescriptor>,
+        #[prost(message, optional, tag = "4")]
+        pub(crate) thread: Option<ThreadDescriptor>,
+        #[prost(uint64, optional, tag = "5")]
+        pub(crate) parent_uuid: Option<u64>,
+        #[prost(message, optional, tag = "8")]
+        pub(crate) counter: Option<CounterDescriptor>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct ProcessDescriptor {
+        #[prost(int32, optional, tag = "1")]
+        pub(crate) pid: Option<i32>,
+        #[prost(string, optional, tag = "6")]
+        pub(crate) process_name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct ThreadDescriptor {
+        #[prost(int32, optional, tag = "1")]
+        pub(crate) pid: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        pub(crate) tid: Option<i32>,
+        #[prost(string, optional, tag = "5")]
+        pub(crate) thread_name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct CounterDescriptor {
+        /// 2: UNIT_COUNT.
+        #[prost(int32, optional, tag = "3")]
+        pub(crate) unit: Option<i32>,
+    }
+
+    pub(crate) const UNIT_COUNT: i32 = 2;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct TrackEvent {
+        #[prost(string, repeated, tag = "22")]
+        pub(crate) categories: Vec<String>,
+        #[prost(string, optional, tag = "23")]
+        pub(crate) name: Option<String>,
+        /// 1 SLICE_BEGIN, 2 SLICE_END, 4 COUNTER.
+        #[prost(int32, optional, tag = "9")]
+        pub(crate) r#type: Option<i32>,
+        #[prost(uint64, optional, tag = "11")]
+        pub(crate) track_uuid: Option<u64>,
+        #[prost(int64, optional, tag = "30")]
+        pub(crate) counter_value: Option<i64>,
+        #[prost(message, repeated, tag = "4")]
+        pub(crate) debug_annotations: Vec<DebugAnnotation>,
+        #[prost(fixed64, repeated, packed = "false", tag = "47")]
+        pub(crate) flow_ids: Vec<u64>,
+        #[prost(fixed64, repeated, packed = "false", tag = "48")]
+        pub(crate) terminating_flow_ids: Vec<u64>,
+    }
+
+    pub(crate) const SLICE_BEGIN: i32 = 1;
+    pub(crate) const SLICE_END: i32 = 2;
+    pub(crate) const COUNTER: i32 = 4;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct DebugAnnotation {
+        #[prost(string, optional, tag = "10")]
+        pub(crate) name: Option<String>,
+        #[prost(int64, optional, tag = "4")]
+        pub(crate) int_value: Option<i64>,
+        #[prost(double, optional, tag = "5")]
+        pub(crate) double_value: Option<f64>,
+        #[prost(string, optional, tag = "6")]
+        pub(crate) string_value: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct FtraceEventBundle {
+        #[prost(uint32, optional, tag = "1")]
+        pub(crate) cpu: Option<u32>,
+        #[prost(message, repeated, tag = "2")]
+        pub(crate) event: Vec<FtraceEvent>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct FtraceEvent {
+        #[prost(uint64, optional, tag = "1")]
+        pub(crate) timestamp: Option<u64>,
+        /// The task running on the CPU (a thread id).
+        #[prost(uint32, optional, tag = "2")]
+        pub(crate) pid: Option<u32>,
+        #[prost(message, optional, tag = "4")]
+        pub(crate) sched_switch: Option<SchedSwitch>,
+        #[prost(message, optional, tag = "20")]
+        pub(crate) sched_waking: Option<SchedWaking>,
+        #[prost(message, optional, tag = "114")]
+        pub(crate) sched_wakeup_new: Option<SchedWaking>,
+    }
+
+    /// `SchedSwitchFtraceEvent`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct SchedSwitch {
+        #[prost(int32, optional, tag = "2")]
+        pub(crate) prev_pid: Option<i32>,
+        #[prost(int32, optional, tag = "3")]
+        pub(crate) prev_prio: Option<i32>,
+        #[prost(int64, optional, tag = "4")]
+        pub(crate) prev_state: Option<i64>,
+        #[prost(int32, optional, tag = "6")]
+        pub(crate) next_pid: Option<i32>,
+        #[prost(int32, optional, tag = "7")]
+        pub(crate) next_prio: Option<i32>,
+    }
+
+    /// `SchedWakingFtraceEvent` and `SchedWakeupNewFtraceEvent` (the same fields).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct SchedWaking {
+        #[prost(int32, optional, tag = "2")]
+        pub(crate) pid: Option<i32>,
+        #[prost(int32, optional, tag = "3")]
+        pub(crate) prio: Option<i32>,
+        #[prost(int32, optional, tag = "4")]
+        pub(crate) success: Option<i32>,
+        #[prost(int32, optional, tag = "5")]
+        pub(crate) target_cpu: Option<i32>,
+    }
+}
+
+use proto::{
+    DebugAnnotation, FtraceEvent, FtraceEventBundle, SchedSwitch, SchedWaking, TracePacket,
+    TrackDescriptor, TrackEvent,
+};
+
+/// The only packet sequence of the file.
+const SEQUENCE: u32 = 1;
+/// The kernel's default priority of a normal thread (what `sched_switch` reports).
+const NORMAL_PRIO: i32 = 120;
+
+/// Track uuids: one namespace per kind of track.
+fn process_uuid(pid: u32) -> u64 {
+    1 << 40 | pid as u64
+}
+fn thread_uuid(tid: u32) -> u64 {
+    2 << 40 | tid as u64
+}
+const RUNNING_UUID: u64 = 3 << 40;
+const RUNNABLE_UUID: u64 = 3 << 40 | 1;
+
+/// What the Perfetto export wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PerfettoStats {
+    /// The timeline, as the Chrome export counts it.
+    #[serde(flatten)]
+    pub timeline: ExportStats,
+    /// `sched_switch` events (a switch-out and a switch-in at one time on one CPU are
+    /// one), `sched_waking` and `sched_wakeup_new` events.
+    pub sched_switches: u64,
+    pub sched_wakeups: u64,
+    /// Values of the two counter tracks (traced threads running, runnable).
+    pub counter_values: u64,
+    /// Switches the recording misses, added at the next switch-out so that every
+    /// switch leaves the task its CPU runs (see [`SchedState::switch`]).
+    pub sched_repairs: u64,
+    /// Threads only the scheduler events name (untraced wakers and CPU neighbours):
+    /// Perfetto lists them as threads too.
+    pub sched_only_threads: usize,
+}
+
+/// Writes `plan`'s timeline of `items` (the same recording, in file order) to `out` as
+/// a Perfetto trace and returns the writer.
+pub fn write_perfetto<W: Write>(
+    mut plan: TimelinePlan,
+    items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+    out: W,
+) -> Result<(PerfettoStats, W), ExportError> {
+    let mut w = PacketWriter {
+        out,
+        first: true,
+        tracks: BTreeSet::new(),
+        sched: SchedState::default(),
+        stats: PerfettoStats::default(),
+    };
+    // Counter tracks before their values: Perfetto reads a counter value with its
+    // track (thread and process tracks may come last, when their names are known).
+    for (uuid, name) in [
+        (RUNNING_UUID, "traced threads running"),
+        (RUNNABLE_UUID, "traced threads runnable"),
+    ] {
+        w.descriptor(TrackDescriptor {
+            uuid: Some(uuid),
+            name: Some(name.into()),
+            counter: Some(proto::CounterDescriptor {
+                unit: Some(proto::UNIT_COUNT),
+            }),
+            ..Default::default()
+        })?;
+    }
+    // The critical path: a thread of a pseudo process, as in the Chrome export.
+    let mut timeline = ExportStats::default();
+    let p = CRITICAL_PID;
+    for s in &plan.critical {
+        let args = serde_json::json!({
+            "pid": s.pid,
+            "tid": s.tid,
+            "work_ns": s.work_ns,
+        });
+        w.slice(&Slice {
+            pid: p,
+            tid: p,
+            name: &s.procedure,
+            cat: "critical_path",
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            args: Some(&args),
+        })?;
+        timeline.critical_slices += 1;
+        timeline.critical_path_ns += s.work_ns;
+    }
+    let streamed = plan.stream(items, &mut w, &mut timeline)?;
+    w.sched.flush(&mut w.out, &mut w.first, &mut w.stats)?;
+
+    // Tracks: named processes, their threads, the counters.
+    let mut pids: BTreeSet<u32> = BTreeSet::new();
+    let names: HashMap<u32, String> = streamed
+        .summary
+        .processes
+        .iter()
+        .map(|p| (p.pid, plan.process_name(p)))
+        .collect();
+    let clock = ClockKind::name(plan.clock);
+    let threads: BTreeSet<(u32, u32)> = streamed.threads.union(&w.tracks).copied().collect();
+    pids.extend(names.keys());
+    pids.extend(threads.iter().map(|t| t.0));
+    for &pid in &pids {
+        let name = match (pid, names.get(&pid)) {
+            (CRITICAL_PID, _) => "critical path".to_string(),
+            (_, Some(n)) => n.clone(),
+            (_, None) => format!("pid {pid}"),
+        };
+        w.descriptor(TrackDescriptor {
+            uuid: Some(process_uuid(pid)),
+            process: Some(proto::ProcessDescriptor {
+                pid: Some(pid as i32),
+                process_name: Some(name),
+            }),
+            ..Default::default()
+        })?;
+        timeline.processes += 1;
+    }
+    for &(pid, tid) in &threads {
+        let name = if pid == CRITICAL_PID {
+            format!("critical path ({clock} clock)")
+        } else {
+            thread_name(pid, tid).to_string()
+        };
+        w.descriptor(TrackDescriptor {
+            uuid: Some(thread_uuid(tid)),
+            parent_uuid: Some(process_uuid(pid)),
+            thread: Some(proto::ThreadDescriptor {
+                pid: Some(pid as i32),
+                tid: Some(tid as i32),
+                thread_name: Some(name),
+            }),
+            ..Default::default()
+        })?;
+        timeline.threads += 1;
+    }
+    let traced: HashSet<u32> = threads.iter().map(|t| t.1).collect();
+    w.stats.sched_only_threads = w.sched.tids.iter().filter(|t| !traced.contains(t)).count();
+    w.stats.timeline = timeline;
+    w.out.flush()?;
+    Ok((w.stats, w.out))
+}
+
+/// Writes packets one by one, each as field 1 of `Trace`.
+struct PacketWriter<W: Write> {
+    out: W,
+    /// No packet written yet: the next one opens the sequence.
+    first: bool,
+    /// (pid, tid) of every thread track with an event.
+    tracks: BTreeSet<(u32, u32)>,
+    sched: SchedState,
+    stats: PerfettoStats,
+}
+
+fn write_packet<W: Write>(out: &mut W, first: &mut bool, mut p: TracePacket) -> io::Result<()> {
+    p.trusted_packet_sequence_id = Some(SEQUENCE);
+    if std::mem::take(first) {
+        p.sequence_flags = Some(1);
+    }
+    let mut buf = Vec::with_capacity(p.encoded_len() + 12);
+    proto::Trace { packet: vec![p] }.encode(&mut buf)?;
+    out.write_all(&buf)
+}
+
+impl<W: Write> PacketWriter<W> {
+    fn packet(&mut self, p: TracePacket) -> io::Result<()> {
+        write_packet(&mut self.out, &mut self.first, p)
+    }
+
+    fn descriptor(&mut self, d: TrackDescriptor) -> io::Result<()> {
+        self.packet(TracePacket {
+            track_descriptor: Some(d),
+            ..Default::default()
+        })
+    }
+
+    fn event(&mut self, ts: u64, e: TrackEvent) -> io::Result<()> {
+        self.packet(TracePacket {
+            timestamp: Some(ts),
+            track_event: Some(e),
+            ..Default::default()
+        })
+    }
+
+    /// A slice on a thread track: its begin (with its arguments and flows) and end.
+    fn begin_end(&mut self, at: &Slice, begin: TrackEvent) -> io::Result<()> {
+        self.tracks.insert((at.pid, at.tid));
+        let track = Some(thread_uuid(at.tid));
+        self.event(
+            at.start_ns,
+            TrackEvent {
+                track_uuid: track,
+                r#type: Some(proto::SLICE_BEGIN),
+                categories: vec![at.cat.into()],
+                name: Some(at.name.into()),
+                ..begin
+            },
+        )?;
+        self.event(
+            at.end_ns,
+            TrackEvent {
+                track_uuid: track,
+                r#type: Some(proto::SLICE_END),
+                ..Default::default()
+            },
+        )
+    }
+}
+
+/// A call's arguments (a JSON object of numbers) as debug annotations.
+fn annotations(args: Option<&Value>) -> Vec<DebugAnnotation> {
+    let Some(Value::Object(map)) = args else {
+        return Vec::new();
+    };
+    map.iter()
+        .map(|(k, v)| DebugAnnotation {
+            name: Some(k.clone()),
+            int_value: v.as_i64(),
+            double_value: v.as_i64().is_none().then(|| v.as_f64()).flatten(),
+            string_value: v.as_str().map(Into::into),
+        })
+        .collect()
+}
+
+impl<W: Write> TimelineSink for PacketWriter<W> {
+    fn slice(&mut self, s: &Slice) -> io::Result<()> {
+        let begin = TrackEvent {
+            debug_annotations: annotations(s.args),
+            ..Default::default()
+        };
+        self.begin_end(s, begin)
+    }
+
+    /// Perfetto draws a flow from the slice that lists it in `flow_ids` to the one that
+    /// lists it in `terminating_flow_ids`.
+    fn flow_slice(&mut self, s: &FlowSlice) -> io::Result<()> {
+        let ids: Vec<u64> = s.ends.iter().map(|e| e.id).collect();
+        let departure = s.ends.first().is_some_and(|e| e.start);
+        let begin = TrackEvent {
+            flow_ids: if departure { ids.clone() } else { Vec::new() },
+            terminating_flow_ids: if departure { Vec::new() } else { ids },
+            ..Default::default()
+        };
+        let slice = Slice {
+            pid: s.pid,
+            tid: s.tid,
+            name: s.name,
+            cat: s.cat,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            args: None,
+        };
+        self.begin_end(&slice, begin)
+    }
+
+    fn sched(&mut self, r: &Record) -> io::Result<()> {
+        let counters = self
+            .sched
+            .record(r, &mut self.out, &mut self.first, &mut self.stats)?;
+        for (uuid, value) in counters {
+            self.event(
+                r.header().ts_ns,
+                TrackEvent {
+                    r#type: Some(proto::COUNTER),
+                    track_uuid: Some(uuid),
+                    counter_value: Some(value),
+                    ..Default::default()
+                },
+            )?;
+            self.stats.counter_values += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A switch-out waiting for the switch-in the same tracepoint may have made (same CPU,
+/// same time): together they are one `sched_switch`.
+struct PendingOut {
+    ts_ns: u64,
+    tid: u32,
+    prev_state: i64,
+}
+
+/// The scheduler records as ftrace events, and the counts of traced threads running and
+/// runnable.
+#[derive(Default)]
+struct SchedState {
+    pending: HashMap<u32, PendingOut>,
+    running: HashSet<u32>,
+    /// The task on each CPU after the last switch written (0: one the recording does
+    /// not know).
+    current: HashMap<u32, u32>,
+    runnable: HashSet<u32>,
+    /// Every thread id the scheduler events name.
+    tids: BTreeSet<u32>,
+}
+
+impl SchedState {
+    /// Writes what `r` completes; returns the counter values it changed.
+    fn record<W: Write>(
+        &mut self,
+        r: &Record,
+        out: &mut W,
+        first: &mut bool,
+        stats: &mut PerfettoStats,
+    ) -> io::Result<Vec<(u64, i64)>> {
+        let h = r.header();
+        let (running, runnable) = (self.running.len(), self.runnable.len());
+        match r {
+            Record::SwitchOut(s) => {
+                if let Some(p) = self.pending.remove(&h.cpu) {
+                    self.switch(out, first, stats, h.cpu, Some(&p), 0)?;
+                }
+                self.running.remove(&h.tid);
+                // Preempted: still runnable.
+                if s.prev_state == 0 {
+                    self.runnable.insert(h.tid);
+                }
+                self.pending.insert(
+                    h.cpu,
+                    PendingOut {
+                        ts_ns: h.ts_ns,
+                        tid: h.tid,
+                        prev_state: s.prev_state,
+                    },
+                );
+            }
+            Record::SwitchIn(_) => {
+                let prev = self.pending.remove(&h.cpu);
+                match prev {
+                    Some(p) if p.ts_ns == h.ts_ns => {
+                        self.switch(out, first, stats, h.cpu, Some(&p), h.tid)?
+                    }
+                    _ => {
+                        if let Some(p) = prev {
+                            self.switch(out, first, stats, h.cpu, Some(&p), 0)?;
+                        }
+                        let lone = PendingOut {
+                            ts_ns: h.ts_ns,
+                            tid: 0,
+                            prev_state: 0,
+                        };
+                        self.switch(out, first, stats, h.cpu, Some(&lone), h.tid)?;
+                    }
+                }
+                self.running.insert(h.tid);
+                self.runnable.remove(&h.tid);
+            }
+            Record::Wakeup(w) | Record::WakeupNew(w) => {
+                let waking = SchedWaking {
+                    pid: Some(w.wakee_tid as i32),
+                    prio: Some(NORMAL_PRIO),
+                    success: Some(1),
+                    target_cpu: Some(w.target_cpu),
+                };
+                let new = matches!(r, Record::WakeupNew(_));
+                let event = FtraceEvent {
+                    timestamp: Some(h.ts_ns),
+                    pid: Some(h.tid),
+                    sched_waking: (!new).then(|| waking.clone()),
+                    sched_wakeup_new: new.then_some(waking),
+                    ..Default::default()
+                };
+                self.tids
+                    .extend([h.tid, w.wakee_tid].into_iter().filter(|&t| t != 0));
+                ftrace(out, first, h.cpu, event)?;
+                stats.sched_wakeups += 1;
+                if !self.running.contains(&w.wakee_tid) {
+                    self.runnable.insert(w.wakee_tid);
+                }
+            }
+            _ => {}
+        }
+        let mut changed = Vec::new();
+        if self.running.len() != running {
+            changed.push((RUNNING_UUID, self.running.len() as i64));
+        }
+        if self.runnable.len() != runnable {
+            changed.push((RUNNABLE_UUID, self.runnable.len() as i64));
+        }
+        Ok(changed)
+    }
+
+    /// One `sched_switch` on `cpu` from `prev` (tid 0: a thread the recording does not
+    /// know, shown as idle) to `next` (the same).
+    fn switch<W: Write>(
+        &mut self,
+        out: &mut W,
+        first: &mut bool,
+        stats: &mut PerfettoStats,
+        cpu: u32,
+        prev: Option<&PendingOut>,
+        next: u32,
+    ) -> io::Result<()> {
+        let Some(p) = prev else { return Ok(()) };
+        // A switch-in the recording misses (a lost event): the CPU's last task as the
+        // recording has it went off it no later than `prev` went off, and Perfetto
+        // counts a switch from a task that is not on its CPU as an error.
+        match self.current.insert(cpu, next) {
+            Some(on_cpu) if on_cpu != p.tid => {
+                let missed = PendingOut {
+                    ts_ns: p.ts_ns,
+                    tid: on_cpu,
+                    prev_state: 0,
+                };
+                stats.sched_repairs += 1;
+                self.emit_switch(out, first, stats, cpu, &missed, p.tid)?;
+            }
+            _ => {}
+        }
+        self.emit_switch(out, first, stats, cpu, p, next)
+    }
+
+    fn emit_switch<W: Write>(
+        &mut self,
+        out: &mut W,
+        first: &mut bool,
+        stats: &mut PerfettoStats,
+        cpu: u32,
+        p: &PendingOut,
+        next: u32,
+    ) -> io::Result<()> {
+        self.tids
+            .extend([p.tid, next].into_iter().filter(|&t| t != 0));
+        let event = FtraceEvent {
+            timestamp: Some(p.ts_ns),
+            pid: Some(p.tid),
+            sched_switch: Some(SchedSwitch {
+                prev_pid: Some(p.tid as i32),
+                prev_prio: Some(NORMAL_PRIO),
+                prev_state: Some(p.prev_state),
+                next_pid: Some(next as i32),
+                next_prio: Some(NORMAL_PRIO),
+            }),
+            ..Default::default()
+        };
+        stats.sched_switches += 1;
+        ftrace(out, first, cpu, event)
+    }
+
+    /// Switch-outs still waiting, at the end.
+    fn flush<W: Write>(
+        &mut self,
+        out: &mut W,
+        first: &mut bool,
+        stats: &mut PerfettoStats,
+    ) -> io::Result<()> {
+        let mut pending: Vec<(u32, PendingOut)> = self.pending.drain().collect();
+        pending.sort_by_key(|(cpu, p)| (p.ts_ns, *cpu));
+        for (cpu, p) in pending {
+            self.switch(out, first, stats, cpu, Some(&p), 0)?;
+        }
+        Ok(())
+    }
+}
+
+/// One ftrace event, in a bundle of its own.
+fn ftrace<W: Write>(out: &mut W, first: &mut bool, cpu: u32, event: FtraceEvent) -> io::Result<()> {
+    write_packet(
+        out,
+        first,
+        TracePacket {
+            ftrace_events: Some(FtraceEventBundle {
+                cpu: Some(cpu),
+                event: vec![event],
+            }),
+            ..Default::default()
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
+    use crate::graph::recorded::RecordedGraph;
+
+    /// A thread started and joined through a futex wakeup: the trace decodes, every
+    /// slice begins and ends on a described thread track, each flow leaves from a
+    /// departure and ends in an arrival that begins strictly later.
+    #[test]
+    fn threads_decode_with_tracks_slices_and_flows() {
+        let mut s = SyntheticThreads::new(&["work"]);
+        s.compute(MAIN, 1000, Some(0));
+        s.clone(MAIN, 501);
+        s.compute(501, 5000, Some(0));
+        s.wait(MAIN);
+        s.compute(501, 2000, Some(0));
+        s.wake(501, MAIN);
+        s.resume(MAIN);
+        s.compute(MAIN, 1000, Some(0));
+        s.exit(501);
+        s.exit(MAIN);
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let (stats, bytes) = write_perfetto(
+            TimelinePlan::new(&rg),
+            s.items.iter().cloned().map(Ok),
+            Vec::new(),
+        )
+        .unwrap();
+        let trace = proto::Trace::decode(bytes.as_slice()).unwrap();
+        assert_eq!(trace.packet[0].sequence_flags, Some(1));
+        let tracks: HashSet<u64> = trace
+            .packet
+            .iter()
+            .filter_map(|p| p.track_descriptor.as_ref()?.uuid)
+            .collect();
+        let events: Vec<(u64, &TrackEvent)> = trace
+            .packet
+            .iter()
+            .filter_map(|p| Some((p.timestamp?, p.track_event.as_ref()?)))
+            .collect();
+        assert!(events
+            .iter()
+            .all(|(_, e)| tracks.contains(&e.track_uuid.unwrap())));
+        let of = |t: i32| events.iter().filter(|(_, e)| e.r#type == Some(t)).count() as u64;
+        let t = &stats.timeline;
+        let slices = t.slices + t.flow_slices + t.critical_slices;
+        assert_eq!(of(proto::SLICE_BEGIN), slices);
+        assert_eq!(of(proto::SLICE_END), slices);
+        assert_eq!((t.flows, t.flow_slices), (2, 4));
+        assert_eq!(t.threads, 3, "main, thread 501, the critical path");
+        for (ts, e) in &events {
+            for id in &e.flow_ids {
+                assert!(e.name.as_deref().unwrap().ends_with(" departure"));
+                let (arrival_ts, arrival) = events
+                    .iter()
+                    .find(|(_, a)| a.terminating_flow_ids.contains(id))
+                    .unwrap();
+                assert!(arrival.name.as_deref().unwrap().ends_with(" arrival"));
+                assert!(ts < arrival_ts, "flow {id}");
+            }
+        }
+    }
+}
