@@ -794,13 +794,29 @@ mod tests {
         (bytes, ends.into_iter().zip(counts).collect())
     }
 
+    /// Reads the file at `path`, and checks that its bytes read from memory
+    /// (`from_bytes`, what the fuzz targets use) give the same items, condition or error.
     fn read_with_condition(path: &Path) -> Result<(Vec<Item>, Condition), RecordingError> {
-        let mut r = RecordingReader::open(path)?;
-        let mut items = Vec::new();
-        while let Some(item) = r.next_item()? {
-            items.push(item);
+        let read = |r: Result<RecordingReader, RecordingError>| -> Result<_, RecordingError> {
+            let mut r = r?;
+            let mut items = Vec::new();
+            while let Some(item) = r.next_item()? {
+                items.push(item);
+            }
+            Ok((items, r.condition()))
+        };
+        let from_file = read(RecordingReader::open(path));
+        let bytes = std::fs::read(path).unwrap();
+        let from_bytes = read(RecordingReader::from_bytes(bytes.clone()));
+        match (&from_file, &from_bytes) {
+            (Ok(f), Ok(b)) => assert_eq!(f, b),
+            (Err(f), Err(b)) => assert_eq!(f.to_string(), b.to_string()),
+            _ => panic!("file and bytes read differently: {from_file:?} / {from_bytes:?}"),
         }
-        Ok((items, r.condition()))
+        if let Ok((_, cond)) = &from_file {
+            assert_eq!(&condition_of_bytes(bytes).unwrap(), cond);
+        }
+        from_file
     }
 
     /// Cut at every byte: before META's end the file is refused (not a recording yet);
