@@ -1,5 +1,6 @@
 //! `cargo xtask fuzz`: every reader under libFuzzer (cargo-fuzz on the nightly) for a
-//! bounded time each, on a copy of the corpus kept in the repository (fuzz/corpus/TARGET):
+//! bounded time each, on a copy of the corpus kept in the repository (fuzz/corpus/TARGET),
+//! plus the inputs of past findings (fuzz/regressions/TARGET, named, never merged away):
 //! what a run finds stays in target/ and never dirties the tree. A crash, a hang or an
 //! allocation past the limits fails the run with the reproducer's path.
 //! `cargo xtask test` runs it with [`TEST_SECONDS`] per target.
@@ -61,9 +62,13 @@ pub fn fuzz(seconds: u64, targets: &[String]) -> Result<()> {
         copy_dir(&fuzz_dir.join("corpus").join(target), &corpus)?;
         std::fs::create_dir_all(&artifacts)?;
         let mut cmd = cargo_fuzz();
-        cmd.args(["run", target])
-            .arg(&corpus)
-            .arg("--")
+        cmd.args(["run", target]).arg(&corpus);
+        // libFuzzer writes new inputs to the first directory only.
+        let regressions = fuzz_dir.join("regressions").join(target);
+        if regressions.is_dir() {
+            cmd.arg(regressions);
+        }
+        cmd.arg("--")
             .arg(format!("-max_total_time={seconds}"))
             .arg(format!("-artifact_prefix={}/", artifacts.display()))
             .args(LIMITS);

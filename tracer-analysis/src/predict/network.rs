@@ -385,7 +385,7 @@ remote,1008,7000
         assert_eq!(t.latency_ns(Scope::Local, u64::MAX), Some(u64::MAX));
     }
 
-    /// Found by the fuzzer (fuzz/corpus/network_table/max): sizes and latencies near 2^64
+    /// Found by the fuzzer (fuzz/regressions/network_table/max): sizes and latencies near 2^64
     /// made the interpolation's product overflow an i128 (a panic in a debug build).
     #[test]
     fn rows_near_the_largest_numbers_interpolate_exactly() {

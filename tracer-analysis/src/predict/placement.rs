@@ -66,7 +66,7 @@ pub struct PlacementSpec {
 
 /// Most ranks or CPUs one list may name: a short spec must not fill the memory
 /// (`0@0-65535,65536-131071,...`, 4 KB, named 16 million: 1 GB and 50 s in the fuzz
-/// target's build; fuzz/corpus/placement/many-ranges).
+/// target's build; fuzz/regressions/placement/many-ranges).
 const MAX_LIST: usize = 65_536;
 
 /// A list of numbers and ranges (`0-3,5`), each from 0 to `i32::MAX` (a rank is an i32, a
@@ -277,7 +277,7 @@ mod tests {
         assert_eq!(p.node_of(100), "");
     }
 
-    /// fuzz/corpus/placement/many-ranges: 245 ranges of 65,536 CPUs in 4 KB.
+    /// fuzz/regressions/placement/many-ranges: 245 ranges of 65,536 CPUs in 4 KB.
     fn many_ranges() -> String {
         let ranges: Vec<String> = (0..245)
             .map(|i| format!("{}-{}", i * 65_536, i * 65_536 + 65_535))
