@@ -6,6 +6,7 @@
 mod bench;
 mod build;
 mod demo;
+mod fuzz;
 mod layout;
 mod setup;
 mod test;
@@ -36,6 +37,20 @@ enum Cmd {
     Lint,
     /// Trace a bundled MPI program and print what the tracer found.
     Demo,
+    /// Fuzz every reader (recording, records, network table, placement, scale, the whole
+    /// analysis) for a bounded time each, on a copy of fuzz/corpus in target/fuzz.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = fuzz::TEST_SECONDS)]
+        seconds: u64,
+        /// Only these targets (comma-separated or repeated).
+        #[arg(long, value_delimiter = ',')]
+        target: Vec<String>,
+        /// Instead of fuzzing, minimize fuzz/corpus (`-merge=1`) with what the last runs
+        /// found.
+        #[arg(long)]
+        minimize: bool,
+    },
     /// The overhead and throughput suite (docs/benchmarks.md): probe cost against empty
     /// programs, application slowdown, analyzer throughput, a live event flood, memory,
     /// recording size; then the offline graph analyses on a 10-million-arc graph.
@@ -80,6 +95,17 @@ fn main() -> Result<()> {
         Cmd::Test => test::test(),
         Cmd::Lint => test::lint(),
         Cmd::Demo => demo::demo(),
+        Cmd::Fuzz {
+            minimize: true,
+            target,
+            ..
+        } => fuzz::minimize(&target),
+        Cmd::Fuzz {
+            seconds, target, ..
+        } => {
+            setup::setup()?;
+            fuzz::fuzz(seconds, &target)
+        }
         Cmd::Bench {
             graph_only: true, ..
         } => bench::graph_bench(),

@@ -1,5 +1,5 @@
 //! `cargo xtask setup`: installs what a fresh machine lacks (Debian packages, clippy and
-//! rustfmt, the nightly's rust-src, bpf-linker, the Python and npm readers the export
+//! rustfmt, the nightly's rust-src, bpf-linker, cargo-fuzz, the Python and npm readers the export
 //! tests open our files with); idempotent and quick when it is all there. `build`,
 //! `test`, `lint`, `demo` and `bench` run it first.
 
@@ -71,6 +71,7 @@ pub fn setup() -> Result<()> {
     install_lint_tools()?;
     install_rust_src()?;
     install_bpf_linker()?;
+    install_cargo_fuzz()?;
     install_python_readers()?;
     install_node_readers()?;
     Ok(())
@@ -187,6 +188,31 @@ fn install_rust_src() -> Result<()> {
         ]))?;
     }
     Ok(())
+}
+
+/// cargo-fuzz, pinned, for `cargo xtask fuzz` (built with stable; it runs libFuzzer
+/// builds on the nightly).
+const CARGO_FUZZ_VERSION: &str = "0.13.1";
+
+fn install_cargo_fuzz() -> Result<()> {
+    let installed = Command::new("cargo")
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| {
+            String::from_utf8_lossy(&o.stdout).trim() == format!("cargo-fuzz {CARGO_FUZZ_VERSION}")
+        });
+    if installed {
+        return Ok(());
+    }
+    run(Command::new("cargo").args([
+        "+stable",
+        "install",
+        "cargo-fuzz",
+        "--version",
+        CARGO_FUZZ_VERSION,
+        "--locked",
+        "--force",
+    ]))
 }
 
 /// bpf-linker must link against the same LLVM as the nightly rustc; build it against the

@@ -27,7 +27,7 @@ pub fn lint() -> Result<()> {
 }
 
 /// `cargo xtask test`: setup, the formatting and lint checks, the test programs, the unit
-/// tests, then the release build and the integration tests.
+/// tests, the bounded fuzz runs, then the release build and the integration tests.
 pub fn test() -> Result<()> {
     setup()?;
     checks()?;
@@ -42,6 +42,12 @@ pub fn test() -> Result<()> {
         "-p",
         "tracer-user",
     ]))?;
+    // Every reader under the fuzzer, a bounded time each (no root needed).
+    let readers: Vec<String> = crate::fuzz::TEST_TARGETS
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    crate::fuzz::fuzz(crate::fuzz::TEST_SECONDS, &readers)?;
     // Integration tests: real kernel, real runtimes, one at a time (2 cores), with the
     // tracer built as users run it (tests/src/lib.rs says why).
     build_release()?;

@@ -339,7 +339,7 @@ enum Chunk {
 /// `None`. A file cut short (no END chunk) reads up to its last complete chunk; a chunk
 /// in the middle whose checksum is wrong is skipped and counted (version 3).
 pub struct RecordingReader {
-    file: File,
+    source: Source,
     version: u32,
     pub meta: RecordingMeta,
     pub trailer: Option<Trailer>,
@@ -361,10 +361,47 @@ pub struct RecordingReader {
 /// that checks them and counts the records without decoding them, for a command to say
 /// so before it reads the recording with its own readers.
 pub fn condition_of(path: &Path) -> Result<Condition, RecordingError> {
-    let mut r = RecordingReader::open(path)?;
+    skim(RecordingReader::open(path)?)
+}
+
+/// [`condition_of`] a recording held in memory.
+pub fn condition_of_bytes(bytes: Vec<u8>) -> Result<Condition, RecordingError> {
+    skim(RecordingReader::from_bytes(bytes)?)
+}
+
+fn skim(mut r: RecordingReader) -> Result<Condition, RecordingError> {
     r.skim = true;
     while r.next_item()?.is_some() {}
     Ok(r.condition())
+}
+
+/// Where a reader's bytes come from: a file (what the commands read), or bytes in memory
+/// (the fuzz targets, fuzz/, feed every reader from bytes).
+enum Source {
+    File(File),
+    Bytes(Vec<u8>),
+}
+
+impl Source {
+    /// Reads `buf.len()` bytes at `offset`, fewer at the end: how many.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        match self {
+            Source::File(file) => read_full_at(file, buf, offset),
+            Source::Bytes(bytes) => {
+                let start = usize::try_from(offset).map_or(bytes.len(), |o| o.min(bytes.len()));
+                let n = buf.len().min(bytes.len() - start);
+                buf[..n].copy_from_slice(&bytes[start..start + n]);
+                Ok(n)
+            }
+        }
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        match self {
+            Source::File(file) => Ok(file.metadata()?.len()),
+            Source::Bytes(bytes) => Ok(bytes.len() as u64),
+        }
+    }
 }
 
 impl RecordingReader {
@@ -373,8 +410,17 @@ impl RecordingReader {
             path: path.to_path_buf(),
             source,
         })?;
+        Self::from_source(Source::File(file))
+    }
+
+    /// A reader of a recording held in memory: the same reading as [`Self::open`].
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, RecordingError> {
+        Self::from_source(Source::Bytes(bytes))
+    }
+
+    fn from_source(source: Source) -> Result<Self, RecordingError> {
         let mut head = [0u8; 16];
-        if read_full_at(&file, &mut head, 0)? < head.len() {
+        if source.read_at(&mut head, 0)? < head.len() {
             return Err(RecordingError::Truncated("no file header"));
         }
         if &head[..8] != MAGIC {
@@ -385,7 +431,7 @@ impl RecordingReader {
             return Err(RecordingError::Version(version));
         }
         let mut r = RecordingReader {
-            file,
+            source,
             version,
             meta: RecordingMeta::default(),
             trailer: None,
@@ -540,7 +586,7 @@ impl RecordingReader {
                 return Ok(Some((tag, payload)));
             }
         }
-        let len = self.file.metadata()?.len();
+        let len = self.source.len()?;
         self.dropped_bytes = len.saturating_sub(start);
         self.offset = len;
         Ok(None)
@@ -552,7 +598,7 @@ impl RecordingReader {
         let mut block = vec![0u8; 1 << 16];
         let mut base = from;
         loop {
-            let n = read_full_at(&self.file, &mut block, base)?;
+            let n = self.source.read_at(&mut block, base)?;
             if n < SYNC.len() {
                 return Ok(None);
             }
@@ -574,7 +620,7 @@ impl RecordingReader {
         let v2 = self.version == 2;
         let mut head = [0u8; 16];
         let head = if v2 { &mut head[..8] } else { &mut head[..] };
-        let n = read_full_at(&self.file, head, at)?;
+        let n = self.source.read_at(head, at)?;
         if n == 0 {
             return Ok(Chunk::End);
         }
@@ -590,9 +636,13 @@ impl RecordingReader {
         if len > MAX_CHUNK {
             return Ok(Chunk::Bad);
         }
-        let mut payload = vec![0u8; len as usize];
         let start = at + head.len() as u64;
-        if read_full_at(&self.file, &mut payload, start)? < payload.len() {
+        // A length past the end is a cut (or damaged) chunk: allocate nothing for it.
+        if start + u64::from(len) > self.source.len()? {
+            return Ok(Chunk::Short);
+        }
+        let mut payload = vec![0u8; len as usize];
+        if self.source.read_at(&mut payload, start)? < payload.len() {
             return Ok(Chunk::Short);
         }
         if !v2 {
@@ -786,13 +836,29 @@ mod tests {
         (bytes, ends.into_iter().zip(counts).collect())
     }
 
+    /// Reads the file at `path`, and checks that its bytes read from memory
+    /// (`from_bytes`, what the fuzz targets use) give the same items, condition or error.
     fn read_with_condition(path: &Path) -> Result<(Vec<Item>, Condition), RecordingError> {
-        let mut r = RecordingReader::open(path)?;
-        let mut items = Vec::new();
-        while let Some(item) = r.next_item()? {
-            items.push(item);
+        let read = |r: Result<RecordingReader, RecordingError>| -> Result<_, RecordingError> {
+            let mut r = r?;
+            let mut items = Vec::new();
+            while let Some(item) = r.next_item()? {
+                items.push(item);
+            }
+            Ok((items, r.condition()))
+        };
+        let from_file = read(RecordingReader::open(path));
+        let bytes = std::fs::read(path).unwrap();
+        let from_bytes = read(RecordingReader::from_bytes(bytes.clone()));
+        match (&from_file, &from_bytes) {
+            (Ok(f), Ok(b)) => assert_eq!(f, b),
+            (Err(f), Err(b)) => assert_eq!(f.to_string(), b.to_string()),
+            _ => panic!("file and bytes read differently: {from_file:?} / {from_bytes:?}"),
         }
-        Ok((items, r.condition()))
+        if let Ok((_, cond)) = &from_file {
+            assert_eq!(&condition_of_bytes(bytes).unwrap(), cond);
+        }
+        from_file
     }
 
     /// Cut at every byte: before META's end the file is refused (not a recording yet);

@@ -24,14 +24,16 @@ impl Sums {
         });
     }
 
+    // Times add saturating: a damaged recording's clocks may hold any value, and a sum
+    // past 2^64 ns (585 years) must not overflow (found by the fuzzer).
     pub(crate) fn add_thread(&mut self, t: &ThreadAcc) {
         self.widen(t.first_ts, t.last_ts);
-        self.cpu += t.cpu_ns();
-        self.work += t.work_ns();
+        self.cpu = self.cpu.saturating_add(t.cpu_ns());
+        self.work = self.work.saturating_add(t.work_ns());
         for (i, c) in Cause::ALL.iter().enumerate() {
-            self.blocked[i] += t.blocked_ns(*c);
+            self.blocked[i] = self.blocked[i].saturating_add(t.blocked_ns(*c));
         }
-        self.cpu_wait += t.cpu_wait_ns();
+        self.cpu_wait = self.cpu_wait.saturating_add(t.cpu_wait_ns());
         self.threads += 1;
     }
 
@@ -39,12 +41,12 @@ impl Sums {
         if let Some((a, b)) = o.span {
             self.widen(a, b);
         }
-        self.cpu += o.cpu;
-        self.work += o.work;
+        self.cpu = self.cpu.saturating_add(o.cpu);
+        self.work = self.work.saturating_add(o.work);
         for i in 0..4 {
-            self.blocked[i] += o.blocked[i];
+            self.blocked[i] = self.blocked[i].saturating_add(o.blocked[i]);
         }
-        self.cpu_wait += o.cpu_wait;
+        self.cpu_wait = self.cpu_wait.saturating_add(o.cpu_wait);
         self.processes += o.processes;
         self.threads += o.threads;
     }
@@ -61,7 +63,7 @@ impl Sums {
             cpu_ns: self.cpu,
             work_ns: self.work,
             blocked: Blocked {
-                total_ns: self.blocked.iter().sum(),
+                total_ns: self.blocked.iter().fold(0, |a, b| a.saturating_add(*b)),
                 message_ns: b(Cause::Message),
                 collective_ns: b(Cause::Collective),
                 futex_ns: b(Cause::Futex),
@@ -71,7 +73,33 @@ impl Sums {
             parallelism,
             response_ratio: ratio(elapsed, self.cpu),
             utilization: parallelism.map(|p| p / cpus.max(1) as f64),
-            load_factor: ratio(self.cpu + self.cpu_wait, self.cpu),
+            load_factor: ratio(self.cpu.saturating_add(self.cpu_wait), self.cpu),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the fuzzer (the analysis target, a recording whose clocks were mutated):
+    /// totals past 2^64 ns overflowed (a panic in a debug build); they saturate.
+    #[test]
+    fn totals_saturate() {
+        let big = Sums {
+            span: Some((0, 10)),
+            cpu: u64::MAX - 1,
+            cpu_wait: 5,
+            blocked: [u64::MAX, 1, 0, 0],
+            ..Default::default()
+        };
+        let mut s = big.clone();
+        s.add(&big);
+        let m = s.measures(1);
+        assert_eq!(m.cpu_ns, u64::MAX);
+        assert_eq!(m.blocked.total_ns, u64::MAX);
+        assert_eq!(m.blocked.message_ns, u64::MAX);
+        assert_eq!(m.cpu_wait_ns, 10);
+        assert_eq!(m.load_factor, Some(1.0));
     }
 }

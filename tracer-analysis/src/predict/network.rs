@@ -213,14 +213,8 @@ impl NetworkTable {
             }
             (None, None) => unreachable!("rows is not empty"),
         };
-        let (b0, l0, b1, l1, x) = (
-            b0 as i128,
-            l0 as i128,
-            b1 as i128,
-            l1 as i128,
-            bytes as i128,
-        );
-        let y = l0 + div_round((l1 - l0) * (x - b0), b1 - b0);
+        let rise = l1 as i128 - l0 as i128;
+        let y = (l0 as i128).saturating_add(scale_round(rise, bytes - b0, b1 - b0));
         Some(y.clamp(0, u64::MAX as i128) as u64)
     }
 
@@ -286,11 +280,20 @@ fn number(field: &'static str, text: &str) -> Result<u64, LineProblem> {
 }
 
 /// n / d rounded to the nearest integer (halves away from zero); d > 0.
-fn div_round(n: i128, d: i128) -> i128 {
-    if n >= 0 {
-        (n + d / 2) / d
+/// `rise * run / over` rounded to the nearest (halves away from zero), saturating: the
+/// product of two differences of u64 values overflows even an i128 (a table with sizes
+/// and latencies near 2^64 did, found by the fuzzer), so it is split as
+/// `rise * (run / over) + rise * (run % over) / over`, whose second product fits a u128.
+fn scale_round(rise: i128, run: u64, over: u64) -> i128 {
+    let (run, over) = (u128::from(run), u128::from(over));
+    let m = rise.unsigned_abs();
+    let whole = m.saturating_mul(run / over);
+    let part = (m * (run % over) + over / 2) / over;
+    let magnitude = i128::try_from(whole.saturating_add(part)).unwrap_or(i128::MAX);
+    if rise < 0 {
+        -magnitude
     } else {
-        -((-n + d / 2) / d)
+        magnitude
     }
 }
 
@@ -380,6 +383,31 @@ remote,1008,7000
         // Huge sizes saturate instead of overflowing.
         t.insert(Scope::Local, 201, u64::MAX / 2);
         assert_eq!(t.latency_ns(Scope::Local, u64::MAX), Some(u64::MAX));
+    }
+
+    /// Found by the fuzzer (fuzz/regressions/network_table/max): sizes and latencies near 2^64
+    /// made the interpolation's product overflow an i128 (a panic in a debug build).
+    #[test]
+    fn rows_near_the_largest_numbers_interpolate_exactly() {
+        let t = NetworkTable::parse(
+            "scope,bytes,latency_ns\nremote,18446744073709551615,18446744073709551615\nremote,0,0\n",
+        )
+        .unwrap();
+        let r = |b| t.latency_ns(Scope::Remote, b).unwrap();
+        assert_eq!(r(u64::MAX / 2), u64::MAX / 2);
+        assert_eq!(r(1), 1);
+        assert_eq!(r(u64::MAX - 1), u64::MAX - 1);
+        assert_eq!(r(u64::MAX), u64::MAX);
+        // Falling by the whole range: the same, mirrored.
+        let t = NetworkTable::parse(
+            "scope,bytes,latency_ns\nlocal,0,18446744073709551615\nlocal,18446744073709551615,0\n",
+        )
+        .unwrap();
+        assert_eq!(t.latency_ns(Scope::Local, 1), Some(u64::MAX - 1));
+        assert_eq!(
+            t.latency_ns(Scope::Local, u64::MAX / 2),
+            Some(u64::MAX / 2 + 1)
+        );
     }
 
     #[test]

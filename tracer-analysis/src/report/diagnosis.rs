@@ -124,7 +124,8 @@ fn procedures_on_path(r: &Report, out: &mut Vec<Finding>) {
         if p.name == OUTSIDE || p.cp_pct < NOTABLE_PCT {
             continue;
         }
-        let close = p.zeroing_ns * 10 < p.cp_ns * 9;
+        // In u128: a damaged recording's times may be near 2^64 (found by the fuzzer).
+        let close = u128::from(p.zeroing_ns) * 10 < u128::from(p.cp_ns) * 9;
         let share = format!(
             "{} is {:.1} % of the critical path ({:.1} ms)",
             p.name,
@@ -132,7 +133,7 @@ fn procedures_on_path(r: &Report, out: &mut Vec<Finding>) {
             ms(p.cp_ns)
         );
         let text = if close {
-            let rest = r.critical_path.path.length_ns - p.zeroing_ns;
+            let rest = r.critical_path.path.length_ns.saturating_sub(p.zeroing_ns);
             format!(
                 "{share}, but removing it entirely would gain {:.1} % ({:.1} ms), not its full share: without it another path of {:.1} ms becomes critical",
                 p.zeroing_pct,
