@@ -2,3 +2,4 @@
 //! not link (they bring the C library in): the flame graph of the critical path.
 
 pub mod flame_graph;
+pub mod otf2;
