@@ -7,6 +7,7 @@ mod applications;
 mod critical_path;
 mod errors;
 mod export;
+mod export_otf2;
 mod lifecycle;
 mod locks;
 mod lost_events;
