@@ -827,7 +827,7 @@ impl Builder {
             .collect();
         // MPI communicators, then a thread contingent per process that made threads.
         let mut comms: Vec<Comm> = Vec::new();
-        for (&gid, _) in &self.mpi_comms {
+        for &gid in self.mpi_comms.keys() {
             let members = self
                 .directory
                 .members(gid)
@@ -971,4 +971,86 @@ fn collective_op(id: u16) -> Option<CollectiveOp> {
         call::MPI_EXSCAN => Exscan,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::synth::SyntheticRun;
+
+    /// A ring over 3 ranks, 4 rounds, with work inside and outside `work`.
+    fn ring() -> (Otf2Trace, RecordedGraph) {
+        let mut s = SyntheticRun::new(3, &["work"]);
+        for round in 0..4 {
+            for r in 0..3 {
+                s.compute(r, 10_000 + 1000 * r as u64, Some(0));
+                s.message(r, (r + 1) % 3, round);
+            }
+        }
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let items = s.items.iter().cloned().map(Ok);
+        (
+            Otf2Trace::build(&rg, &RecordingMeta::default(), items).unwrap(),
+            rg,
+        )
+    }
+
+    fn count(t: &Otf2Trace, f: impl Fn(&Event) -> bool) -> usize {
+        t.locations
+            .iter()
+            .flat_map(|l| &l.events)
+            .filter(|e| f(&e.event))
+            .count()
+    }
+
+    #[test]
+    fn ring_has_messages_regions_and_the_critical_path() {
+        let (t, rg) = ring();
+        assert_eq!(count(&t, |e| matches!(e, Event::MpiSend(_))), 12);
+        assert_eq!(count(&t, |e| matches!(e, Event::MpiRecv(_))), 12);
+        assert_eq!(t.processes.len(), 3);
+        assert_eq!(t.comms.len(), 1);
+        assert_eq!(t.comms[0].name, "MPI_COMM_WORLD");
+        assert_eq!(t.comms[0].members, vec![0, 1, 2]);
+        assert_eq!(t.machine, "localhost");
+        // Every send names its receiver's rank; ranks are the processes' own.
+        for l in &t.locations {
+            let rank = t.processes[l.process as usize].rank.unwrap() as u32;
+            for e in &l.events {
+                if let Event::MpiSend(m) = e.event {
+                    assert_eq!(m.peer, (rank + 1) % 3);
+                }
+            }
+            assert!(l.events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+            let enters = l
+                .events
+                .iter()
+                .filter(|e| matches!(e.event, Event::Enter { .. }))
+                .count();
+            let leaves = l
+                .events
+                .iter()
+                .filter(|e| matches!(e.event, Event::Leave { .. }))
+                .count();
+            assert_eq!(enters, leaves);
+        }
+        // The metric's last value per location adds up to the path.
+        let sum: u64 = t
+            .locations
+            .iter()
+            .filter_map(|l| {
+                l.events.iter().rev().find_map(|e| match e.event {
+                    Event::CriticalPath { ns } => Some(ns),
+                    _ => None,
+                })
+            })
+            .sum();
+        assert_eq!(sum, Schedule::new(&rg.graph).length);
+        assert_eq!(t.critical_path_ns, sum);
+        let send = t.regions.iter().find(|r| r.name == "MPI_Send").unwrap();
+        assert_eq!(
+            (send.role, send.paradigm),
+            (RegionRole::PointToPoint, Paradigm::Mpi)
+        );
+    }
 }
