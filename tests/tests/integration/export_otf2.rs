@@ -373,3 +373,48 @@ fn forkjoin_threads_otf2() {
         .iter()
         .all(|c| c.as_str().unwrap().starts_with("threads of ")));
 }
+
+/// Nonblocking point-to-point (tests/programs/mpi_nonblocking.c: Isend/Irecv completed
+/// by Wait, Waitall and a Test loop) and blocking collectives
+/// (tests/programs/mpi_collectives.c): request events pair up, every receive matches its
+/// send, and the collective events equal the collectives `tracer analyze` counts.
+#[test]
+fn nonblocking_and_collectives_openmpi_otf2() {
+    let nb = Exported::new("nonblocking", &[], &openmpi(2, "mpi_nonblocking", &[]));
+    let printed = nb.otf2_print();
+    let v = nb.python();
+    nb.check_common(&printed, &v);
+    let ours = &nb.analyze["messages"];
+    assert!(ours["matched"].as_u64().unwrap() > 0);
+    assert_eq!(total(&v, "MpiIsend"), ours["sent"].as_u64().unwrap());
+    assert_eq!(total(&v, "MpiIrecv"), ours["received"].as_u64().unwrap());
+    assert_eq!(total(&v, "MpiIsendComplete"), total(&v, "MpiIsend"));
+    assert_eq!(total(&v, "MpiIrecvRequest"), total(&v, "MpiIrecv"));
+    assert_eq!(v["messages"]["matched"], ours["matched"]);
+    assert_eq!(v["messages"]["same_length"], ours["matched"]);
+    assert_eq!(v["messages"]["unmatched_receives"], 0);
+    assert_eq!(v["messages"]["unmatched_sends"], 0);
+    drop(nb);
+
+    let coll = Exported::new("collectives", &[], &openmpi(N, "mpi_collectives", &[]));
+    let printed = coll.otf2_print();
+    let v = coll.python();
+    coll.check_common(&printed, &v);
+    let collectives = coll.analyze["messages"]["collectives"].as_u64().unwrap();
+    assert!(collectives > 0);
+    assert_eq!(total(&v, "MpiCollectiveBegin"), collectives);
+    assert_eq!(total(&v, "MpiCollectiveEnd"), collectives);
+    assert_eq!(
+        v["regions"]["MPI_Barrier"],
+        serde_json::json!(["BARRIER", "MPI"])
+    );
+    assert_eq!(
+        v["regions"]["MPI_Bcast"],
+        serde_json::json!(["COLL_ONE2ALL", "MPI"])
+    );
+    assert_eq!(
+        v["messages"]["matched"],
+        coll.analyze["messages"]["matched"]
+    );
+    assert_eq!(v["messages"]["unmatched_receives"], 0);
+}
