@@ -1,6 +1,8 @@
 //! Builds the eBPF probes (`tracer-ebpf`, nightly + bpf-linker) and embeds the object.
-//! `cargo xtask setup` installs what this needs.
+//! Finds the OTF2 library (render/otf2 links it statically). `cargo xtask setup`
+//! installs what this needs.
 fn main() -> anyhow::Result<()> {
+    link_otf2()?;
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../tracer-ebpf");
     // The probes are built from tracer-common too (record layouts, map sizes such as the
     // call table's): aya-build watches only the eBPF package's own files.
@@ -16,4 +18,23 @@ fn main() -> anyhow::Result<()> {
         }],
         aya_build::Toolchain::Nightly,
     )
+}
+
+/// Where Debian's libopen-trace-format2-dev put libopen-trace-format2.a, from its
+/// pkg-config file.
+fn link_otf2() -> anyhow::Result<()> {
+    let out = std::process::Command::new("pkg-config")
+        .args(["--variable=libdir", "otf2-backend"])
+        .output();
+    match out {
+        Ok(o) if o.status.success() && !o.stdout.trim_ascii().is_empty() => {
+            let dir = String::from_utf8(o.stdout)?;
+            println!("cargo:rustc-link-search=native={}", dir.trim());
+            Ok(())
+        }
+        _ => anyhow::bail!(
+            "the OTF2 library is missing (pkg-config otf2-backend): `cargo xtask setup` installs \
+             libopen-trace-format2-dev"
+        ),
+    }
 }

@@ -35,6 +35,12 @@ const PACKAGES: &[&str] = &[
     "golang-go",
     // Headless Chromium opens the SVG flame graph export in the same test.
     "chromium",
+    // The OTF2 export links the OTF2 library (statically); otf2-print and the Python
+    // module `otf2` (for Debian's /usr/bin/python3) read its archives in the test
+    // (tests/tests/integration/export_otf2.rs).
+    "libopen-trace-format2-dev",
+    "otf2-tools",
+    "python3-otf2",
 ];
 
 /// Python packages that read our exports in the tests, pinned, installed in a virtual

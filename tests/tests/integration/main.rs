@@ -7,6 +7,7 @@ mod applications;
 mod critical_path;
 mod errors;
 mod export;
+mod export_otf2;
 mod export_parquet;
 mod export_perfetto;
 mod lifecycle;

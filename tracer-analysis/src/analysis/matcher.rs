@@ -608,6 +608,33 @@ impl Directory {
         m
     }
 
+    /// A communicator's name for a reader (the OTF2 export): what made it.
+    pub(crate) fn comm_name(&self, gid: u32) -> String {
+        match self.comms.get(gid as usize) {
+            Some(CommDef::World { .. }) => "MPI_COMM_WORLD".into(),
+            Some(CommDef::OnlySelf { pid }) => format!("MPI_COMM_SELF of {pid}"),
+            Some(CommDef::Dup { parent, seq }) => format!("MPI_Comm_dup #{seq} of comm {parent}"),
+            Some(CommDef::Split { parent, seq, color }) => {
+                format!("MPI_Comm_split #{seq} of comm {parent}, color {color}")
+            }
+            Some(CommDef::Create { parent, seq, .. }) => {
+                format!("MPI_Comm_create #{seq} of comm {parent}")
+            }
+            Some(CommDef::CreateGroup {
+                parent, tag, seq, ..
+            }) => {
+                format!("MPI_Comm_create_group #{seq} of comm {parent}, tag {tag}")
+            }
+            Some(CommDef::Cart { parent, seq, .. }) => {
+                format!("MPI_Cart_create #{seq} of comm {parent}")
+            }
+            Some(CommDef::Window { parent, seq }) => {
+                format!("MPI_Win_create #{seq} of comm {parent}")
+            }
+            None => format!("comm {gid}"),
+        }
+    }
+
     pub fn pvm_tid(&self, pid: u32) -> Option<i32> {
         self.procs.get(&pid)?.pvm_tid
     }

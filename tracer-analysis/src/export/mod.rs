@@ -9,6 +9,7 @@ pub mod chrome;
 pub mod flame;
 pub mod hatchet;
 mod items;
+pub mod otf2;
 pub mod perfetto;
 pub mod pprof;
 pub mod stacks;

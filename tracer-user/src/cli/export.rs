@@ -8,6 +8,7 @@ use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::export::chrome::{ChromeExport, ExportStats};
 use tracer_analysis::export::flame::{write_folded, FlameStats};
 use tracer_analysis::export::hatchet::{write_hatchet, HatchetStats};
+use tracer_analysis::export::otf2::{Otf2Stats, Otf2Trace};
 use tracer_analysis::export::perfetto::{write_perfetto, PerfettoStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
@@ -16,6 +17,7 @@ use tracer_analysis::export::timeline::TimelinePlan;
 use tracer_analysis::export::{recording_items, ExportError};
 use tracer_analysis::format::recording::{Item, RecordingError};
 use tracer_user::render::flame_graph::write_flame_graph;
+use tracer_user::render::otf2::{write_otf2, Otf2Error};
 use tracer_user::render::parquet::{ParquetExport, ParquetStats};
 use tracer_user::session;
 
@@ -40,6 +42,10 @@ pub enum Format {
     /// Parquet tables in the directory OUT (events, calls, messages, critical path,
     /// graph arcs with slack, procedures), for pyarrow, pandas, DuckDB, Spark.
     Parquet,
+    /// OTF2 archive (OUT is a directory): calls, procedures, futex waits, MPI messages
+    /// and collectives, threads, and the critical path as a metric, for Vampir and the
+    /// OTF2 tools (`otf2-print OUT/traces.otf2`).
+    Otf2,
 }
 
 #[derive(Args)]
@@ -124,6 +130,15 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             })?;
             report_parquet(&stats, &a.output);
             (tables.events_recorded, tables.events_lost)
+        }
+        Format::Otf2 => {
+            if to_stdout {
+                anyhow::bail!("an OTF2 archive is a directory: give one with -o DIR, not -");
+            }
+            let trace = Otf2Trace::read(&a.file, clock).map_err(fail)?;
+            let stats = write_archive(&trace, &a.output).with_context(writing)?;
+            report_otf2(&stats, &a.output);
+            (trace.events_recorded, trace.events_lost)
         }
         Format::Folded | Format::Svg => {
             let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
@@ -239,6 +254,36 @@ fn write_parquet(
         }
     }
     Ok(result?)
+}
+
+/// Writes the OTF2 archive in `dir`, which must be new or empty: on failure what was
+/// written goes again (the directory too, if this made it).
+fn write_archive(trace: &Otf2Trace, dir: &Path) -> Result<Otf2Stats, Otf2Error> {
+    let existed = dir.exists();
+    let result = write_otf2(trace, dir);
+    if let Err(Otf2Error::Library { .. } | Otf2Error::Io(_)) = &result {
+        if existed {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let _ = std::fs::remove_dir_all(entry.path())
+                    .or_else(|_| std::fs::remove_file(entry.path()));
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    result
+}
+
+fn report_otf2(s: &Otf2Stats, out: &Path) {
+    eprintln!(
+        "wrote {}: {} events in {} locations, {} regions, {} communicators; critical path {:.3} ms (metric \"critical path\")",
+        out.display(),
+        s.events,
+        s.locations,
+        s.regions,
+        s.comms,
+        s.critical_path_ns as f64 / 1e6,
+    );
 }
 
 fn report_chrome(s: &ExportStats, out: &Path) {

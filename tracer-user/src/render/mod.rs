@@ -1,6 +1,7 @@
 //! Pictures of what the analysis computed, drawn with crates that the analysis crate does
-//! not link (they bring the C library in): the flame graph of the critical path, and
-//! the Parquet tables.
+//! not link (they bring the C library in): the flame graph of the critical path,
+//! the Parquet tables, and the OTF2 archive (written by the OTF2 C library).
 
 pub mod flame_graph;
+pub mod otf2;
 pub mod parquet;

@@ -1,0 +1,1056 @@
+//! What an OTF2 archive of a recording holds, in pure Rust: the definitions (processes
+//! as location groups, threads as locations, regions, communicators) and every
+//! location's events in time order. `tracer-user` writes it through the OTF2 C library
+//! (tracer-user/src/render/otf2); this module decides what goes in, so that the
+//! analysis crate stays free of C. docs/exports.md describes the mapping.
+//!
+//! Enumerations carry OTF2's own numbers (OTF2_Definitions.h, OTF2_Events.h,
+//! OTF2_GeneralDefinitions.h of OTF2 3.0), so the writer passes them on unchanged.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use tracer_common::{call, CallRecord, UNSET, UNSET32};
+
+use super::ExportError;
+use crate::analysis::matcher::Directory;
+use crate::analysis::reorder::ReorderBuffer;
+use crate::analysis::workclock::ClockKind;
+use crate::analysis::{futex_waits, REORDER_WINDOW_NS};
+use crate::format::calls::{self, split_call_field, CallField, Family, Flavor, Role};
+use crate::format::recording::{Item, RecordingError, RecordingMeta, RecordingReader};
+use crate::format::records::Record;
+use crate::graph::cpm::Schedule;
+use crate::graph::recorded::RecordedGraph;
+use crate::graph::ArcKind;
+
+/// `OTF2_RegionRole` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum RegionRole {
+    Unknown = 0,
+    Function = 1,
+    Barrier = 15,
+    CollOne2All = 23,
+    CollAll2One = 24,
+    CollAll2All = 25,
+    CollOther = 26,
+    PointToPoint = 28,
+    Rma = 29,
+    ThreadCreate = 32,
+    ThreadWait = 33,
+}
+
+/// `OTF2_Paradigm` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Paradigm {
+    Unknown = 0,
+    User = 1,
+    OpenMp = 3,
+    Mpi = 4,
+    Pthread = 7,
+}
+
+/// `OTF2_CollectiveOp` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CollectiveOp {
+    Barrier = 0,
+    Bcast = 1,
+    Gather = 2,
+    Gatherv = 3,
+    Scatter = 4,
+    Scatterv = 5,
+    Allgather = 6,
+    Allgatherv = 7,
+    Alltoall = 8,
+    Alltoallv = 9,
+    Alltoallw = 10,
+    Allreduce = 11,
+    Reduce = 12,
+    ReduceScatter = 13,
+    Scan = 14,
+    Exscan = 15,
+    ReduceScatterBlock = 16,
+}
+
+/// `OTF2_COLLECTIVE_ROOT_NONE`: a collective without a root.
+pub const ROOT_NONE: u32 = u32::MAX;
+
+/// A region: an MPI/PVM/pthread call, a selected procedure, or a futex wait.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Region {
+    pub name: String,
+    pub role: RegionRole,
+    pub paradigm: Paradigm,
+}
+
+/// One event of a location. Communicators are indices into [`Otf2Trace::comms`];
+/// ranks (receiver, sender, root) are ranks in that communicator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Enter {
+        region: u32,
+    },
+    Leave {
+        region: u32,
+    },
+    MpiSend(Message),
+    MpiIsend {
+        message: Message,
+        request: u64,
+    },
+    MpiIsendComplete {
+        request: u64,
+    },
+    MpiIrecvRequest {
+        request: u64,
+    },
+    MpiRecv(Message),
+    MpiIrecv {
+        message: Message,
+        request: u64,
+    },
+    MpiCollectiveBegin,
+    MpiCollectiveEnd {
+        op: CollectiveOp,
+        comm: u32,
+        root: u32,
+        sent: u64,
+        received: u64,
+    },
+    /// A thread of this process was created (`comm`: the process's thread contingent;
+    /// `sequence`: what the new thread's `ThreadBegin` carries too).
+    ThreadCreate {
+        comm: u32,
+        sequence: u64,
+    },
+    ThreadBegin {
+        comm: u32,
+        sequence: u64,
+    },
+    ThreadEnd {
+        comm: u32,
+        sequence: u64,
+    },
+    /// The critical-path metric: this location's work on the critical path so far (ns).
+    CriticalPath {
+        ns: u64,
+    },
+}
+
+/// A point-to-point message as one side sees it: the peer is the receiver of a send
+/// and the sender of a receive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub peer: u32,
+    pub comm: u32,
+    pub tag: u32,
+    pub bytes: u64,
+}
+
+/// An event at a time (ns, the recording's monotonic clock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timed {
+    pub ts_ns: u64,
+    pub event: Event,
+}
+
+/// A communicator: MPI ones (members: MPI_COMM_WORLD ranks) and, per process with
+/// threads, its thread contingent (members: indices into [`Otf2Trace::thread_locations`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Comm {
+    pub name: String,
+    pub paradigm: Paradigm,
+    pub members: Vec<u64>,
+}
+
+/// A process: an OTF2 location group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Process {
+    pub pid: u32,
+    pub rank: Option<i32>,
+    pub name: String,
+}
+
+/// A thread: an OTF2 location (its id is the thread id), with its events in time order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub tid: u32,
+    /// Index into [`Otf2Trace::processes`].
+    pub process: u32,
+    pub name: String,
+    pub events: Vec<Timed>,
+}
+
+/// Everything the archive holds.
+#[derive(Clone, Debug)]
+pub struct Otf2Trace {
+    pub clock: ClockKind,
+    /// The machine the recording was made on (its system tree node).
+    pub machine: String,
+    /// The recording's start: wall clock (Unix ns) and probe clock, read together.
+    pub start_unix_ns: u128,
+    pub start_monotonic_ns: u64,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    pub processes: Vec<Process>,
+    pub locations: Vec<Location>,
+    pub regions: Vec<Region>,
+    pub comms: Vec<Comm>,
+    /// The MPI locations by MPI_COMM_WORLD rank (each rank's main thread).
+    pub mpi_locations: Vec<u64>,
+    /// The locations that create or are threads (the thread contingents' members).
+    pub thread_locations: Vec<u64>,
+    pub critical_path_ns: u64,
+    pub events_recorded: u64,
+    pub events_lost: u64,
+    /// Calls, procedures and waits never closed: their Enter is left out.
+    pub unclosed: u64,
+}
+
+/// What an export wrote, for its report line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Otf2Stats {
+    pub locations: usize,
+    pub regions: usize,
+    pub comms: usize,
+    pub events: u64,
+    pub critical_path_ns: u64,
+}
+
+impl Otf2Trace {
+    /// Reads a recording: its graph (the critical path), then its records.
+    pub fn read(path: &Path, clock: ClockKind) -> Result<Self, ExportError> {
+        let mut reader = RecordingReader::open(path)?;
+        let rg = RecordedGraph::read(&mut reader, clock)?;
+        Ok(Self::build(
+            &rg,
+            &reader.meta,
+            super::recording_items(path)?,
+        )?)
+    }
+
+    /// The trace of `items` (the recording of `rg`, in file order).
+    pub fn build(
+        rg: &RecordedGraph,
+        meta: &RecordingMeta,
+        items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+    ) -> Result<Self, RecordingError> {
+        let mut b = Builder::default();
+        let mut reorder = ReorderBuffer::new(REORDER_WINDOW_NS);
+        let mut ready: Vec<Record> = Vec::new();
+        for item in items {
+            match item? {
+                Item::Record(r) => {
+                    reorder.push(&r);
+                    reorder.ready(|r| ready.push(r.clone()));
+                }
+                Item::Probe(p) => {
+                    b.probe_names.insert(p.id, p.symbol);
+                }
+                Item::Process(p) => {
+                    b.directory.process(&p);
+                    b.commands.insert(p.pid, p.command.clone());
+                }
+            }
+            for r in ready.drain(..) {
+                b.record(&r);
+            }
+        }
+        reorder.flush(|r| ready.push(r.clone()));
+        for r in ready.drain(..) {
+            b.record(&r);
+        }
+        let mut trace = b.finish(rg);
+        trace.machine = if meta.hostname.is_empty() {
+            "localhost".into()
+        } else {
+            meta.hostname.clone()
+        };
+        trace.start_unix_ns = meta.start_unix_ns;
+        trace.start_monotonic_ns = meta.start_monotonic_ns;
+        critical_path(rg, &mut trace);
+        for l in &mut trace.locations {
+            l.events.sort_by_key(|e| e.ts_ns);
+        }
+        Ok(trace)
+    }
+
+    pub fn stats(&self) -> Otf2Stats {
+        Otf2Stats {
+            locations: self.locations.len(),
+            regions: self.regions.len(),
+            comms: self.comms.len(),
+            events: self.locations.iter().map(|l| l.events.len() as u64).sum(),
+            critical_path_ns: self.critical_path_ns,
+        }
+    }
+}
+
+/// The critical path as a metric per location: at the start and end of each of its
+/// work arcs, the location's work on the path so far. The last value of a location is
+/// its share of the path; over all locations they add up to the path's length.
+fn critical_path(rg: &RecordedGraph, trace: &mut Otf2Trace) {
+    let g = &rg.graph;
+    let schedule = Schedule::new(g);
+    trace.critical_path_ns = schedule.length;
+    let mut so_far: HashMap<u32, u64> = HashMap::new();
+    let index: HashMap<u32, usize> = trace
+        .locations
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.tid, i))
+        .collect();
+    for id in schedule.critical_arcs(g, |_, a| a.weight) {
+        let a = g.arc(id);
+        if a.kind != ArcKind::Program || a.weight == 0 {
+            continue;
+        }
+        let (from, to) = (&g.vertices[a.from as usize], &g.vertices[a.to as usize]);
+        let Some(&i) = index.get(&to.tid) else {
+            continue;
+        };
+        let total = so_far.entry(to.tid).or_default();
+        let events = &mut trace.locations[i].events;
+        let start = Timed {
+            ts_ns: from.ts_ns,
+            event: Event::CriticalPath { ns: *total },
+        };
+        // Two arcs of the path in a row: the first one's end is the second one's start.
+        if events.last() != Some(&start) {
+            events.push(start);
+        }
+        *total += a.weight;
+        events.push(Timed {
+            ts_ns: to.ts_ns.max(from.ts_ns),
+            event: Event::CriticalPath { ns: *total },
+        });
+    }
+}
+
+/// A call in progress on a thread.
+struct OpenCall {
+    entry: CallRecord,
+    /// Its region's Enter, in the thread's events (removed if the call never returns).
+    enter_at: usize,
+    handles: Vec<u64>,
+    statuses: Vec<Status>,
+}
+
+/// One status MPI_Waitall wrote.
+#[derive(Clone, Copy)]
+struct Status {
+    source: i32,
+    tag: i32,
+    bytes: i64,
+}
+
+/// A nonblocking point-to-point request in flight.
+#[derive(Clone, Copy)]
+enum Pending {
+    Send,
+    Recv(Message),
+}
+
+#[derive(Default)]
+struct Thread {
+    pid: u32,
+    events: Vec<Timed>,
+    calls: Vec<OpenCall>,
+    procedures: Vec<(u16, usize)>,
+    futex_wait: Option<usize>,
+    /// This thread's thread-contingent sequence number, if it began as a new thread.
+    sequence: Option<u64>,
+}
+
+#[derive(Default)]
+struct Builder {
+    directory: Directory,
+    commands: HashMap<u32, String>,
+    probe_names: HashMap<u16, String>,
+    threads: BTreeMap<u32, Thread>,
+    regions: Vec<Region>,
+    region_ids: HashMap<Region, u32>,
+    /// Directory communicator id -> our communicator index.
+    mpi_comms: BTreeMap<u32, u32>,
+    pending: HashMap<(u32, u64), Pending>,
+    /// Threads cloned and not yet seen: their creator's (tid, pid) and the time.
+    forks: HashMap<u32, Fork>,
+    /// Per process: threads created so far (the next sequence number).
+    created: HashMap<u32, u64>,
+    unclosed: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Fork {
+    parent_tid: u32,
+    parent_pid: u32,
+    ts_ns: u64,
+}
+
+fn set32(v: i32) -> Option<i32> {
+    (v != UNSET32).then_some(v)
+}
+
+fn bytes_of(v: i64) -> u64 {
+    if v == UNSET || v < 0 {
+        0
+    } else {
+        v as u64
+    }
+}
+
+impl Builder {
+    fn region(&mut self, r: Region) -> u32 {
+        let next = self.regions.len() as u32;
+        *self.region_ids.entry(r.clone()).or_insert_with(|| {
+            self.regions.push(r);
+            next
+        })
+    }
+
+    /// Our index of the communicator `handle` of `pid`, if the directory knows it.
+    fn comm(&mut self, pid: u32, handle: u64, flavor: Option<Flavor>) -> Option<u32> {
+        let gid = self.directory.comm_of(pid, handle, flavor)?;
+        let next = self.mpi_comms.len() as u32;
+        Some(*self.mpi_comms.entry(gid).or_insert(next))
+    }
+
+    fn push(&mut self, tid: u32, ts_ns: u64, event: Event) -> usize {
+        let t = self.threads.entry(tid).or_default();
+        t.events.push(Timed { ts_ns, event });
+        t.events.len() - 1
+    }
+
+    fn record(&mut self, r: &Record) {
+        // A wakeup's header is the waker (maybe untraced), a switch-in's may lack its
+        // process: neither is an event of the thread.
+        if matches!(
+            r,
+            Record::Wakeup(_) | Record::WakeupNew(_) | Record::SwitchIn(_)
+        ) {
+            return;
+        }
+        let h = *r.header();
+        let ts = h.ts_ns;
+        let new = !self.threads.contains_key(&h.tid);
+        self.threads.entry(h.tid).or_default().pid = h.tgid;
+        if new {
+            self.thread_seen(h.tid, h.tgid);
+        }
+        match r {
+            Record::CallEnter(c) => self.call_enter(c),
+            Record::CallExit(x) => self.call_exit(x),
+            Record::HandleArray(a) => {
+                let n = (a.total.saturating_sub(a.first) as usize).min(a.values.len());
+                if let Some(c) = self
+                    .threads
+                    .get_mut(&h.tid)
+                    .and_then(|t| t.calls.last_mut())
+                {
+                    c.handles.extend_from_slice(&a.values[..n]);
+                }
+            }
+            Record::StatusArray(a) => {
+                let n = (a.total.saturating_sub(a.first) as usize).min(a.source.len());
+                if let Some(c) = self
+                    .threads
+                    .get_mut(&h.tid)
+                    .and_then(|t| t.calls.last_mut())
+                {
+                    c.statuses.extend((0..n).map(|i| Status {
+                        source: a.source[i],
+                        tag: a.tag[i],
+                        bytes: a.bytes[i],
+                    }));
+                }
+            }
+            Record::FuncEnter(_) => {
+                if let Some(name) = self.probe_names.get(&h.call).cloned() {
+                    let region = self.region(Region {
+                        name,
+                        role: RegionRole::Function,
+                        paradigm: Paradigm::User,
+                    });
+                    let at = self.push(h.tid, ts, Event::Enter { region });
+                    self.threads
+                        .get_mut(&h.tid)
+                        .unwrap()
+                        .procedures
+                        .push((h.call, at));
+                }
+            }
+            Record::FuncExit(_) => {
+                let t = self.threads.get_mut(&h.tid).unwrap();
+                if let Some(i) = t.procedures.iter().rposition(|p| p.0 == h.call) {
+                    // Procedures left without their exit (longjmp) lose their Enter.
+                    for &(_, at) in &t.procedures[i + 1..] {
+                        t.events[at].event = Event::Enter { region: u32::MAX };
+                        self.unclosed += 1;
+                    }
+                    let (_, at) = t.procedures[i];
+                    t.procedures.truncate(i);
+                    let Event::Enter { region } = t.events[at].event else {
+                        return;
+                    };
+                    self.push(h.tid, ts, Event::Leave { region });
+                }
+            }
+            Record::FutexEnter(f) if futex_waits(f.op) => {
+                let region = self.region(Region {
+                    name: "futex wait".into(),
+                    role: RegionRole::ThreadWait,
+                    paradigm: Paradigm::Pthread,
+                });
+                let at = self.push(h.tid, ts, Event::Enter { region });
+                self.threads.get_mut(&h.tid).unwrap().futex_wait = Some(at);
+            }
+            Record::FutexExit(_) => {
+                let t = self.threads.get_mut(&h.tid).unwrap();
+                if let Some(at) = t.futex_wait.take() {
+                    if let Event::Enter { region } = t.events[at].event {
+                        self.push(h.tid, ts, Event::Leave { region });
+                    }
+                }
+            }
+            Record::Fork(f) => {
+                self.forks.insert(
+                    f.child_tid,
+                    Fork {
+                        parent_tid: h.tid,
+                        parent_pid: h.tgid,
+                        ts_ns: ts,
+                    },
+                );
+            }
+            Record::Exit(_) => {
+                let t = &self.threads[&h.tid];
+                if let Some(sequence) = t.sequence {
+                    let comm = self.thread_comm(h.tgid);
+                    self.push(h.tid, ts, Event::ThreadEnd { comm, sequence });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A thread's first record: if its creator cloned it in the same process, the
+    /// creator's ThreadCreate and its ThreadBegin, both at the clone.
+    fn thread_seen(&mut self, tid: u32, pid: u32) {
+        let Some(f) = self.forks.remove(&tid) else {
+            return;
+        };
+        if f.parent_pid != pid || tid == pid {
+            return;
+        }
+        let counter = self.created.entry(pid).or_default();
+        let sequence = *counter;
+        *counter += 1;
+        let comm = self.thread_comm(pid);
+        self.threads.entry(f.parent_tid).or_default().pid = pid;
+        self.push(
+            f.parent_tid,
+            f.ts_ns,
+            Event::ThreadCreate { comm, sequence },
+        );
+        self.push(tid, f.ts_ns, Event::ThreadBegin { comm, sequence });
+        self.threads.get_mut(&tid).unwrap().sequence = Some(sequence);
+    }
+
+    /// The thread contingent of a process: numbered after the MPI communicators in
+    /// [`Self::finish`], so here a placeholder keyed by pid (`u32::MAX - pid` never
+    /// collides with an MPI index).
+    fn thread_comm(&self, pid: u32) -> u32 {
+        u32::MAX - pid
+    }
+
+    fn call_enter(&mut self, e: &CallRecord) {
+        let h = e.header;
+        let CallField { id, flavor } = split_call_field(h.call);
+        let flavor = Flavor::from_id(flavor);
+        let spec = calls::spec(id);
+        let region = self.region(Region {
+            name: calls::name(id),
+            role: call_role(id, spec.map(|s| s.role)),
+            paradigm: match spec.map(|s| s.family) {
+                Some(Family::Mpi) => Paradigm::Mpi,
+                Some(Family::Threads) => Paradigm::Pthread,
+                Some(Family::OpenMp) => Paradigm::OpenMp,
+                _ => Paradigm::Unknown,
+            },
+        });
+        let outermost = self.threads[&h.tid].calls.is_empty();
+        let enter_at = self.push(h.tid, h.ts_ns, Event::Enter { region });
+        self.threads.get_mut(&h.tid).unwrap().calls.push(OpenCall {
+            entry: *e,
+            enter_at,
+            handles: Vec::new(),
+            statuses: Vec::new(),
+        });
+        if !outermost || !matches!(flavor, Some(Flavor::OpenMpi | Flavor::Mpich)) {
+            return;
+        }
+        self.directory.calls_mpi(h.tgid);
+        self.directory.setup_enter(h.tgid, e);
+        let message = |b: &mut Self| {
+            Some(Message {
+                peer: set32(e.peer)? as u32,
+                comm: b.comm(h.tgid, e.comm, flavor)?,
+                tag: set32(e.tag)? as u32,
+                bytes: bytes_of(e.bytes),
+            })
+        };
+        match id {
+            call::MPI_SEND
+            | call::MPI_SSEND
+            | call::MPI_BSEND
+            | call::MPI_RSEND
+            | call::MPI_SENDRECV
+            | call::MPI_SENDRECV_REPLACE => {
+                if let Some(m) = message(self) {
+                    self.push(h.tid, h.ts_ns, Event::MpiSend(m));
+                }
+            }
+            _ if collective_op(id).is_some() => {
+                self.push(h.tid, h.ts_ns, Event::MpiCollectiveBegin);
+            }
+            _ => {}
+        }
+    }
+
+    fn call_exit(&mut self, x: &CallRecord) {
+        let h = x.header;
+        let ts = h.ts_ns;
+        let t = self.threads.get_mut(&h.tid).unwrap();
+        let Some(open) = t.calls.pop() else { return };
+        let outermost = t.calls.is_empty();
+        let Event::Enter { region } = t.events[open.enter_at].event else {
+            return;
+        };
+        let e = open.entry;
+        let CallField { id, flavor } = split_call_field(e.header.call);
+        let flavor = Flavor::from_id(flavor);
+        let mpi = matches!(flavor, Some(Flavor::OpenMpi | Flavor::Mpich));
+        if outermost && mpi {
+            if calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
+                self.directory.setup_call(h.tgid, &e, x, &open.handles);
+            }
+            self.mpi_exit(&open, x);
+        }
+        self.push(h.tid, ts, Event::Leave { region });
+    }
+
+    /// The MPI events of a call's exit, before its Leave.
+    fn mpi_exit(&mut self, open: &OpenCall, x: &CallRecord) {
+        let e = open.entry;
+        let CallField { id, flavor } = split_call_field(e.header.call);
+        let flavor = Flavor::from_id(flavor);
+        let (pid, tid, ts) = (x.header.tgid, x.header.tid, x.header.ts_ns);
+        let ok = x.ret == 0;
+        match id {
+            call::MPI_RECV | call::MPI_SENDRECV | call::MPI_SENDRECV_REPLACE if ok => {
+                let (req_peer, req_tag) = if id == call::MPI_RECV {
+                    (e.peer, e.tag)
+                } else {
+                    (e.peer2, e.tag2)
+                };
+                let peer = set32(x.peer).or(set32(req_peer).filter(|&p| p >= 0));
+                let tag = set32(x.tag).or(set32(req_tag).filter(|&t| t >= 0));
+                if let (Some(peer), Some(tag), Some(comm)) =
+                    (peer, tag, self.comm(pid, e.comm, flavor))
+                {
+                    let bytes = bytes_of(if x.bytes >= 0 { x.bytes } else { e.bytes });
+                    let m = Message {
+                        peer: peer as u32,
+                        comm,
+                        tag: tag as u32,
+                        bytes,
+                    };
+                    self.push(tid, ts, Event::MpiRecv(m));
+                }
+            }
+            call::MPI_ISEND if ok => {
+                let comm = self.comm(pid, e.comm, flavor);
+                if let (Some(peer), Some(tag), Some(comm)) = (set32(e.peer), set32(e.tag), comm) {
+                    let message = Message {
+                        peer: peer as u32,
+                        comm,
+                        tag: tag as u32,
+                        bytes: bytes_of(e.bytes),
+                    };
+                    self.pending.insert((pid, x.handle), Pending::Send);
+                    let request = x.handle;
+                    self.push(tid, ts, Event::MpiIsend { message, request });
+                }
+            }
+            call::MPI_IRECV if ok => {
+                if let Some(comm) = self.comm(pid, e.comm, flavor) {
+                    // What the receive asked for; the completion's status says what came.
+                    let asked = Message {
+                        peer: e.peer as u32,
+                        comm,
+                        tag: e.tag as u32,
+                        bytes: bytes_of(e.bytes),
+                    };
+                    self.pending.insert((pid, x.handle), Pending::Recv(asked));
+                    let request = x.handle;
+                    self.push(tid, ts, Event::MpiIrecvRequest { request });
+                }
+            }
+            call::MPI_WAIT if ok => {
+                let status = Status {
+                    source: x.peer,
+                    tag: x.tag,
+                    bytes: x.bytes,
+                };
+                self.complete(pid, tid, ts, e.handle, Some(status));
+            }
+            call::MPI_TEST if ok && x.out == 1 => {
+                let status = Status {
+                    source: x.peer,
+                    tag: x.tag,
+                    bytes: x.bytes,
+                };
+                self.complete(pid, tid, ts, e.handle, Some(status));
+            }
+            call::MPI_WAITALL if ok => {
+                for (i, &request) in open.handles.iter().enumerate() {
+                    self.complete(pid, tid, ts, request, open.statuses.get(i).copied());
+                }
+            }
+            call::MPI_TESTALL if ok && x.out == 1 => {
+                for (i, &request) in open.handles.iter().enumerate() {
+                    self.complete(pid, tid, ts, request, open.statuses.get(i).copied());
+                }
+            }
+            _ => {
+                let Some(op) = collective_op(id) else { return };
+                let Some(comm) = self.comm(pid, e.comm, flavor) else {
+                    return;
+                };
+                let root = match op {
+                    CollectiveOp::Bcast
+                    | CollectiveOp::Scatter
+                    | CollectiveOp::Scatterv
+                    | CollectiveOp::Gather
+                    | CollectiveOp::Gatherv
+                    | CollectiveOp::Reduce => set32(e.peer).map_or(ROOT_NONE, |r| r as u32),
+                    _ => ROOT_NONE,
+                };
+                let bytes = bytes_of(e.bytes);
+                let end = Event::MpiCollectiveEnd {
+                    op,
+                    comm,
+                    root,
+                    sent: bytes,
+                    received: bytes,
+                };
+                self.push(tid, ts, end);
+            }
+        }
+    }
+
+    /// A request completed: its send's or receive's completion event.
+    fn complete(&mut self, pid: u32, tid: u32, ts: u64, request: u64, status: Option<Status>) {
+        match self.pending.remove(&(pid, request)) {
+            Some(Pending::Send) => {
+                self.push(tid, ts, Event::MpiIsendComplete { request });
+            }
+            Some(Pending::Recv(asked)) => {
+                let status = status.unwrap_or(Status {
+                    source: UNSET32,
+                    tag: UNSET32,
+                    bytes: UNSET,
+                });
+                let message = Message {
+                    peer: set32(status.source).map_or(asked.peer, |s| s as u32),
+                    tag: set32(status.tag).map_or(asked.tag, |t| t as u32),
+                    bytes: if status.bytes >= 0 {
+                        status.bytes as u64
+                    } else {
+                        asked.bytes
+                    },
+                    comm: asked.comm,
+                };
+                self.push(tid, ts, Event::MpiIrecv { message, request });
+            }
+            None => {}
+        }
+    }
+
+    fn finish(mut self, rg: &RecordedGraph) -> Otf2Trace {
+        // Calls, procedures and waits still open: their Enter goes (a Leave-less Enter
+        // would leave the location's call stack open).
+        for t in self.threads.values_mut() {
+            let mut open: Vec<usize> = t.calls.iter().map(|c| c.enter_at).collect();
+            open.extend(t.procedures.iter().map(|p| p.1));
+            open.extend(t.futex_wait);
+            for at in open {
+                t.events[at].event = Event::Enter { region: u32::MAX };
+                self.unclosed += 1;
+            }
+            t.events
+                .retain(|e| e.event != Event::Enter { region: u32::MAX });
+        }
+        // Processes: every pid with a thread, named like the Chrome export's.
+        let mut pids: Vec<u32> = self.threads.values().map(|t| t.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let processes: Vec<Process> = pids
+            .iter()
+            .map(|&pid| {
+                let rank = rg
+                    .processes
+                    .get(&pid)
+                    .and_then(|p| p.rank)
+                    .or_else(|| self.directory.world_rank(pid));
+                let command = self
+                    .commands
+                    .get(&pid)
+                    .filter(|c| !c.is_empty())
+                    .cloned()
+                    .unwrap_or_else(|| format!("pid {pid}"));
+                let name = match (rank, self.directory.pvm_tid(pid)) {
+                    (Some(r), _) => format!("rank {r}: {command}"),
+                    (None, Some(t)) => format!("pvm task {t:#x}: {command}"),
+                    (None, None) => command,
+                };
+                Process { pid, rank, name }
+            })
+            .collect();
+        let process_index: HashMap<u32, u32> = pids
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p, i as u32))
+            .collect();
+        // MPI communicators, then a thread contingent per process that made threads.
+        let mut comms: Vec<Comm> = Vec::new();
+        for &gid in self.mpi_comms.keys() {
+            let members = self
+                .directory
+                .members(gid)
+                .iter()
+                .map(|&p| self.directory.world_rank(p).map_or(u64::MAX, |r| r as u64))
+                .collect();
+            comms.push(Comm {
+                name: self.directory.comm_name(gid),
+                paradigm: Paradigm::Mpi,
+                members,
+            });
+        }
+        let mut mpi_locations: Vec<(i32, u64)> = processes
+            .iter()
+            .filter(|p| self.directory.world_rank(p.pid).is_some())
+            .filter_map(|p| Some((self.directory.world_rank(p.pid)?, p.pid as u64)))
+            .collect();
+        mpi_locations.sort_unstable();
+        let thread_locations: Vec<u64> = self
+            .threads
+            .iter()
+            .filter(|(&tid, t)| {
+                t.sequence.is_some() || self.created.contains_key(&t.pid) && tid == t.pid
+            })
+            .map(|(&tid, _)| tid as u64)
+            .collect();
+        let mut contingents: HashMap<u32, u32> = HashMap::new();
+        for &pid in &pids {
+            if !self.created.contains_key(&pid) {
+                continue;
+            }
+            contingents.insert(u32::MAX - pid, comms.len() as u32);
+            let members = thread_locations
+                .iter()
+                .enumerate()
+                .filter(|(_, &tid)| self.threads[&(tid as u32)].pid == pid)
+                .map(|(i, _)| i as u64)
+                .collect();
+            comms.push(Comm {
+                name: format!("threads of {pid}"),
+                paradigm: Paradigm::Pthread,
+                members,
+            });
+        }
+        let locations = std::mem::take(&mut self.threads)
+            .into_iter()
+            .map(|(tid, mut t)| {
+                for e in &mut t.events {
+                    if let Event::ThreadCreate { comm, .. }
+                    | Event::ThreadBegin { comm, .. }
+                    | Event::ThreadEnd { comm, .. } = &mut e.event
+                    {
+                        *comm = contingents[comm];
+                    }
+                }
+                Location {
+                    tid,
+                    process: process_index[&t.pid],
+                    name: if tid == t.pid {
+                        "main".into()
+                    } else {
+                        format!("thread {tid}")
+                    },
+                    events: t.events,
+                }
+            })
+            .collect();
+        Otf2Trace {
+            clock: rg.clock,
+            machine: String::new(),
+            start_unix_ns: 0,
+            start_monotonic_ns: 0,
+            first_ts: rg.first_ts,
+            last_ts: rg.last_ts,
+            processes,
+            locations,
+            regions: self.regions,
+            comms,
+            mpi_locations: mpi_locations.into_iter().map(|(_, l)| l).collect(),
+            thread_locations,
+            critical_path_ns: 0,
+            events_recorded: rg.events,
+            events_lost: rg.lost,
+            unclosed: self.unclosed,
+        }
+    }
+}
+
+/// The region role of a call, as Score-P gives MPI's.
+fn call_role(id: u16, role: Option<Role>) -> RegionRole {
+    if let Some(op) = collective_op(id) {
+        return match op {
+            CollectiveOp::Barrier => RegionRole::Barrier,
+            CollectiveOp::Bcast | CollectiveOp::Scatter | CollectiveOp::Scatterv => {
+                RegionRole::CollOne2All
+            }
+            CollectiveOp::Gather | CollectiveOp::Gatherv | CollectiveOp::Reduce => {
+                RegionRole::CollAll2One
+            }
+            CollectiveOp::Scan | CollectiveOp::Exscan => RegionRole::CollOther,
+            _ => RegionRole::CollAll2All,
+        };
+    }
+    match role {
+        Some(Role::Send | Role::Recv | Role::SendRecv | Role::Completion) => {
+            RegionRole::PointToPoint
+        }
+        Some(Role::OneSided) => RegionRole::Rma,
+        Some(Role::ThreadCreate) => RegionRole::ThreadCreate,
+        Some(
+            Role::LockAcquire
+            | Role::CondWait
+            | Role::BarrierWait
+            | Role::ThreadJoin
+            | Role::SemWait,
+        ) => RegionRole::ThreadWait,
+        _ => RegionRole::Function,
+    }
+}
+
+/// The OTF2 operation of a blocking MPI collective.
+fn collective_op(id: u16) -> Option<CollectiveOp> {
+    use CollectiveOp::*;
+    Some(match id {
+        call::MPI_BARRIER => Barrier,
+        call::MPI_BCAST => Bcast,
+        call::MPI_GATHER => Gather,
+        call::MPI_GATHERV => Gatherv,
+        call::MPI_SCATTER => Scatter,
+        call::MPI_SCATTERV => Scatterv,
+        call::MPI_ALLGATHER => Allgather,
+        call::MPI_ALLGATHERV => Allgatherv,
+        call::MPI_ALLTOALL => Alltoall,
+        call::MPI_ALLTOALLV => Alltoallv,
+        call::MPI_ALLTOALLW => Alltoallw,
+        call::MPI_ALLREDUCE => Allreduce,
+        call::MPI_REDUCE => Reduce,
+        call::MPI_REDUCE_SCATTER => ReduceScatter,
+        call::MPI_REDUCE_SCATTER_BLOCK => ReduceScatterBlock,
+        call::MPI_SCAN => Scan,
+        call::MPI_EXSCAN => Exscan,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::synth::SyntheticRun;
+
+    /// A ring over 3 ranks, 4 rounds, with work inside and outside `work`.
+    fn ring() -> (Otf2Trace, RecordedGraph) {
+        let mut s = SyntheticRun::new(3, &["work"]);
+        for round in 0..4 {
+            for r in 0..3 {
+                s.compute(r, 10_000 + 1000 * r as u64, Some(0));
+                s.message(r, (r + 1) % 3, round);
+            }
+        }
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let items = s.items.iter().cloned().map(Ok);
+        (
+            Otf2Trace::build(&rg, &RecordingMeta::default(), items).unwrap(),
+            rg,
+        )
+    }
+
+    fn count(t: &Otf2Trace, f: impl Fn(&Event) -> bool) -> usize {
+        t.locations
+            .iter()
+            .flat_map(|l| &l.events)
+            .filter(|e| f(&e.event))
+            .count()
+    }
+
+    #[test]
+    fn ring_has_messages_regions_and_the_critical_path() {
+        let (t, rg) = ring();
+        assert_eq!(count(&t, |e| matches!(e, Event::MpiSend(_))), 12);
+        assert_eq!(count(&t, |e| matches!(e, Event::MpiRecv(_))), 12);
+        assert_eq!(t.processes.len(), 3);
+        assert_eq!(t.comms.len(), 1);
+        assert_eq!(t.comms[0].name, "MPI_COMM_WORLD");
+        assert_eq!(t.comms[0].members, vec![0, 1, 2]);
+        assert_eq!(t.machine, "localhost");
+        // Every send names its receiver's rank; ranks are the processes' own.
+        for l in &t.locations {
+            let rank = t.processes[l.process as usize].rank.unwrap() as u32;
+            for e in &l.events {
+                if let Event::MpiSend(m) = e.event {
+                    assert_eq!(m.peer, (rank + 1) % 3);
+                }
+            }
+            assert!(l.events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+            let enters = l
+                .events
+                .iter()
+                .filter(|e| matches!(e.event, Event::Enter { .. }))
+                .count();
+            let leaves = l
+                .events
+                .iter()
+                .filter(|e| matches!(e.event, Event::Leave { .. }))
+                .count();
+            assert_eq!(enters, leaves);
+        }
+        // The metric's last value per location adds up to the path.
+        let sum: u64 = t
+            .locations
+            .iter()
+            .filter_map(|l| {
+                l.events.iter().rev().find_map(|e| match e.event {
+                    Event::CriticalPath { ns } => Some(ns),
+                    _ => None,
+                })
+            })
+            .sum();
+        assert_eq!(sum, Schedule::new(&rg.graph).length);
+        assert_eq!(t.critical_path_ns, sum);
+        let send = t.regions.iter().find(|r| r.name == "MPI_Send").unwrap();
+        assert_eq!(
+            (send.role, send.paradigm),
+            (RegionRole::PointToPoint, Paradigm::Mpi)
+        );
+    }
+}
