@@ -19,6 +19,7 @@ mod pvm;
 mod recovery;
 mod reliability;
 mod run_as;
+mod sessions;
 mod shared_memory;
 mod symbols;
 mod threads;
