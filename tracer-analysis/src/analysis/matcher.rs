@@ -14,6 +14,8 @@ use tracer_common::{call, CallRecord, UNSET32};
 use crate::format::calls::{split_call_field, Flavor, MPICH_COMM_SELF, MPICH_COMM_WORLD};
 use crate::format::ProcessInfo;
 
+use super::faults::Undone;
+
 /// A communicator as every member knows it, interned to a small id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum CommDef {
@@ -1257,6 +1259,37 @@ impl<S: Clone> MessageMatcher<S> {
             );
         }
         out
+    }
+
+    /// What the end of process `pid` left undone: its sends and the sends to it still
+    /// waiting for a receive, and the open collectives of its communicators (one it
+    /// entered, or one whose members it is among and that it never entered).
+    pub(crate) fn left_undone(&mut self, pid: u32) -> Undone {
+        let mut u = Undone::default();
+        for (key, q) in &self.p2p {
+            u.sends_unreceived += q.iter().filter(|s| s.from == pid).count() as u64;
+            if key.1 == pid {
+                u.sends_to_it_unreceived += q.len() as u64;
+            }
+        }
+        let tid = self.directory.pvm_tid(pid);
+        for (key, q) in &self.pvm {
+            u.sends_unreceived += q.iter().filter(|s| s.from == pid).count() as u64;
+            if Some(key.1) == tid {
+                u.sends_to_it_unreceived += q.len() as u64;
+            }
+        }
+        let open: Vec<(u32, bool)> = self
+            .collectives
+            .iter()
+            .map(|(&(gid, _), c)| (gid, c.entries.contains_key(&pid)))
+            .collect();
+        for (gid, entered) in open {
+            if entered || self.directory.members(gid).contains(&pid) {
+                u.collectives_incomplete += 1;
+            }
+        }
+        u
     }
 
     /// Sends still waiting for their receive (counted as unmatched at the end).
