@@ -7,6 +7,7 @@ mod applications;
 mod critical_path;
 mod errors;
 mod export;
+mod faults;
 mod lifecycle;
 mod locks;
 mod lost_events;
