@@ -1418,6 +1418,43 @@ mod tests {
         assert_eq!(m.final_stats().unmatched, 0);
     }
 
+    /// What a dead rank left undone (mpi_killed.c in miniature): rank 2 sends twice to
+    /// rank 0, rank 1 once to rank 2, nobody receives; ranks 0, 1 and 3 enter a barrier
+    /// rank 2 never enters.
+    #[test]
+    fn a_dead_rank_leaves_its_messages_and_the_barrier_undone() {
+        let mut m = four_ranks();
+        let send = |from: u32, to: i32, ts| CallRecord {
+            comm: MPICH_COMM_WORLD,
+            peer: to,
+            tag: 99,
+            ..rec(from, call::MPI_SEND, kind::CALL_ENTER, ts)
+        };
+        m.on_enter(102, &send(2, 0, 10), Some(2));
+        m.on_enter(102, &send(2, 0, 11), Some(2));
+        m.on_enter(101, &send(1, 2, 12), Some(1));
+        for r in [0, 1, 3] {
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                ..rec(r, call::MPI_BARRIER, kind::CALL_ENTER, 20)
+            };
+            m.on_enter(100 + r, &e, Some(r));
+        }
+        let dead = m.left_undone(102);
+        assert_eq!(
+            dead,
+            Undone {
+                sends_unreceived: 2,
+                sends_to_it_unreceived: 1,
+                collectives_incomplete: 1,
+            }
+        );
+        let zero = m.left_undone(100);
+        assert_eq!((zero.sends_unreceived, zero.sends_to_it_unreceived), (0, 2));
+        assert_eq!(zero.collectives_incomplete, 1);
+        assert_eq!(m.final_stats().unmatched, 3);
+    }
+
     /// Until every member of the parent has entered the split, the new communicator's
     /// ranks are unresolved, never a guess from the members seen so far.
     #[test]
