@@ -120,14 +120,18 @@ impl Outcome {
             .collect()
     }
 
-    /// Every process the recording names runs a command that contains `mark` (the job's
-    /// own argument), and its ranks are 0..RANKS once each.
+    /// Every process with records of its own is in the summary, every process of the
+    /// summary runs a command that contains `mark` (the job's own argument), and its
+    /// ranks are 0..RANKS once each.
     fn assert_only(&self, mark: &str) {
         let procs = self.processes();
         let listed: HashSet<u32> = procs.iter().map(|p| p.0).collect();
-        assert_eq!(
-            listed, self.pids,
-            "the summary lists every recorded process"
+        // (A process may be listed without records of its own: an attached job's mpirun
+        // asleep for the whole session.)
+        assert!(
+            self.pids.is_subset(&listed),
+            "recorded processes missing from the summary: {:?}",
+            self.pids.difference(&listed).collect::<Vec<_>>()
         );
         for (pid, command, _) in &procs {
             assert!(
@@ -309,8 +313,8 @@ fn pid_session_beside_a_launched_one() {
     assert_eq!(attached.lost, 0);
     attached.assert_only("mpi_sleeper");
     assert!(
-        attached.pids.contains(&job.id()),
-        "the attached job's mpirun"
+        attached.processes().iter().any(|p| p.0 == job.id()),
+        "the attached job's mpirun is listed"
     );
     // The sleeper's ring: each rank sends tag 1 to the next, and every rank is seen.
     let ranks = attached.traced.ranks();
