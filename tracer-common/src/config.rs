@@ -195,4 +195,6 @@ pub struct ProbeConfig {
     pub wakeup_bytes: u32,
     /// Slots per CPU in `SLOTS`, a power of two; 0: every record goes to the ring.
     pub slots_per_cpu: u32,
+    /// Offset of `exit_code` in `task_struct` (from kernel BTF); 0 if unknown.
+    pub task_exit_code: u32,
 }

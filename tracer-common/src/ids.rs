@@ -106,6 +106,9 @@ record_kinds! {
     /// stopped until userspace probed the libraries it now maps ([`crate::EventHeader`]
     /// only, in the ring; it stands for no record).
     LibraryLoaded = 22, LIBRARY_LOADED, "library_loaded", crate::EventHeader;
+    /// How a traced process ended (exit code or signal), after the EXIT record of its
+    /// last thread: [`crate::ProcessEndRecord`].
+    ProcessEnd = 23, PROCESS_END, "process_end", crate::ProcessEndRecord;
 }
 
 /// MPI, PVM and pthread call ids. Part of the recording format: never renumber, never

@@ -50,9 +50,10 @@ const _: () = {
     assert!(size_of::<ForkRecord>() == 40);
     assert!(size_of::<ExecRecord>() == 168);
     assert!(size_of::<ExitRecord>() == 40);
+    assert!(size_of::<ProcessEndRecord>() == 40);
     assert!(size_of::<CallLayout>() == 20);
     assert!(size_of::<FlavorConfig>() == 56);
-    assert!(size_of::<ProbeConfig>() == 96);
+    assert!(size_of::<ProbeConfig>() == 100);
     assert!(size_of::<SlotCursor>() == 128);
     assert!(size_of::<CallPairRecord>() <= SLOT_BYTES);
     // Map values: no padding either (the kernel copies them byte for byte).

@@ -206,6 +206,20 @@ pub struct ExitRecord {
     pub _reserved: u32,
 }
 
+/// How a traced process ended, written with the EXIT record of its last thread (added in
+/// recording format 3 as a kind of its own: EXIT's layout is frozen).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessEndRecord {
+    pub header: EventHeader,
+    /// The kernel's `task_struct.exit_code` of the last thread, as wait(2) reports it:
+    /// the exit code in bits 8-15, or the signal that killed the process in bits 0-6
+    /// (bit 7: a core was dumped). `u32::MAX` when the kernel's BTF did not say
+    /// where it is.
+    pub status: u32,
+    pub _reserved: u32,
+}
+
 /// Byte size of the record of each kind, or None for an unknown kind
 /// ([`crate::RecordKind::size`]).
 pub const fn record_size(kind: u16) -> Option<usize> {

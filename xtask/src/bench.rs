@@ -735,7 +735,7 @@ fn throughput(env: &Env, reps: usize) -> Result<()> {
 
 /// Every format of `tracer export`.
 const EXPORT_FORMATS: &[&str] = &[
-    "chrome", "pprof", "folded", "svg", "hatchet", "parquet", "perfetto",
+    "chrome", "pprof", "folded", "svg", "hatchet", "parquet", "perfetto", "otf2",
 ];
 
 /// Time and peak RSS of `tracer export` in every format, and of `tracer analyze`, on the

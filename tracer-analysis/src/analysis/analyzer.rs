@@ -10,6 +10,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tracer_common::{call, futex_waits, CallRecord, EventHeader};
 
 use super::engine::{CriticalEnd, CriticalPathEngine};
+use super::faults::{signal_name, Death, Killed};
 use super::matcher::{Directory, MessageMatcher};
 use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
 use super::sync::{futex_wakes, SyncTracker};
@@ -154,6 +155,10 @@ pub struct Analyzer<M: PathModel = CriticalPathEngine> {
     peak_entries: usize,
     pub first_ts: Option<u64>,
     pub last_ts: u64,
+    /// Processes a signal killed, in order of death.
+    deaths: Vec<Death>,
+    /// The killed processes and what they left undone, as of the last flush.
+    pub killed: Vec<Killed>,
 }
 
 impl Analyzer {
@@ -181,6 +186,8 @@ impl<M: PathModel> Analyzer<M> {
             peak_entries: 0,
             first_ts: None,
             last_ts: 0,
+            deaths: Vec::new(),
+            killed: Vec::new(),
         }
     }
 
@@ -190,6 +197,31 @@ impl<M: PathModel> Analyzer<M> {
             Item::Process(p) => self.process(p),
             Item::Probe(p) => self.probe(p),
         }
+    }
+
+    /// Sets [`Self::killed`] from what the records so far left undone (called when the
+    /// pipeline is flushed: at the end of a recording or a session). Commands are left
+    /// for the caller, who knows them.
+    pub(crate) fn settle_killed(&mut self) {
+        let first = self.first_ts.unwrap_or(0);
+        self.killed = self
+            .deaths
+            .iter()
+            .map(|d| {
+                let undone = self.matcher.left_undone(d.pid);
+                Killed {
+                    pid: d.pid,
+                    rank: self.matcher.directory.world_rank(d.pid),
+                    command: String::new(),
+                    signal: d.signal,
+                    signal_name: signal_name(d.signal),
+                    at_ns: d.ts_ns.saturating_sub(first),
+                    sends_unreceived: undone.sends_unreceived,
+                    sends_to_it_unreceived: undone.sends_to_it_unreceived,
+                    collectives_incomplete: undone.collectives_incomplete,
+                }
+            })
+            .collect();
     }
 
     pub fn process(&mut self, info: &ProcessInfo) {
@@ -359,6 +391,10 @@ impl<M: PathModel> Analyzer<M> {
                 self.thread(&h).cloned = Some(f.child_tid);
                 let creator = self.engine.snapshot(h.tid);
                 self.sync.clone_thread(h.tgid, f.child_tid, creator);
+            }
+            Record::ProcessEnd(e) => {
+                self.deaths
+                    .extend(Death::from_status(h.tgid, h.ts_ns, e.status));
             }
             Record::Exit(_) => {
                 let last = self.engine.snapshot(h.tid);

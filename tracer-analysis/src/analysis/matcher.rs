@@ -16,6 +16,8 @@ use crate::format::calls::{
 };
 use crate::format::ProcessInfo;
 
+use super::faults::Undone;
+
 /// A communicator as every member knows it, interned to a small id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum CommDef {
@@ -1291,6 +1293,37 @@ impl<S: Clone> MessageMatcher<S> {
         out
     }
 
+    /// What the end of process `pid` left undone: its sends and the sends to it still
+    /// waiting for a receive, and the open collectives of its communicators (one it
+    /// entered, or one whose members it is among and that it never entered).
+    pub(crate) fn left_undone(&mut self, pid: u32) -> Undone {
+        let mut u = Undone::default();
+        for (key, q) in &self.p2p {
+            u.sends_unreceived += q.iter().filter(|s| s.from == pid).count() as u64;
+            if key.1 == pid {
+                u.sends_to_it_unreceived += q.len() as u64;
+            }
+        }
+        let tid = self.directory.pvm_tid(pid);
+        for (key, q) in &self.pvm {
+            u.sends_unreceived += q.iter().filter(|s| s.from == pid).count() as u64;
+            if Some(key.1) == tid {
+                u.sends_to_it_unreceived += q.len() as u64;
+            }
+        }
+        let open: Vec<(u32, bool)> = self
+            .collectives
+            .iter()
+            .map(|(&(gid, _), c)| (gid, c.entries.contains_key(&pid)))
+            .collect();
+        for (gid, entered) in open {
+            if entered || self.directory.members(gid).contains(&pid) {
+                u.collectives_incomplete += 1;
+            }
+        }
+        u
+    }
+
     /// Sends still waiting for their receive (counted as unmatched at the end).
     pub fn in_flight(&self) -> usize {
         self.p2p.values().map(|q| q.len()).sum::<usize>()
@@ -1415,6 +1448,43 @@ mod tests {
         let gid = m.directory.comm_of(102, NEW, Some(Flavor::Mpich)).unwrap();
         assert_eq!(m.directory.members(gid), vec![103, 102, 101, 100]);
         assert_eq!(m.final_stats().unmatched, 0);
+    }
+
+    /// What a dead rank left undone (mpi_killed.c in miniature): rank 2 sends twice to
+    /// rank 0, rank 1 once to rank 2, nobody receives; ranks 0, 1 and 3 enter a barrier
+    /// rank 2 never enters.
+    #[test]
+    fn a_dead_rank_leaves_its_messages_and_the_barrier_undone() {
+        let mut m = four_ranks();
+        let send = |from: u32, to: i32, ts| CallRecord {
+            comm: MPICH_COMM_WORLD,
+            peer: to,
+            tag: 99,
+            ..rec(from, call::MPI_SEND, kind::CALL_ENTER, ts)
+        };
+        m.on_enter(102, &send(2, 0, 10), Some(2));
+        m.on_enter(102, &send(2, 0, 11), Some(2));
+        m.on_enter(101, &send(1, 2, 12), Some(1));
+        for r in [0, 1, 3] {
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                ..rec(r, call::MPI_BARRIER, kind::CALL_ENTER, 20)
+            };
+            m.on_enter(100 + r, &e, Some(r));
+        }
+        let dead = m.left_undone(102);
+        assert_eq!(
+            dead,
+            Undone {
+                sends_unreceived: 2,
+                sends_to_it_unreceived: 1,
+                collectives_incomplete: 1,
+            }
+        );
+        let zero = m.left_undone(100);
+        assert_eq!((zero.sends_unreceived, zero.sends_to_it_unreceived), (0, 2));
+        assert_eq!(zero.collectives_incomplete, 1);
+        assert_eq!(m.final_stats().unmatched, 3);
     }
 
     /// Until every member of the parent has entered the split, the new communicator's

@@ -4,6 +4,7 @@
 
 mod analyzer;
 pub mod engine;
+pub mod faults;
 pub mod matcher;
 pub mod model;
 mod pipeline;

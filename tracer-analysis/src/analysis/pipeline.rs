@@ -53,6 +53,7 @@ impl<M: PathModel> Pipeline<M> {
     pub fn flush(&mut self) -> &Analyzer<M> {
         let a = &mut self.analyzer;
         self.reorder.flush(|r| a.record(r));
+        a.settle_killed();
         &self.analyzer
     }
 }

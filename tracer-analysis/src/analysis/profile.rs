@@ -7,6 +7,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::engine::CriticalEnd;
+use super::faults::{killed_lines, Killed};
 use super::matcher::MatchStats;
 use super::sync::SyncStats;
 use super::workclock::ClockKind;
@@ -26,6 +27,9 @@ pub struct Profile {
     /// Shared-memory dependencies found, by kind.
     pub sync: SyncStats,
     pub events: EventTotals,
+    /// Processes a signal killed, in order of death (absent when none was).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub killed: Vec<Killed>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -148,6 +152,14 @@ impl Profile {
                 total: a.events,
                 lost,
             },
+            killed: a
+                .killed
+                .iter()
+                .map(|k| Killed {
+                    command: commands.get(&k.pid).cloned().unwrap_or_default(),
+                    ..k.clone()
+                })
+                .collect(),
         }
     }
 
@@ -186,6 +198,7 @@ impl Profile {
             }
         }
         let _ = writeln!(s, "{}", messages_line(&self.messages));
+        s.push_str(&killed_lines(&self.killed));
         let _ = writeln!(
             s,
             "events: {} analyzed, {} lost",

@@ -5,7 +5,7 @@ use std::mem::size_of;
 use tracer_common::{
     kind, record_size, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader,
     ExecRecord, ExitRecord, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
-    RecordKind, StatusArrayRecord, SwitchRecord, WakeRecord, UNSET, UNSET32,
+    ProcessEndRecord, RecordKind, StatusArrayRecord, SwitchRecord, WakeRecord, UNSET, UNSET32,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -39,6 +39,7 @@ pub enum Record {
     Fork(ForkRecord),
     Exec(Box<ExecRecord>),
     Exit(ExitRecord),
+    ProcessEnd(ProcessEndRecord),
 }
 
 // Keep the common records small (see `Record`): box a new long kind.
@@ -227,6 +228,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         RecordKind::Fork => Record::Fork(read(bytes)),
         RecordKind::Exec => Record::Exec(Box::new(read(bytes))),
         RecordKind::Exit => Record::Exit(read(bytes)),
+        RecordKind::ProcessEnd => Record::ProcessEnd(read(bytes)),
         // Ring-only forms: `unpair` expands them before anything decodes, and recordings
         // never hold them.
         RecordKind::CallPair
@@ -250,6 +252,7 @@ impl Record {
             Record::Fork(r) => &r.header,
             Record::Exec(r) => &r.header,
             Record::Exit(r) => &r.header,
+            Record::ProcessEnd(r) => &r.header,
         }
     }
 
@@ -272,6 +275,7 @@ impl Record {
             Record::Fork(r) => image(r),
             Record::Exec(r) => image(&**r),
             Record::Exit(r) => image(r),
+            Record::ProcessEnd(r) => image(r),
         }
     }
 }

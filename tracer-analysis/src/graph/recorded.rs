@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use tracer_common::EventHeader;
 
 use super::{ArcKind, ContextId, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
+use crate::analysis::faults::Killed;
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline};
@@ -315,6 +316,8 @@ pub struct RecordedGraph {
     /// Processes of the program (they call MPI/PVM or a selected procedure), sorted.
     pub participants: Vec<u32>,
     pub messages: MatchStats,
+    /// Processes a signal killed, in order of death, named.
+    pub killed: Vec<Killed>,
     /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
     /// when known (what a network cost table applies to).
     pub message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
@@ -419,6 +422,17 @@ impl RecordedGraphBuilder {
                 p.rank = Some(r);
             }
         }
+        let killed = a
+            .killed
+            .iter()
+            .map(|k| Killed {
+                command: processes
+                    .get(&k.pid)
+                    .map(|p| p.command.clone())
+                    .unwrap_or_default(),
+                ..k.clone()
+            })
+            .collect();
         let thread_pids = a.thread_pids().iter().map(|(&t, &p)| (t, p)).collect();
         let counted: std::collections::HashSet<u32> = a
             .engine
@@ -447,6 +461,7 @@ impl RecordedGraphBuilder {
             processes,
             participants,
             messages,
+            killed,
             message_arcs,
             milestones,
             vertex_clocks,

@@ -167,6 +167,7 @@ impl Report {
             whatif,
             phases,
             messages: rg.messages.clone(),
+            killed: rg.killed.clone(),
             metrics,
         };
         report.diagnosis = diagnose(&report, report.metrics.as_ref());

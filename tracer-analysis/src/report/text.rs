@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use super::build::{activity_start, pct};
 use super::types::*;
+use crate::analysis::faults::killed_lines;
 use crate::analysis::profile::messages_line;
 use crate::graph::path::{Activity, THREAD_START};
 
@@ -204,6 +205,7 @@ impl Report {
             }
         }
         let _ = writeln!(s, "\n{}", messages_line(&self.messages));
+        s.push_str(&killed_lines(&self.killed));
         s
     }
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::analysis::faults::Killed;
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::profile::CriticalPath;
 use crate::graph::path::{Activity, PathTotals};
@@ -53,6 +54,10 @@ pub struct Report {
     pub whatif: Option<WhatIf>,
     pub phases: Vec<PhaseRow>,
     pub messages: MatchStats,
+    /// Processes a signal killed, in order of death (absent when none was): the path
+    /// and figures above are those of what every process recorded until then.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub killed: Vec<Killed>,
     /// Metrics by level (docs/metrics.md), when computed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<Metrics>,

@@ -9,12 +9,17 @@ use crate::{
 };
 use aya_ebpf::{
     helpers::generated::bpf_send_signal,
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
+    helpers::{
+        bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_str_bytes,
+    },
     macros::{tracepoint, uretprobe},
     programs::{RetProbeContext, TracePointContext},
     EbpfContext,
 };
-use tracer_common::{kind, EventHeader, ExecRecord, ExitRecord, ForkRecord, ProbeFailure};
+use tracer_common::{
+    kind, EventHeader, ExecRecord, ExitRecord, ForkRecord, ProbeFailure, ProcessEndRecord,
+};
 
 const SIGSTOP: u32 = 19;
 
@@ -123,6 +128,15 @@ fn try_library_loaded(ctx: &RetProbeContext) -> Result<(), ()> {
     Ok(())
 }
 
+/// The current task's `exit_code`, at `offset` in `task_struct` (0: unknown, u32::MAX).
+fn exit_status(offset: u32) -> u32 {
+    if offset == 0 {
+        return u32::MAX;
+    }
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    unsafe { bpf_probe_read_kernel(task.add(offset as usize) as *const u32) }.unwrap_or(u32::MAX)
+}
+
 /// Stops the current process (SIGSTOP) for userspace, which lets it go on; a signal the
 /// kernel would not send is counted as `ProbeFailure::Signal`.
 fn stop_current_process() {
@@ -144,11 +158,24 @@ fn try_exit(ctx: &TracePointContext) -> Result<(), ()> {
     };
     let c = config().ok_or(())?;
     let group_dead: u8 = field(ctx, c.exit_group_dead).unwrap_or(0);
+    let exit = header(thread, kind::EXIT, 0, tgid, tid);
     emit(&ExitRecord {
-        header: header(thread, kind::EXIT, 0, tgid, tid),
+        header: exit,
         group_dead: group_dead as u32,
         _reserved: 0,
     });
+    if group_dead != 0 {
+        // How the process ended (an exit code or the signal that killed it): the kernel
+        // set the task's exit_code before this tracepoint.
+        emit(&ProcessEndRecord {
+            header: EventHeader {
+                kind: kind::PROCESS_END,
+                ..exit
+            },
+            status: exit_status(c.task_exit_code),
+            _reserved: 0,
+        });
+    }
     // The state lives on until the thread's last switch-out (`try_sched_switch`): after
     // this tracepoint the exiting thread still wakes its joiner (the kernel's futex wake
     // of `clear_child_tid`), and freeing the state here made that wakeup claim a fresh

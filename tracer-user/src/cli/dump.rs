@@ -97,6 +97,7 @@ pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
                     Record::Fork(f) => format!("child={}", f.child_tid),
                     Record::Exec(e) => records::exec_filename(e),
                     Record::Exit(e) => format!("group_dead={}", e.group_dead),
+                    Record::ProcessEnd(e) => format!("status={:#x}", e.status),
                 };
                 format!("{head} {body}")
             }

@@ -79,6 +79,8 @@ impl Probes {
         let kernel = btf::KernelBtf::from_sys_fs().ok();
         let offset = |name, path: &[&str]| kernel.as_ref().and_then(|b| b.offset_of(name, path));
         config.task_cpu_time = offset("task_struct", &["se", "sum_exec_runtime"]).unwrap_or(0);
+        // How a process ended (its PROCESS_END record).
+        config.task_exit_code = offset("task_struct", &["exit_code"]).unwrap_or(0);
         // The time the hypervisor stole from a CPU, which the kernel's count leaves out;
         // all three or none.
         if let (Some(task), Some(cfs_rq), Some(rq)) = (
