@@ -95,12 +95,16 @@ fn queries(dir: &Path, main_tid: u64) -> PathBuf {
         "stats": "SELECT name, idx, severity, source, value FROM stats \
                   WHERE value > 0 AND name NOT LIKE '%duration_ns'",
         // Each flow with its two slices, the slice its departure sits in, and for a
-        // wakeup the runnable state the scheduler events give its receiving thread
-        // with the sending thread as its waker, nearest to the departure.
+        // wakeup the sched_waking event by the sending thread of the receiving one,
+        // nearest to the departure. (Not Perfetto's thread_state: a waking that comes
+        // while the woken thread is still on its way to sleep, before its switch-out,
+        // leaves it Running there, with no waker.)
         "flows": "SELECT so.name AS out_name, si.name AS in_name, po.name AS out_parent, \
                   o.tid AS out_tid, i.tid AS in_tid, so.ts AS out_ts, si.ts AS in_ts, \
-                  (SELECT min(abs(ts.ts - so.ts)) FROM thread_state ts \
-                   WHERE ts.utid = i.utid AND ts.waker_utid = o.utid) AS waking_gap \
+                  (SELECT min(abs(e.ts - so.ts)) FROM ftrace_event e \
+                   JOIN thread w ON e.utid = w.utid \
+                   WHERE e.name = 'sched_waking' AND w.tid = o.tid \
+                   AND EXTRACT_ARG(e.arg_set_id, 'pid') = i.tid) AS waking_gap \
                   FROM flow f JOIN slice so ON f.slice_out = so.id \
                   JOIN slice si ON f.slice_in = si.id \
                   LEFT JOIN slice po ON so.parent_id = po.id \
