@@ -336,7 +336,8 @@ mod tests {
         assert_eq!(RecordKind::from_id(0), None);
         assert_eq!(RecordKind::from_id(16), None);
         assert_eq!(RecordKind::from_id(17), None);
-        assert_eq!(RecordKind::from_id(23), None);
+        assert_eq!(RecordKind::from_id(24), None);
+        assert_eq!(crate::record_size(kind::PROCESS_END), Some(40));
         assert_eq!(kind::FORK, 13);
         assert_eq!(RecordKind::Fork.name(), "fork");
         assert_eq!(crate::record_size(kind::EXEC), Some(168));
