@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     while let Ok(Some(item)) = reader.next_item() {
         items.push(item);
     }
-    let lost = reader.trailer.as_ref().map_or(0, |t| t.events_lost);
+    let lost = reader.totals().events_lost;
     for clock in [ClockKind::Cpu, ClockKind::Wall] {
         let mut pipeline = Pipeline::new(clock);
         let mut commands = HashMap::new();

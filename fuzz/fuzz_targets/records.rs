@@ -9,7 +9,7 @@ use tracer_analysis::format::records::{self, Record};
 fn look(r: &Record) {
     let h = r.header();
     let _ = records::kind_name(h.kind);
-    let (call, _) = calls::split_call_field(h.call);
+    let call = calls::split_call_field(h.call).id;
     let _ = calls::name(call);
     let _ = calls::spec(call);
     if let Record::Exec(e) = r {
