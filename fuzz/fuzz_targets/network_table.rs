@@ -23,6 +23,12 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let again = NetworkTable::parse(&table.to_csv()).expect("a table reads its own CSV");
-    assert_eq!(again.rows(Scope::Local).collect::<Vec<_>>(), table.rows(Scope::Local).collect::<Vec<_>>());
-    assert_eq!(again.rows(Scope::Remote).collect::<Vec<_>>(), table.rows(Scope::Remote).collect::<Vec<_>>());
+    assert_eq!(
+        again.rows(Scope::Local).collect::<Vec<_>>(),
+        table.rows(Scope::Local).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        again.rows(Scope::Remote).collect::<Vec<_>>(),
+        table.rows(Scope::Remote).collect::<Vec<_>>()
+    );
 });

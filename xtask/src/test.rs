@@ -78,8 +78,14 @@ fn checks() -> Result<()> {
         clippy.args(["--", "-D", "warnings"]),
         "clippy found problems (`cargo clippy --all-targets -- -D warnings` on the host crates, above); the lints are in Cargo.toml's [workspace.lints]",
     )?;
-    // The fuzz targets are a workspace of their own (cargo-fuzz): clippy above does not
-    // see them, and an API change would otherwise first break the fuzz step.
+    // The fuzz targets are a workspace of their own (cargo-fuzz): neither rustfmt nor
+    // clippy above sees them, and an API change would otherwise first break the fuzz step.
+    check(
+        Command::new("cargo")
+            .current_dir(root().join("fuzz"))
+            .args(["fmt", "--check"]),
+        "the fuzz targets' formatting differs from rustfmt's: run `cd fuzz && cargo fmt`",
+    )?;
     check(
         Command::new("cargo")
             .current_dir(root().join("fuzz"))
