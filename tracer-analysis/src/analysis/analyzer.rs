@@ -259,6 +259,13 @@ impl<M: PathModel> Analyzer<M> {
             // A new thread's first wakeup (its creation is the fork record); a switch-in
             // may not know its process yet.
             Record::WakeupNew(_) => return,
+            // How a process ended: it follows the EXIT of its last thread, and is no event
+            // of that thread (it would start a new path for the id).
+            Record::ProcessEnd(e) => {
+                self.deaths
+                    .extend(Death::from_status(h.tgid, h.ts_ns, e.status));
+                return;
+            }
             Record::SwitchIn(_) => {
                 if let Some(t) = self.threads.get_mut(&h.tid) {
                     let other = t
@@ -391,10 +398,6 @@ impl<M: PathModel> Analyzer<M> {
                 self.thread(&h).cloned = Some(f.child_tid);
                 let creator = self.engine.snapshot(h.tid);
                 self.sync.clone_thread(h.tgid, f.child_tid, creator);
-            }
-            Record::ProcessEnd(e) => {
-                self.deaths
-                    .extend(Death::from_status(h.tgid, h.ts_ns, e.status));
             }
             Record::Exit(_) => {
                 let last = self.engine.snapshot(h.tid);

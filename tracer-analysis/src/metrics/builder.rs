@@ -223,6 +223,11 @@ impl Accounts {
             }
             return;
         }
+        // How a process ended, after its last thread's EXIT: no event of that thread (it
+        // would count as a new thread reusing the id).
+        if let Record::ProcessEnd(_) = r {
+            return;
+        }
         let procedure = match r {
             Record::FuncEnter(_) | Record::FuncExit(_) => self.by_probe.get(&h.call).copied(),
             _ => None,
