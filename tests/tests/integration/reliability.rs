@@ -232,11 +232,9 @@ fn check_recording(rec: &std::path::Path, moment: Moment, what: &str) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // Events up to the kill are recovery::'s check: a recording may be up to a second
+    // behind (the flush interval), so a kill 0.8 s into the run may leave no event yet.
     match moment {
-        Moment::Tracing(ms) if ms >= 800 => {
-            let events = read_back_events(rec);
-            assert!(events > 0, "{what}no events in the steady state");
-        }
         Moment::Detaching(_) => {
             let t = read_recording(rec);
             assert_eq!(t.lost, 0, "{what}");
@@ -244,18 +242,6 @@ fn check_recording(rec: &std::path::Path, moment: Moment, what: &str) {
         }
         _ => {}
     }
-}
-
-/// How many records a recording holds, cut short or not.
-fn read_back_events(rec: &std::path::Path) -> u64 {
-    let mut r = tracer_analysis::format::recording::RecordingReader::open(rec).unwrap();
-    let mut n = 0;
-    while let Some(item) = r.next_item().unwrap() {
-        if matches!(item, tracer_analysis::format::recording::Item::Record(_)) {
-            n += 1;
-        }
-    }
-    n
 }
 
 /// Polls `check` every 50 ms until it holds or `limit` passes (then its last complaint).
