@@ -32,7 +32,8 @@ pub struct RecordArgs {
     libs: Vec<PathBuf>,
     /// Also probe the pthread mutex, rwlock, spinlock, condition variable and barrier calls
     /// of the C library, in the traced processes only, so that lock hand-offs without
-    /// contention are seen (every such call then costs about 3 us; docs/benchmarks.md).
+    /// contention are seen (every such call then costs about 21 us: 42 us per lock/unlock
+    /// pair measured; docs/benchmarks.md).
     #[arg(long)]
     locks: bool,
     /// Ring buffer size in MiB (a power of two); the per-CPU slots get as much, shared out
