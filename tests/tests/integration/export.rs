@@ -209,7 +209,7 @@ pub(crate) fn perfetto_ui_queries(
 /// sending thread) to the slice it ends in: Perfetto draws a JSON flow from the earlier
 /// of its two slices, so one bound to a receive that began before its send would be
 /// drawn from the receive.
-fn check_chrome_in_perfetto(json: &std::path::Path, screenshot: &str) {
+pub(crate) fn check_chrome_in_perfetto(json: &std::path::Path, screenshot: &str) {
     let v: Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     let events = v["traceEvents"].as_array().unwrap();
     let of = |ph: &'static str| events.iter().filter(move |e| e["ph"] == ph);
@@ -326,15 +326,15 @@ fn corrupt_recording_is_one_line_and_no_output() {
 }
 
 /// A recording made in a directory of its own, and the report on it.
-struct Recorded {
+pub(crate) struct Recorded {
     dir: std::path::PathBuf,
     trace: std::path::PathBuf,
-    report: Value,
+    pub(crate) report: Value,
 }
 
 impl Recorded {
     /// Records `command` with `funcs` selected, and runs `tracer report --json` on it.
-    fn new(tag: &str, funcs: &[&str], command: &[String]) -> Self {
+    pub(crate) fn new(tag: &str, funcs: &[&str], command: &[String]) -> Self {
         let dir = std::env::temp_dir().join(format!("tracer-export-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let trace = dir.join(format!("{tag}.trace"));
@@ -362,7 +362,7 @@ impl Recorded {
     }
 
     /// `tracer export --format FORMAT` into the recording's directory.
-    fn export(&self, format: &str, file: &str) -> std::path::PathBuf {
+    pub(crate) fn export(&self, format: &str, file: &str) -> std::path::PathBuf {
         let out = self.dir.join(file);
         run(&[
             "export".as_ref(),
@@ -470,7 +470,7 @@ fn pprof_top(profile: &std::path::Path, sample_index: &str, filters: &[&str]) ->
 /// pprof reads our profile back with the report's figures exactly: the critical path
 /// (flat = exclusive, cum = inclusive per procedure), all work, each procedure's
 /// zeroing gain, and the critical path of every rank through the `rank` label.
-fn check_pprof(r: &Recorded) {
+pub(crate) fn check_pprof(r: &Recorded) {
     let profile = r.export("pprof", "profile.pb.gz");
     let cp = pprof_top(&profile, "critical_path", &[]);
     assert_eq!(cp.total_ns, r.length_ns());
@@ -523,7 +523,7 @@ fn check_pprof(r: &Recorded) {
 /// The folded stacks: one line per stack, weights adding up to the critical path, each
 /// procedure's inclusive share (every line it is on) the report's, and `nested` (a
 /// caller;callee pair) drawn as a stack.
-fn check_folded(r: &Recorded, nested: &str) {
+pub(crate) fn check_folded(r: &Recorded, nested: &str) {
     let folded = std::fs::read_to_string(r.export("folded", "path.folded")).unwrap();
     let lines: Vec<(Vec<&str>, u64)> = folded
         .lines()
@@ -556,7 +556,7 @@ fn check_folded(r: &Recorded, nested: &str) {
 
 /// Reads an SVG flame graph with python3's XML parser: it must parse, and the titles of
 /// its frames must carry the total and the procedures' critical path times.
-fn check_svg(r: &Recorded, screenshot_name: &str) {
+pub(crate) fn check_svg(r: &Recorded, screenshot_name: &str) {
     let svg = r.export("svg", "path.svg");
     screenshot(&svg, screenshot_name);
     let script = "import sys, xml.etree.ElementTree as ET\n\
@@ -636,7 +636,7 @@ fn literal_nodes(nodes: &[Value]) -> usize {
 /// and procedure has the report's critical path time and work, each procedure's nodes
 /// its zeroing gain; the nodes with time on the path are the folded stacks, with their
 /// weights. A missing Hatchet (`cargo xtask setup`) fails the test.
-fn check_hatchet(r: &Recorded) {
+pub(crate) fn check_hatchet(r: &Recorded) {
     let file = r.export("hatchet", "tree.json");
     let ours: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     let out = Command::new(tracer_tests::python())

@@ -26,17 +26,17 @@ fn run(args: &[&OsStr]) -> Vec<u8> {
 }
 
 /// A recording, its OTF2 archive, and our own figures of it.
-struct Exported {
+pub(crate) struct Exported {
     dir: PathBuf,
     archive: PathBuf,
-    analyze: Value,
-    report: Value,
+    pub(crate) analyze: Value,
+    pub(crate) report: Value,
     /// Chrome export slices (calls, procedures, futex waits) per thread.
     chrome_slices: HashMap<u64, u64>,
 }
 
 impl Exported {
-    fn new(tag: &str, funcs: &[&str], command: &[String]) -> Self {
+    pub(crate) fn new(tag: &str, funcs: &[&str], command: &[String]) -> Self {
         let dir = std::env::temp_dir().join(format!("tracer-otf2-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let trace = dir.join("run.trace");
@@ -117,7 +117,7 @@ impl Exported {
     }
 
     /// `otf2-print`'s event lines: count per (event type, location).
-    fn otf2_print(&self) -> BTreeMap<(String, u64), u64> {
+    pub(crate) fn otf2_print(&self) -> BTreeMap<(String, u64), u64> {
         let out = Command::new("otf2-print")
             .arg(self.anchor())
             .output()
@@ -144,7 +144,7 @@ impl Exported {
     }
 
     /// What the `otf2` Python module reads (tests/readers/otf2_summary.py).
-    fn python(&self) -> Value {
+    pub(crate) fn python(&self) -> Value {
         let out = Command::new("/usr/bin/python3")
             .arg(tracer_tests::root().join("tests/readers/otf2_summary.py"))
             .arg(self.anchor())
@@ -162,7 +162,7 @@ impl Exported {
     /// Leaves pair up by region and equal the Chrome export's slices of that thread;
     /// events are in time order; the clock is in ns; the critical-path metric of every
     /// thread ends at the report's figure for it, and they add up to the path.
-    fn check_common(&self, otf2_print: &BTreeMap<(String, u64), u64>, v: &Value) {
+    pub(crate) fn check_common(&self, otf2_print: &BTreeMap<(String, u64), u64>, v: &Value) {
         assert_eq!(v["clock"]["resolution"], 1_000_000_000u64);
         assert_eq!(v["out_of_order"], 0);
         assert_eq!(v["metrics"], serde_json::json!(["critical path"]));
@@ -229,7 +229,7 @@ impl Drop for Exported {
 }
 
 /// Sum of one event type over all locations.
-fn total(v: &Value, kind: &str) -> u64 {
+pub(crate) fn total(v: &Value, kind: &str) -> u64 {
     v["locations"]
         .as_object()
         .unwrap()

@@ -10,6 +10,7 @@ mod export;
 mod export_otf2;
 mod export_parquet;
 mod export_perfetto;
+mod export_pvm;
 mod faults;
 mod lifecycle;
 mod locks;
