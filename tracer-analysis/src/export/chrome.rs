@@ -94,23 +94,25 @@ impl ChromeExport {
         ))?;
         let thread = format!("critical path ({} clock)", ClockKind::name(self.plan.clock));
         out.event(&Event::meta("thread_name", p, p, json!({ "name": thread })))?;
-        let base_ns = self.plan.base_ns;
         for s in &self.plan.critical {
-            let args = json!({
-                "pid": s.pid,
-                "tid": s.tid,
-                "work_ms": s.work_ns as f64 / 1e6,
-                "work_ns": s.work_ns,
-            });
-            out.event(&Event::slice(
-                &s.procedure,
-                "critical_path",
-                p,
-                p,
-                us(s.start_ns, base_ns),
-                us(s.end_ns, s.start_ns),
-                Some(args),
-            ))?;
+            out.open();
+            let b = &mut out.buf;
+            b.extend_from_slice(b"{\"ph\":\"X\"");
+            common_fields(b, &s.procedure, "critical_path", p, p);
+            b.extend_from_slice(b",\"ts\":");
+            put_decimal(b, s.start_ns as i128 - out.base_ns as i128, 3);
+            b.extend_from_slice(b",\"dur\":");
+            put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
+            b.extend_from_slice(b",\"args\":{\"pid\":");
+            put_int(b, s.pid);
+            b.extend_from_slice(b",\"tid\":");
+            put_int(b, s.tid);
+            b.extend_from_slice(b",\"work_ms\":");
+            put_decimal(b, s.work_ns as i128, 6);
+            b.extend_from_slice(b",\"work_ns\":");
+            put_int(b, s.work_ns);
+            b.extend_from_slice(b"}}");
+            out.spill()?;
             stats.critical_slices += 1;
             stats.critical_path_ns += s.work_ns;
         }
@@ -157,11 +159,6 @@ impl ChromeExport {
     }
 }
 
-/// Microseconds from `base_ns` to `ts_ns` (negative for a record older than the base).
-fn us(ts_ns: u64, base_ns: u64) -> f64 {
-    (ts_ns as i128 - base_ns as i128) as f64 / 1000.0
-}
-
 impl<W: Write> TimelineSink for EventWriter<W> {
     fn slice(&mut self, s: &Slice) -> io::Result<()> {
         self.open();
@@ -169,9 +166,9 @@ impl<W: Write> TimelineSink for EventWriter<W> {
         b.extend_from_slice(b"{\"ph\":\"X\"");
         common_fields(b, s.name, s.cat, s.pid, s.tid);
         b.extend_from_slice(b",\"ts\":");
-        put_us(b, s.start_ns as i128 - self.base_ns as i128);
+        put_decimal(b, s.start_ns as i128 - self.base_ns as i128, 3);
         b.extend_from_slice(b",\"dur\":");
-        put_us(b, s.end_ns as i128 - s.start_ns as i128);
+        put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
         if let Some(args) = s.args.filter(|a| !a.is_empty()) {
             put_args(b, args);
         }
@@ -187,9 +184,9 @@ impl<W: Write> TimelineSink for EventWriter<W> {
         b.extend_from_slice(b"{\"ph\":\"X\"");
         common_fields(b, s.name, s.cat, s.pid, s.tid);
         b.extend_from_slice(b",\"ts\":");
-        put_us(b, s.start_ns as i128 - self.base_ns as i128);
+        put_decimal(b, s.start_ns as i128 - self.base_ns as i128, 3);
         b.extend_from_slice(b",\"dur\":");
-        put_us(b, s.end_ns as i128 - s.start_ns as i128);
+        put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
         b.extend_from_slice(b",\"args\":{\"flows\":[");
         for (i, e) in s.ends.iter().enumerate() {
             if i > 0 {
@@ -208,7 +205,7 @@ impl<W: Write> TimelineSink for EventWriter<W> {
             });
             common_fields(b, e.name, e.cat(), e.pid, s.tid);
             b.extend_from_slice(b",\"ts\":");
-            put_us(b, s.flows_at_ns as i128 - self.base_ns as i128);
+            put_decimal(b, s.flows_at_ns as i128 - self.base_ns as i128, 3);
             b.extend_from_slice(b",\"id\":");
             put_int(b, e.id);
             if !e.start {
@@ -264,89 +261,52 @@ fn put_str(b: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// `ns` nanoseconds as microseconds, in decimal and exact ("12.345", "-0.5", "3.0"):
-/// the JSON number whose value is `ns as f64 / 1000.0` (both are the double nearest to
-/// ns / 1000 while |ns| < 2^53, 104 days), which serde_json formatted more slowly.
-fn put_us(b: &mut Vec<u8>, ns: i128) {
-    if ns < 0 {
+/// `units / 10^digits` in decimal and exact: nanoseconds as microseconds (3 digits:
+/// "12.345", "-0.5", "3.0") or milliseconds (6). That is the JSON number whose value
+/// is `units as f64 / 10^digits`, which serde_json formatted more slowly: both are the
+/// double nearest to the exact quotient while |units| < 2^53 (104 days of ns).
+fn put_decimal(b: &mut Vec<u8>, units: i128, digits: u32) {
+    if units < 0 {
         b.push(b'-');
     }
-    let ns = ns.unsigned_abs();
-    put_int(b, ns / 1000);
-    let frac = (ns % 1000) as u16;
-    let digits = [
-        b'.',
-        b'0' + (frac / 100) as u8,
-        b'0' + (frac / 10 % 10) as u8,
-        b'0' + (frac % 10) as u8,
-    ];
-    // Trailing zeros left out, one digit kept.
-    let len = match frac {
-        _ if frac % 100 == 0 => 2,
-        _ if frac % 10 == 0 => 3,
-        _ => 4,
-    };
-    b.extend_from_slice(&digits[..len]);
+    let scale = 10u128.pow(digits);
+    let units = units.unsigned_abs();
+    put_int(b, units / scale);
+    b.push(b'.');
+    // The fraction's digits, trailing zeros left out (one digit kept).
+    let mut frac = units % scale;
+    let mut len = digits;
+    while len > 1 && frac % 10 == 0 {
+        frac /= 10;
+        len -= 1;
+    }
+    let mut text = itoa::Buffer::new();
+    let text = text.format(frac);
+    b.extend(std::iter::repeat_n(b'0', len as usize - text.len()));
+    b.extend_from_slice(text.as_bytes());
 }
 
-/// One trace event; fields a phase does not use are left out.
+/// A metadata ("M") event: process and thread names and order (the timeline's other
+/// events are formatted by hand, in the same field order).
 #[derive(Serialize)]
 struct Event<'a> {
     ph: &'static str,
     name: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    cat: &'static str,
     pid: u32,
     tid: u32,
     ts: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dur: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    bp: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    args: Option<Value>,
+    args: Value,
 }
 
 impl<'a> Event<'a> {
-    /// A complete ("X") slice.
-    fn slice(
-        name: &'a str,
-        cat: &'static str,
-        pid: u32,
-        tid: u32,
-        ts: f64,
-        dur: f64,
-        args: Option<Value>,
-    ) -> Self {
-        Event {
-            ph: "X",
-            name,
-            cat,
-            pid,
-            tid,
-            ts,
-            dur: Some(dur),
-            id: None,
-            bp: None,
-            args,
-        }
-    }
-
-    /// A metadata ("M") event: process and thread names and order.
     fn meta(name: &'a str, pid: u32, tid: u32, args: Value) -> Self {
         Event {
             ph: "M",
             name,
-            cat: "",
             pid,
             tid,
             ts: 0.0,
-            dur: None,
-            id: None,
-            bp: None,
-            args: Some(args),
+            args,
         }
     }
 }

@@ -223,28 +223,35 @@ impl TimelinePlan {
         // The same reorder window as the analysis: the records reach the timeline in the
         // order the graph's vertices were made.
         let mut reorder = ReorderBuffer::new(REORDER_WINDOW_NS);
-        let mut ready: Vec<Record> = Vec::new();
+        // Records go to the timeline straight from the buffer (a copy of each showed in
+        // the profile); after a write error the rest of them are skipped.
         for item in items {
             let item = item?;
             summary.item(&item);
             match item {
                 Item::Record(r) => {
                     reorder.push(&r);
-                    reorder.ready(|r| ready.push(r.clone()));
+                    let mut written = Ok(());
+                    reorder.ready(|r| {
+                        if written.is_ok() {
+                            written = timeline.record(r, sink, stats);
+                        }
+                    });
+                    written?;
                 }
                 Item::Probe(p) => {
                     timeline.probe_names.insert(p.id, p.symbol);
                 }
                 Item::Process(_) => {}
             }
-            for r in ready.drain(..) {
-                timeline.record(&r, sink, stats)?;
+        }
+        let mut written = Ok(());
+        reorder.flush(|r| {
+            if written.is_ok() {
+                written = timeline.record(r, sink, stats);
             }
-        }
-        reorder.flush(|r| ready.push(r.clone()));
-        for r in ready.drain(..) {
-            timeline.record(&r, sink, stats)?;
-        }
+        });
+        written?;
         timeline.finish(sink, stats)?;
         Ok(Streamed {
             summary: summary.finish(0),
