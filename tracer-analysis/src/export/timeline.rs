@@ -8,7 +8,7 @@
 //! mapping.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::path::Path;
 
@@ -26,7 +26,7 @@ use crate::format::summary::{Summary, SummaryBuilder};
 use crate::graph::cpm::Schedule;
 use crate::graph::path::arc_procedure;
 use crate::graph::recorded::RecordedGraph;
-use crate::graph::{ArcId, ArcKind, Vertex};
+use crate::graph::{ArcKind, Vertex};
 
 /// Pseudo process (and thread) of the critical path track: above the largest pid_max
 /// Linux allows (2^22), so no traced process has it.
@@ -157,7 +157,11 @@ impl TimelinePlan {
                 }
             })
             .collect();
-        let on_path: HashSet<ArcId> = path.into_iter().collect();
+        // A flag per arc, not a hash set: a long path has hundreds of thousands of arcs.
+        let mut on_path = vec![false; g.arcs.len()];
+        for &id in &path {
+            on_path[id as usize] = true;
+        }
         let mut endpoints: HashMap<u32, VecDeque<Endpoint>> = HashMap::new();
         let mut flows = 0;
         for (i, a) in g.arcs.iter().enumerate() {
@@ -175,7 +179,7 @@ impl TimelinePlan {
                 start: true,
                 span_ns: to.ts_ns.saturating_sub(from.ts_ns),
                 name: dependency_name(to),
-                critical: on_path.contains(&(i as ArcId)),
+                critical: on_path[i],
             };
             endpoints.entry(from.tid).or_default().push_back(end);
             endpoints.entry(to.tid).or_default().push_back(Endpoint {
