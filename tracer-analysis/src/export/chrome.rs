@@ -276,7 +276,7 @@ fn put_decimal(b: &mut Vec<u8>, units: i128, digits: u32) {
     // The fraction's digits, trailing zeros left out (one digit kept).
     let mut frac = units % scale;
     let mut len = digits;
-    while len > 1 && frac % 10 == 0 {
+    while len > 1 && frac.is_multiple_of(10) {
         frac /= 10;
         len -= 1;
     }

@@ -677,9 +677,9 @@ fn ftrace<W: Write>(out: &mut Packets<W>, cpu: u32, event: FtraceEvent) -> io::R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prost::Message;
     use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
     use crate::graph::recorded::RecordedGraph;
+    use prost::Message;
 
     /// A thread started and joined through a futex wakeup: the trace decodes, every
     /// slice begins and ends on a described thread track, each flow leaves from a
