@@ -4,6 +4,11 @@
 //! processes and threads. docs/chrome-export.md describes the mapping.
 //!
 //! Times are microseconds since the first analysed record, as the format wants.
+//!
+//! The timeline's events (millions in a big recording) are formatted by hand into one
+//! buffer written in large chunks: through serde_json, one small write per token and a
+//! JSON map per call's arguments took most of the export's time. The few others (names,
+//! the critical path) go through serde_json.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -12,7 +17,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::timeline::{FlowSlice, Slice, TimelinePlan, TimelineSink};
+use super::timeline::{FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink};
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
 use crate::format::recording::{Item, RecordingError};
@@ -89,23 +94,25 @@ impl ChromeExport {
         ))?;
         let thread = format!("critical path ({} clock)", ClockKind::name(self.plan.clock));
         out.event(&Event::meta("thread_name", p, p, json!({ "name": thread })))?;
-        let base_ns = self.plan.base_ns;
         for s in &self.plan.critical {
-            let args = json!({
-                "pid": s.pid,
-                "tid": s.tid,
-                "work_ms": s.work_ns as f64 / 1e6,
-                "work_ns": s.work_ns,
-            });
-            out.event(&Event::slice(
-                &s.procedure,
-                "critical_path",
-                p,
-                p,
-                us(s.start_ns, base_ns),
-                us(s.end_ns, s.start_ns),
-                Some(args),
-            ))?;
+            out.open();
+            let b = &mut out.buf;
+            b.extend_from_slice(b"{\"ph\":\"X\"");
+            common_fields(b, &s.procedure, "critical_path", p, p);
+            b.extend_from_slice(b",\"ts\":");
+            put_decimal(b, s.start_ns as i128 - out.base_ns as i128, 3);
+            b.extend_from_slice(b",\"dur\":");
+            put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
+            b.extend_from_slice(b",\"args\":{\"pid\":");
+            put_int(b, s.pid);
+            b.extend_from_slice(b",\"tid\":");
+            put_int(b, s.tid);
+            b.extend_from_slice(b",\"work_ms\":");
+            put_decimal(b, s.work_ns as i128, 6);
+            b.extend_from_slice(b",\"work_ns\":");
+            put_int(b, s.work_ns);
+            b.extend_from_slice(b"}}");
+            out.spill()?;
             stats.critical_slices += 1;
             stats.critical_path_ns += s.work_ns;
         }
@@ -152,148 +159,210 @@ impl ChromeExport {
     }
 }
 
-/// Microseconds from `base_ns` to `ts_ns` (negative for a record older than the base).
-fn us(ts_ns: u64, base_ns: u64) -> f64 {
-    (ts_ns as i128 - base_ns as i128) as f64 / 1000.0
-}
-
 impl<W: Write> TimelineSink for EventWriter<W> {
     fn slice(&mut self, s: &Slice) -> io::Result<()> {
-        self.event(&Event::slice(
-            s.name,
-            s.cat,
-            s.pid,
-            s.tid,
-            us(s.start_ns, self.base_ns),
-            us(s.end_ns, s.start_ns),
-            s.args.cloned(),
-        ))
+        self.open();
+        let b = &mut self.buf;
+        b.extend_from_slice(b"{\"ph\":\"X\"");
+        common_fields(b, s.name, s.cat, s.pid, s.tid);
+        b.extend_from_slice(b",\"ts\":");
+        put_decimal(b, s.start_ns as i128 - self.base_ns as i128, 3);
+        b.extend_from_slice(b",\"dur\":");
+        put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
+        if let Some(args) = s.args.filter(|a| !a.is_empty()) {
+            put_args(b, args);
+        }
+        b.push(b'}');
+        self.spill()
     }
 
     /// The flow slice, listing its flows, and the flow events inside it ("s" binds to
     /// the enclosing slice; "f" with `bp: e` too).
     fn flow_slice(&mut self, s: &FlowSlice) -> io::Result<()> {
-        let ids: Vec<u64> = s.ends.iter().map(|e| e.id).collect();
-        self.event(&Event::slice(
-            s.name,
-            s.cat,
-            s.pid,
-            s.tid,
-            us(s.start_ns, self.base_ns),
-            us(s.end_ns, s.start_ns),
-            Some(json!({ "flows": ids })),
-        ))?;
-        for e in s.ends {
-            self.event(&Event {
-                ph: if e.start { "s" } else { "f" },
-                name: e.name,
-                cat: e.cat(),
-                pid: e.pid,
-                tid: s.tid,
-                ts: us(s.flows_at_ns, self.base_ns),
-                dur: None,
-                id: Some(e.id),
-                bp: (!e.start).then_some("e"),
-                args: None,
-            })?;
+        self.open();
+        let b = &mut self.buf;
+        b.extend_from_slice(b"{\"ph\":\"X\"");
+        common_fields(b, s.name, s.cat, s.pid, s.tid);
+        b.extend_from_slice(b",\"ts\":");
+        put_decimal(b, s.start_ns as i128 - self.base_ns as i128, 3);
+        b.extend_from_slice(b",\"dur\":");
+        put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
+        b.extend_from_slice(b",\"args\":{\"flows\":[");
+        for (i, e) in s.ends.iter().enumerate() {
+            if i > 0 {
+                b.push(b',');
+            }
+            put_int(b, e.id);
         }
-        Ok(())
+        b.extend_from_slice(b"]}}");
+        for e in s.ends {
+            self.open();
+            let b = &mut self.buf;
+            b.extend_from_slice(if e.start {
+                b"{\"ph\":\"s\""
+            } else {
+                b"{\"ph\":\"f\""
+            });
+            common_fields(b, e.name, e.cat(), e.pid, s.tid);
+            b.extend_from_slice(b",\"ts\":");
+            put_decimal(b, s.flows_at_ns as i128 - self.base_ns as i128, 3);
+            b.extend_from_slice(b",\"id\":");
+            put_int(b, e.id);
+            if !e.start {
+                b.extend_from_slice(b",\"bp\":\"e\"");
+            }
+            b.push(b'}');
+        }
+        self.spill()
     }
 }
 
-/// One trace event; fields a phase does not use are left out.
+/// An event's name, category (left out when empty, as [`Event`] does), pid and tid.
+fn common_fields(b: &mut Vec<u8>, name: &str, cat: &str, pid: u32, tid: u32) {
+    b.extend_from_slice(b",\"name\":");
+    put_str(b, name);
+    if !cat.is_empty() {
+        b.extend_from_slice(b",\"cat\":");
+        put_str(b, cat);
+    }
+    b.extend_from_slice(b",\"pid\":");
+    put_int(b, pid);
+    b.extend_from_slice(b",\"tid\":");
+    put_int(b, tid);
+}
+
+/// `,"args":{...}`: a slice's named integers.
+fn put_args(b: &mut Vec<u8>, args: &IntArgs) {
+    b.extend_from_slice(b",\"args\":{");
+    for (i, (name, value)) in args.iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        put_str(b, name);
+        b.push(b':');
+        put_int(b, value);
+    }
+    b.push(b'}');
+}
+
+fn put_int(b: &mut Vec<u8>, v: impl itoa::Integer) {
+    b.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// A JSON string: as it is when nothing in it needs escaping (every name the timeline
+/// makes), else through serde_json.
+fn put_str(b: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\') {
+        b.push(b'"');
+        b.extend_from_slice(s.as_bytes());
+        b.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *b, s).expect("a string is valid JSON");
+    }
+}
+
+/// `units / 10^digits` in decimal and exact: nanoseconds as microseconds (3 digits:
+/// "12.345", "-0.5", "3.0") or milliseconds (6). That is the JSON number whose value
+/// is `units as f64 / 10^digits`, which serde_json formatted more slowly: both are the
+/// double nearest to the exact quotient while |units| < 2^53 (104 days of ns).
+fn put_decimal(b: &mut Vec<u8>, units: i128, digits: u32) {
+    if units < 0 {
+        b.push(b'-');
+    }
+    let scale = 10u128.pow(digits);
+    let units = units.unsigned_abs();
+    put_int(b, units / scale);
+    b.push(b'.');
+    // The fraction's digits, trailing zeros left out (one digit kept).
+    let mut frac = units % scale;
+    let mut len = digits;
+    while len > 1 && frac.is_multiple_of(10) {
+        frac /= 10;
+        len -= 1;
+    }
+    let mut text = itoa::Buffer::new();
+    let text = text.format(frac);
+    b.extend(std::iter::repeat_n(b'0', len as usize - text.len()));
+    b.extend_from_slice(text.as_bytes());
+}
+
+/// A metadata ("M") event: process and thread names and order (the timeline's other
+/// events are formatted by hand, in the same field order).
 #[derive(Serialize)]
 struct Event<'a> {
     ph: &'static str,
     name: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    cat: &'static str,
     pid: u32,
     tid: u32,
     ts: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dur: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    bp: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    args: Option<Value>,
+    args: Value,
 }
 
 impl<'a> Event<'a> {
-    /// A complete ("X") slice.
-    fn slice(
-        name: &'a str,
-        cat: &'static str,
-        pid: u32,
-        tid: u32,
-        ts: f64,
-        dur: f64,
-        args: Option<Value>,
-    ) -> Self {
-        Event {
-            ph: "X",
-            name,
-            cat,
-            pid,
-            tid,
-            ts,
-            dur: Some(dur),
-            id: None,
-            bp: None,
-            args,
-        }
-    }
-
-    /// A metadata ("M") event: process and thread names and order.
     fn meta(name: &'a str, pid: u32, tid: u32, args: Value) -> Self {
         Event {
             ph: "M",
             name,
-            cat: "",
             pid,
             tid,
             ts: 0.0,
-            dur: None,
-            id: None,
-            bp: None,
-            args: Some(args),
+            args,
         }
     }
 }
 
-/// Writes the JSON object event by event; times relative to `base_ns`.
+/// Writes the JSON object event by event into `buf`, and `buf` to `out` in chunks of
+/// [`CHUNK`] bytes; times relative to `base_ns`.
 struct EventWriter<W: Write> {
     out: W,
+    buf: Vec<u8>,
     first: bool,
     base_ns: u64,
 }
 
+/// Bytes gathered before a write.
+const CHUNK: usize = 1 << 20;
+
 impl<W: Write> EventWriter<W> {
-    fn begin(mut out: W, base_ns: u64) -> io::Result<Self> {
-        out.write_all(b"{\"traceEvents\":[\n")?;
+    fn begin(out: W, base_ns: u64) -> io::Result<Self> {
+        let mut buf = Vec::with_capacity(CHUNK + 4096);
+        buf.extend_from_slice(b"{\"traceEvents\":[\n");
         Ok(EventWriter {
             out,
+            buf,
             first: true,
             base_ns,
         })
     }
 
-    fn event(&mut self, e: &Event) -> io::Result<()> {
-        if !self.first {
-            self.out.write_all(b",\n")?;
+    /// Starts an event: the separator after the previous one.
+    fn open(&mut self) {
+        if !std::mem::take(&mut self.first) {
+            self.buf.extend_from_slice(b",\n");
         }
-        self.first = false;
-        serde_json::to_writer(&mut self.out, e)?;
+    }
+
+    /// Writes the buffer once it holds a chunk.
+    fn spill(&mut self) -> io::Result<()> {
+        if self.buf.len() >= CHUNK {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
         Ok(())
     }
 
+    fn event(&mut self, e: &Event) -> io::Result<()> {
+        self.open();
+        serde_json::to_writer(&mut self.buf, e)?;
+        self.spill()
+    }
+
     fn finish(mut self, other: &Value) -> io::Result<W> {
-        self.out
-            .write_all(b"\n],\"displayTimeUnit\":\"ms\",\"otherData\":")?;
-        serde_json::to_writer(&mut self.out, other)?;
-        self.out.write_all(b"}\n")?;
+        self.buf
+            .extend_from_slice(b"\n],\"displayTimeUnit\":\"ms\",\"otherData\":");
+        serde_json::to_writer(&mut self.buf, other)?;
+        self.buf.extend_from_slice(b"}\n");
+        self.out.write_all(&self.buf)?;
         self.out.flush()?;
         Ok(self.out)
     }

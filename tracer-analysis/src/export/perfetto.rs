@@ -14,11 +14,9 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{self, Write};
 
-use prost::Message;
 use serde::Serialize;
-use serde_json::Value;
 
-use super::timeline::{thread_name, FlowSlice, Slice, TimelinePlan, TimelineSink};
+use super::timeline::{thread_name, FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink};
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
 use crate::format::recording::{Item, RecordingError};
@@ -31,7 +29,9 @@ pub use super::timeline::{ExportStats, CRITICAL_PID};
 /// ftrace/ftrace_event.proto, ftrace/ftrace_event_bundle.proto, ftrace/sched.proto of
 /// google/perfetto); fields it never sets are left out.
 pub(crate) mod proto {
-    /// `Trace`: the file is its packets, each as field 1.
+    /// `Trace`: the file is its packets, each as field 1 (the tests decode it; the
+    /// export encodes packet by packet).
+    #[cfg(test)]
     #[derive(Clone, PartialEq, prost::Message)]
     pub(crate) struct Trace {
         #[prost(message, repeated, tag = "1")]
@@ -235,8 +235,11 @@ pub fn write_perfetto<W: Write>(
     out: W,
 ) -> Result<(PerfettoStats, W), ExportError> {
     let mut w = PacketWriter {
-        out,
-        first: true,
+        out: Packets {
+            out,
+            buf: Vec::with_capacity(CHUNK + 4096),
+            first: true,
+        },
         tracks: BTreeSet::new(),
         sched: SchedState::default(),
         stats: PerfettoStats::default(),
@@ -260,11 +263,11 @@ pub fn write_perfetto<W: Write>(
     let mut timeline = ExportStats::default();
     let p = CRITICAL_PID;
     for s in &plan.critical {
-        let args = serde_json::json!({
-            "pid": s.pid,
-            "tid": s.tid,
-            "work_ns": s.work_ns,
-        });
+        let args = IntArgs::new([
+            ("pid", s.pid as i64),
+            ("tid", s.tid as i64),
+            ("work_ns", s.work_ns as i64),
+        ]);
         w.slice(&Slice {
             pid: p,
             tid: p,
@@ -278,7 +281,7 @@ pub fn write_perfetto<W: Write>(
         timeline.critical_path_ns += s.work_ns;
     }
     let streamed = plan.stream(items, &mut w, &mut timeline)?;
-    w.sched.flush(&mut w.out, &mut w.first, &mut w.stats)?;
+    w.sched.flush(&mut w.out, &mut w.stats)?;
 
     // Tracks: named processes, their threads, the counters.
     let mut pids: BTreeSet<u32> = BTreeSet::new();
@@ -329,34 +332,55 @@ pub fn write_perfetto<W: Write>(
     let traced: HashSet<u32> = threads.iter().map(|t| t.1).collect();
     w.stats.sched_only_threads = w.sched.tids.iter().filter(|t| !traced.contains(t)).count();
     w.stats.timeline = timeline;
-    w.out.flush()?;
-    Ok((w.stats, w.out))
+    Ok((w.stats, w.out.finish()?))
 }
 
-/// Writes packets one by one, each as field 1 of `Trace`.
-struct PacketWriter<W: Write> {
+/// Bytes of packets gathered before a write.
+const CHUNK: usize = 1 << 20;
+
+/// Writes packets one by one, each as field 1 of `Trace`, encoded into one buffer that
+/// goes out in chunks (a big recording makes millions of packets).
+struct Packets<W: Write> {
     out: W,
+    buf: Vec<u8>,
     /// No packet written yet: the next one opens the sequence.
     first: bool,
+}
+
+impl<W: Write> Packets<W> {
+    fn packet(&mut self, mut p: TracePacket) -> io::Result<()> {
+        p.trusted_packet_sequence_id = Some(SEQUENCE);
+        if std::mem::take(&mut self.first) {
+            p.sequence_flags = Some(1);
+        }
+        // What `Trace { packet: vec![p] }.encode` writes.
+        prost::encoding::message::encode(1, &p, &mut self.buf);
+        if self.buf.len() >= CHUNK {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> io::Result<W> {
+        self.out.write_all(&self.buf)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// The timeline's packets, and the scheduler's.
+struct PacketWriter<W: Write> {
+    out: Packets<W>,
     /// (pid, tid) of every thread track with an event.
     tracks: BTreeSet<(u32, u32)>,
     sched: SchedState,
     stats: PerfettoStats,
 }
 
-fn write_packet<W: Write>(out: &mut W, first: &mut bool, mut p: TracePacket) -> io::Result<()> {
-    p.trusted_packet_sequence_id = Some(SEQUENCE);
-    if std::mem::take(first) {
-        p.sequence_flags = Some(1);
-    }
-    let mut buf = Vec::with_capacity(p.encoded_len() + 12);
-    proto::Trace { packet: vec![p] }.encode(&mut buf)?;
-    out.write_all(&buf)
-}
-
 impl<W: Write> PacketWriter<W> {
     fn packet(&mut self, p: TracePacket) -> io::Result<()> {
-        write_packet(&mut self.out, &mut self.first, p)
+        self.out.packet(p)
     }
 
     fn descriptor(&mut self, d: TrackDescriptor) -> io::Result<()> {
@@ -399,17 +423,16 @@ impl<W: Write> PacketWriter<W> {
     }
 }
 
-/// A call's arguments (a JSON object of numbers) as debug annotations.
-fn annotations(args: Option<&Value>) -> Vec<DebugAnnotation> {
-    let Some(Value::Object(map)) = args else {
+/// A slice's arguments as debug annotations.
+fn annotations(args: Option<&IntArgs>) -> Vec<DebugAnnotation> {
+    let Some(args) = args else {
         return Vec::new();
     };
-    map.iter()
+    args.iter()
         .map(|(k, v)| DebugAnnotation {
-            name: Some(k.clone()),
-            int_value: v.as_i64(),
-            double_value: v.as_i64().is_none().then(|| v.as_f64()).flatten(),
-            string_value: v.as_str().map(Into::into),
+            name: Some(k.into()),
+            int_value: Some(v),
+            ..Default::default()
         })
         .collect()
 }
@@ -446,9 +469,7 @@ impl<W: Write> TimelineSink for PacketWriter<W> {
     }
 
     fn sched(&mut self, r: &Record) -> io::Result<()> {
-        let counters = self
-            .sched
-            .record(r, &mut self.out, &mut self.first, &mut self.stats)?;
+        let counters = self.sched.record(r, &mut self.out, &mut self.stats)?;
         for (uuid, value) in counters {
             self.event(
                 r.header().ts_ns,
@@ -492,8 +513,7 @@ impl SchedState {
     fn record<W: Write>(
         &mut self,
         r: &Record,
-        out: &mut W,
-        first: &mut bool,
+        out: &mut Packets<W>,
         stats: &mut PerfettoStats,
     ) -> io::Result<Vec<(u64, i64)>> {
         let h = r.header();
@@ -501,7 +521,7 @@ impl SchedState {
         match r {
             Record::SwitchOut(s) => {
                 if let Some(p) = self.pending.remove(&h.cpu) {
-                    self.switch(out, first, stats, h.cpu, Some(&p), 0)?;
+                    self.switch(out, stats, h.cpu, Some(&p), 0)?;
                 }
                 self.running.remove(&h.tid);
                 // Preempted: still runnable.
@@ -521,18 +541,18 @@ impl SchedState {
                 let prev = self.pending.remove(&h.cpu);
                 match prev {
                     Some(p) if p.ts_ns == h.ts_ns => {
-                        self.switch(out, first, stats, h.cpu, Some(&p), h.tid)?
+                        self.switch(out, stats, h.cpu, Some(&p), h.tid)?
                     }
                     _ => {
                         if let Some(p) = prev {
-                            self.switch(out, first, stats, h.cpu, Some(&p), 0)?;
+                            self.switch(out, stats, h.cpu, Some(&p), 0)?;
                         }
                         let lone = PendingOut {
                             ts_ns: h.ts_ns,
                             tid: 0,
                             prev_state: 0,
                         };
-                        self.switch(out, first, stats, h.cpu, Some(&lone), h.tid)?;
+                        self.switch(out, stats, h.cpu, Some(&lone), h.tid)?;
                     }
                 }
                 self.running.insert(h.tid);
@@ -555,7 +575,7 @@ impl SchedState {
                 };
                 self.tids
                     .extend([h.tid, w.wakee_tid].into_iter().filter(|&t| t != 0));
-                ftrace(out, first, h.cpu, event)?;
+                ftrace(out, h.cpu, event)?;
                 stats.sched_wakeups += 1;
                 if !self.running.contains(&w.wakee_tid) {
                     self.runnable.insert(w.wakee_tid);
@@ -577,8 +597,7 @@ impl SchedState {
     /// know, shown as idle) to `next` (the same).
     fn switch<W: Write>(
         &mut self,
-        out: &mut W,
-        first: &mut bool,
+        out: &mut Packets<W>,
         stats: &mut PerfettoStats,
         cpu: u32,
         prev: Option<&PendingOut>,
@@ -596,17 +615,16 @@ impl SchedState {
                     prev_state: 0,
                 };
                 stats.sched_repairs += 1;
-                self.emit_switch(out, first, stats, cpu, &missed, p.tid)?;
+                self.emit_switch(out, stats, cpu, &missed, p.tid)?;
             }
             _ => {}
         }
-        self.emit_switch(out, first, stats, cpu, p, next)
+        self.emit_switch(out, stats, cpu, p, next)
     }
 
     fn emit_switch<W: Write>(
         &mut self,
-        out: &mut W,
-        first: &mut bool,
+        out: &mut Packets<W>,
         stats: &mut PerfettoStats,
         cpu: u32,
         p: &PendingOut,
@@ -627,38 +645,33 @@ impl SchedState {
             ..Default::default()
         };
         stats.sched_switches += 1;
-        ftrace(out, first, cpu, event)
+        ftrace(out, cpu, event)
     }
 
     /// Switch-outs still waiting, at the end.
     fn flush<W: Write>(
         &mut self,
-        out: &mut W,
-        first: &mut bool,
+        out: &mut Packets<W>,
         stats: &mut PerfettoStats,
     ) -> io::Result<()> {
         let mut pending: Vec<(u32, PendingOut)> = self.pending.drain().collect();
         pending.sort_by_key(|(cpu, p)| (p.ts_ns, *cpu));
         for (cpu, p) in pending {
-            self.switch(out, first, stats, cpu, Some(&p), 0)?;
+            self.switch(out, stats, cpu, Some(&p), 0)?;
         }
         Ok(())
     }
 }
 
 /// One ftrace event, in a bundle of its own.
-fn ftrace<W: Write>(out: &mut W, first: &mut bool, cpu: u32, event: FtraceEvent) -> io::Result<()> {
-    write_packet(
-        out,
-        first,
-        TracePacket {
-            ftrace_events: Some(FtraceEventBundle {
-                cpu: Some(cpu),
-                event: vec![event],
-            }),
-            ..Default::default()
-        },
-    )
+fn ftrace<W: Write>(out: &mut Packets<W>, cpu: u32, event: FtraceEvent) -> io::Result<()> {
+    out.packet(TracePacket {
+        ftrace_events: Some(FtraceEventBundle {
+            cpu: Some(cpu),
+            event: vec![event],
+        }),
+        ..Default::default()
+    })
 }
 
 #[cfg(test)]
@@ -666,6 +679,7 @@ mod tests {
     use super::*;
     use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
     use crate::graph::recorded::RecordedGraph;
+    use prost::Message;
 
     /// A thread started and joined through a futex wakeup: the trace decodes, every
     /// slice begins and ends on a described thread track, each flow leaves from a

@@ -7,12 +7,12 @@
 //! implements [`TimelineSink`]. docs/chrome-export.md and docs/exports.md describe the
 //! mapping.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::path::Path;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
 use tracer_common::{kind, CallRecord, UNSET, UNSET32};
 
 use super::ExportError;
@@ -26,7 +26,7 @@ use crate::format::summary::{Summary, SummaryBuilder};
 use crate::graph::cpm::Schedule;
 use crate::graph::path::arc_procedure;
 use crate::graph::recorded::RecordedGraph;
-use crate::graph::{ArcId, ArcKind, Vertex};
+use crate::graph::{ArcKind, Vertex};
 
 /// Pseudo process (and thread) of the critical path track: above the largest pid_max
 /// Linux allows (2^22), so no traced process has it.
@@ -157,7 +157,11 @@ impl TimelinePlan {
                 }
             })
             .collect();
-        let on_path: HashSet<ArcId> = path.into_iter().collect();
+        // A flag per arc, not a hash set: a long path has hundreds of thousands of arcs.
+        let mut on_path = vec![false; g.arcs.len()];
+        for &id in &path {
+            on_path[id as usize] = true;
+        }
         let mut endpoints: HashMap<u32, VecDeque<Endpoint>> = HashMap::new();
         let mut flows = 0;
         for (i, a) in g.arcs.iter().enumerate() {
@@ -175,7 +179,7 @@ impl TimelinePlan {
                 start: true,
                 span_ns: to.ts_ns.saturating_sub(from.ts_ns),
                 name: dependency_name(to),
-                critical: on_path.contains(&(i as ArcId)),
+                critical: on_path[i],
             };
             endpoints.entry(from.tid).or_default().push_back(end);
             endpoints.entry(to.tid).or_default().push_back(Endpoint {
@@ -223,28 +227,35 @@ impl TimelinePlan {
         // The same reorder window as the analysis: the records reach the timeline in the
         // order the graph's vertices were made.
         let mut reorder = ReorderBuffer::new(REORDER_WINDOW_NS);
-        let mut ready: Vec<Record> = Vec::new();
+        // Records go to the timeline straight from the buffer (a copy of each showed in
+        // the profile); after a write error the rest of them are skipped.
         for item in items {
             let item = item?;
             summary.item(&item);
             match item {
                 Item::Record(r) => {
                     reorder.push(&r);
-                    reorder.ready(|r| ready.push(r.clone()));
+                    let mut written = Ok(());
+                    reorder.ready(|r| {
+                        if written.is_ok() {
+                            written = timeline.record(r, sink, stats);
+                        }
+                    });
+                    written?;
                 }
                 Item::Probe(p) => {
                     timeline.probe_names.insert(p.id, p.symbol);
                 }
                 Item::Process(_) => {}
             }
-            for r in ready.drain(..) {
-                timeline.record(&r, sink, stats)?;
+        }
+        let mut written = Ok(());
+        reorder.flush(|r| {
+            if written.is_ok() {
+                written = timeline.record(r, sink, stats);
             }
-        }
-        reorder.flush(|r| ready.push(r.clone()));
-        for r in ready.drain(..) {
-            timeline.record(&r, sink, stats)?;
-        }
+        });
+        written?;
         timeline.finish(sink, stats)?;
         Ok(Streamed {
             summary: summary.finish(0),
@@ -288,6 +299,37 @@ pub(crate) fn thread_name(pid: u32, tid: u32) -> &'static str {
     }
 }
 
+/// A slice's arguments: named integers (what a call moved, a critical slice's work),
+/// kept in name order, as the keys of a JSON object sort. A fixed array: the second
+/// pass makes one per call slice, millions in a big recording.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IntArgs {
+    items: [(&'static str, i64); 7],
+    len: usize,
+}
+
+impl IntArgs {
+    /// Arguments from (name, value) pairs, at most 7.
+    pub(crate) fn new(pairs: impl IntoIterator<Item = (&'static str, i64)>) -> Self {
+        let mut args = IntArgs::default();
+        for p in pairs {
+            args.items[args.len] = p;
+            args.len += 1;
+        }
+        args.items[..args.len].sort_unstable_by_key(|p| p.0);
+        args
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The arguments, by name.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+        self.items[..self.len].iter().copied()
+    }
+}
+
 /// A closed slice of a thread track.
 pub(crate) struct Slice<'a> {
     pub(crate) pid: u32,
@@ -296,8 +338,8 @@ pub(crate) struct Slice<'a> {
     pub(crate) cat: &'static str,
     pub(crate) start_ns: u64,
     pub(crate) end_ns: u64,
-    /// What a call moved (peer, tag, bytes, ...): a JSON object.
-    pub(crate) args: Option<&'a Value>,
+    /// What a call moved (peer, tag, bytes, ...).
+    pub(crate) args: Option<&'a IntArgs>,
 }
 
 /// The slice of the flow ends at one vertex (all departures or all arrivals), and the
@@ -418,11 +460,7 @@ pub(crate) fn flow_slice<S: TimelineSink>(
     } else {
         to - x - x / 2
     };
-    let name = format!(
-        "{} {}",
-        first.name,
-        if first.start { "departure" } else { "arrival" }
-    );
+    let name = flow_slice_name(first.name, first.start);
     let cat = if ends.iter().any(|e| e.critical) {
         CRITICAL_FLOW_CAT
     } else {
@@ -446,6 +484,32 @@ pub(crate) fn flow_slice<S: TimelineSink>(
     stats.flow_slices += 1;
     stats.flows += ends.iter().filter(|e| e.start).count() as u64;
     Ok(())
+}
+
+/// "message departure", "wakeup arrival", ...: static for the names
+/// [`dependency_name`] gives (one flow slice per dependency end, millions in a big
+/// recording).
+fn flow_slice_name(name: &'static str, start: bool) -> Cow<'static, str> {
+    Cow::Borrowed(match (name, start) {
+        ("wakeup", true) => "wakeup departure",
+        ("wakeup", false) => "wakeup arrival",
+        ("thread start", true) => "thread start departure",
+        ("thread start", false) => "thread start arrival",
+        ("collective", true) => "collective departure",
+        ("collective", false) => "collective arrival",
+        ("join", true) => "join departure",
+        ("join", false) => "join arrival",
+        ("lock", true) => "lock departure",
+        ("lock", false) => "lock arrival",
+        ("openmp", true) => "openmp departure",
+        ("openmp", false) => "openmp arrival",
+        ("message", true) => "message departure",
+        ("message", false) => "message arrival",
+        _ => {
+            let side = if start { "departure" } else { "arrival" };
+            return Cow::Owned(format!("{name} {side}"));
+        }
+    })
 }
 
 /// Pops the flow ends at the front of `ends` that share one vertex (time and direction)
@@ -477,10 +541,10 @@ struct Timeline {
 
 /// A slice a record closed.
 struct Closed {
-    name: String,
+    name: Cow<'static, str>,
     cat: &'static str,
     start_ns: u64,
-    args: Option<Value>,
+    args: Option<IntArgs>,
 }
 
 impl Timeline {
@@ -535,7 +599,7 @@ impl Timeline {
                     stats.unclosed += (t.procedures.len() - i - 1) as u64;
                     t.procedures.truncate(i);
                     let closed = Closed {
-                        name: self.probe_names[&id].clone(),
+                        name: Cow::Owned(self.probe_names[&id].clone()),
                         cat: "procedure",
                         start_ns,
                         args: None,
@@ -552,7 +616,7 @@ impl Timeline {
                 Some(start_ns) => (
                     true,
                     Some(Closed {
-                        name: "futex wait".into(),
+                        name: Cow::Borrowed("futex wait"),
                         cat: "sync",
                         start_ns,
                         args: None,
@@ -619,25 +683,24 @@ impl Timeline {
 fn call_slice(e: &CallRecord, x: &CallRecord) -> Closed {
     let id = split_call_field(e.header.call).id;
     let spec = calls::spec(id);
-    let mut args = Map::new();
-    let mut put = |k: &str, v: Option<i64>| {
-        if let Some(v) = v {
-            args.insert(k.into(), v.into());
-        }
-    };
     let i32_set = |v: i32| (v != UNSET32).then_some(v as i64);
     let i64_set = |v: i64| (v != UNSET).then_some(v);
-    put("peer", i32_set(e.peer));
-    put("tag", i32_set(e.tag));
-    put("bytes", i64_set(e.bytes));
-    if spec.is_some_and(|s| matches!(s.role, Role::Recv | Role::SendRecv)) {
-        put("source", i32_set(x.peer));
-        put("received_tag", i32_set(x.tag));
-        put("received_bytes", i64_set(x.bytes));
-    }
-    put("ret", i64_set(x.ret));
+    let received = spec.is_some_and(|s| matches!(s.role, Role::Recv | Role::SendRecv));
+    let pairs = [
+        ("peer", i32_set(e.peer)),
+        ("tag", i32_set(e.tag)),
+        ("bytes", i64_set(e.bytes)),
+        ("source", i32_set(x.peer).filter(|_| received)),
+        ("received_tag", i32_set(x.tag).filter(|_| received)),
+        ("received_bytes", i64_set(x.bytes).filter(|_| received)),
+        ("ret", i64_set(x.ret)),
+    ];
+    let args = IntArgs::new(pairs.into_iter().filter_map(|(k, v)| Some((k, v?))));
     Closed {
-        name: calls::name(id),
+        name: match spec {
+            Some(s) => Cow::Borrowed(s.symbol),
+            None => Cow::Owned(calls::name(id)),
+        },
         cat: match spec.map(|s| s.family) {
             Some(Family::Mpi) => "mpi",
             Some(Family::Pvm) => "pvm",
@@ -646,6 +709,6 @@ fn call_slice(e: &CallRecord, x: &CallRecord) -> Closed {
             None => "call",
         },
         start_ns: e.header.ts_ns,
-        args: (!args.is_empty()).then_some(Value::Object(args)),
+        args: (!args.is_empty()).then_some(args),
     }
 }
