@@ -49,6 +49,31 @@ impl<M: PathModel> Pipeline<M> {
         self.reorder.ready(|r| a.record(r));
     }
 
+    /// [`Self::record`], calling `then` on each record the window releases, right after
+    /// the analyzer took it (an export that writes rows in the analysis's own pass).
+    pub(crate) fn record_then(
+        &mut self,
+        r: &Record,
+        mut then: impl FnMut(&mut Analyzer<M>, &Record),
+    ) {
+        self.reorder.push(r);
+        let a = &mut self.analyzer;
+        self.reorder.ready(|r| {
+            a.record(r);
+            then(a, r);
+        });
+    }
+
+    /// Releases everything still in the window to the analyzer, in order, calling `then`
+    /// after each record as [`Self::record_then`] does ([`Self::flush`] then ends).
+    pub(crate) fn drain_then(&mut self, mut then: impl FnMut(&mut Analyzer<M>, &Record)) {
+        let a = &mut self.analyzer;
+        self.reorder.flush(|r| {
+            a.record(r);
+            then(a, r);
+        });
+    }
+
     /// Everything still in the window, in order.
     pub fn flush(&mut self) -> &Analyzer<M> {
         let a = &mut self.analyzer;

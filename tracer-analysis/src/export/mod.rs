@@ -3,7 +3,8 @@
 //! An exporter reads the recording twice: once through the analysis, which builds the
 //! program activity graph (messages matched, critical path computed), and once as a
 //! stream of events for the timeline. Memory then holds the graph, never the events,
-//! and the output is written as it is produced.
+//! and the output is written as it is produced. The Parquet tables (`tables`) need
+//! one pass: their rows come out of the pass that builds the graph.
 
 pub mod chrome;
 pub mod flame;

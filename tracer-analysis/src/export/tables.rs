@@ -6,30 +6,30 @@
 //!
 //! - streamed ([`stream_tables`]): `events` (every record), `calls` (every completed
 //!   call) and `messages` (every point-to-point message matched, with its send and
-//!   receive times). One pass over the recording through the reorder window and the
-//!   analyzer's matcher (the same that builds the graph, so the messages are the
-//!   report's `messages.matched`); rows go to a [`TableSink`] as they come, so memory
-//!   holds the open calls and the messages in flight, not the recording;
+//!   receive times). They come out of the one pass that builds the activity graph: each
+//!   record, right after the analyzer took it (so the messages are the report's
+//!   `messages.matched`), goes to a [`TableSink`] as rows, so memory holds the graph,
+//!   the open calls and the messages in flight, never the rows;
 //! - read off the graph ([`GraphTables`]): the critical path's activities, every arc
-//!   with its slack, and the per-procedure profile, all the report's own rows.
+//!   with its slack (made one at a time as the writer asks), and the per-procedure
+//!   profile, all the report's own rows.
 
 use std::collections::HashMap;
 use std::io;
-use std::path::Path;
+use std::sync::Arc;
 
 use tracer_common::{CallRecord, UNSET, UNSET32};
 
 use super::ExportError;
 use crate::analysis::matcher::{MatchStats, MatchedMessage};
-use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
-use crate::analysis::{Analyzer, NoPaths, REORDER_WINDOW_NS};
+use crate::analysis::Analyzer;
 use crate::format::calls::{self, split_call_field, Family, Role};
-use crate::format::recording::{Item, RecordingError, RecordingReader};
+use crate::format::recording::{Item, RecordingReader};
 use crate::format::records::{kind_name, Record};
 use crate::graph::cpm::Schedule;
 use crate::graph::path::Activity;
-use crate::graph::recorded::RecordedGraph;
+use crate::graph::recorded::{GraphModel, RecordObserver, RecordedGraph};
 use crate::report::{arc_rows, ArcRow, ProcedureRow, Report, ReportOptions};
 
 /// One record of the recording, in timestamp order.
@@ -43,8 +43,9 @@ pub struct EventRow {
     pub cpu: u32,
     /// The record kind (`call_enter`, `futex_exit`, `switch_out`, ...).
     pub kind: &'static str,
-    /// The call of a call record, the procedure of a procedure record.
-    pub name: Option<String>,
+    /// The call of a call record, the procedure of a procedure record (shared: one
+    /// allocation per name, not per row).
+    pub name: Option<Arc<str>>,
 }
 
 /// One completed call (MPI, PVM, pthread, OpenMP), entry and exit paired per thread.
@@ -52,7 +53,7 @@ pub struct EventRow {
 pub struct CallRow {
     pub pid: u32,
     pub tid: u32,
-    pub name: String,
+    pub name: Arc<str>,
     /// `mpi`, `pvm`, `pthread`, `openmp`, or `call` for an unknown id.
     pub family: &'static str,
     /// 0 for a call the program made, more for a probed call made inside another.
@@ -113,70 +114,84 @@ pub struct StreamCounts {
     pub unclosed_calls: u64,
 }
 
-/// The streaming pass: the records of `items` (a recording, in file order) through the
-/// analysis's reorder window and its analyzer, each row to `sink` as soon as it is
-/// known.
-pub fn stream_tables(
-    items: impl IntoIterator<Item = Result<Item, RecordingError>>,
-    sink: &mut impl TableSink,
-) -> Result<StreamCounts, ExportError> {
-    let mut pass = StreamPass {
-        analyzer: Analyzer::with_model(ClockKind::Cpu, NoPaths),
-        probe_names: HashMap::new(),
-        open: HashMap::new(),
-        counts: StreamCounts::default(),
-    };
-    pass.analyzer.matcher.log_matches();
-    let mut reorder = ReorderBuffer::new(REORDER_WINDOW_NS);
-    let mut ready: Vec<Record> = Vec::new();
-    for item in items {
-        match item? {
-            Item::Record(r) => {
-                reorder.push(&r);
-                reorder.ready(|r| ready.push(r.clone()));
-            }
-            Item::Probe(p) => {
-                pass.analyzer.probe(&p);
-                pass.probe_names.insert(p.id, p.symbol);
-            }
-            Item::Process(p) => pass.analyzer.process(&p),
-        }
-        for r in ready.drain(..) {
-            pass.record(&r, sink)?;
-        }
-    }
-    reorder.flush(|r| ready.push(r.clone()));
-    for r in ready.drain(..) {
-        pass.record(&r, sink)?;
-    }
-    pass.counts.unclosed_calls = pass.open.values().map(|s| s.len() as u64).sum();
-    Ok(pass.counts)
+/// What the pass over the recording leaves: the streamed tables' counts and the graph
+/// the other tables are read off ([`GraphTables::new`]).
+pub struct Streamed {
+    pub counts: StreamCounts,
+    pub graph: RecordedGraph,
 }
 
-struct StreamPass {
-    analyzer: Analyzer<NoPaths>,
-    probe_names: HashMap<u16, String>,
+/// The one pass over a recording: builds its activity graph (as `tracer analyze` would,
+/// on `clock`) and hands `sink` the rows of each record as the analysis takes it. A
+/// failing sink stops the reading; its error is returned.
+pub fn stream_tables(
+    reader: &mut RecordingReader,
+    clock: ClockKind,
+    sink: &mut impl TableSink,
+) -> Result<Streamed, ExportError> {
+    let mut pass = StreamPass::new(sink);
+    let graph = RecordedGraph::read_observed(reader, clock, &mut pass)?;
+    pass.finish(graph)
+}
+
+/// The rows of the records, as [`RecordedGraph::read_observed`] shows them.
+struct StreamPass<'s, S> {
+    sink: &'s mut S,
+    /// Names of the function probes, by id (shared by every row that names one).
+    probe_names: HashMap<u16, Arc<str>>,
+    /// Names of the calls, by call id, as met.
+    call_names: HashMap<u16, Arc<str>>,
     /// Calls entered and not yet left, per thread (they nest inside libraries).
     open: HashMap<u32, Vec<CallRecord>>,
     counts: StreamCounts,
+    /// The sink's first error: the pass stops there.
+    failed: Option<io::Error>,
 }
 
-impl StreamPass {
-    fn record(&mut self, r: &Record, sink: &mut impl TableSink) -> io::Result<()> {
-        self.analyzer.record(r);
-        for m in self.analyzer.matcher.take_matches() {
-            sink.message(message_row(&m))?;
+impl<'s, S: TableSink> StreamPass<'s, S> {
+    fn new(sink: &'s mut S) -> Self {
+        StreamPass {
+            sink,
+            probe_names: HashMap::new(),
+            call_names: HashMap::new(),
+            open: HashMap::new(),
+            counts: StreamCounts::default(),
+            failed: None,
+        }
+    }
+
+    fn finish(mut self, graph: RecordedGraph) -> Result<Streamed, ExportError> {
+        if let Some(e) = self.failed {
+            return Err(e.into());
+        }
+        self.counts.unclosed_calls = self.open.values().map(|s| s.len() as u64).sum();
+        Ok(Streamed {
+            counts: self.counts,
+            graph,
+        })
+    }
+
+    fn call_name(&mut self, id: u16) -> Arc<str> {
+        self.call_names
+            .entry(id)
+            .or_insert_with(|| calls::name(id).into())
+            .clone()
+    }
+
+    fn rows(&mut self, analyzer: &mut Analyzer<GraphModel>, r: &Record) -> io::Result<()> {
+        for m in analyzer.matcher.take_matches() {
+            self.sink.message(message_row(&m))?;
             self.counts.messages += 1;
         }
         let h = *r.header();
         let name = match r {
             Record::CallEnter(_) | Record::CallExit(_) => {
-                Some(calls::name(split_call_field(h.call).id))
+                Some(self.call_name(split_call_field(h.call).id))
             }
             Record::FuncEnter(_) | Record::FuncExit(_) => self.probe_names.get(&h.call).cloned(),
             _ => None,
         };
-        sink.event(EventRow {
+        self.sink.event(EventRow {
             ts_ns: h.ts_ns,
             cpu_time_ns: h.cpu_ns,
             pid: h.tgid,
@@ -192,7 +207,8 @@ impl StreamPass {
                 let stack = self.open.entry(h.tid).or_default();
                 let depth = stack.len().saturating_sub(1) as u32;
                 if let Some(e) = stack.pop() {
-                    sink.call(call_row(&e, x, depth))?;
+                    let name = self.call_name(split_call_field(e.header.call).id);
+                    self.sink.call(call_row(&e, x, depth, name))?;
                     self.counts.calls += 1;
                 }
             }
@@ -202,8 +218,28 @@ impl StreamPass {
     }
 }
 
+impl<S: TableSink> RecordObserver for StreamPass<'_, S> {
+    fn fact(&mut self, item: &Item) {
+        if let Item::Probe(p) = item {
+            self.probe_names.insert(p.id, p.symbol.as_str().into());
+        }
+    }
+
+    fn record(&mut self, analyzer: &mut Analyzer<GraphModel>, r: &Record) {
+        if self.failed.is_none() {
+            if let Err(e) = self.rows(analyzer, r) {
+                self.failed = Some(e);
+            }
+        }
+    }
+
+    fn stop(&self) -> bool {
+        self.failed.is_some()
+    }
+}
+
 /// The row of a completed call: what it was asked to move and what it got.
-fn call_row(e: &CallRecord, x: &CallRecord, depth: u32) -> CallRow {
+fn call_row(e: &CallRecord, x: &CallRecord, depth: u32, name: Arc<str>) -> CallRow {
     let id = split_call_field(e.header.call).id;
     let spec = calls::spec(id);
     let i32_set = |v: i32| (v != UNSET32).then_some(v);
@@ -212,7 +248,7 @@ fn call_row(e: &CallRecord, x: &CallRecord, depth: u32) -> CallRow {
     CallRow {
         pid: e.header.tgid,
         tid: e.header.tid,
-        name: calls::name(id),
+        name,
         family: match spec.map(|s| s.family) {
             Some(Family::Mpi) => "mpi",
             Some(Family::Pvm) => "pvm",
@@ -233,14 +269,15 @@ fn call_row(e: &CallRecord, x: &CallRecord, depth: u32) -> CallRow {
     }
 }
 
-/// The tables read off the activity graph (held in memory: the graph is).
-pub struct GraphTables {
+/// The tables read off the activity graph: the critical path and the procedures held
+/// (the report's rows), the arcs made one at a time by [`Self::arcs`].
+pub struct GraphTables<'g> {
+    rg: &'g RecordedGraph,
+    schedule: Schedule,
     pub clock: ClockKind,
     pub critical_path_ns: u64,
     /// The critical path, first activity first (the report's `activities`).
     pub critical_path: Vec<Activity>,
-    /// Every arc with its schedule and slack (the report's `--arcs` lines).
-    pub arcs: Vec<ArcRow>,
     /// The per-procedure profile (the report's `procedures`).
     pub procedures: Vec<ProcedureRow>,
     /// The matcher's counts (the report's `messages`).
@@ -249,16 +286,10 @@ pub struct GraphTables {
     pub events_lost: u64,
 }
 
-impl GraphTables {
-    /// Reads a recording through the analysis pipeline and builds its graph.
-    pub fn read(path: &Path, clock: ClockKind) -> Result<Self, RecordingError> {
-        let mut reader = RecordingReader::open(path)?;
-        Ok(Self::new(&RecordedGraph::read(&mut reader, clock)?))
-    }
-
+impl<'g> GraphTables<'g> {
     /// The report's rows on `rg` (one path: the export has no near-critical paths, so
     /// `mbm_ns` is against the critical path alone, as `tracer report --paths 1`).
-    pub fn new(rg: &RecordedGraph) -> Self {
+    pub fn new(rg: &'g RecordedGraph) -> Self {
         let report = Report::new(
             rg,
             &ReportOptions {
@@ -267,17 +298,22 @@ impl GraphTables {
             },
             None,
         );
-        let schedule = Schedule::new(&rg.graph);
         GraphTables {
+            rg,
+            schedule: Schedule::new(&rg.graph),
             clock: rg.clock,
             critical_path_ns: report.critical_path.path.length_ns,
             critical_path: report.activities,
-            arcs: arc_rows(rg, &schedule).collect(),
             procedures: report.procedures,
             messages: rg.messages.clone(),
             events_recorded: rg.events,
             events_lost: rg.lost,
         }
+    }
+
+    /// Every arc with its schedule and slack (the report's `--arcs` lines), in id order.
+    pub fn arcs(&self) -> impl Iterator<Item = ArcRow> + '_ {
+        arc_rows(self.rg, &self.schedule)
     }
 }
 
@@ -319,8 +355,13 @@ mod tests {
             }
         }
         let mut rows = Rows::default();
-        let counts = stream_tables(s.items.iter().cloned().map(Ok), &mut rows).unwrap();
-        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let mut pass = StreamPass::new(&mut rows);
+        let rg = RecordedGraph::from_items_observed(&s.items, ClockKind::Cpu, &mut pass);
+        let Streamed { counts, graph: rg } = pass.finish(rg).unwrap();
+        // The graph of the observed pass is the graph of a plain one.
+        let plain = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        assert_eq!(rg.graph.arcs.len(), plain.graph.arcs.len());
+        assert_eq!(rg.messages, plain.messages);
         let tables = GraphTables::new(&rg);
         assert_eq!(rows.messages.len() as u64, rg.messages.matched);
         assert_eq!(rows.messages.len(), 12);
@@ -328,7 +369,7 @@ mod tests {
             .messages
             .iter()
             .all(|m| m.latency_ns == m.receive_ns - m.send_ns));
-        let named = |n: &str| rows.calls.iter().filter(|c| c.name == n).count();
+        let named = |n: &str| rows.calls.iter().filter(|c| &*c.name == n).count();
         assert_eq!((named("MPI_Send"), named("MPI_Recv")), (12, 12));
         assert_eq!(counts.events, rows.events.len() as u64);
         assert!(rows.events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
@@ -342,9 +383,9 @@ mod tests {
             .sum();
         assert_eq!(work, tables.critical_path_ns);
         assert!(work > 0);
-        assert_eq!(tables.arcs.len(), rg.graph.arcs.len());
-        let critical = tables
-            .arcs
+        let arcs: Vec<ArcRow> = tables.arcs().collect();
+        assert_eq!(arcs.len(), rg.graph.arcs.len());
+        let critical = arcs
             .iter()
             .filter(|a| a.kind == "program" && a.total_slack == Some(0))
             .map(|a| a.weight_ns)

@@ -11,8 +11,9 @@ use super::{ArcKind, ContextId, Graph, GraphBuilder, Vertex, VertexId, NO_PROCED
 use crate::analysis::faults::Killed;
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::workclock::ClockKind;
-use crate::analysis::{Clocks, Milestone, PathModel, Pipeline};
+use crate::analysis::{Analyzer, Clocks, Milestone, PathModel, Pipeline};
 use crate::format::recording::{Item, RecordingError, RecordingReader};
+use crate::format::records::Record;
 
 /// Which operation made a thread's latest vertex, at which record.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -358,6 +359,43 @@ impl RecordedGraph {
         Ok(b.finish(lost))
     }
 
+    /// [`Self::read`], showing `observer` every item as the analysis takes it (see
+    /// [`RecordObserver`]), with the matcher logging every point-to-point match for the
+    /// observer to take (`take_matches`); reading stops once [`RecordObserver::stop`].
+    pub(crate) fn read_observed(
+        reader: &mut RecordingReader,
+        clock: ClockKind,
+        observer: &mut impl RecordObserver,
+    ) -> Result<Self, RecordingError> {
+        let mut b = Self::builder(clock, GraphModel::new());
+        b.pipeline.analyzer.matcher.log_matches();
+        while let Some(item) = reader.next_item()? {
+            b.item_observed(&item, observer);
+            if observer.stop() {
+                break;
+            }
+        }
+        b.pipeline.drain_then(|a, r| observer.record(a, r));
+        let lost = reader.totals().events_lost;
+        Ok(b.finish(lost))
+    }
+
+    /// [`Self::read_observed`] on items already in memory.
+    #[cfg(test)]
+    pub(crate) fn from_items_observed(
+        items: &[Item],
+        clock: ClockKind,
+        observer: &mut impl RecordObserver,
+    ) -> Self {
+        let mut b = Self::builder(clock, GraphModel::new());
+        b.pipeline.analyzer.matcher.log_matches();
+        for item in items {
+            b.item_observed(item, observer);
+        }
+        b.pipeline.drain_then(|a, r| observer.record(a, r));
+        b.finish(0)
+    }
+
     /// Builds the graph of items already in memory (tests, synthetic streams).
     pub fn from_items(items: &[Item], clock: ClockKind) -> Self {
         Self::from_items_model(items, clock, GraphModel::new())
@@ -398,7 +436,32 @@ struct RecordedGraphBuilder {
     processes: HashMap<u32, ProcessLabel>,
 }
 
+/// What sees a recording's items in the pass that builds its graph
+/// ([`RecordedGraph::read_observed`]): the Parquet export writes its rows there instead
+/// of reading the recording a second time.
+pub(crate) trait RecordObserver {
+    /// A probe or a process, as read (facts apply at once, before the records that
+    /// wait in the reorder window).
+    fn fact(&mut self, item: &Item);
+    /// A record, in timestamp order, right after the analyzer took it (so its matcher
+    /// has logged what the record completed).
+    fn record(&mut self, analyzer: &mut Analyzer<GraphModel>, r: &Record);
+    /// True once the observer failed: the reading stops.
+    fn stop(&self) -> bool;
+}
+
 impl RecordedGraphBuilder {
+    /// [`Self::item`], with `observer` shown the item (a fact) or the records it releases.
+    fn item_observed(&mut self, item: &Item, observer: &mut impl RecordObserver) {
+        match item {
+            Item::Record(r) => self.pipeline.record_then(r, |a, r| observer.record(a, r)),
+            fact => {
+                observer.fact(fact);
+                self.item(fact);
+            }
+        }
+    }
+
     fn item(&mut self, item: &Item) {
         if let Item::Process(p) = item {
             let e = self.processes.entry(p.pid).or_default();

@@ -12,10 +12,9 @@ use tracer_analysis::export::otf2::{Otf2Stats, Otf2Trace};
 use tracer_analysis::export::perfetto::{write_perfetto, PerfettoStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
-use tracer_analysis::export::tables::GraphTables;
 use tracer_analysis::export::timeline::TimelinePlan;
 use tracer_analysis::export::{recording_items, ExportError};
-use tracer_analysis::format::recording::{Item, RecordingError};
+use tracer_analysis::format::recording::RecordingReader;
 use tracer_user::render::flame_graph::write_flame_graph;
 use tracer_user::render::otf2::{write_otf2, Otf2Error};
 use tracer_user::render::parquet::{ParquetExport, ParquetStats};
@@ -122,14 +121,15 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("--format parquet writes a directory of tables: -o - is not one");
             }
             out_dir(&a.output)?;
-            let tables = GraphTables::read(&a.file, clock).with_context(reading)?;
-            let items = recording_items(&a.file).with_context(reading)?;
-            let stats = write_parquet(&a.output, &tables, items).map_err(|e| match e {
+            // One pass: a recording that is none fails here, before OUT is made; one
+            // broken further on fails mid-way, and what was written goes again.
+            let mut reader = RecordingReader::open(&a.file).with_context(reading)?;
+            let stats = write_parquet(&a.output, &mut reader, clock).map_err(|e| match e {
                 ParquetFailure::Export(e) => fail(e),
                 e @ ParquetFailure::Directory { .. } => anyhow::Error::new(e),
             })?;
             report_parquet(&stats, &a.output);
-            (tables.events_recorded, tables.events_lost)
+            (stats.events_recorded, stats.events_lost)
         }
         Format::Otf2 => {
             if to_stdout {
@@ -226,8 +226,8 @@ fn out_dir(output: &Path) -> Result<OutDir, ParquetFailure> {
 /// the export created, so that no partial table is left for a tool to misread.
 fn write_parquet(
     output: &Path,
-    tables: &GraphTables,
-    items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+    reader: &mut RecordingReader,
+    clock: ClockKind,
 ) -> Result<ParquetStats, ParquetFailure> {
     let owner = session::invoking_user();
     let created = matches!(out_dir(output)?, OutDir::Missing);
@@ -244,7 +244,7 @@ fn write_parquet(
         }
     }
     let mut export = ParquetExport::new(output, owner.as_ref());
-    let result = export.write(tables, items);
+    let result = export.write(reader, clock);
     if result.is_err() {
         for f in &export.files {
             let _ = std::fs::remove_file(f);

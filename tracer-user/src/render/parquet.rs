@@ -2,9 +2,11 @@
 //! `tracer_analysis::export::tables`, written by the `parquet` crate's Arrow writer
 //! (snappy-compressed, pure Rust). Not in tracer-analysis: arrow brings the C library in.
 //!
-//! The streamed tables (events, calls, messages) are written a row group at a time as
-//! their rows come, so memory holds at most [`ROW_GROUP`] rows of each, not the
-//! recording. docs/exports.md lists the columns.
+//! One pass over the recording builds the activity graph and, as the analysis takes
+//! each record, hands the streamed tables (events, calls, messages) their rows; each is
+//! written a row group at a time, so memory holds at most [`ROW_GROUP`] rows of each,
+//! not the recording. The graph's tables follow (the arcs made one at a time too).
+//! docs/exports.md lists the columns.
 
 use std::fs::File;
 use std::io;
@@ -15,16 +17,18 @@ use ::parquet::arrow::ArrowWriter;
 use ::parquet::basic::Compression;
 use ::parquet::file::metadata::KeyValue;
 use ::parquet::file::properties::WriterProperties;
+use ::parquet::schema::types::ColumnPath;
 use arrow_array::{
     ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
     UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::export::tables::{
-    stream_tables, CallRow, EventRow, GraphTables, MessageRow, StreamCounts, TableSink,
+    stream_tables, CallRow, EventRow, GraphTables, MessageRow, Streamed, TableSink,
 };
 use tracer_analysis::export::ExportError;
-use tracer_analysis::format::recording::{Item, RecordingError};
+use tracer_analysis::format::recording::RecordingReader;
 use tracer_analysis::graph::path::Activity;
 use tracer_analysis::report::{ArcRow, ProcedureRow};
 
@@ -38,6 +42,8 @@ const ROW_GROUP: usize = 65_536;
 pub struct ParquetStats {
     pub tables: Vec<(&'static str, u64)>,
     pub critical_path_ns: u64,
+    pub events_recorded: u64,
+    pub events_lost: u64,
 }
 
 /// Writes the six tables into `dir` (an existing, empty directory), owned by `owner`;
@@ -58,49 +64,56 @@ impl<'a> ParquetExport<'a> {
         }
     }
 
-    /// The graph's tables, then the streamed tables of `items` (the same recording).
+    /// One pass over the recording: the streamed tables as the analysis takes each
+    /// record, then the graph's tables once it is built.
     pub fn write(
         &mut self,
-        graph: &GraphTables,
-        items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+        reader: &mut RecordingReader,
+        clock: ClockKind,
     ) -> Result<ParquetStats, ExportError> {
-        let mut stats = ParquetStats {
-            critical_path_ns: graph.critical_path_ns,
-            ..Default::default()
-        };
-        let metadata = [
-            ("tracer.clock", graph.clock.name().to_string()),
-            (
-                "tracer.critical_path_ns",
-                graph.critical_path_ns.to_string(),
-            ),
-        ];
-        let mut critical = self.table("critical_path", activity_columns(), &metadata)?;
-        for a in &graph.critical_path {
-            critical.push(a.clone())?;
-        }
-        stats.tables.push(critical.finish()?);
-        let mut arcs = self.table("arcs", arc_columns(), &[])?;
-        for a in &graph.arcs {
-            arcs.push(a.clone())?;
-        }
-        stats.tables.push(arcs.finish()?);
-        let mut procedures = self.table("procedures", procedure_columns(), &[])?;
-        for p in &graph.procedures {
-            procedures.push(p.clone())?;
-        }
-        stats.tables.push(procedures.finish()?);
-
-        let mut sink = Streamed {
+        let mut sink = StreamedFiles {
             events: self.table("events", event_columns(), &[])?,
             calls: self.table("calls", call_columns(), &[])?,
             messages: self.table("messages", message_columns(), &[])?,
         };
-        let _: StreamCounts = stream_tables(items, &mut sink)?;
-        stats.tables.push(sink.events.finish()?);
-        stats.tables.push(sink.calls.finish()?);
-        stats.tables.push(sink.messages.finish()?);
-        Ok(stats)
+        let Streamed { graph, .. } = stream_tables(reader, clock, &mut sink)?;
+        let streamed = [
+            sink.events.finish()?,
+            sink.calls.finish()?,
+            sink.messages.finish()?,
+        ];
+
+        let tables = GraphTables::new(&graph);
+        let metadata = [
+            ("tracer.clock", tables.clock.name().to_string()),
+            (
+                "tracer.critical_path_ns",
+                tables.critical_path_ns.to_string(),
+            ),
+        ];
+        let mut critical = self.table("critical_path", activity_columns(), &metadata)?;
+        for a in &tables.critical_path {
+            critical.push(a.clone())?;
+        }
+        let critical = critical.finish()?;
+        let mut arcs = self.table("arcs", arc_columns(), &[])?;
+        for a in tables.arcs() {
+            arcs.push(a)?;
+        }
+        let arcs = arcs.finish()?;
+        let mut procedures = self.table("procedures", procedure_columns(), &[])?;
+        for p in &tables.procedures {
+            procedures.push(p.clone())?;
+        }
+        let procedures = procedures.finish()?;
+        let mut written = vec![critical, arcs, procedures];
+        written.extend(streamed);
+        Ok(ParquetStats {
+            tables: written,
+            critical_path_ns: tables.critical_path_ns,
+            events_recorded: tables.events_recorded,
+            events_lost: tables.events_lost,
+        })
     }
 
     fn table<R>(
@@ -117,13 +130,13 @@ impl<'a> ParquetExport<'a> {
 }
 
 /// The sink of the streaming pass: three tables at once.
-struct Streamed {
+struct StreamedFiles {
     events: Table<EventRow>,
     calls: Table<CallRow>,
     messages: Table<MessageRow>,
 }
 
-impl TableSink for Streamed {
+impl TableSink for StreamedFiles {
     fn event(&mut self, row: EventRow) -> io::Result<()> {
         self.events.push(row)
     }
@@ -150,6 +163,10 @@ struct Column<R> {
     name: &'static str,
     nullable: bool,
     values: Values<R>,
+    /// Dictionary-encoded: names, kinds, processes, threads repeat and gain; times,
+    /// durations and ids are nearly all distinct, and a dictionary would only cost
+    /// time (the writer fills it, then falls back to plain values in every row group).
+    dictionary: bool,
 }
 
 /// A column that always has a value.
@@ -157,6 +174,7 @@ fn col<R>(name: &'static str, values: Values<R>) -> Column<R> {
     Column {
         name,
         nullable: false,
+        dictionary: repeats(&values),
         values,
     }
 }
@@ -166,11 +184,27 @@ fn nullable<R>(name: &'static str, values: Values<R>) -> Column<R> {
     Column {
         name,
         nullable: true,
+        dictionary: repeats(&values),
         values,
     }
 }
 
+/// Whether a column of this type holds few distinct values: strings and 32-bit
+/// integers (pids, tids, CPUs, ranks, tags) do; 64-bit times and sizes do not.
+fn repeats<R>(values: &Values<R>) -> bool {
+    matches!(
+        values,
+        Values::Str(_) | Values::U32(_) | Values::I32(_) | Values::Bool(_)
+    )
+}
+
 impl<R> Column<R> {
+    /// A column of nearly distinct values (ids): no dictionary.
+    fn distinct(mut self) -> Self {
+        self.dictionary = false;
+        self
+    }
+
     fn field(&self) -> Field {
         let ty = match self.values {
             Values::U64(_) => DataType::UInt64,
@@ -229,7 +263,11 @@ impl<R> Table<R> {
             .iter()
             .map(|(k, v)| KeyValue::new(k.to_string(), v.clone()))
             .collect::<Vec<_>>();
-        let props = WriterProperties::builder()
+        let props = columns
+            .iter()
+            .fold(WriterProperties::builder(), |props, c| {
+                props.set_column_dictionary_enabled(ColumnPath::from(c.name), c.dictionary)
+            })
             .set_key_value_metadata((!key_values.is_empty()).then_some(key_values))
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_row_count(Some(ROW_GROUP))
@@ -365,9 +403,9 @@ fn activity_columns() -> Vec<Column<Activity>> {
 
 fn arc_columns() -> Vec<Column<ArcRow>> {
     vec![
-        col("arc", Values::U32(|a| Some(a.arc))),
-        col("from", Values::U32(|a| Some(a.from))),
-        col("to", Values::U32(|a| Some(a.to))),
+        col("arc", Values::U32(|a: &ArcRow| Some(a.arc))).distinct(),
+        col("from", Values::U32(|a: &ArcRow| Some(a.from))).distinct(),
+        col("to", Values::U32(|a: &ArcRow| Some(a.to))).distinct(),
         col("kind", Values::Str(|a| Some(a.kind))),
         col("pid", Values::U32(|a| Some(a.pid))),
         col("tid", Values::U32(|a| Some(a.tid))),
