@@ -11,6 +11,9 @@ pub struct GraphBuilder {
     ends: Vec<VertexId>,
     contexts: Vec<Context>,
     context_ids: std::collections::HashMap<Context, ContextId>,
+    /// [`Self::context_of`]'s ids by stack: a thread's context is looked up at every
+    /// procedure entry and exit, without building (and hashing) a whole [`Context`].
+    stack_ids: std::collections::HashMap<Vec<usize>, ContextId>,
 }
 
 impl Default for GraphBuilder {
@@ -30,6 +33,7 @@ impl GraphBuilder {
             ends: Vec::new(),
             contexts: vec![none.clone()],
             context_ids: [(none, NO_PROCEDURE)].into_iter().collect(),
+            stack_ids: std::collections::HashMap::new(),
         }
     }
 
@@ -76,16 +80,20 @@ impl GraphBuilder {
     }
 
     /// The id of the context where the procedures of `stack` are active, outermost first.
-    pub fn context_of(&mut self, stack: Vec<usize>) -> ContextId {
-        let innermost = stack.last().copied();
-        let mut procedures = stack.clone();
+    pub fn context_of(&mut self, stack: &[usize]) -> ContextId {
+        if let Some(&id) = self.stack_ids.get(stack) {
+            return id;
+        }
+        let mut procedures = stack.to_vec();
         procedures.sort_unstable();
         procedures.dedup();
-        self.context(Context {
+        let id = self.context(Context {
             procedures,
-            innermost,
-            stack,
-        })
+            innermost: stack.last().copied(),
+            stack: stack.to_vec(),
+        });
+        self.stack_ids.insert(stack.to_vec(), id);
+        id
     }
 
     pub fn vertex_count(&self) -> usize {

@@ -116,7 +116,7 @@ impl GraphModel {
     }
 
     fn set_context(&mut self, tid: u32) {
-        let id = self.b.context_of(self.threads[&tid].stack.clone());
+        let id = self.b.context_of(&self.threads[&tid].stack);
         self.threads.get_mut(&tid).unwrap().context = id;
     }
 

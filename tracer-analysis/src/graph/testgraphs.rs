@@ -43,7 +43,7 @@ pub(crate) fn random_graph(rng: &mut XorShift, max_events: u64) -> Graph {
     let vs: Vec<VertexId> = (0..n).map(|_| b.add_vertex(Vertex::default())).collect();
     let contexts: Vec<ContextId> = [vec![], vec![0], vec![1], vec![0, 1], vec![2], vec![0, 1, 2]]
         .into_iter()
-        .map(|procedures| b.context_of(procedures))
+        .map(|procedures| b.context_of(&procedures))
         .collect();
     // Weights from a small set: zeros and many ties.
     const WEIGHTS: [u64; 7] = [0, 1, 2, 2, 3, 5, 8];
