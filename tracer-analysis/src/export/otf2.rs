@@ -671,20 +671,18 @@ impl Builder {
                     }));
                 }
             }
-            Record::FuncEnter(_) => {
-                if self.probe_names.contains_key(&h.call) {
-                    let region = self.region_of(RegionKey::Procedure(h.call), |b| Region {
-                        name: b.probe_names[&h.call].clone(),
-                        role: RegionRole::Function,
-                        paradigm: Paradigm::User,
-                    });
-                    let at = self.push(h.tid, ts, Event::Enter { region });
-                    self.threads
-                        .get_mut(&h.tid)
-                        .unwrap()
-                        .procedures
-                        .push((h.call, at));
-                }
+            Record::FuncEnter(_) if self.probe_names.contains_key(&h.call) => {
+                let region = self.region_of(RegionKey::Procedure(h.call), |b| Region {
+                    name: b.probe_names[&h.call].clone(),
+                    role: RegionRole::Function,
+                    paradigm: Paradigm::User,
+                });
+                let at = self.push(h.tid, ts, Event::Enter { region });
+                self.threads
+                    .get_mut(&h.tid)
+                    .unwrap()
+                    .procedures
+                    .push((h.call, at));
             }
             Record::FuncExit(_) => {
                 let t = self.threads.get_mut(&h.tid).unwrap();
@@ -1190,8 +1188,12 @@ fn collective_op(id: u16) -> Option<CollectiveOp> {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
     use super::*;
-    use crate::format::synth::SyntheticRun;
+    use crate::format::synth::{SyntheticRun, SyntheticThreads, THREADS_PID};
+    use tracer_common::kind;
 
     /// A sink keeping every location's events.
     #[derive(Default)]
@@ -1207,8 +1209,12 @@ mod tests {
 
     /// A ring over 3 ranks, 4 rounds, with work inside and outside `work`.
     fn ring() -> (Otf2Trace, Events, RecordedGraph) {
+        ring_of(4)
+    }
+
+    fn ring_of(rounds: i32) -> (Otf2Trace, Events, RecordedGraph) {
         let mut s = SyntheticRun::new(3, &["work"]);
-        for round in 0..4 {
+        for round in 0..rounds {
             for r in 0..3 {
                 s.compute(r, 10_000 + 1000 * r as u64, Some(0));
                 s.message(r, (r + 1) % 3, round);
@@ -1274,5 +1280,128 @@ mod tests {
             (send.role, send.paradigm),
             (RegionRole::PointToPoint, Paradigm::Mpi)
         );
+    }
+
+    /// A sink noting, per event, how many items of the recording had been read.
+    struct Arrivals {
+        read: Rc<Cell<usize>>,
+        at: Vec<usize>,
+    }
+
+    impl Otf2Sink for Arrivals {
+        type Error = RecordingError;
+        fn event(&mut self, _: u32, _: &Timed) -> Result<(), RecordingError> {
+            self.at.push(self.read.get());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn events_leave_while_the_recording_is_read() {
+        // 20000 rounds of 18 records 1 us apart: 360 ms, the reorder window 50 ms.
+        let mut s = SyntheticRun::new(3, &["work"]);
+        for round in 0..20_000 {
+            for r in 0..3 {
+                s.compute(r, 10_000, Some(0));
+                s.message(r, (r + 1) % 3, round);
+            }
+        }
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let read = Rc::new(Cell::new(0));
+        let items = s.items.iter().cloned().map(|i| {
+            read.set(read.get() + 1);
+            Ok(i)
+        });
+        let mut sink = Arrivals {
+            read: read.clone(),
+            at: Vec::new(),
+        };
+        let plan = Otf2Plan::new(&rg, RecordingMeta::default());
+        plan.stream(items, &mut sink).unwrap();
+        // Events go out about a reorder window (a seventh of the run) behind the
+        // reading, not at its end.
+        let total = s.items.len();
+        assert!(
+            sink.at[0] < total / 5,
+            "first event after {} of {total}",
+            sink.at[0]
+        );
+        let early = sink.at.iter().filter(|&&n| n < total * 9 / 10).count();
+        assert!(
+            early > sink.at.len() * 7 / 10,
+            "{early} of {}",
+            sink.at.len()
+        );
+    }
+
+    #[test]
+    fn a_thread_create_waits_for_its_thread_and_an_unclosed_enter_goes() {
+        let mut s = SyntheticThreads::new(&["work"]);
+        s.clone(THREADS_PID, 501);
+        let clone_ts = s.ts;
+        // The creator works before its new thread shows up.
+        s.compute(THREADS_PID, 1000, Some(0));
+        s.compute(501, 1000, None);
+        // A procedure the main thread never leaves.
+        let h = s.header(THREADS_PID, kind::FUNC_ENTER, 1);
+        s.items.push(Item::Record(Record::FuncEnter(h)));
+        s.exit(501);
+        s.exit(THREADS_PID);
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let mut events = Events::default();
+        let plan = Otf2Plan::new(&rg, RecordingMeta::default());
+        let t = plan
+            .stream(s.items.iter().cloned().map(Ok), &mut events)
+            .unwrap();
+        let local = u32::MAX - THREADS_PID;
+        let mapping = Some(CommMapping { local, global: 0 });
+        assert_eq!(t.comms.len(), 1);
+        assert_eq!(t.comms[0].name, "threads of 500");
+        assert_eq!(
+            t.locations
+                .iter()
+                .map(|l| l.thread_comm)
+                .collect::<Vec<_>>(),
+            vec![mapping, mapping]
+        );
+        assert_eq!(t.unclosed, 1);
+        let recorded = |tid: u32| -> Vec<Timed> {
+            events.0[&tid]
+                .iter()
+                .filter(|e| !matches!(e.event, Event::CriticalPath { .. }))
+                .cloned()
+                .collect()
+        };
+        let main = recorded(THREADS_PID);
+        let create = Event::ThreadCreate {
+            comm: local,
+            sequence: 0,
+        };
+        assert_eq!(
+            main.iter().map(|e| &e.event).collect::<Vec<_>>(),
+            vec![
+                &create,
+                &Event::Enter { region: 0 },
+                &Event::Leave { region: 0 }
+            ]
+        );
+        assert_eq!(main[0].ts_ns, clone_ts);
+        assert!(events.0[&THREADS_PID]
+            .windows(2)
+            .all(|w| w[0].ts_ns <= w[1].ts_ns));
+        let thread = recorded(501);
+        let begin = Event::ThreadBegin {
+            comm: local,
+            sequence: 0,
+        };
+        let end = Event::ThreadEnd {
+            comm: local,
+            sequence: 0,
+        };
+        assert_eq!(
+            thread.iter().map(|e| &e.event).collect::<Vec<_>>(),
+            vec![&begin, &end]
+        );
+        assert_eq!(thread[0].ts_ns, clone_ts);
     }
 }
