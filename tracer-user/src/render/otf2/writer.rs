@@ -9,6 +9,8 @@ use std::ffi::{c_void, CString};
 use std::path::{Path, PathBuf};
 use std::ptr;
 
+use rustc_hash::FxHashMap;
+
 use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::export::otf2::{
     Event, Otf2Plan, Otf2Sink, Otf2Stats, Otf2Trace, Paradigm, Timed,
@@ -186,7 +188,8 @@ pub fn write_otf2(
 /// The event files: a writer per location, opened at its first event.
 struct EventFiles {
     archive: *mut ffi::Archive,
-    writers: HashMap<u32, LocationEvents>,
+    /// Looked up at every event: a fast hash of the thread id.
+    writers: FxHashMap<u32, LocationEvents>,
     first: Option<u64>,
     last: Option<u64>,
 }
@@ -212,7 +215,7 @@ impl EventFiles {
         )?;
         Ok(EventFiles {
             archive: archive.0,
-            writers: HashMap::new(),
+            writers: FxHashMap::default(),
             first: None,
             last: None,
         })
