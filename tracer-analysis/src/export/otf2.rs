@@ -7,8 +7,10 @@
 //! Enumerations carry OTF2's own numbers (OTF2_Definitions.h, OTF2_Events.h,
 //! OTF2_GeneralDefinitions.h of OTF2 3.0), so the writer passes them on unchanged.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
+
+use rustc_hash::FxHashMap;
 
 use tracer_common::{call, CallRecord, UNSET, UNSET32};
 
@@ -120,8 +122,9 @@ pub enum Event {
         sent: u64,
         received: u64,
     },
-    /// A thread of this process was created (`comm`: the process's thread contingent;
-    /// `sequence`: what the new thread's `ThreadBegin` carries too).
+    /// A thread of this process was created (`comm`: the process's thread contingent,
+    /// by its local id, see [`Location::thread_comm`]; `sequence`: what the new
+    /// thread's `ThreadBegin` carries too).
     ThreadCreate {
         comm: u32,
         sequence: u64,
@@ -174,17 +177,28 @@ pub struct Process {
     pub name: String,
 }
 
-/// A thread: an OTF2 location (its id is the thread id), with its events in time order.
+/// A thread: an OTF2 location (its id is the thread id). Its events went to the sink.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
     pub tid: u32,
     /// Index into [`Otf2Trace::processes`].
     pub process: u32,
     pub name: String,
-    pub events: Vec<Timed>,
+    /// The communicator id this location's thread events carry, and the thread
+    /// contingent it stands for (an index into [`Otf2Trace::comms`]): the contingents
+    /// are numbered after the MPI communicators, known only at the end, so the events
+    /// carry a local id and the location's local definitions map it.
+    pub thread_comm: Option<CommMapping>,
 }
 
-/// Everything the archive holds.
+/// A location's local communicator id and the global one it stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommMapping {
+    pub local: u32,
+    pub global: u32,
+}
+
+/// The definitions of the archive, known once every event has been streamed.
 #[derive(Clone, Debug)]
 pub struct Otf2Trace {
     pub clock: ClockKind,
@@ -218,36 +232,93 @@ pub struct Otf2Stats {
     pub comms: usize,
     pub events: u64,
     pub critical_path_ns: u64,
+    /// The recording's events and the ones it lost (for the warning on losses).
+    pub events_recorded: u64,
+    pub events_lost: u64,
 }
 
-impl Otf2Trace {
-    /// Reads a recording: its graph (the critical path), then its records.
+/// Where the events go, location by location, each location's in time order (the
+/// locations interleave). `tracer-user`'s archive writer is one.
+pub trait Otf2Sink {
+    type Error;
+    fn event(&mut self, tid: u32, event: &Timed) -> Result<(), Self::Error>;
+}
+
+/// What the first pass (the graph) leaves for the second: the critical path metric per
+/// location and the figures of the definitions. The graph itself is dropped.
+pub struct Otf2Plan {
+    clock: ClockKind,
+    meta: RecordingMeta,
+    first_ts: u64,
+    last_ts: u64,
+    events_recorded: u64,
+    events_lost: u64,
+    critical_path_ns: u64,
+    ranks: HashMap<u32, i32>,
+    /// Per thread: its critical path metric events, in time order.
+    metrics: HashMap<u32, VecDeque<Timed>>,
+}
+
+impl Otf2Plan {
+    /// The first pass: reads the recording's graph (the critical path).
     pub fn read(path: &Path, clock: ClockKind) -> Result<Self, ExportError> {
         let mut reader = RecordingReader::open(path)?;
         let rg = RecordedGraph::read(&mut reader, clock)?;
-        Ok(Self::build(
-            &rg,
-            &reader.meta,
-            super::recording_items(path)?,
-        )?)
+        Ok(Self::new(&rg, reader.meta))
     }
 
-    /// The trace of `items` (the recording of `rg`, in file order).
-    pub fn build(
-        rg: &RecordedGraph,
-        meta: &RecordingMeta,
+    pub fn new(rg: &RecordedGraph, meta: RecordingMeta) -> Self {
+        let schedule = Schedule::new(&rg.graph);
+        Otf2Plan {
+            clock: rg.clock,
+            meta,
+            first_ts: rg.first_ts,
+            last_ts: rg.last_ts,
+            events_recorded: rg.events,
+            events_lost: rg.lost,
+            critical_path_ns: schedule.length,
+            ranks: rg
+                .processes
+                .iter()
+                .filter_map(|(&pid, p)| Some((pid, p.rank?)))
+                .collect(),
+            metrics: critical_path(rg, &schedule),
+        }
+    }
+
+    /// The second pass: streams the events of `items` (the same recording, in file
+    /// order) into `sink` and returns the definitions. A thread's events wait only
+    /// while they may still change: behind a call, procedure or wait still open (its
+    /// Enter goes if it never closes), or after a clone whose new thread has not shown
+    /// up yet (its ThreadCreate goes before them).
+    pub fn stream<S: Otf2Sink>(
+        self,
         items: impl IntoIterator<Item = Result<Item, RecordingError>>,
-    ) -> Result<Self, RecordingError> {
-        let mut b = Builder::default();
+        sink: &mut S,
+    ) -> Result<Otf2Trace, S::Error>
+    where
+        S::Error: From<RecordingError>,
+    {
+        let mut b = Builder {
+            metrics: self.metrics,
+            ..Builder::default()
+        };
         let mut reorder = ReorderBuffer::new(REORDER_WINDOW_NS);
-        let mut ready: Vec<Record> = Vec::new();
+        let mut out: Vec<(u32, Timed)> = Vec::new();
+        let send = |out: &mut Vec<(u32, Timed)>, sink: &mut S| -> Result<(), S::Error> {
+            for (tid, e) in out.drain(..) {
+                sink.event(tid, &e)?;
+            }
+            Ok(())
+        };
         for item in items {
             match item? {
                 Item::Record(r) => {
                     reorder.push(&r);
-                    reorder.ready(|r| ready.push(r.clone()));
+                    reorder.ready(|r| b.record(r, &mut out));
                 }
                 Item::Probe(p) => {
+                    b.region_keys.remove(&RegionKey::Procedure(p.id));
                     b.probe_names.insert(p.id, p.symbol);
                 }
                 Item::Process(p) => {
@@ -255,79 +326,62 @@ impl Otf2Trace {
                     b.commands.insert(p.pid, p.command.clone());
                 }
             }
-            for r in ready.drain(..) {
-                b.record(&r);
-            }
+            send(&mut out, sink)?;
         }
-        reorder.flush(|r| ready.push(r.clone()));
-        for r in ready.drain(..) {
-            b.record(&r);
-        }
-        let mut trace = b.finish(rg);
-        trace.machine = if meta.hostname.is_empty() {
+        reorder.flush(|r| b.record(r, &mut out));
+        send(&mut out, sink)?;
+        let mut trace = b.finish(&self.ranks, &mut out);
+        send(&mut out, sink)?;
+        trace.clock = self.clock;
+        trace.first_ts = self.first_ts;
+        trace.last_ts = self.last_ts;
+        trace.events_recorded = self.events_recorded;
+        trace.events_lost = self.events_lost;
+        trace.critical_path_ns = self.critical_path_ns;
+        trace.machine = if self.meta.hostname.is_empty() {
             "localhost".into()
         } else {
-            meta.hostname.clone()
+            self.meta.hostname.clone()
         };
-        trace.start_unix_ns = meta.start_unix_ns;
-        trace.start_monotonic_ns = meta.start_monotonic_ns;
-        critical_path(rg, &mut trace);
-        for l in &mut trace.locations {
-            l.events.sort_by_key(|e| e.ts_ns);
-        }
+        trace.start_unix_ns = self.meta.start_unix_ns;
+        trace.start_monotonic_ns = self.meta.start_monotonic_ns;
         Ok(trace)
-    }
-
-    pub fn stats(&self) -> Otf2Stats {
-        Otf2Stats {
-            locations: self.locations.len(),
-            regions: self.regions.len(),
-            comms: self.comms.len(),
-            events: self.locations.iter().map(|l| l.events.len() as u64).sum(),
-            critical_path_ns: self.critical_path_ns,
-        }
     }
 }
 
 /// The critical path as a metric per location: at the start and end of each of its
 /// work arcs, the location's work on the path so far. The last value of a location is
 /// its share of the path; over all locations they add up to the path's length.
-fn critical_path(rg: &RecordedGraph, trace: &mut Otf2Trace) {
+fn critical_path(rg: &RecordedGraph, schedule: &Schedule) -> HashMap<u32, VecDeque<Timed>> {
     let g = &rg.graph;
-    let schedule = Schedule::new(g);
-    trace.critical_path_ns = schedule.length;
     let mut so_far: HashMap<u32, u64> = HashMap::new();
-    let index: HashMap<u32, usize> = trace
-        .locations
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.tid, i))
-        .collect();
+    let mut metrics: HashMap<u32, VecDeque<Timed>> = HashMap::new();
     for id in schedule.critical_arcs(g, |_, a| a.weight) {
         let a = g.arc(id);
         if a.kind != ArcKind::Program || a.weight == 0 {
             continue;
         }
         let (from, to) = (&g.vertices[a.from as usize], &g.vertices[a.to as usize]);
-        let Some(&i) = index.get(&to.tid) else {
-            continue;
-        };
         let total = so_far.entry(to.tid).or_default();
-        let events = &mut trace.locations[i].events;
+        let events = metrics.entry(to.tid).or_default();
         let start = Timed {
             ts_ns: from.ts_ns,
             event: Event::CriticalPath { ns: *total },
         };
         // Two arcs of the path in a row: the first one's end is the second one's start.
-        if events.last() != Some(&start) {
-            events.push(start);
+        if events.back() != Some(&start) {
+            events.push_back(start);
         }
         *total += a.weight;
-        events.push(Timed {
+        events.push_back(Timed {
             ts_ns: to.ts_ns.max(from.ts_ns),
             event: Event::CriticalPath { ns: *total },
         });
     }
+    for events in metrics.values_mut() {
+        events.make_contiguous().sort_by_key(|e| e.ts_ns);
+    }
+    metrics
 }
 
 /// A call in progress on a thread.
@@ -354,15 +408,132 @@ enum Pending {
     Recv(Message),
 }
 
+/// The events of a thread not yet sent, as three streams merged in time order when
+/// they go out (at one time: recorded events, then ThreadCreates, then the metric, as
+/// a stable sort of them all would order them).
+#[derive(Default)]
+struct EventBuffer {
+    /// Recorded events, in time order; `base` is the number of those already sent, so
+    /// that an event keeps its index (`enter_at`) while earlier ones leave.
+    recorded: VecDeque<Timed>,
+    base: usize,
+    /// ThreadCreates, made when the new thread shows up (after later events).
+    created: Vec<Timed>,
+    metric: VecDeque<Timed>,
+}
+
+impl std::ops::Index<usize> for EventBuffer {
+    type Output = Timed;
+    fn index(&self, at: usize) -> &Timed {
+        &self.recorded[at - self.base]
+    }
+}
+
+impl std::ops::IndexMut<usize> for EventBuffer {
+    fn index_mut(&mut self, at: usize) -> &mut Timed {
+        &mut self.recorded[at - self.base]
+    }
+}
+
+/// The Enter of a call, procedure or wait that never closed: left out.
+const DROPPED: Event = Event::Enter { region: u32::MAX };
+
+impl EventBuffer {
+    fn push(&mut self, e: Timed) -> usize {
+        self.recorded.push_back(e);
+        self.base + self.recorded.len() - 1
+    }
+
+    /// Sends `tid`'s events before `limit` (all with `None`) to `out`, in time order.
+    fn drain(&mut self, tid: u32, limit: Option<u64>, out: &mut Vec<(u32, Timed)>) {
+        loop {
+            // Most events are recorded ones with nothing else waiting.
+            if self.created.is_empty()
+                && self
+                    .metric
+                    .front()
+                    .is_none_or(|m| self.recorded.front().is_some_and(|r| r.ts_ns <= m.ts_ns))
+            {
+                match self.recorded.front() {
+                    Some(e) if limit.is_none_or(|l| e.ts_ns < l) => {
+                        self.base += 1;
+                        let e = self.recorded.pop_front().unwrap();
+                        if e.event != DROPPED {
+                            out.push((tid, e));
+                        }
+                        continue;
+                    }
+                    Some(_) => return,
+                    None => {}
+                }
+            }
+            let fronts = [
+                self.recorded.front(),
+                self.created.first(),
+                self.metric.front(),
+            ];
+            // The earliest goes next; at one time, the streams in the order above.
+            let Some((ts, stream)) = fronts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| Some((e.as_ref()?.ts_ns, i)))
+                .min()
+            else {
+                return;
+            };
+            if limit.is_some_and(|l| ts >= l) {
+                return;
+            }
+            let e = match stream {
+                0 => {
+                    self.base += 1;
+                    self.recorded.pop_front().unwrap()
+                }
+                1 => self.created.remove(0),
+                _ => self.metric.pop_front().unwrap(),
+            };
+            if e.event != DROPPED {
+                out.push((tid, e));
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 struct Thread {
     pid: u32,
-    events: Vec<Timed>,
+    events: EventBuffer,
     calls: Vec<OpenCall>,
     procedures: Vec<(u16, usize)>,
     futex_wait: Option<usize>,
     /// This thread's thread-contingent sequence number, if it began as a new thread.
     sequence: Option<u64>,
+    /// Times of this thread's clones whose new thread has not shown up yet.
+    clones: Vec<u64>,
+}
+
+impl Thread {
+    /// The first of its events that may still change: a call's, procedure's or wait's
+    /// Enter still open.
+    fn first_open(&self) -> Option<usize> {
+        let calls = self.calls.iter().map(|c| c.enter_at);
+        let procedures = self.procedures.iter().map(|p| p.1);
+        calls.chain(procedures).chain(self.futex_wait).min()
+    }
+
+    /// Sends the events that can no longer change or be preceded by another: before
+    /// `now` (later records are not earlier), before a clone still unseen, before the
+    /// first Enter still open.
+    fn flush(&mut self, tid: u32, now: u64, out: &mut Vec<(u32, Timed)>) {
+        let mut limit = now;
+        if let Some(&c) = self.clones.iter().min() {
+            limit = limit.min(c);
+        }
+        if let Some(at) = self.first_open() {
+            limit = limit.min(self.events[at].ts_ns);
+        }
+        self.events.drain(tid, Some(limit), out);
+    }
 }
 
 #[derive(Default)]
@@ -373,14 +544,26 @@ struct Builder {
     threads: BTreeMap<u32, Thread>,
     regions: Vec<Region>,
     region_ids: HashMap<Region, u32>,
+    region_keys: FxHashMap<RegionKey, u32>,
     /// Directory communicator id -> our communicator index.
     mpi_comms: BTreeMap<u32, u32>,
-    pending: HashMap<(u32, u64), Pending>,
+    pending: FxHashMap<(u32, u64), Pending>,
     /// Threads cloned and not yet seen: their creator's (tid, pid) and the time.
     forks: HashMap<u32, Fork>,
     /// Per process: threads created so far (the next sequence number).
     created: HashMap<u32, u64>,
     unclosed: u64,
+    /// The critical path metric of threads not seen yet (see [`critical_path`]).
+    metrics: HashMap<u32, VecDeque<Timed>>,
+}
+
+/// What a region stands for: a call (by id), a selected procedure (by probe id), or
+/// the futex wait.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum RegionKey {
+    Call(u16),
+    Procedure(u16),
+    FutexWait,
 }
 
 #[derive(Clone, Copy)]
@@ -411,6 +594,17 @@ impl Builder {
         })
     }
 
+    /// The region of `key`, made by `make` the first time (a call or procedure enters
+    /// often: its region is looked up without building its name again).
+    fn region_of(&mut self, key: RegionKey, make: impl FnOnce(&Self) -> Region) -> u32 {
+        if let Some(&id) = self.region_keys.get(&key) {
+            return id;
+        }
+        let id = self.region(make(self));
+        self.region_keys.insert(key, id);
+        id
+    }
+
     /// Our index of the communicator `handle` of `pid`, if the directory knows it.
     fn comm(&mut self, pid: u32, handle: u64, flavor: Option<Flavor>) -> Option<u32> {
         let gid = self.directory.comm_of(pid, handle, flavor)?;
@@ -420,11 +614,19 @@ impl Builder {
 
     fn push(&mut self, tid: u32, ts_ns: u64, event: Event) -> usize {
         let t = self.threads.entry(tid).or_default();
-        t.events.push(Timed { ts_ns, event });
-        t.events.len() - 1
+        t.events.push(Timed { ts_ns, event })
     }
 
-    fn record(&mut self, r: &Record) {
+    /// Takes a record in, then sends its thread's events that are final to `out`.
+    fn record(&mut self, r: &Record, out: &mut Vec<(u32, Timed)>) {
+        self.apply(r);
+        let h = r.header();
+        if let Some(t) = self.threads.get_mut(&h.tid) {
+            t.flush(h.tid, h.ts_ns, out);
+        }
+    }
+
+    fn apply(&mut self, r: &Record) {
         // A wakeup's header is the waker (maybe untraced), a switch-in's may lack its
         // process: neither is an event of the thread.
         if matches!(
@@ -436,8 +638,10 @@ impl Builder {
         let h = *r.header();
         let ts = h.ts_ns;
         let new = !self.threads.contains_key(&h.tid);
-        self.threads.entry(h.tid).or_default().pid = h.tgid;
+        let t = self.threads.entry(h.tid).or_default();
+        t.pid = h.tgid;
         if new {
+            t.events.metric = self.metrics.remove(&h.tid).unwrap_or_default();
             self.thread_seen(h.tid, h.tgid);
         }
         match r {
@@ -467,20 +671,18 @@ impl Builder {
                     }));
                 }
             }
-            Record::FuncEnter(_) => {
-                if let Some(name) = self.probe_names.get(&h.call).cloned() {
-                    let region = self.region(Region {
-                        name,
-                        role: RegionRole::Function,
-                        paradigm: Paradigm::User,
-                    });
-                    let at = self.push(h.tid, ts, Event::Enter { region });
-                    self.threads
-                        .get_mut(&h.tid)
-                        .unwrap()
-                        .procedures
-                        .push((h.call, at));
-                }
+            Record::FuncEnter(_) if self.probe_names.contains_key(&h.call) => {
+                let region = self.region_of(RegionKey::Procedure(h.call), |b| Region {
+                    name: b.probe_names[&h.call].clone(),
+                    role: RegionRole::Function,
+                    paradigm: Paradigm::User,
+                });
+                let at = self.push(h.tid, ts, Event::Enter { region });
+                self.threads
+                    .get_mut(&h.tid)
+                    .unwrap()
+                    .procedures
+                    .push((h.call, at));
             }
             Record::FuncExit(_) => {
                 let t = self.threads.get_mut(&h.tid).unwrap();
@@ -499,7 +701,7 @@ impl Builder {
                 }
             }
             Record::FutexEnter(f) if futex_waits(f.op) => {
-                let region = self.region(Region {
+                let region = self.region_of(RegionKey::FutexWait, |_| Region {
                     name: "futex wait".into(),
                     role: RegionRole::ThreadWait,
                     paradigm: Paradigm::Pthread,
@@ -516,14 +718,15 @@ impl Builder {
                 }
             }
             Record::Fork(f) => {
-                self.forks.insert(
-                    f.child_tid,
-                    Fork {
-                        parent_tid: h.tid,
-                        parent_pid: h.tgid,
-                        ts_ns: ts,
-                    },
-                );
+                let fork = Fork {
+                    parent_tid: h.tid,
+                    parent_pid: h.tgid,
+                    ts_ns: ts,
+                };
+                if let Some(old) = self.forks.insert(f.child_tid, fork) {
+                    self.clone_seen(old);
+                }
+                self.threads.get_mut(&h.tid).unwrap().clones.push(ts);
             }
             Record::Exit(_) => {
                 let t = &self.threads[&h.tid];
@@ -542,6 +745,7 @@ impl Builder {
         let Some(f) = self.forks.remove(&tid) else {
             return;
         };
+        self.clone_seen(f);
         if f.parent_pid != pid || tid == pid {
             return;
         }
@@ -549,19 +753,34 @@ impl Builder {
         let sequence = *counter;
         *counter += 1;
         let comm = self.thread_comm(pid);
-        self.threads.entry(f.parent_tid).or_default().pid = pid;
-        self.push(
-            f.parent_tid,
-            f.ts_ns,
-            Event::ThreadCreate { comm, sequence },
-        );
+        let parent = self.threads.entry(f.parent_tid).or_default();
+        parent.pid = pid;
+        let parent = &mut parent.events;
+        // After the creator's events at the clone's time that came before it.
+        let at = parent.created.partition_point(|e| e.ts_ns <= f.ts_ns);
+        let create = Timed {
+            ts_ns: f.ts_ns,
+            event: Event::ThreadCreate { comm, sequence },
+        };
+        parent.created.insert(at, create);
         self.push(tid, f.ts_ns, Event::ThreadBegin { comm, sequence });
         self.threads.get_mut(&tid).unwrap().sequence = Some(sequence);
     }
 
-    /// The thread contingent of a process: numbered after the MPI communicators in
-    /// [`Self::finish`], so here a placeholder keyed by pid (`u32::MAX - pid` never
-    /// collides with an MPI index).
+    /// A clone's new thread showed up (or its id was cloned again): its creator's events
+    /// after it no longer wait for its ThreadCreate.
+    fn clone_seen(&mut self, f: Fork) {
+        if let Some(t) = self.threads.get_mut(&f.parent_tid) {
+            if let Some(i) = t.clones.iter().position(|&c| c == f.ts_ns) {
+                t.clones.swap_remove(i);
+            }
+        }
+    }
+
+    /// The local id of a process's thread contingent in its events: the contingents
+    /// are numbered after the MPI communicators in [`Self::finish`], after the events
+    /// went out, so the events carry an id keyed by pid (`u32::MAX - pid` never
+    /// collides with an MPI index) that [`Location::thread_comm`] maps.
     fn thread_comm(&self, pid: u32) -> u32 {
         u32::MAX - pid
     }
@@ -571,7 +790,7 @@ impl Builder {
         let CallField { id, flavor } = split_call_field(h.call);
         let flavor = Flavor::from_id(flavor);
         let spec = calls::spec(id);
-        let region = self.region(Region {
+        let region = self.region_of(RegionKey::Call(id), |_| Region {
             name: calls::name(id),
             role: call_role(id, spec.map(|s| s.role)),
             paradigm: match spec.map(|s| s.family) {
@@ -780,19 +999,19 @@ impl Builder {
         }
     }
 
-    fn finish(mut self, rg: &RecordedGraph) -> Otf2Trace {
+    /// Sends every event left to `out` and returns the definitions.
+    fn finish(mut self, ranks: &HashMap<u32, i32>, out: &mut Vec<(u32, Timed)>) -> Otf2Trace {
         // Calls, procedures and waits still open: their Enter goes (a Leave-less Enter
         // would leave the location's call stack open).
-        for t in self.threads.values_mut() {
+        for (&tid, t) in &mut self.threads {
             let mut open: Vec<usize> = t.calls.iter().map(|c| c.enter_at).collect();
             open.extend(t.procedures.iter().map(|p| p.1));
             open.extend(t.futex_wait);
             for at in open {
-                t.events[at].event = Event::Enter { region: u32::MAX };
+                t.events[at].event = DROPPED;
                 self.unclosed += 1;
             }
-            t.events
-                .retain(|e| e.event != Event::Enter { region: u32::MAX });
+            t.events.drain(tid, None, out);
         }
         // Processes: every pid with a thread, named like the Chrome export's.
         let mut pids: Vec<u32> = self.threads.values().map(|t| t.pid).collect();
@@ -801,10 +1020,9 @@ impl Builder {
         let processes: Vec<Process> = pids
             .iter()
             .map(|&pid| {
-                let rank = rg
-                    .processes
+                let rank = ranks
                     .get(&pid)
-                    .and_then(|p| p.rank)
+                    .copied()
                     .or_else(|| self.directory.world_rank(pid));
                 let command = self
                     .commands
@@ -874,15 +1092,8 @@ impl Builder {
         }
         let locations = std::mem::take(&mut self.threads)
             .into_iter()
-            .map(|(tid, mut t)| {
-                for e in &mut t.events {
-                    if let Event::ThreadCreate { comm, .. }
-                    | Event::ThreadBegin { comm, .. }
-                    | Event::ThreadEnd { comm, .. } = &mut e.event
-                    {
-                        *comm = contingents[comm];
-                    }
-                }
+            .map(|(tid, t)| {
+                let local = self.thread_comm(t.pid);
                 Location {
                     tid,
                     process: process_index[&t.pid],
@@ -891,17 +1102,19 @@ impl Builder {
                     } else {
                         format!("thread {tid}")
                     },
-                    events: t.events,
+                    thread_comm: contingents
+                        .get(&local)
+                        .map(|&global| CommMapping { local, global }),
                 }
             })
             .collect();
         Otf2Trace {
-            clock: rg.clock,
+            clock: ClockKind::Cpu,
             machine: String::new(),
             start_unix_ns: 0,
             start_monotonic_ns: 0,
-            first_ts: rg.first_ts,
-            last_ts: rg.last_ts,
+            first_ts: 0,
+            last_ts: 0,
             processes,
             locations,
             regions: self.regions,
@@ -909,8 +1122,8 @@ impl Builder {
             mpi_locations: mpi_locations.into_iter().map(|(_, l)| l).collect(),
             thread_locations,
             critical_path_ns: 0,
-            events_recorded: rg.events,
-            events_lost: rg.lost,
+            events_recorded: 0,
+            events_lost: 0,
             unclosed: self.unclosed,
         }
     }
@@ -975,13 +1188,33 @@ fn collective_op(id: u16) -> Option<CollectiveOp> {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
     use super::*;
-    use crate::format::synth::SyntheticRun;
+    use crate::format::synth::{SyntheticRun, SyntheticThreads, THREADS_PID};
+    use tracer_common::kind;
+
+    /// A sink keeping every location's events.
+    #[derive(Default)]
+    struct Events(BTreeMap<u32, Vec<Timed>>);
+
+    impl Otf2Sink for Events {
+        type Error = RecordingError;
+        fn event(&mut self, tid: u32, event: &Timed) -> Result<(), RecordingError> {
+            self.0.entry(tid).or_default().push(event.clone());
+            Ok(())
+        }
+    }
 
     /// A ring over 3 ranks, 4 rounds, with work inside and outside `work`.
-    fn ring() -> (Otf2Trace, RecordedGraph) {
+    fn ring() -> (Otf2Trace, Events, RecordedGraph) {
+        ring_of(4)
+    }
+
+    fn ring_of(rounds: i32) -> (Otf2Trace, Events, RecordedGraph) {
         let mut s = SyntheticRun::new(3, &["work"]);
-        for round in 0..4 {
+        for round in 0..rounds {
             for r in 0..3 {
                 s.compute(r, 10_000 + 1000 * r as u64, Some(0));
                 s.message(r, (r + 1) % 3, round);
@@ -989,25 +1222,21 @@ mod tests {
         }
         let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
         let items = s.items.iter().cloned().map(Ok);
-        (
-            Otf2Trace::build(&rg, &RecordingMeta::default(), items).unwrap(),
-            rg,
-        )
+        let mut events = Events::default();
+        let plan = Otf2Plan::new(&rg, RecordingMeta::default());
+        let trace = plan.stream(items, &mut events).unwrap();
+        (trace, events, rg)
     }
 
-    fn count(t: &Otf2Trace, f: impl Fn(&Event) -> bool) -> usize {
-        t.locations
-            .iter()
-            .flat_map(|l| &l.events)
-            .filter(|e| f(&e.event))
-            .count()
+    fn count(events: &Events, f: impl Fn(&Event) -> bool) -> usize {
+        events.0.values().flatten().filter(|e| f(&e.event)).count()
     }
 
     #[test]
     fn ring_has_messages_regions_and_the_critical_path() {
-        let (t, rg) = ring();
-        assert_eq!(count(&t, |e| matches!(e, Event::MpiSend(_))), 12);
-        assert_eq!(count(&t, |e| matches!(e, Event::MpiRecv(_))), 12);
+        let (t, events, rg) = ring();
+        assert_eq!(count(&events, |e| matches!(e, Event::MpiSend(_))), 12);
+        assert_eq!(count(&events, |e| matches!(e, Event::MpiRecv(_))), 12);
         assert_eq!(t.processes.len(), 3);
         assert_eq!(t.comms.len(), 1);
         assert_eq!(t.comms[0].name, "MPI_COMM_WORLD");
@@ -1016,30 +1245,29 @@ mod tests {
         // Every send names its receiver's rank; ranks are the processes' own.
         for l in &t.locations {
             let rank = t.processes[l.process as usize].rank.unwrap() as u32;
-            for e in &l.events {
+            let l = &events.0[&l.tid];
+            for e in l {
                 if let Event::MpiSend(m) = e.event {
                     assert_eq!(m.peer, (rank + 1) % 3);
                 }
             }
-            assert!(l.events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+            assert!(l.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
             let enters = l
-                .events
                 .iter()
                 .filter(|e| matches!(e.event, Event::Enter { .. }))
                 .count();
             let leaves = l
-                .events
                 .iter()
                 .filter(|e| matches!(e.event, Event::Leave { .. }))
                 .count();
             assert_eq!(enters, leaves);
         }
         // The metric's last value per location adds up to the path.
-        let sum: u64 = t
-            .locations
-            .iter()
+        let sum: u64 = events
+            .0
+            .values()
             .filter_map(|l| {
-                l.events.iter().rev().find_map(|e| match e.event {
+                l.iter().rev().find_map(|e| match e.event {
                     Event::CriticalPath { ns } => Some(ns),
                     _ => None,
                 })
@@ -1052,5 +1280,128 @@ mod tests {
             (send.role, send.paradigm),
             (RegionRole::PointToPoint, Paradigm::Mpi)
         );
+    }
+
+    /// A sink noting, per event, how many items of the recording had been read.
+    struct Arrivals {
+        read: Rc<Cell<usize>>,
+        at: Vec<usize>,
+    }
+
+    impl Otf2Sink for Arrivals {
+        type Error = RecordingError;
+        fn event(&mut self, _: u32, _: &Timed) -> Result<(), RecordingError> {
+            self.at.push(self.read.get());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn events_leave_while_the_recording_is_read() {
+        // 20000 rounds of 18 records 1 us apart: 360 ms, the reorder window 50 ms.
+        let mut s = SyntheticRun::new(3, &["work"]);
+        for round in 0..20_000 {
+            for r in 0..3 {
+                s.compute(r, 10_000, Some(0));
+                s.message(r, (r + 1) % 3, round);
+            }
+        }
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let read = Rc::new(Cell::new(0));
+        let items = s.items.iter().cloned().map(|i| {
+            read.set(read.get() + 1);
+            Ok(i)
+        });
+        let mut sink = Arrivals {
+            read: read.clone(),
+            at: Vec::new(),
+        };
+        let plan = Otf2Plan::new(&rg, RecordingMeta::default());
+        plan.stream(items, &mut sink).unwrap();
+        // Events go out about a reorder window (a seventh of the run) behind the
+        // reading, not at its end.
+        let total = s.items.len();
+        assert!(
+            sink.at[0] < total / 5,
+            "first event after {} of {total}",
+            sink.at[0]
+        );
+        let early = sink.at.iter().filter(|&&n| n < total * 9 / 10).count();
+        assert!(
+            early > sink.at.len() * 7 / 10,
+            "{early} of {}",
+            sink.at.len()
+        );
+    }
+
+    #[test]
+    fn a_thread_create_waits_for_its_thread_and_an_unclosed_enter_goes() {
+        let mut s = SyntheticThreads::new(&["work"]);
+        s.clone(THREADS_PID, 501);
+        let clone_ts = s.ts;
+        // The creator works before its new thread shows up.
+        s.compute(THREADS_PID, 1000, Some(0));
+        s.compute(501, 1000, None);
+        // A procedure the main thread never leaves.
+        let h = s.header(THREADS_PID, kind::FUNC_ENTER, 1);
+        s.items.push(Item::Record(Record::FuncEnter(h)));
+        s.exit(501);
+        s.exit(THREADS_PID);
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let mut events = Events::default();
+        let plan = Otf2Plan::new(&rg, RecordingMeta::default());
+        let t = plan
+            .stream(s.items.iter().cloned().map(Ok), &mut events)
+            .unwrap();
+        let local = u32::MAX - THREADS_PID;
+        let mapping = Some(CommMapping { local, global: 0 });
+        assert_eq!(t.comms.len(), 1);
+        assert_eq!(t.comms[0].name, "threads of 500");
+        assert_eq!(
+            t.locations
+                .iter()
+                .map(|l| l.thread_comm)
+                .collect::<Vec<_>>(),
+            vec![mapping, mapping]
+        );
+        assert_eq!(t.unclosed, 1);
+        let recorded = |tid: u32| -> Vec<Timed> {
+            events.0[&tid]
+                .iter()
+                .filter(|e| !matches!(e.event, Event::CriticalPath { .. }))
+                .cloned()
+                .collect()
+        };
+        let main = recorded(THREADS_PID);
+        let create = Event::ThreadCreate {
+            comm: local,
+            sequence: 0,
+        };
+        assert_eq!(
+            main.iter().map(|e| &e.event).collect::<Vec<_>>(),
+            vec![
+                &create,
+                &Event::Enter { region: 0 },
+                &Event::Leave { region: 0 }
+            ]
+        );
+        assert_eq!(main[0].ts_ns, clone_ts);
+        assert!(events.0[&THREADS_PID]
+            .windows(2)
+            .all(|w| w[0].ts_ns <= w[1].ts_ns));
+        let thread = recorded(501);
+        let begin = Event::ThreadBegin {
+            comm: local,
+            sequence: 0,
+        };
+        let end = Event::ThreadEnd {
+            comm: local,
+            sequence: 0,
+        };
+        assert_eq!(
+            thread.iter().map(|e| &e.event).collect::<Vec<_>>(),
+            vec![&begin, &end]
+        );
+        assert_eq!(thread[0].ts_ns, clone_ts);
     }
 }

@@ -8,7 +8,7 @@ use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::export::chrome::{ChromeExport, ExportStats};
 use tracer_analysis::export::flame::{write_folded, FlameStats};
 use tracer_analysis::export::hatchet::{write_hatchet, HatchetStats};
-use tracer_analysis::export::otf2::{Otf2Stats, Otf2Trace};
+use tracer_analysis::export::otf2::{Otf2Plan, Otf2Stats};
 use tracer_analysis::export::perfetto::{write_perfetto, PerfettoStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
@@ -135,10 +135,14 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             if to_stdout {
                 anyhow::bail!("an OTF2 archive is a directory: give one with -o DIR, not -");
             }
-            let trace = Otf2Trace::read(&a.file, clock).map_err(fail)?;
-            let stats = write_archive(&trace, &a.output).with_context(writing)?;
+            let plan = Otf2Plan::read(&a.file, clock).map_err(fail)?;
+            let items = recording_items(&a.file).with_context(reading)?;
+            let stats = write_archive(plan, items, &a.output).map_err(|e| match e {
+                Otf2Error::Recording(e) => anyhow::Error::new(e).context(reading()),
+                e => anyhow::Error::new(e).context(writing()),
+            })?;
             report_otf2(&stats, &a.output);
-            (trace.events_recorded, trace.events_lost)
+            (stats.events_recorded, stats.events_lost)
         }
         Format::Folded | Format::Svg => {
             let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
@@ -258,10 +262,14 @@ fn write_parquet(
 
 /// Writes the OTF2 archive in `dir`, which must be new or empty: on failure what was
 /// written goes again (the directory too, if this made it).
-fn write_archive(trace: &Otf2Trace, dir: &Path) -> Result<Otf2Stats, Otf2Error> {
+fn write_archive(
+    plan: Otf2Plan,
+    items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+    dir: &Path,
+) -> Result<Otf2Stats, Otf2Error> {
     let existed = dir.exists();
-    let result = write_otf2(trace, dir);
-    if let Err(Otf2Error::Library { .. } | Otf2Error::Io(_)) = &result {
+    let result = write_otf2(plan, items, dir);
+    if let Err(Otf2Error::Library { .. } | Otf2Error::Io(_) | Otf2Error::Recording(_)) = &result {
         if existed {
             for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
                 let _ = std::fs::remove_dir_all(entry.path())

@@ -10,7 +10,7 @@ pub type ErrorCode = c_int;
 pub const SUCCESS: ErrorCode = 0;
 
 /// Opaque handles (OTF2_Archive.h, OTF2_EvtWriter.h, OTF2_DefWriter.h,
-/// OTF2_GlobalDefWriter.h, OTF2_AttributeList.h).
+/// OTF2_GlobalDefWriter.h, OTF2_AttributeList.h, OTF2_IdMap.h).
 #[repr(C)]
 pub struct Archive {
     _private: [u8; 0],
@@ -31,6 +31,10 @@ pub struct GlobalDefWriter {
 pub struct AttributeList {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub struct IdMap {
+    _private: [u8; 0],
+}
 
 // OTF2_GeneralDefinitions.h
 pub const FILEMODE_WRITE: u8 = 0;
@@ -39,6 +43,9 @@ pub const COMPRESSION_NONE: u8 = 1;
 pub const FLUSH: u8 = 1;
 pub const TYPE_UINT64: u8 = 4;
 pub const UNDEFINED_UINT32: u32 = u32::MAX;
+pub const MAPPING_COMM: u8 = 6;
+// OTF2_IdMap.h
+pub const ID_MAP_SPARSE: u8 = 1;
 // OTF2_Archive.h
 pub const CHUNK_SIZE_EVENTS_DEFAULT: u64 = 1024 * 1024;
 pub const CHUNK_SIZE_DEFINITIONS_DEFAULT: u64 = 4 * 1024 * 1024;
@@ -104,6 +111,18 @@ extern "C" {
     pub fn OTF2_Archive_GetDefWriter(archive: *mut Archive, location: u64) -> *mut DefWriter;
     pub fn OTF2_Archive_CloseDefWriter(archive: *mut Archive, w: *mut DefWriter) -> ErrorCode;
     pub fn OTF2_Archive_GetGlobalDefWriter(archive: *mut Archive) -> *mut GlobalDefWriter;
+
+    // OTF2_DefWriter.h
+    pub fn OTF2_DefWriter_WriteMappingTable(
+        w: *mut DefWriter,
+        kind: u8,
+        map: *const IdMap,
+    ) -> ErrorCode;
+
+    // OTF2_IdMap.h
+    pub fn OTF2_IdMap_Create(mode: u8, capacity: u64) -> *mut IdMap;
+    pub fn OTF2_IdMap_AddIdPair(map: *mut IdMap, local: u64, global: u64) -> ErrorCode;
+    pub fn OTF2_IdMap_Free(map: *mut IdMap);
 
     // OTF2_GlobalDefWriter.h
     pub fn OTF2_GlobalDefWriter_WriteClockProperties(

@@ -1,14 +1,21 @@
-//! Writes an [`Otf2Trace`] as an OTF2 archive: `DIR/traces.otf2` (the anchor file),
-//! `DIR/traces.def` (global definitions) and `DIR/traces/` (a definition and an event
-//! file per location), through the OTF2 library's serial writer.
+//! Writes an OTF2 archive: `DIR/traces.otf2` (the anchor file), `DIR/traces.def`
+//! (global definitions) and `DIR/traces/` (a definition and an event file per location),
+//! through the OTF2 library's serial writer. The events stream in as the model makes
+//! them: an event writer per location, opened at its first event, whose buffer OTF2
+//! flushes to its file chunk by chunk; the definitions, known only at the end, follow.
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::path::{Path, PathBuf};
 use std::ptr;
 
+use rustc_hash::FxHashMap;
+
 use tracer_analysis::analysis::workclock::ClockKind;
-use tracer_analysis::export::otf2::{Event, Otf2Stats, Otf2Trace, Paradigm};
+use tracer_analysis::export::otf2::{
+    Event, Otf2Plan, Otf2Sink, Otf2Stats, Otf2Trace, Paradigm, Timed,
+};
+use tracer_analysis::format::recording::{Item, RecordingError};
 
 use super::ffi;
 
@@ -26,6 +33,9 @@ pub enum Otf2Error {
     BadPath(PathBuf),
     #[error("the OTF2 library failed in {call} (error code {code})")]
     Library { call: &'static str, code: i32 },
+    /// Reading the recording failed (its events are read while the archive is written).
+    #[error(transparent)]
+    Recording(#[from] RecordingError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -46,8 +56,8 @@ fn non_null<T>(p: *mut T, call: &'static str) -> Result<*mut T, Otf2Error> {
     }
 }
 
-/// OTF2 asks before it flushes a full buffer to disk: always (the whole trace is
-/// written from memory, nothing is lost by flushing).
+/// OTF2 asks before it flushes a full buffer to disk: always (an event, once written,
+/// is final; flushing keeps the memory bounded).
 extern "C" fn pre_flush(_: *mut c_void, _: u8, _: u64, _: *mut c_void, _: bool) -> u8 {
     ffi::FLUSH
 }
@@ -138,9 +148,14 @@ impl Strings {
     }
 }
 
-/// Writes `trace` as an OTF2 archive in directory `dir` (created; it must not exist or
-/// be empty). On failure the caller removes `dir`.
-pub fn write_otf2(trace: &Otf2Trace, dir: &Path) -> Result<Otf2Stats, Otf2Error> {
+/// Writes the OTF2 archive of a recording in directory `dir` (created; it must not
+/// exist or be empty): the events of `items` (the recording `plan` read, in file
+/// order) as they come, then the definitions. On failure the caller removes `dir`.
+pub fn write_otf2(
+    plan: Otf2Plan,
+    items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+    dir: &Path,
+) -> Result<Otf2Stats, Otf2Error> {
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -151,55 +166,116 @@ pub fn write_otf2(trace: &Otf2Trace, dir: &Path) -> Result<Otf2Stats, Otf2Error>
         Err(_) => return Err(Otf2Error::NotEmpty(dir.to_path_buf())),
     }
     let archive = Archive::create(dir)?;
+    let mut files = EventFiles::open(&archive)?;
+    let trace = plan.stream(items, &mut files)?;
+    let written = files.close(&trace)?;
     // The clock: nanoseconds of the recording, from its first event.
-    let first = trace
-        .locations
-        .iter()
-        .filter_map(|l| l.events.first())
-        .map(|e| e.ts_ns)
-        .min()
-        .unwrap_or(trace.first_ts);
-    let last = trace
-        .locations
-        .iter()
-        .filter_map(|l| l.events.last())
-        .map(|e| e.ts_ns)
-        .max()
-        .unwrap_or(first);
-    write_events(&archive, trace)?;
-    write_definitions(&archive, trace, first, last)?;
+    let first = written.first.unwrap_or(trace.first_ts);
+    let last = written.last.unwrap_or(first);
+    write_definitions(&archive, &trace, &written.events, first, last)?;
     archive.close()?;
-    Ok(trace.stats())
+    Ok(Otf2Stats {
+        locations: trace.locations.len(),
+        regions: trace.regions.len(),
+        comms: trace.comms.len(),
+        events: written.events.values().sum(),
+        critical_path_ns: trace.critical_path_ns,
+        events_recorded: trace.events_recorded,
+        events_lost: trace.events_lost,
+    })
 }
 
-fn write_events(archive: &Archive, trace: &Otf2Trace) -> Result<(), Otf2Error> {
-    let a = archive.0;
-    // SAFETY (this function): `a` is a valid archive; every writer is taken from it and
-    // given back once; the metric arrays live across their call.
-    unsafe {
+/// The event files: a writer per location, opened at its first event.
+struct EventFiles {
+    archive: *mut ffi::Archive,
+    /// Looked up at every event: a fast hash of the thread id.
+    writers: FxHashMap<u32, LocationEvents>,
+    first: Option<u64>,
+    last: Option<u64>,
+}
+
+struct LocationEvents {
+    writer: *mut ffi::EvtWriter,
+    count: u64,
+}
+
+/// What the event files hold: events per location and the first and last time.
+struct Written {
+    events: HashMap<u32, u64>,
+    first: Option<u64>,
+    last: Option<u64>,
+}
+
+impl EventFiles {
+    fn open(archive: &Archive) -> Result<Self, Otf2Error> {
+        // SAFETY: a valid archive.
         check(
-            ffi::OTF2_Archive_OpenEvtFiles(a),
+            unsafe { ffi::OTF2_Archive_OpenEvtFiles(archive.0) },
             "OTF2_Archive_OpenEvtFiles",
         )?;
-        for l in &trace.locations {
-            let w = non_null(
-                ffi::OTF2_Archive_GetEvtWriter(a, l.tid as u64),
-                "OTF2_Archive_GetEvtWriter",
-            )?;
-            for e in &l.events {
-                write_event(w, e.ts_ns, &e.event)?;
+        Ok(EventFiles {
+            archive: archive.0,
+            writers: FxHashMap::default(),
+            first: None,
+            last: None,
+        })
+    }
+
+    fn writer(&mut self, tid: u32) -> Result<&mut LocationEvents, Otf2Error> {
+        let archive = self.archive;
+        match self.writers.entry(tid) {
+            std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                // SAFETY: a valid archive with its event files open.
+                let writer = non_null(
+                    unsafe { ffi::OTF2_Archive_GetEvtWriter(archive, tid as u64) },
+                    "OTF2_Archive_GetEvtWriter",
+                )?;
+                Ok(e.insert(LocationEvents { writer, count: 0 }))
             }
+        }
+    }
+
+    /// Closes every location's writer (a location without events gets its empty event
+    /// file too), then the event files.
+    fn close(mut self, trace: &Otf2Trace) -> Result<Written, Otf2Error> {
+        for l in &trace.locations {
+            self.writer(l.tid)?;
+        }
+        let mut events = HashMap::new();
+        for (tid, w) in self.writers.drain() {
+            // SAFETY: a writer of this archive, given back once.
             check(
-                ffi::OTF2_Archive_CloseEvtWriter(a, w),
+                unsafe { ffi::OTF2_Archive_CloseEvtWriter(self.archive, w.writer) },
                 "OTF2_Archive_CloseEvtWriter",
             )?;
+            events.insert(tid, w.count);
         }
+        // SAFETY: a valid archive whose event writers are all closed.
         check(
-            ffi::OTF2_Archive_CloseEvtFiles(a),
+            unsafe { ffi::OTF2_Archive_CloseEvtFiles(self.archive) },
             "OTF2_Archive_CloseEvtFiles",
         )?;
+        Ok(Written {
+            events,
+            first: self.first,
+            last: self.last,
+        })
     }
-    Ok(())
+}
+
+impl Otf2Sink for EventFiles {
+    type Error = Otf2Error;
+
+    fn event(&mut self, tid: u32, e: &Timed) -> Result<(), Otf2Error> {
+        let w = self.writer(tid)?;
+        // SAFETY: a writer of this archive, still open.
+        unsafe { write_event(w.writer, e.ts_ns, &e.event)? };
+        w.count += 1;
+        self.first = Some(self.first.map_or(e.ts_ns, |f| f.min(e.ts_ns)));
+        self.last = Some(self.last.map_or(e.ts_ns, |l| l.max(e.ts_ns)));
+        Ok(())
+    }
 }
 
 /// # Safety
@@ -315,6 +391,7 @@ struct Group {
 fn write_definitions(
     archive: &Archive,
     trace: &Otf2Trace,
+    events: &HashMap<u32, u64>,
     first: u64,
     last: u64,
 ) -> Result<(), Otf2Error> {
@@ -417,7 +494,7 @@ fn write_definitions(
                     l.tid as u64,
                     name,
                     ffi::LOCATION_TYPE_CPU_THREAD,
-                    l.events.len() as u64,
+                    events.get(&l.tid).copied().unwrap_or(0),
                     l.process,
                 ),
                 "OTF2_GlobalDefWriter_WriteLocation",
@@ -496,7 +573,8 @@ fn write_definitions(
             ),
             "OTF2_GlobalDefWriter_WriteMetricClass",
         )?;
-        // Every location has a (here empty) local definition file.
+        // Every location has a local definition file: empty, or the mapping of the
+        // thread contingent's local id in its events.
         check(
             ffi::OTF2_Archive_OpenDefFiles(a),
             "OTF2_Archive_OpenDefFiles",
@@ -506,6 +584,20 @@ fn write_definitions(
                 ffi::OTF2_Archive_GetDefWriter(a, l.tid as u64),
                 "OTF2_Archive_GetDefWriter",
             )?;
+            if let Some(m) = l.thread_comm {
+                let map = non_null(
+                    ffi::OTF2_IdMap_Create(ffi::ID_MAP_SPARSE, 1),
+                    "OTF2_IdMap_Create",
+                )?;
+                let added = ffi::OTF2_IdMap_AddIdPair(map, m.local as u64, m.global as u64);
+                let written = if added == ffi::SUCCESS {
+                    ffi::OTF2_DefWriter_WriteMappingTable(d, ffi::MAPPING_COMM, map)
+                } else {
+                    added
+                };
+                ffi::OTF2_IdMap_Free(map);
+                check(written, "OTF2_DefWriter_WriteMappingTable")?;
+            }
             check(
                 ffi::OTF2_Archive_CloseDefWriter(a, d),
                 "OTF2_Archive_CloseDefWriter",
