@@ -103,7 +103,7 @@ fn synthetic(o: &Options) -> (Graph, f64) {
     let mut b = GraphBuilder::new();
     let contexts: Vec<_> = [vec![0], vec![0, 1], vec![2], vec![3]]
         .into_iter()
-        .map(|procedures| b.context_of(procedures))
+        .map(|procedures| b.context_of(&procedures))
         .collect();
     let mut last: Vec<Option<VertexId>> = vec![None; o.threads];
     let mut inbox: Vec<VecDeque<VertexId>> = vec![VecDeque::new(); o.threads];

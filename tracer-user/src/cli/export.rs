@@ -14,7 +14,7 @@ use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::timeline::TimelinePlan;
 use tracer_analysis::export::{recording_items, ExportError};
-use tracer_analysis::format::recording::RecordingReader;
+use tracer_analysis::format::recording::{Item, RecordingError, RecordingReader};
 use tracer_user::render::flame_graph::write_flame_graph;
 use tracer_user::render::otf2::{write_otf2, Otf2Error};
 use tracer_user::render::parquet::{ParquetExport, ParquetStats};
