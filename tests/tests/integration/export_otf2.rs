@@ -103,6 +103,7 @@ impl Exported {
         assert_eq!(code, 1, "{err}");
         assert!(err.contains("is not an empty directory"), "{err}");
         assert!(archive.join("traces.otf2").exists());
+        assert_private(&archive);
         Exported {
             dir,
             archive,
@@ -417,4 +418,20 @@ fn nonblocking_and_collectives_openmpi_otf2() {
         coll.analyze["messages"]["matched"]
     );
     assert_eq!(v["messages"]["unmatched_receives"], 0);
+}
+
+/// Every directory of the archive is mode 0700 and every file 0600, as every output of
+/// the tracer (libotf2 creates them with the umask's modes).
+fn assert_private(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(dir), 0o700, "{}", dir.display());
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            assert_private(&path);
+        } else {
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+        }
+    }
 }

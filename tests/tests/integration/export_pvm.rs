@@ -200,7 +200,7 @@ fn pvm_profiles() {
 /// The OTF2 archive of the job, read by otf2-print and the `otf2` Python module: the
 /// common checks (both readers agree, Enters pair with Leaves and equal the Chrome
 /// export's slices per thread, time order, the critical-path metric per thread), each
-/// task a location group named by its command line, its PVM calls as point-to-point
+/// task a location group named by its task id and command line, its PVM calls as point-to-point
 /// regions of paradigm UNKNOWN with the counts of the program, and no MPI message event.
 #[test]
 fn pvm_otf2() {
@@ -223,11 +223,17 @@ fn pvm_otf2() {
         );
     }
     assert_eq!(v["regions"]["pvm_task"], json!(["FUNCTION", "USER"]));
-    // The tasks' main threads, by their group's name: the task's command line (not
-    // "pvm task 0x...: COMMAND" as in the Chrome export; see docs/exports.md).
+    // The tasks' main threads, by their group's name: "pvm task 0x...: COMMAND", as in
+    // the Chrome export (processes without a task id are named by their command).
     let (mut masters, mut workers) = (0, 0);
     for (loc, l) in v["locations"].as_object().unwrap() {
-        let command = l["group"].as_str().unwrap();
+        let group = l["group"].as_str().unwrap();
+        let Some((_, command)) = group
+            .strip_prefix("pvm task 0x")
+            .and_then(|rest| rest.split_once(": "))
+        else {
+            continue;
+        };
         let program = command.split_whitespace().next().unwrap();
         let is_master = program.ends_with("/pvm_master");
         if !is_master && !program.ends_with("/pvm_worker") {

@@ -852,10 +852,12 @@ impl Builder {
         let CallField { id, flavor } = split_call_field(e.header.call);
         let flavor = Flavor::from_id(flavor);
         let mpi = matches!(flavor, Some(Flavor::OpenMpi | Flavor::Mpich));
+        // Setup calls of every family, as the analyzer takes them: PVM's `pvm_mytid`
+        // names the task's location group.
+        if outermost && calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
+            self.directory.setup_call(h.tgid, &e, x, &open.handles);
+        }
         if outermost && mpi {
-            if calls::spec(id).is_some_and(|s| s.role == Role::Setup) {
-                self.directory.setup_call(h.tgid, &e, x, &open.handles);
-            }
             self.mpi_exit(&open, x);
         }
         self.push(h.tid, ts, Event::Leave { region });

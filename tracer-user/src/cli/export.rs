@@ -268,7 +268,11 @@ fn write_archive(
     dir: &Path,
 ) -> Result<Otf2Stats, Otf2Error> {
     let existed = dir.exists();
-    let result = write_otf2(plan, items, dir);
+    // libotf2 creates the files: made private (and given to the invoking user) after.
+    let result = write_otf2(plan, items, dir).and_then(|stats| {
+        session::make_tree_private(dir, session::invoking_user().as_ref())?;
+        Ok(stats)
+    });
     if let Err(Otf2Error::Library { .. } | Otf2Error::Io(_) | Otf2Error::Recording(_)) = &result {
         if existed {
             for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {

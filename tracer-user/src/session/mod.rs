@@ -24,7 +24,10 @@ pub use options::{
     CommandStatus, EventsSoFar, LossHook, Ready, ReadyHook, RecordOptions, RecordOutcome,
     SampleHook, StopReason, LOSS_CHECK_PERIOD,
 };
-pub use output::{create_private, invoking_user, make_private, write_private, PRIVATE_MODE};
+pub use output::{
+    create_private, invoking_user, make_private, make_tree_private, write_private,
+    PRIVATE_DIR_MODE, PRIVATE_MODE,
+};
 pub use record::record;
 pub use run_as::{RunAs, RunAsError};
 pub use watchdog::WatchdogError;

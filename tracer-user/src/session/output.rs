@@ -41,6 +41,27 @@ pub fn make_private(path: &Path, owner: Option<&RunAs>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Mode of the directories the tracer writes (an OTF2 archive and its subdirectories).
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+
+/// [`make_private`] for every file under `dir`, and mode 0700 (and `owner`) for `dir` and
+/// the directories in it: for outputs another library writes (an OTF2 archive).
+pub fn make_tree_private(dir: &Path, owner: Option<&RunAs>) -> std::io::Result<()> {
+    std::fs::set_permissions(dir, Permissions::from_mode(PRIVATE_DIR_MODE))?;
+    if let Some(owner) = owner.filter(|o| !o.is_root()) {
+        owner.chown(dir)?;
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if std::fs::symlink_metadata(&path)?.is_dir() {
+            make_tree_private(&path, owner)?;
+        } else {
+            make_private(&path, owner)?;
+        }
+    }
+    Ok(())
+}
+
 /// The user output files go to when the command names none: the one who ran sudo.
 pub fn invoking_user() -> Option<RunAs> {
     RunAs::resolve(None).ok().flatten()
