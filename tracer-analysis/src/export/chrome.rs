@@ -97,12 +97,15 @@ impl ChromeExport {
         for s in &self.plan.critical {
             out.open();
             let b = &mut out.buf;
-            b.extend_from_slice(b"{\"ph\":\"X\"");
-            common_fields(b, &s.procedure, "critical_path", p, p);
-            b.extend_from_slice(b",\"ts\":");
-            put_decimal(b, s.start_ns as i128 - out.base_ns as i128, 3);
-            b.extend_from_slice(b",\"dur\":");
-            put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
+            let head = SliceHead {
+                name: &s.procedure,
+                cat: "critical_path",
+                pid: p,
+                tid: p,
+                start_ns: s.start_ns,
+                end_ns: s.end_ns,
+            };
+            put_slice_head(b, &head, out.base_ns);
             b.extend_from_slice(b",\"args\":{\"pid\":");
             put_int(b, s.pid);
             b.extend_from_slice(b",\"tid\":");
@@ -163,12 +166,15 @@ impl<W: Write> TimelineSink for EventWriter<W> {
     fn slice(&mut self, s: &Slice) -> io::Result<()> {
         self.open();
         let b = &mut self.buf;
-        b.extend_from_slice(b"{\"ph\":\"X\"");
-        common_fields(b, s.name, s.cat, s.pid, s.tid);
-        b.extend_from_slice(b",\"ts\":");
-        put_decimal(b, s.start_ns as i128 - self.base_ns as i128, 3);
-        b.extend_from_slice(b",\"dur\":");
-        put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
+        let head = SliceHead {
+            name: s.name,
+            cat: s.cat,
+            pid: s.pid,
+            tid: s.tid,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+        };
+        put_slice_head(b, &head, self.base_ns);
         if let Some(args) = s.args.filter(|a| !a.is_empty()) {
             put_args(b, args);
         }
@@ -181,12 +187,15 @@ impl<W: Write> TimelineSink for EventWriter<W> {
     fn flow_slice(&mut self, s: &FlowSlice) -> io::Result<()> {
         self.open();
         let b = &mut self.buf;
-        b.extend_from_slice(b"{\"ph\":\"X\"");
-        common_fields(b, s.name, s.cat, s.pid, s.tid);
-        b.extend_from_slice(b",\"ts\":");
-        put_decimal(b, s.start_ns as i128 - self.base_ns as i128, 3);
-        b.extend_from_slice(b",\"dur\":");
-        put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
+        let head = SliceHead {
+            name: s.name,
+            cat: s.cat,
+            pid: s.pid,
+            tid: s.tid,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+        };
+        put_slice_head(b, &head, self.base_ns);
         b.extend_from_slice(b",\"args\":{\"flows\":[");
         for (i, e) in s.ends.iter().enumerate() {
             if i > 0 {
@@ -215,6 +224,27 @@ impl<W: Write> TimelineSink for EventWriter<W> {
         }
         self.spill()
     }
+}
+
+/// What opens a complete ("X") slice event.
+struct SliceHead<'a> {
+    name: &'a str,
+    cat: &'a str,
+    pid: u32,
+    tid: u32,
+    start_ns: u64,
+    end_ns: u64,
+}
+
+/// `{"ph":"X",` the name, category, pid, tid, start and duration (microseconds from
+/// `base_ns`, exact to the nanosecond); the caller adds the arguments and the `}`.
+fn put_slice_head(b: &mut Vec<u8>, s: &SliceHead, base_ns: u64) {
+    b.extend_from_slice(b"{\"ph\":\"X\"");
+    common_fields(b, s.name, s.cat, s.pid, s.tid);
+    b.extend_from_slice(b",\"ts\":");
+    put_decimal(b, s.start_ns as i128 - base_ns as i128, 3);
+    b.extend_from_slice(b",\"dur\":");
+    put_decimal(b, s.end_ns as i128 - s.start_ns as i128, 3);
 }
 
 /// An event's name, category (left out when empty, as [`Event`] does), pid and tid.
