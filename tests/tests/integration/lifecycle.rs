@@ -213,12 +213,23 @@ fn ctrl_c_to_the_process_group_gives_the_command_s_status() {
     let dir = std::env::temp_dir().join(format!("tracer-intgrp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rec = dir.join("int.trace");
-    let mut t = Command::new(tracer())
+    let mut tracer_command = Command::new(tracer());
+    tracer_command
         .args(["record", "-o", rec.to_str().unwrap(), "--", "sleep", "60"])
         .process_group(0)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    // A terminal's foreground job takes SIGINT's default action. Run from a script's
+    // background job (`cmd &`) the tests inherit SIGINT ignored, and an ignored signal
+    // stays ignored through fork and exec: the command would outlive the Ctrl-C (as it
+    // should, untraced too), which is not what this test is about.
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        tracer_command.pre_exec(|| {
+            libc_signal(2, SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut t = tracer_command.spawn().unwrap();
     let mut err = BufReader::new(t.stderr.take().unwrap());
     let mut printed = String::new();
     while !printed.contains("tracing (") {
@@ -239,7 +250,12 @@ fn ctrl_c_to_the_process_group_gives_the_command_s_status() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// signal(2)'s default action.
+const SIG_DFL: usize = 0;
+
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+    #[link_name = "signal"]
+    fn libc_signal(sig: i32, handler: usize) -> usize;
 }
