@@ -127,6 +127,32 @@ fn thread_state<'a>(
     })
 }
 
+/// The most CPU time between a poll that found nothing and the thread's next MPI/PVM
+/// call for that time to be the polling loop's, hence waiting: a loop around MPI_Test
+/// or MPI_Iprobe takes about 1 us between calls here, nearly all of it our probes' traps.
+/// Work done between polls (a computation overlapped with a transfer) takes longer, and
+/// stays work.
+const POLL_LOOP_GAP_CPU_NS: u64 = 10_000;
+
+/// Whether the time since a poll found nothing (the thread's CPU clock then `poll_cpu`)
+/// was the polling loop's, as the thread's next record `r` shows: it was if the thread
+/// polls again (any MPI/PVM call, not made inside another: `in_call` false) within
+/// [`POLL_LOOP_GAP_CPU_NS`]; anything else it did makes it work. Scheduler records are
+/// not the thread's doing, and decide nothing (None). The metrics decide the same way.
+pub(crate) fn poll_loop_went_on(r: &Record, in_call: bool, poll_cpu: u64) -> Option<bool> {
+    match r {
+        Record::SwitchIn(_) | Record::SwitchOut(_) | Record::Wakeup(_) | Record::WakeupNew(_) => {
+            None
+        }
+        Record::CallEnter(e) => Some(
+            !in_call
+                && calls::is_mpi_or_pvm(split_call_field(e.header.call).id)
+                && e.header.cpu_ns.saturating_sub(poll_cpu) < POLL_LOOP_GAP_CPU_NS,
+        ),
+        _ => Some(false),
+    }
+}
+
 /// Pairs calls, keeps work clocks and matches messages, and tells a [`PathModel`] (the
 /// online engine, or the graph builder) what depends on what.
 pub struct Analyzer<M: PathModel = CriticalPathEngine> {
@@ -297,6 +323,11 @@ impl<M: PathModel> Analyzer<M> {
         let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
         let first = !std::mem::replace(&mut t.analysed, true);
         t.clock.ran();
+        if let Some(poll_cpu) = t.clock.poll_ended_cpu() {
+            if let Some(went_on) = poll_loop_went_on(r, !t.open.is_empty(), poll_cpu) {
+                t.clock.settle_poll(went_on, h.ts_ns, h.cpu_ns);
+            }
+        }
         let clocks = if self.engine.all_clocks() {
             t.clock.clocks(h.ts_ns, h.cpu_ns)
         } else {
@@ -581,7 +612,9 @@ impl<M: PathModel> Analyzer<M> {
             return;
         }
         let CallField { id, .. } = split_call_field(open.entry.header.call);
-        if calls::waits(id) {
+        if calls::polled_nothing(id, x) {
+            t.clock.end_blocking_after_poll(h.ts_ns, h.cpu_ns);
+        } else if calls::waits(id) {
             t.clock.end_blocking(h.ts_ns, h.cpu_ns);
         }
         let pid = h.tgid;

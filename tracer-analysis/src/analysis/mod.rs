@@ -16,7 +16,7 @@ pub mod workclock;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use analyzer::makes_participant;
+pub(crate) use analyzer::{makes_participant, poll_loop_went_on};
 pub use analyzer::{Analyzer, Procedures};
 pub(crate) use model::{Clocks, Milestone, NoPaths, PathModel, Sched};
 pub(crate) use pipeline::REORDER_WINDOW_NS;

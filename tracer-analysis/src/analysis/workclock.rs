@@ -47,6 +47,9 @@ pub(crate) struct WorkClock {
     last: [u64; 4],
     /// Nesting depth of blocking intervals (an MPI call may futex-wait inside).
     depth: u32,
+    /// The raw clocks when a poll that found nothing returned, while it is not yet known
+    /// whether the thread polls again at once (see [`Self::end_blocking_after_poll`]).
+    poll_ended: Option<[u64; 4]>,
     /// Time runnable but not running so far, and since when the thread is (if it is).
     runnable: u64,
     preempted_at: Option<u64>,
@@ -136,14 +139,48 @@ impl WorkClock {
     pub(crate) fn end_blocking(&mut self, ts_ns: u64, cpu_ns: u64) {
         match self.depth {
             0 => {}
-            1 => {
-                for k in RAW_CLOCKS {
-                    let raw = self.raw_at(k, ts_ns, cpu_ns);
-                    self.blocked[k] += raw.saturating_sub(self.block_start[k]);
-                }
-                self.depth = 0;
-            }
+            1 => self.end_outermost(RAW_CLOCKS.map(|k| self.raw_at(k, ts_ns, cpu_ns))),
             _ => self.depth -= 1,
+        }
+    }
+
+    /// Ends the outermost blocking interval at raw clocks `raw`.
+    fn end_outermost(&mut self, raw: [u64; 4]) {
+        for k in RAW_CLOCKS {
+            self.blocked[k] += raw[k].saturating_sub(self.block_start[k]);
+        }
+        self.depth = 0;
+        self.poll_ended = None;
+    }
+
+    /// A poll (MPI_Test, MPI_Iprobe, pvm_nrecv, ...) returned without finding what it
+    /// polled for. If it was the outermost blocking call, whether its interval ends here
+    /// is decided by the thread's next record ([`Self::settle_poll`]): a busy-polling
+    /// loop spends about a third of its time between the calls, most of it our own
+    /// probes' traps, and that time is waiting too.
+    pub(crate) fn end_blocking_after_poll(&mut self, ts_ns: u64, cpu_ns: u64) {
+        if self.depth == 1 {
+            self.poll_ended = Some(RAW_CLOCKS.map(|k| self.raw_at(k, ts_ns, cpu_ns)));
+        } else {
+            self.end_blocking(ts_ns, cpu_ns);
+        }
+    }
+
+    /// CPU clock when the last poll returned with nothing, if the thread has not done
+    /// anything since.
+    pub(crate) fn poll_ended_cpu(&self) -> Option<u64> {
+        self.poll_ended.map(|raw| raw[0])
+    }
+
+    /// Ends the interval of the poll that found nothing: through now (ts_ns, cpu_ns) when
+    /// the time since it returned was part of the polling loop, else when it returned.
+    pub(crate) fn settle_poll(&mut self, loop_went_on: bool, ts_ns: u64, cpu_ns: u64) {
+        if let Some(ended) = self.poll_ended {
+            if loop_went_on {
+                self.end_blocking(ts_ns, cpu_ns);
+            } else {
+                self.end_outermost(ended);
+            }
         }
     }
 
@@ -247,5 +284,27 @@ mod tests {
         assert_eq!(every_clock.map(|k| a.work_of(k, 2000, 5)), [5, 1700, 2000]);
         // Its CPU ran other work for 200 of the 300 ns it was runnable.
         assert_eq!(a.clocks(2000, 5).raw[HELD], 200);
+    }
+
+    #[test]
+    fn the_gap_after_an_empty_poll_is_settled_by_what_follows() {
+        let mut c = WorkClock::new(ClockKind::Cpu);
+        c.begin_blocking(0, 100);
+        c.end_blocking_after_poll(0, 110);
+        assert_eq!(c.poll_ended_cpu(), Some(110));
+        assert_eq!(c.work(0, 112), 100, "undecided: not work yet");
+        c.settle_poll(true, 0, 112); // the loop polled again
+        c.begin_blocking(0, 112);
+        c.end_blocking_after_poll(0, 120);
+        c.settle_poll(false, 0, 150); // it went on to other work
+        assert_eq!(c.poll_ended_cpu(), None);
+        assert_eq!(c.work(0, 150), 130);
+        // Nested inside another blocking interval, a poll ends nothing.
+        c.begin_blocking(0, 150);
+        c.begin_blocking(0, 150);
+        c.end_blocking_after_poll(0, 160);
+        assert_eq!(c.poll_ended_cpu(), None);
+        c.end_blocking(0, 170);
+        assert_eq!(c.work(0, 180), 140);
     }
 }

@@ -2,7 +2,7 @@
 //! layout table the probes read), and the per-library facts (handle sizes, status layouts).
 
 use tracer_common::{
-    call, count_mode, dtype_mode, flavor, status_mode, CallLayout, FlavorConfig, ARG_IP,
+    call, count_mode, dtype_mode, flavor, status_mode, CallLayout, CallRecord, FlavorConfig, ARG_IP,
 };
 
 /// Which family of libraries defines a call.
@@ -460,6 +460,27 @@ pub fn waits(id: u16) -> bool {
                 | Role::OmpSerialized
         )
     })
+}
+
+/// Whether a call that polls (tests a request, probes for a message, or receives without
+/// waiting) returned with nothing, as its exit record `exit` shows: the flag it wrote is
+/// 0, the index MPI_UNDEFINED (negative), the count 0, or pvm_nrecv/pvm_trecv's buffer
+/// id 0. A call that failed found nothing either, but is no polling loop: false.
+pub fn polled_nothing(id: u16, exit: &CallRecord) -> bool {
+    let succeeded = match spec(id).map(|s| s.family) {
+        Some(Family::Pvm) => exit.ret >= 0,
+        _ => exit.ret == 0,
+    };
+    succeeded
+        && match id {
+            call::MPI_TEST | call::MPI_TESTALL | call::MPI_IPROBE | call::MPI_IMPROBE => {
+                exit.out == 0
+            }
+            call::MPI_TESTANY => exit.out < 0,
+            call::MPI_TESTSOME => exit.out <= 0,
+            call::PVM_NRECV | call::PVM_TRECV => exit.ret == 0,
+            _ => false,
+        }
 }
 
 /// Whether call id `id` is an MPI or PVM call (not a pthread call). Ids are not ordered

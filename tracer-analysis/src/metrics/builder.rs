@@ -259,6 +259,7 @@ impl Accounts {
             let cloned_here = clone_creator == Some(h.tgid) && h.tid != h.tgid;
             t.start_work_clock(if cloned_here { 0 } else { h.cpu_ns });
         }
+        t.settle_poll(r);
         match r {
             Record::SwitchOut(s) => t.switch_out(ts, s.prev_state),
             Record::SwitchIn(_) => t.switch_in(ts),
@@ -269,7 +270,7 @@ impl Accounts {
         let mut activation = None;
         match (r, procedure) {
             (Record::CallEnter(e), _) => t.call_enter(split_call_field(h.call).id, e),
-            (Record::CallExit(x), _) => blocking = t.call_exit(ts, h.cpu_ns, x.site),
+            (Record::CallExit(x), _) => blocking = t.call_exit(x),
             (Record::FutexEnter(f), _) if futex_waits(f.op) => t.futex_wait(ts, h.cpu_ns, f.site),
             (Record::FutexExit(_), _) => blocking = t.futex_exit(ts, h.cpu_ns),
             (Record::FuncEnter(_), Some(p)) => t.enter(p, ts, h.cpu_ns),

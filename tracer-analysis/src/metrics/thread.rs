@@ -9,7 +9,9 @@
 use serde::Serialize;
 use tracer_common::CallRecord;
 
+use crate::analysis::poll_loop_went_on;
 use crate::format::calls::{self, Role};
+use crate::format::records::Record;
 
 /// Why a thread was blocked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -163,6 +165,10 @@ pub(crate) struct ThreadAcc {
     calls: Vec<Open>,
     /// A futex wait outside MPI/PVM calls in progress.
     futex: Option<Open>,
+    /// Where the last outermost poll that found nothing returned, until the thread's next
+    /// record tells whether the time since was the polling loop's (blocked, as the
+    /// analysis's work clock has it).
+    poll_gap: Option<Open>,
     /// CPU time spent inside blocking intervals.
     cpu_blocked: u64,
     /// Wall time blocked, by [`Cause`].
@@ -186,6 +192,7 @@ impl ThreadAcc {
             cpu: 0,
             calls: Vec::new(),
             futex: None,
+            poll_gap: None,
             cpu_blocked: 0,
             blocked: [0; 4],
             sched: Sched::Unknown,
@@ -283,19 +290,41 @@ impl ThreadAcc {
     /// A call's exit; the outermost one ends a blocking interval. Exit records carry the
     /// call site; entry records did in recordings made before that (and still do for
     /// calls that can block).
-    pub fn call_exit(&mut self, ts: u64, cpu: u64, site: u64) -> Option<Blocking> {
+    pub fn call_exit(&mut self, x: &CallRecord) -> Option<Blocking> {
+        let (ts, cpu) = (x.header.ts_ns, x.header.cpu_ns);
         let mut open = self.calls.pop()?;
         if !self.calls.is_empty() {
             return None; // a call made by the library itself
         }
-        if site != 0 {
-            open.site = site;
+        if x.site != 0 {
+            open.site = x.site;
         }
+        let Kind::Call(id) = open.kind else {
+            return None;
+        };
         // Creating a thread is work (the analysis's work clock agrees).
-        if matches!(open.kind, Kind::Call(id) if !calls::waits(id)) {
+        if !calls::waits(id) {
             return None;
         }
+        if calls::polled_nothing(id, x) {
+            self.poll_gap = Some(Open { ts, cpu, ..open });
+        }
         Some(self.close(open, ts, cpu))
+    }
+
+    /// The thread's record `r`, before it is accounted: after a poll that found nothing,
+    /// it may tell that the time since was the polling loop's, hence blocked.
+    pub(crate) fn settle_poll(&mut self, r: &Record) {
+        let Some(gap) = self.poll_gap else {
+            return;
+        };
+        let Some(went_on) = poll_loop_went_on(r, !self.calls.is_empty(), gap.cpu) else {
+            return;
+        };
+        self.poll_gap = None;
+        if went_on {
+            self.close(gap, r.header().ts_ns, r.header().cpu_ns);
+        }
     }
 
     /// A futex wait begins (only outside MPI/PVM calls: inside one it is the call's time;
