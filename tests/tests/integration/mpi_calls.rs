@@ -179,3 +179,33 @@ fn polling_is_waiting_openmpi() {
 fn polling_is_waiting_mpich() {
     polling_is_waiting("mpich");
 }
+
+/// mpi_test_overlap: rank 0 computes 2 * W ms a round in 100 us chunks, testing its
+/// receive between chunks while rank 1 sleeps W ms before sending. The chunks between
+/// tests that found nothing are work, not a polling loop: the path is rank 0's
+/// 2 * ROUNDS * W (about half that if they were taken for polling).
+fn work_between_tests(mpi: &str) {
+    let (rounds, w) = (5.0, 30.0);
+    let run = profile(
+        &format!("test-overlap-{mpi}"),
+        &[],
+        &launcher(mpi)(2, "mpi_test_overlap", &["5", "30", "100"]),
+    );
+    let p = &run.online;
+    all_matched(p);
+    assert_eq!(p["messages"]["matched"], 2 * 5);
+    assert_near("critical path", length(p), 2.0 * rounds * w);
+    let top = &run.report["processes"][0];
+    assert_eq!(top["rank"], 0, "{top}");
+    assert_near("rank 0 on the path", ms(&top["cp_ns"]), 2.0 * rounds * w);
+}
+
+#[test]
+fn work_between_tests_is_work_openmpi() {
+    work_between_tests("openmpi");
+}
+
+#[test]
+fn work_between_tests_is_work_mpich() {
+    work_between_tests("mpich");
+}

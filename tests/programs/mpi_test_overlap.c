@@ -1,0 +1,45 @@
+/* Work overlapped with a transfer and tested between chunks. 2 ranks, ROUNDS times: rank
+ * 1 sleeps W ms and sends 64 bytes; rank 0 posts MPI_Irecv and runs 2 * W ms of CPU in
+ * chunks of CHUNK us (inline: no procedure of its own), calling MPI_Test after each
+ * chunk until the message is in, then the rest of its chunks without testing. Rank 0
+ * then sends a 1-int ack that rank 1 waits for, so every round starts together.
+ * Known answer: the chunks between the tests that found nothing are work, not polling:
+ * the critical path is ROUNDS * 2 * W, all rank 0's (rank 1 sleeps: its CPU clock
+ * hardly moves); 2 * ROUNDS messages are matched. (Were the time between those tests
+ * taken for a polling loop's, the path would be about ROUNDS * W.) */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "spin.h"
+
+int main(int argc, char **argv) {
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int rounds = argc > 1 ? atoi(argv[1]) : 5;
+    double w = argc > 2 ? atof(argv[2]) : 30;
+    double chunk_ms = (argc > 3 ? atof(argv[3]) : 100) / 1000.0;
+    char buf[64] = {0};
+    int ack = 0;
+    for (int r = 0; r < rounds; r++) {
+        if (rank == 1) {
+            struct timespec nap = {(long)(w / 1000), (long)(w * 1e6) % 1000000000L};
+            nanosleep(&nap, NULL);
+            MPI_Send(buf, 64, MPI_BYTE, 0, r, MPI_COMM_WORLD);
+            MPI_Recv(&ack, 1, MPI_INT, 0, 1000 + r, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 0) {
+            MPI_Request req;
+            int flag = 0;
+            MPI_Irecv(buf, 64, MPI_BYTE, 1, r, MPI_COMM_WORLD, &req);
+            for (long c = 0; c < (long)(2 * w / chunk_ms + 0.5); c++) {
+                spin_ms(chunk_ms);
+                if (!flag) MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+            }
+            if (!flag) MPI_Wait(&req, MPI_STATUS_IGNORE);
+            MPI_Send(&ack, 1, MPI_INT, 1, 1000 + r, MPI_COMM_WORLD);
+        }
+    }
+    MPI_Finalize();
+    if (rank == 0) printf("ok\n");
+    return 0;
+}
