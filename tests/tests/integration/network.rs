@@ -17,6 +17,15 @@ const RATE_BPS: u64 = 20_000_000;
 const MPI_HEADERS: u64 = 100;
 /// Measured within 1 % of the model on an idle machine; 10 % leaves room for a busy one.
 const TOLERANCE: f64 = 0.10;
+/// Seconds of round trips per size. Each size's latency is the median of its round
+/// trips, so a competitor that takes the CPU from the ranks (each message then waits
+/// for a time slice: 64 KiB measured 36 ms instead of 26.7 with two busy loops on this
+/// 2-CPU machine, and 30 ms in a CI run) moves it only if it lasts half this long.
+/// The ping-pong's default, 0.5 s, gives a 64 KiB message on the shaped link just 5
+/// round trips, and a small message on the fast link 1000 round trips in 16 ms.
+const SECONDS_PER_SIZE: &str = "1.5";
+/// Enough round trips for a small message on the fast link to fill SECONDS_PER_SIZE.
+const MOST_ROUND_TRIPS: &str = "200000";
 
 fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tracer-net-{}-{tag}", std::process::id()));
@@ -44,7 +53,19 @@ fn shaped_link_latency_follows_its_rate() {
     calibrate(&["--sizes", "0,8,65536", "-o", t], &local);
     let unshaped = NetLab::unshaped();
     let (_, err) = calibrate(
-        &["--scope", "remote", "--sizes", sizes, "--append", "-o", t],
+        &[
+            "--scope",
+            "remote",
+            "--sizes",
+            sizes,
+            "--iterations",
+            MOST_ROUND_TRIPS,
+            "--seconds-per-size",
+            SECONDS_PER_SIZE,
+            "--append",
+            "-o",
+            t,
+        ],
         &unshaped.openmpi_launcher(2),
     );
     eprintln!("unshaped lab:\n{err}");
@@ -55,18 +76,18 @@ fn shaped_link_latency_follows_its_rate() {
 
     // The shaped link, into its own table (printed on standard output).
     let shaped = NetLab::shaped(RATE_BPS);
-    let (csv, _) = calibrate(
+    let (csv, shaped_err) = calibrate(
         &[
             "--scope",
             "remote",
             "--sizes",
             sizes,
             "--seconds-per-size",
-            "0.3",
+            SECONDS_PER_SIZE,
         ],
         &shaped.openmpi_launcher(2),
     );
-    eprintln!("shaped lab ({RATE_BPS} bit/s):\n{csv}");
+    eprintln!("shaped lab ({RATE_BPS} bit/s):\n{shaped_err}{csv}");
     let slow = NetworkTable::parse(&csv).unwrap();
     assert!(!slow.has(Scope::Local));
 
