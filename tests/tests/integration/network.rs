@@ -21,8 +21,9 @@ const TOLERANCE: f64 = 0.10;
 /// trips, so a competitor that takes the CPU from the ranks (each message then waits
 /// for a time slice: 64 KiB measured 36 ms instead of 26.7 with two busy loops on this
 /// 2-CPU machine, and 30 ms in a CI run) moves it only if it lasts half this long.
-/// The ping-pong's default, 0.5 s, gives a 64 KiB message on the shaped link just 5
-/// round trips, and a small message on the fast link 1000 round trips in 16 ms.
+/// The 0.3 s this test used before gave a 64 KiB message on the shaped link just 5-6
+/// round trips, and the default cap of 1000 round trips gave a small message on the
+/// fast link only 16 ms.
 const SECONDS_PER_SIZE: &str = "1.5";
 /// Enough round trips for a small message on the fast link to fill SECONDS_PER_SIZE.
 const MOST_ROUND_TRIPS: &str = "200000";
