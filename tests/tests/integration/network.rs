@@ -25,6 +25,15 @@ const TOLERANCE: f64 = 0.10;
 /// round trips, and the default cap of 1000 round trips gave a small message on the
 /// fast link only 16 ms.
 const SECONDS_PER_SIZE: &str = "1.5";
+/// Measurements of the shaped link at most. A busy machine slows the link itself, not
+/// only the ranks: the kernel's packet processing (the tbf qdisc's dequeue, the veth's
+/// receive) runs in softirq context and, under load, in ksoftirqd threads that compete for
+/// the CPU. With two busy loops beside the test through all of it, 64 KiB took 36.000 ms
+/// (model 26.67 ms) with the ranks at nice -15 as at nice 0, and 28.000 ms with the loops
+/// at nice 19: whole scheduler ticks (4 ms), the packets waiting for ksoftirqd's turn. In
+/// a CI run a moment of contention made it 30.06 ms. Contention only adds time, so each size keeps its lowest
+/// median; a model that is wrong fails every measurement.
+const MEASUREMENTS: usize = 3;
 /// Enough round trips for a small message on the fast link to fill SECONDS_PER_SIZE.
 const MOST_ROUND_TRIPS: &str = "200000";
 
@@ -75,45 +84,62 @@ fn shaped_link_latency_follows_its_rate() {
     assert_eq!(base.rows(Scope::Local).count(), 3, "{}", base.to_csv());
     assert_eq!(base.rows(Scope::Remote).count(), 5, "{}", base.to_csv());
 
-    // The shaped link, into its own table (printed on standard output).
+    // The shaped link, into its own table (printed on standard output), measured again
+    // (up to MEASUREMENTS times) while a size is off the model: each size keeps its
+    // lowest median.
     let shaped = NetLab::shaped(RATE_BPS);
-    let (csv, shaped_err) = calibrate(
-        &[
-            "--scope",
-            "remote",
-            "--sizes",
-            sizes,
-            "--seconds-per-size",
-            SECONDS_PER_SIZE,
-        ],
-        &shaped.openmpi_launcher(2),
-    );
-    eprintln!("shaped lab ({RATE_BPS} bit/s):\n{shaped_err}{csv}");
-    let slow = NetworkTable::parse(&csv).unwrap();
-    assert!(!slow.has(Scope::Local));
+    let large = [65536u64, 262144];
+    let model = |bytes: u64| shaped.transfer_ns(bytes + MPI_HEADERS).unwrap();
+    let near_model =
+        |bytes: u64, measured: f64| (measured - model(bytes)).abs() <= TOLERANCE * model(bytes);
+    let mut lowest = [f64::INFINITY; 2];
+    for _ in 0..MEASUREMENTS {
+        let (csv, shaped_err) = calibrate(
+            &[
+                "--scope",
+                "remote",
+                "--sizes",
+                sizes,
+                "--seconds-per-size",
+                SECONDS_PER_SIZE,
+            ],
+            &shaped.openmpi_launcher(2),
+        );
+        eprintln!("shaped lab ({RATE_BPS} bit/s):\n{shaped_err}{csv}");
+        let slow = NetworkTable::parse(&csv).unwrap();
+        assert!(!slow.has(Scope::Local));
+        for (low, bytes) in lowest.iter_mut().zip(large) {
+            *low = low.min(slow.latency_ns(Scope::Remote, bytes).unwrap() as f64);
+        }
+        if lowest
+            .iter()
+            .zip(large)
+            .all(|(&m, bytes)| near_model(bytes, m))
+        {
+            break;
+        }
+    }
 
-    for bytes in [65536u64, 262144] {
-        let measured = slow.latency_ns(Scope::Remote, bytes).unwrap() as f64;
-        let model = shaped.transfer_ns(bytes + MPI_HEADERS).unwrap();
+    for (measured, bytes) in lowest.into_iter().zip(large) {
         let naive = bytes as f64 * 8.0 / RATE_BPS as f64 * 1e9;
         eprintln!(
             "{bytes} bytes: measured {:.3} ms, model {:.3} ms (bytes*8/rate {:.3} ms)",
             measured / 1e6,
-            model / 1e6,
+            model(bytes) / 1e6,
             naive / 1e6
         );
         assert!(
-            (measured - model).abs() <= TOLERANCE * model,
+            near_model(bytes, measured),
             "{bytes} bytes took {:.3} ms on the shaped link; expected {:.3} ms +- {:.0} %",
             measured / 1e6,
-            model / 1e6,
+            model(bytes) / 1e6,
             TOLERANCE * 100.0
         );
     }
 
     // Small messages on the unshaped link are far below a large one on the shaped link,
     // and so is a large one on the unshaped link.
-    let shaped_64k = slow.latency_ns(Scope::Remote, 65536).unwrap();
+    let shaped_64k = lowest[0] as u64;
     for bytes in [0, 8] {
         let fast = base.latency_ns(Scope::Remote, bytes).unwrap();
         assert!(
