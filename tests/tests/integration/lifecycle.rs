@@ -13,6 +13,9 @@ const PROGRAMS: &[&str] = &[
     "call_enter",
     "call_exit",
     "func_enter",
+    "call_enter_m",
+    "call_exit_m",
+    "func_enter_m",
     "sched_switch",
     "sys_enter_futex",
 ];

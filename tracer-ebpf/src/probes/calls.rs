@@ -1,6 +1,7 @@
 //! MPI, PVM and pthread calls: one entry and one exit program for every call; the cookie
 //! says which call and library family, the layout table says where each argument is.
 
+use super::uprobe_twins;
 use crate::{
     clock::header,
     emit::{count_failure, emit, reserve, EMPTY_HEADER, UNSET_CALL},
@@ -12,7 +13,6 @@ use crate::{
 use aya_ebpf::{
     bindings::pt_regs,
     helpers::generated::bpf_get_attach_cookie,
-    macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
     EbpfContext,
 };
@@ -93,10 +93,10 @@ fn element_size(dtype: u64, flavor: &FlavorConfig) -> i32 {
     }
 }
 
-#[uprobe]
-pub fn call_enter(ctx: ProbeContext) -> u32 {
-    let _ = try_call_enter(&ctx);
-    0
+uprobe_twins!(uprobe call_enter, call_enter_m => call_enter_body);
+
+fn call_enter_body(ctx: &ProbeContext) {
+    let _ = try_call_enter(ctx);
 }
 
 fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
@@ -275,10 +275,10 @@ fn pop_frame(t: &mut ThreadState) -> Option<CallFrame> {
     }
 }
 
-#[uretprobe]
-pub fn call_exit(ctx: RetProbeContext) -> u32 {
-    let _ = try_call_exit(&ctx);
-    0
+uprobe_twins!(uretprobe call_exit, call_exit_m => call_exit_body);
+
+fn call_exit_body(ctx: &RetProbeContext) {
+    let _ = try_call_exit(ctx);
 }
 
 fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {

@@ -2,20 +2,13 @@
 //! userspace attaches where the real probes attach, so the benchmarks can set the cost of
 //! our probes against the cost of a probe that does nothing.
 
-use aya_ebpf::{
-    macros::{tracepoint, uprobe, uretprobe},
-    programs::{ProbeContext, RetProbeContext, TracePointContext},
-};
+use super::uprobe_twins;
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-#[uprobe]
-pub fn floor_uprobe(_ctx: ProbeContext) -> u32 {
-    0
-}
+uprobe_twins!(uprobe floor_uprobe, floor_uprobe_m => nothing);
+uprobe_twins!(uretprobe floor_uretprobe, floor_uretp_m => nothing);
 
-#[uretprobe]
-pub fn floor_uretprobe(_ctx: RetProbeContext) -> u32 {
-    0
-}
+fn nothing<C>(_ctx: &C) {}
 
 #[tracepoint]
 pub fn floor_tracepoint(_ctx: TracePointContext) -> u32 {

@@ -1,5 +1,6 @@
 //! Selected procedures (--func): the cookie is the probe id.
 
+use super::uprobe_twins;
 use crate::{
     clock::header,
     emit::emit,
@@ -7,22 +8,20 @@ use crate::{
 };
 use aya_ebpf::{
     helpers::generated::bpf_get_attach_cookie,
-    macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
     EbpfContext,
 };
 use tracer_common::kind;
 
-#[uprobe]
-pub fn func_enter(ctx: ProbeContext) -> u32 {
+uprobe_twins!(uprobe func_enter, func_enter_m => func_enter_body);
+uprobe_twins!(uretprobe func_exit, func_exit_m => func_exit_body);
+
+fn func_enter_body(ctx: &ProbeContext) {
     func_event(ctx.as_ptr(), kind::FUNC_ENTER);
-    0
 }
 
-#[uretprobe]
-pub fn func_exit(ctx: RetProbeContext) -> u32 {
+fn func_exit_body(ctx: &RetProbeContext) {
     func_event(ctx.as_ptr(), kind::FUNC_EXIT);
-    0
 }
 
 fn func_event(ctx: *mut core::ffi::c_void, kind: u16) {

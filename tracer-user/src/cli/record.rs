@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use tracer_analysis::analysis::profile::Profile;
+use tracer_user::probes::UprobeLinks;
 use tracer_user::session::{self, CommandStatus, EventsSoFar, RecordOptions, RunAs, StopReason};
 
 #[derive(Args)]
@@ -54,6 +55,12 @@ pub struct RecordArgs {
     /// (the cost of a probe that does nothing; docs/benchmarks.md).
     #[arg(long, value_enum, default_value = "all", hide = true)]
     probes: ProbeSet,
+    /// How uprobes are attached: `multi` as one uprobe_multi link per program and binary
+    /// (Linux 6.6+; stops in well under a second), `per-probe` as one perf event per probe
+    /// (the kernel removes them one at a time, 0.1-0.2 s each), `auto` the first where the
+    /// kernel has it.
+    #[arg(long, value_enum, default_value = "auto", hide = true)]
+    uprobe_links: UprobeLinks,
     /// What-if while tracing: replay the run online with processes placed as SPEC says
     /// (as `tracer whatif --placement`) and print the predicted runtime at the end.
     #[arg(long, value_name = "SPEC")]
@@ -108,7 +115,9 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         clock: a.clock.into(),
         whatif,
         interval,
-        on_sample: Some(Box::new(move |p: &Profile| eprintln!("{}", sample_line(started.elapsed(), p)))),
+        on_sample: Some(Box::new(move |p: &Profile| {
+            eprintln!("{}", sample_line(started.elapsed(), p))
+        })),
         // Even with --quiet: the outputs will be incomplete, and the user can still stop
         // and retry with larger buffers.
         on_loss: Some(Box::new(|e: &EventsSoFar| eprintln!("{}", loss_line(e)))),
@@ -120,20 +129,29 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         summary_json: a.summary_json.clone(),
         profile_json: a.profile_json.clone(),
         on_detach: (!a.quiet).then(|| {
-            Box::new(|n: usize| eprintln!("tracer: outputs written; detaching {n} probes (the kernel takes about 0.1 s each)"))
-                as Box<dyn FnOnce(usize)>
+            Box::new(|d: session::Detaching| {
+                eprintln!(
+                    "tracer: outputs written; detaching {} probes in {} kernel links \
+                     (the kernel takes about 0.1 s per link)",
+                    d.probes, d.kernel_links
+                )
+            }) as Box<dyn FnOnce(session::Detaching)>
         }),
         funcs: a.funcs,
         libs: a.libs,
         locks: a.locks,
         ring_mib: a.buffer_mib,
         floor_probes: a.probes == ProbeSet::Floor,
+        uprobe_links: a.uprobe_links,
         on_ready: (!a.quiet).then(|| {
             Box::new(|r: &session::Ready| {
                 eprintln!(
-                    "tracer: tracing ({} processes, {} probes in {} MPI/PVM libraries so far; \
-                     more as programs start); Ctrl-C stops",
-                    r.processes, r.probes, r.libraries
+                    "tracer: tracing ({} processes, {} probes in {} MPI/PVM libraries so far, \
+                     {}; more as programs start); Ctrl-C stops",
+                    r.processes,
+                    r.probes,
+                    r.libraries,
+                    r.links.describe()
                 )
             }) as session::ReadyHook
         }),

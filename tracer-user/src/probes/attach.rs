@@ -3,38 +3,19 @@
 //! probes. Which functions to attach to is the session's business (`session/`).
 
 use std::num::NonZeroU32;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use aya::maps::{Array, HashMap, MapData};
-use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope};
+use aya::programs::uprobe::{
+    UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeLinkId, UProbeScope,
+};
 use aya::programs::UProbe;
 use tracer_common::maps;
 
-use super::load::{FLOOR_UPROBE, FLOOR_URETPROBE, LIBRARY_LOADED};
+use super::load::{LinkKind, ProgramPair, LIBRARY_LOADED};
 use super::maps::{map, program};
 use super::{ProbeError, Probes};
 use tracer_analysis::format::calls::Flavor;
-
-/// The two programs of a uprobe pair: at a function's entry and at its return.
-#[derive(Clone, Copy)]
-struct ProgramPair {
-    entry: &'static str,
-    exit: &'static str,
-}
-
-const CALL_PROGRAMS: ProgramPair = ProgramPair {
-    entry: "call_enter",
-    exit: "call_exit",
-};
-const FUNC_PROGRAMS: ProgramPair = ProgramPair {
-    entry: "func_enter",
-    exit: "func_exit",
-};
-/// What `--probes floor` attaches instead: empty programs, for measuring the probes' cost.
-const FLOOR_PROGRAMS: ProgramPair = ProgramPair {
-    entry: FLOOR_UPROBE,
-    exit: FLOOR_URETPROBE,
-};
 
 impl Probes {
     /// Writes the flavor table entry of `flavor` (PVM needs the library's own symbol).
@@ -46,48 +27,50 @@ impl Probes {
         let mut flavors: Array<&mut MapData, tracer_common::FlavorConfig> =
             map(&mut self.ebpf, maps::FLAVORS)?;
         flavors
-            .set(flavor.id() as u32, flavor.config(pvm_rbuf_vaddr), 0)
+            .set(flavor.id() as u32, &flavor.config(pvm_rbuf_vaddr), 0)
             .map_err(|source| ProbeError::MapOp {
                 name: maps::FLAVORS,
                 source,
             })
     }
 
-    /// Attaches the call entry and exit probes with `cookie` (call id, flavor and the
-    /// function's address: `tracer_common::call_cookie`) at `file_offset` of `path`: with
-    /// a `pid`, ones that fire in that process only (all its threads: they share its
+    /// Attaches the call entry and exit probes at `points` of `path` (each point's cookie
+    /// is its call id, flavor and the function's address: `tracer_common::call_cookie`):
+    /// with a `pid`, ones that fire in that process only (all its threads: they share its
     /// address space; also after it execs; the kernel puts the breakpoints in that
     /// process's copy of the library's pages, so other processes never trap), else in
-    /// every process (the probes keep only traced ones). Returns false if that call was
-    /// probed before (it is not probed again).
-    pub fn attach_call(
+    /// every process (the probes keep only traced ones). Points probed before are left
+    /// as they are. Returns the number of points newly probed.
+    pub fn attach_calls(
         &mut self,
         path: &Path,
-        symbol: &str,
-        file_offset: u64,
-        cookie: u64,
+        points: &[ProbePoint<'_>],
         pid: Option<u32>,
-    ) -> Result<bool, ProbeError> {
-        self.attach_pair(CALL_PROGRAMS, path, symbol, file_offset, cookie, pid)
+    ) -> Result<usize, ProbeError> {
+        let programs = self.programs.calls;
+        self.attach_points(programs, path, points, pid)
     }
 
     /// Hands over the links of the probes that fire in `pid` only (the process is gone):
-    /// dropping them detaches the probes, which takes the kernel 0.1-0.2 s each, so the
-    /// caller may drop them on another thread.
-    pub fn take_process_links(&mut self, pid: u32) -> Vec<UProbeLink> {
+    /// dropping them detaches the probes, which takes the kernel 0.1-0.2 s per link, so
+    /// the caller may drop them on another thread.
+    pub fn take_process_links(&mut self, pid: u32) -> TakenLinks {
+        let mut out = TakenLinks::default();
         let Some(links) = self.process_links.remove(&pid) else {
-            return Vec::new();
+            return out;
         };
         self.attached.retain(|(_, _, p)| *p != Some(pid));
-        let mut out = Vec::with_capacity(links.len());
-        for (name, id) in links {
-            if let Ok(p) = program::<UProbe>(&mut self.ebpf, name) {
-                if let Ok(link) = p.take_link(id) {
-                    out.push(link);
+        for link in links {
+            if let Ok(p) = program::<UProbe>(&mut self.ebpf, link.program) {
+                if let Ok(taken) = p.take_link(link.id) {
+                    out.links.push(taken);
+                    out.probes += link.probes;
+                    out.kernel_links += link.kernel_links;
                 }
             }
         }
-        self.attach_count -= out.len();
+        self.probe_count -= out.probes;
+        self.link_count -= out.kernel_links;
         out
     }
 
@@ -109,9 +92,10 @@ impl Probes {
             location: UProbeAttachLocation::AbsoluteOffset(file_offset),
             cookie: None,
         };
-        match p.attach(point, path, UProbeScope::AllProcesses) {
+        match p.attach([point], path, UProbeScope::AllProcesses) {
             Ok(_) => {
-                self.attach_count += 1;
+                self.probe_count += 1;
+                self.link_count += 1;
                 Ok(true)
             }
             Err(source) => {
@@ -130,7 +114,7 @@ impl Probes {
     pub fn hold_on_load(&mut self, pid: u32, hold: bool) -> Result<(), ProbeError> {
         let mut held: HashMap<&mut MapData, u32, u32> = map(&mut self.ebpf, maps::HOLD_ON_LOAD)?;
         let done = if hold {
-            held.insert(pid, 1, 0)
+            held.insert(&pid, &1, 0)
         } else {
             match held.remove(&pid) {
                 Err(aya::maps::MapError::KeyNotFound) => Ok(()),
@@ -143,77 +127,149 @@ impl Probes {
         })
     }
 
-    /// Attaches the selected-procedure probes with `probe_id` at a function.
-    /// Returns false if that function was already probed.
-    pub fn attach_function(
-        &mut self,
-        path: &Path,
-        symbol: &str,
-        file_offset: u64,
-        probe_id: u16,
-    ) -> Result<bool, ProbeError> {
-        self.attach_pair(
-            FUNC_PROGRAMS,
-            path,
-            symbol,
-            file_offset,
-            probe_id as u64,
-            None,
-        )
+    /// Whether the probes of a new point at `file_offset` of `path` would be new
+    /// (`attach_calls` and `attach_functions` skip the others).
+    pub fn is_new_point(&self, path: &Path, file_offset: u64, pid: Option<u32>) -> bool {
+        !self.attached.contains(&(canonical(path), file_offset, pid))
     }
 
-    fn attach_pair(
+    /// Attaches the selected-procedure probes at `points` (each point's cookie is its
+    /// probe id), in every process. The first call loads their programs. Returns the
+    /// number of points newly probed.
+    pub fn attach_functions(
+        &mut self,
+        path: &Path,
+        points: &[ProbePoint<'_>],
+    ) -> Result<usize, ProbeError> {
+        let programs = self.programs.procedures;
+        self.load_uprobes(programs)?;
+        self.attach_points(programs, path, points, None)
+    }
+
+    /// Attaches `programs` at every new point of `points`: as one kernel link per program
+    /// with uprobe_multi links, else one perf event per program and point. If the kernel
+    /// refuses the batch, the points go one at a time, so that every point it takes is
+    /// probed and the error names the one it refused.
+    fn attach_points(
         &mut self,
         programs: ProgramPair,
         path: &Path,
-        symbol: &str,
-        offset: u64,
-        cookie: u64,
+        points: &[ProbePoint<'_>],
         pid: Option<u32>,
-    ) -> Result<bool, ProbeError> {
-        let key = (
-            path.canonicalize().unwrap_or_else(|_| path.to_path_buf()),
-            offset,
-            pid,
-        );
-        if !self.attached.insert(key.clone()) {
-            return Ok(false);
+    ) -> Result<usize, ProbeError> {
+        let file = canonical(path);
+        let new: Vec<&ProbePoint<'_>> = points
+            .iter()
+            .filter(|p| self.attached.insert((file.clone(), p.file_offset, pid)))
+            .collect();
+        let batch_result = match new.as_slice() {
+            [] => return Ok(0),
+            [_] => Err(()),
+            many => self.link_pair(programs, path, many, pid).map_err(drop),
+        };
+        if batch_result.is_ok() {
+            return Ok(new.len());
         }
+        for (i, point) in new.iter().enumerate() {
+            if let Err(source) = self.link_pair(programs, path, &[*point], pid) {
+                for refused in &new[i..] {
+                    self.attached
+                        .remove(&(file.clone(), refused.file_offset, pid));
+                }
+                return Err(ProbeError::Attach {
+                    symbol: point.symbol.to_string(),
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
+        Ok(new.len())
+    }
+
+    /// Attaches the entry and the exit program of `programs` at `points`, both or
+    /// neither: an entry probe without its exit probe would leave a frame behind at
+    /// every call (a process can exit while we attach to it).
+    fn link_pair(
+        &mut self,
+        programs: ProgramPair,
+        path: &Path,
+        points: &[&ProbePoint<'_>],
+        pid: Option<u32>,
+    ) -> Result<(), aya::programs::ProgramError> {
         let scope = match pid.and_then(NonZeroU32::new) {
             Some(pid) => UProbeScope::OneProcess(pid),
             None => UProbeScope::AllProcesses,
         };
-        let programs = if self.floor { FLOOR_PROGRAMS } else { programs };
-        let mut links = Vec::with_capacity(2);
-        for name in [programs.entry, programs.exit] {
-            let p: &mut UProbe = program(&mut self.ebpf, name)?;
-            let point = UProbeAttachPoint {
-                location: UProbeAttachLocation::AbsoluteOffset(offset),
-                cookie: Some(cookie),
-            };
-            match p.attach(point, path, scope) {
-                Ok(link) => links.push((name, link)),
-                Err(source) => {
-                    // An entry probe without its exit probe would leave a frame behind at
-                    // every call (a process can exit while we attach to it).
-                    for (name, link) in links {
-                        if let Ok(p) = program::<UProbe>(&mut self.ebpf, name) {
-                            let _ = p.detach(link);
-                        }
-                    }
-                    self.attached.remove(&key);
-                    return Err(ProbeError::Attach {
-                        symbol: symbol.to_string(),
-                        path: path.to_path_buf(),
-                        source,
-                    });
+        let attach_points: Vec<UProbeAttachPoint<'_>> = points
+            .iter()
+            .map(|p| UProbeAttachPoint {
+                location: UProbeAttachLocation::AbsoluteOffset(p.file_offset),
+                cookie: Some(p.cookie),
+            })
+            .collect();
+        let entry = program::<UProbe>(&mut self.ebpf, programs.entry)
+            .map_err(|_| aya::programs::ProgramError::NotLoaded)?
+            .attach(attach_points.iter(), path, scope)?;
+        let exit = match program::<UProbe>(&mut self.ebpf, programs.exit)
+            .map_err(|_| aya::programs::ProgramError::NotLoaded)
+            .and_then(|p| p.attach(attach_points.iter(), path, scope))
+        {
+            Ok(exit) => exit,
+            Err(e) => {
+                if let Ok(p) = program::<UProbe>(&mut self.ebpf, programs.entry) {
+                    let _ = p.detach(entry);
                 }
+                return Err(e);
+            }
+        };
+        let kernel_links = match self.programs.links {
+            LinkKind::Multi => 1,
+            LinkKind::PerProbe => points.len(),
+        };
+        self.probe_count += 2 * points.len();
+        self.link_count += 2 * kernel_links;
+        if let Some(pid) = pid {
+            let taken = self.process_links.entry(pid).or_default();
+            for (program, id) in [(programs.entry, entry), (programs.exit, exit)] {
+                taken.push(ProcessLink {
+                    program,
+                    id,
+                    probes: points.len(),
+                    kernel_links,
+                });
             }
         }
-        self.attach_count += links.len();
-        if let Some(pid) = pid {
-            self.process_links.entry(pid).or_default().extend(links);
-        }
-        Ok(true)
+        Ok(())
     }
+}
+
+/// One probe point of a batch: a function of one binary, and the cookie its probes get.
+pub struct ProbePoint<'a> {
+    /// The function's name (for errors).
+    pub symbol: &'a str,
+    pub file_offset: u64,
+    pub cookie: u64,
+}
+
+/// Links handed over by [`Probes::take_process_links`], with the uprobes and kernel links
+/// they hold.
+#[derive(Default)]
+pub struct TakenLinks {
+    pub links: Vec<UProbeLink>,
+    pub probes: usize,
+    pub kernel_links: usize,
+}
+
+/// A link of probes that fire in one process only, kept to detach when it exits.
+pub(super) struct ProcessLink {
+    pub(super) program: &'static str,
+    pub(super) id: UProbeLinkId,
+    /// Probe points under the link, and kernel links (1 for a uprobe_multi link).
+    pub(super) probes: usize,
+    pub(super) kernel_links: usize,
+}
+
+/// The path probes are keyed by, so that a file seen under two names is probed once.
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
 }

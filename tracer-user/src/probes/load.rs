@@ -1,15 +1,16 @@
 //! The loaded probes: loading the eBPF object, configuring it for this kernel and
 //! attaching its tracepoints.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use aya::maps::{Array, MapData};
-use aya::programs::uprobe::UProbeLinkId;
-use aya::programs::{TracePoint, UProbe};
+use aya::programs::{Program, TracePoint};
+use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, maps, ProbeConfig};
 
+use super::attach::ProcessLink;
 use super::machine::{default_ring_bytes, kernel_clock_lag_ns, wakeup_bytes};
 use super::maps::{map, program};
 use super::{btf, slots, tracefs, ProbeError};
@@ -28,30 +29,111 @@ pub struct ProbeOptions {
     /// per call attach (MPI/PVM/pthread calls, procedures, futex, scheduler switches and
     /// wakeups); the fork, exec and exit probes stay real so targets are still followed.
     pub floor: bool,
+    /// How uprobes are attached: `Auto` takes uprobe_multi links where the kernel has
+    /// them.
+    pub uprobe_links: UprobeLinks,
+}
+
+/// How uprobes are attached, as asked for (`--uprobe-links`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UprobeLinks {
+    /// uprobe_multi links where the kernel has them (Linux 6.6+ with process-wide pid
+    /// filters), else one perf event per probe.
+    Auto,
+    /// uprobe_multi links: one kernel link per program and binary.
+    Multi,
+    /// One perf event per probe: the kernel removes them one at a time (0.1-0.2 s each).
+    PerProbe,
+}
+
+/// How uprobes are attached in this session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    Multi,
+    PerProbe,
+}
+
+impl LinkKind {
+    /// What the tracing line calls it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LinkKind::Multi => "uprobe_multi links",
+            LinkKind::PerProbe => "one perf event per probe",
+        }
+    }
+}
+
+/// The two programs of a uprobe pair: at a function's entry and at its return.
+#[derive(Clone, Copy)]
+pub(super) struct ProgramPair {
+    pub(super) entry: &'static str,
+    pub(super) exit: &'static str,
+}
+
+/// The uprobe programs of a session: each has a twin per link kind, and the floor
+/// (`ProbeOptions::floor`) replaces both pairs with empty programs.
+#[derive(Clone, Copy)]
+pub(super) struct UprobePrograms {
+    pub(super) calls: ProgramPair,
+    pub(super) procedures: ProgramPair,
+    pub(super) links: LinkKind,
+}
+
+impl UprobePrograms {
+    fn new(links: LinkKind, floor: bool) -> Self {
+        let pair = |entry, exit| ProgramPair { entry, exit };
+        let (calls, procedures) = match (links, floor) {
+            (LinkKind::PerProbe, false) => (
+                pair("call_enter", "call_exit"),
+                pair("func_enter", "func_exit"),
+            ),
+            (LinkKind::Multi, false) => (
+                pair("call_enter_m", "call_exit_m"),
+                pair("func_enter_m", "func_exit_m"),
+            ),
+            (LinkKind::PerProbe, true) => {
+                let floor = pair("floor_uprobe", "floor_uretprobe");
+                (floor, floor)
+            }
+            (LinkKind::Multi, true) => {
+                let floor = pair("floor_uprobe_m", "floor_uretp_m");
+                (floor, floor)
+            }
+        };
+        UprobePrograms {
+            calls,
+            procedures,
+            links,
+        }
+    }
 }
 
 /// The dlopen return probe (`Probes::attach_load_probe`).
 pub(super) const LIBRARY_LOADED: &str = "library_loaded";
 
-/// The empty programs of `ProbeOptions::floor`.
-pub(super) const FLOOR_UPROBE: &str = "floor_uprobe";
-pub(super) const FLOOR_URETPROBE: &str = "floor_uretprobe";
+/// The empty tracepoint program of `ProbeOptions::floor`.
 const FLOOR_TRACEPOINT: &str = "floor_tracepoint";
 
 /// The loaded probes. Dropping this detaches every probe and frees every map. The kernel
-/// removes uprobes one at a time, about 100 ms each here (130 probes: 13 s), whatever
-/// the number of threads closing them, so sessions write their outputs first.
+/// removes each kernel link after an RCU grace period, about 0.1 s each here, one at a
+/// time: 56 probes attached one perf event each take 6 s, as uprobe_multi links (a few
+/// per binary) well under a second. Sessions write their outputs first.
 pub struct Probes {
     pub(super) ebpf: Ebpf,
     /// (file, offset, process) already probed, so a file seen twice is probed once;
     /// the process is None for probes that fire in every process.
     pub(super) attached: HashSet<(PathBuf, u64, Option<u32>)>,
-    /// Probes that fire in one process only (`--locks`), by process: (program, link).
-    pub(super) process_links: std::collections::HashMap<u32, Vec<(&'static str, UProbeLinkId)>>,
+    /// Probes that fire in one process only (`--locks`), by process.
+    pub(super) process_links: HashMap<u32, Vec<ProcessLink>>,
     /// Files whose dlopen carries the `library_loaded` probe.
     pub(super) load_probes: HashSet<PathBuf>,
-    pub attach_count: usize,
-    pub(super) floor: bool,
+    /// Uprobes attached (an entry and a return probe count two), and the kernel links
+    /// that hold them.
+    pub(super) probe_count: usize,
+    pub(super) link_count: usize,
+    pub(super) programs: UprobePrograms,
+    /// Programs loaded into the kernel so far.
+    pub(super) loaded: HashSet<&'static str>,
     /// CPUs the kernel may run on (the slots' CPU numbers) and slots per CPU.
     pub(super) cpus: usize,
     pub(super) slots_per_cpu: u32,
@@ -60,8 +142,9 @@ pub struct Probes {
 impl Probes {
     pub fn load(opts: &ProbeOptions) -> Result<Probes, ProbeError> {
         raise_fd_limit();
-        let cpus =
-            aya::util::nr_cpus().map_err(|(what, source)| ProbeError::Cpus { what, source })?;
+        let cpus = aya::util::nr_cpus()
+            .map_err(|(what, source)| ProbeError::Cpus { what, source })?
+            .get() as usize;
         let ring_bytes = opts.ring_bytes.unwrap_or_else(|| default_ring_bytes(cpus));
         let slots_per_cpu = slots::slots_per_cpu(ring_bytes, cpus);
         let mut ebpf = EbpfLoader::new()
@@ -94,7 +177,7 @@ impl Probes {
         config.wakeup_bytes = wakeup_bytes(ring_bytes);
         config.slots_per_cpu = slots_per_cpu;
         let mut cfg: Array<&mut MapData, ProbeConfig> = map(&mut ebpf, maps::CONFIG)?;
-        cfg.set(0, config, 0).map_err(|source| ProbeError::MapOp {
+        cfg.set(0, &config, 0).map_err(|source| ProbeError::MapOp {
             name: maps::CONFIG,
             source,
         })?;
@@ -104,24 +187,26 @@ impl Probes {
         for c in CALLS {
             debug_assert!((c.id as u32) < call::TABLE_SIZE);
             layouts
-                .set(c.id as u32, c.layout, 0)
+                .set(c.id as u32, &c.layout, 0)
                 .map_err(|source| ProbeError::MapOp {
                     name: maps::LAYOUTS,
                     source,
                 })?;
         }
 
-        let uprobes: &[&'static str] = if opts.floor {
-            &[FLOOR_UPROBE, FLOOR_URETPROBE]
-        } else {
-            &["call_enter", "call_exit", "func_enter", "func_exit"]
+        let links = match opts.uprobe_links {
+            UprobeLinks::Multi => LinkKind::Multi,
+            UprobeLinks::PerProbe => LinkKind::PerProbe,
+            // `--locks` scopes probes to one process: the pid filter must cover all its
+            // threads (a fix of Linux 6.7; 6.6 filtered one thread).
+            UprobeLinks::Auto => {
+                match is_uprobe_multi_supported(UProbeMultiFeature::ProcessScopedPidFilter) {
+                    Ok(true) => LinkKind::Multi,
+                    Ok(false) | Err(_) => LinkKind::PerProbe,
+                }
+            }
         };
-        // The dlopen probe stays real with the floor: it only follows targets.
-        for &name in uprobes.iter().chain(&[LIBRARY_LOADED]) {
-            let p: &mut UProbe = program(&mut ebpf, name)?;
-            p.load()
-                .map_err(|source| ProbeError::Program { name, source })?;
-        }
+        let programs = UprobePrograms::new(links, opts.floor);
         // (program, group, event, fires per call: replaced by the floor)
         let tracepoints = [
             ("sched_switch", "sched", "sched_switch", true),
@@ -133,22 +218,28 @@ impl Probes {
             ("sys_enter_futex", "syscalls", "sys_enter_futex", true),
             ("sys_exit_futex", "syscalls", "sys_exit_futex", true),
         ];
-        if opts.floor {
-            let p: &mut TracePoint = program(&mut ebpf, FLOOR_TRACEPOINT)?;
-            p.load().map_err(|source| ProbeError::Program {
-                name: FLOOR_TRACEPOINT,
-                source,
-            })?;
-        }
-        for (name, group, event, per_call) in tracepoints {
-            let name = if opts.floor && per_call {
+        let tracepoint_program = |name, per_call| {
+            if opts.floor && per_call {
                 FLOOR_TRACEPOINT
             } else {
-                let p: &mut TracePoint = program(&mut ebpf, name)?;
-                p.load()
-                    .map_err(|source| ProbeError::Program { name, source })?;
                 name
-            };
+            }
+        };
+        // The verifier takes most of the start-up (the call entry program alone 0.8 s):
+        // every program the session needs from the start is loaded at once, on threads of
+        // their own. The dlopen probe stays real with the floor: it only follows targets.
+        let mut at_start: Vec<&'static str> =
+            vec![programs.calls.entry, programs.calls.exit, LIBRARY_LOADED];
+        at_start.extend(
+            tracepoints
+                .iter()
+                .map(|&(name, _, _, per_call)| tracepoint_program(name, per_call)),
+        );
+        at_start.sort_unstable();
+        at_start.dedup();
+        load_in_parallel(&mut ebpf, &at_start)?;
+        for (name, group, event, per_call) in tracepoints {
+            let name = tracepoint_program(name, per_call);
             let p: &mut TracePoint = program(&mut ebpf, name)?;
             p.attach(group, event)
                 .map_err(|source| ProbeError::Program { name, source })?;
@@ -156,14 +247,73 @@ impl Probes {
         Ok(Probes {
             ebpf,
             attached: HashSet::new(),
-            process_links: std::collections::HashMap::new(),
+            process_links: HashMap::new(),
             load_probes: HashSet::new(),
-            attach_count: 0,
-            floor: opts.floor,
+            probe_count: 0,
+            link_count: 0,
+            programs,
+            loaded: at_start.into_iter().collect(),
             cpus,
             slots_per_cpu,
         })
     }
+
+    /// How this session attaches uprobes.
+    pub fn link_kind(&self) -> LinkKind {
+        self.programs.links
+    }
+
+    /// Uprobes attached so far (an entry and a return probe count two).
+    pub fn probe_count(&self) -> usize {
+        self.probe_count
+    }
+
+    /// Kernel links holding them (a uprobe_multi link holds every point of a binary).
+    pub fn link_count(&self) -> usize {
+        self.link_count
+    }
+
+    /// Loads the programs of `pair` unless they are loaded (the procedure programs wait
+    /// for the first `--func` probe).
+    pub(super) fn load_uprobes(&mut self, pair: ProgramPair) -> Result<(), ProbeError> {
+        let missing: Vec<&'static str> = [pair.entry, pair.exit]
+            .into_iter()
+            .filter(|name| !self.loaded.contains(name))
+            .collect();
+        load_in_parallel(&mut self.ebpf, &missing)?;
+        self.loaded.extend(missing);
+        Ok(())
+    }
+}
+
+/// Loads the uprobe and tracepoint programs `names`, each on a thread of its own.
+fn load_in_parallel(ebpf: &mut Ebpf, names: &[&'static str]) -> Result<(), ProbeError> {
+    if let Some(&name) = names.iter().find(|&&name| ebpf.program(name).is_none()) {
+        return Err(ProbeError::Program {
+            name,
+            source: aya::programs::ProgramError::NotLoaded,
+        });
+    }
+    std::thread::scope(|scope| {
+        let loading: Vec<_> = ebpf
+            .programs_mut()
+            .filter_map(|(name, p)| {
+                let &name = names.iter().find(|&&n| n == name)?;
+                Some(scope.spawn(move || {
+                    let loaded = match p {
+                        Program::UProbe(p) => p.load(),
+                        Program::TracePoint(p) => p.load(),
+                        _ => Ok(()),
+                    };
+                    loaded.map_err(|source| ProbeError::Program { name, source })
+                }))
+            })
+            .collect();
+        loading
+            .into_iter()
+            .map(|t| t.join().expect("a program load panicked"))
+            .collect::<Result<(), ProbeError>>()
+    })
 }
 
 /// Every uprobe holds a perf event file descriptor; allow as many as the hard limit.

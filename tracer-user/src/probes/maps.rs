@@ -15,7 +15,7 @@ impl Probes {
     pub fn trace_process(&mut self, pid: u32, threads: &[u32]) -> Result<(), ProbeError> {
         let mut traced: HashMap<&mut MapData, u32, u32> = map(&mut self.ebpf, maps::TRACED)?;
         traced
-            .insert(pid, 1, 0)
+            .insert(&pid, &1, 0)
             .map_err(|source| ProbeError::MapOp {
                 name: maps::TRACED,
                 source,
@@ -33,7 +33,7 @@ impl Probes {
             // A thread that already has a state (it ran a probe) keeps it.
             if states.get(&tid, 0).is_err() {
                 states
-                    .insert(tid, state, 0)
+                    .insert(&tid, &state, 0)
                     .map_err(|source| ProbeError::MapOp {
                         name: maps::THREADS,
                         source,

@@ -10,6 +10,7 @@ mod maps;
 pub mod slots;
 pub mod tracefs;
 
+pub use attach::{ProbePoint, TakenLinks};
 pub use error::{one_line, BtfError, ProbeError, TracefsError};
-pub use load::{ProbeOptions, Probes};
+pub use load::{LinkKind, ProbeOptions, Probes, UprobeLinks};
 pub use machine::default_ring_bytes;

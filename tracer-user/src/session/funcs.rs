@@ -1,10 +1,11 @@
 //! Attaching the entry/exit probes of the procedures `--func` selects (which ones:
 //! `target/funcs.rs`), each with its own probe id.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::SessionError;
-use crate::probes::Probes;
+use crate::probes::{ProbePoint, Probes};
 use crate::target::funcs::{FuncError, FunctionSelector};
 use crate::target::procfs;
 use crate::target::symbols::Symbol;
@@ -76,21 +77,32 @@ impl FunctionProbes {
         selected: &[Symbol],
     ) -> Result<Vec<FunctionProbe>, SessionError> {
         let mut out = Vec::new();
+        let mut points = Vec::new();
+        // Aliases share an offset: the first name takes it.
+        let mut offsets = HashSet::new();
         for sym in selected {
-            let id = self.next_id;
-            if probes.attach_function(file, &sym.name, sym.file_offset, id)? {
-                self.next_id = self
-                    .next_id
-                    .checked_add(1)
-                    .ok_or(SessionError::TooManyFunctionProbes)?;
-                out.push(FunctionProbe {
-                    id,
-                    symbol: sym.name.clone(),
-                    path: file.display().to_string(),
-                    vaddr: sym.vaddr,
-                });
+            if !probes.is_new_point(file, sym.file_offset, None) || !offsets.insert(sym.file_offset)
+            {
+                continue;
             }
+            let id = self.next_id;
+            self.next_id = self
+                .next_id
+                .checked_add(1)
+                .ok_or(SessionError::TooManyFunctionProbes)?;
+            points.push(ProbePoint {
+                symbol: &sym.name,
+                file_offset: sym.file_offset,
+                cookie: id as u64,
+            });
+            out.push(FunctionProbe {
+                id,
+                symbol: sym.name.clone(),
+                path: file.display().to_string(),
+                vaddr: sym.vaddr,
+            });
         }
+        probes.attach_functions(file, &points)?;
         Ok(out)
     }
 

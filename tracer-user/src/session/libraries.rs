@@ -6,7 +6,7 @@ use std::path::Path;
 use tracer_analysis::format::calls::{CallSpec, Flavor, CALLS};
 use tracer_common::call_cookie;
 
-use crate::probes::{ProbeError, Probes};
+use crate::probes::{ProbeError, ProbePoint, Probes};
 use crate::target::libraries::{ImportedCalls, Library, LibrarySet, ThreadLibrary};
 
 /// Probes the libraries of `libs` that `wanted` accepts (canonical paths): every call
@@ -36,21 +36,19 @@ fn attach_library(
     wanted: impl Fn(&CallSpec) -> bool,
 ) -> Result<usize, ProbeError> {
     probes.configure_flavor(lib.flavor, lib.pvm_rbuf_vaddr())?;
-    let mut n = 0;
-    for c in CALLS
+    let points: Vec<ProbePoint<'_>> = CALLS
         .iter()
         .filter(|c| c.family == lib.flavor.family() && wanted(c))
-    {
-        // MPI_X is a weak alias of PMPI_X: one address serves C, Fortran and PMPI callers.
-        let Some(sym) = lib.symbols.get(c.symbol) else {
-            continue;
-        };
-        let cookie = call_cookie(c.id, lib.flavor.id(), sym.vaddr as u32);
-        if probes.attach_call(&lib.path, c.symbol, sym.file_offset, cookie, None)? {
-            n += 1;
-        }
-    }
-    Ok(n)
+        .filter_map(|c| {
+            let sym = lib.symbols.get(c.symbol)?;
+            Some(ProbePoint {
+                symbol: c.symbol,
+                file_offset: sym.file_offset,
+                cookie: call_cookie(c.id, lib.flavor.id(), sym.vaddr as u32),
+            })
+        })
+        .collect();
+    probes.attach_calls(&lib.path, &points, None)
 }
 
 /// Attaches entry and exit probes to the calls of `lib` (pthread or OpenMP calls): with
@@ -62,12 +60,14 @@ pub(super) fn attach_thread_calls(
     pid: Option<u32>,
 ) -> Result<usize, ProbeError> {
     probes.configure_flavor(Flavor::Glibc, 0)?;
-    let mut n = 0;
-    for (id, sym) in &lib.calls {
-        let cookie = call_cookie(*id, Flavor::Glibc.id(), sym.vaddr as u32);
-        if probes.attach_call(&lib.path, &sym.name, sym.file_offset, cookie, pid)? {
-            n += 1;
-        }
-    }
-    Ok(n)
+    let points: Vec<ProbePoint<'_>> = lib
+        .calls
+        .iter()
+        .map(|(id, sym)| ProbePoint {
+            symbol: &sym.name,
+            file_offset: sym.file_offset,
+            cookie: call_cookie(*id, Flavor::Glibc.id(), sym.vaddr as u32),
+        })
+        .collect();
+    probes.attach_calls(&lib.path, &points, pid)
 }

@@ -21,8 +21,8 @@ mod watchdog;
 
 pub use error::SessionError;
 pub use options::{
-    CommandStatus, EventsSoFar, LossHook, Ready, ReadyHook, RecordOptions, RecordOutcome,
-    SampleHook, StopReason, LOSS_CHECK_PERIOD,
+    CommandStatus, Detaching, EventsSoFar, LossHook, Ready, ReadyHook, RecordOptions,
+    RecordOutcome, SampleHook, StopReason, LOSS_CHECK_PERIOD,
 };
 pub use output::{
     create_private, invoking_user, make_private, make_tree_private, write_private,

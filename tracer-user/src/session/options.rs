@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::RunAs;
+use crate::probes::{LinkKind, UprobeLinks};
 use tracer_analysis::analysis::profile::Profile;
 use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::format::summary::Summary;
@@ -32,6 +33,8 @@ pub struct RecordOptions {
     pub ring_mib: Option<u32>,
     /// Benchmarks only: empty programs instead of the per-call probes (`ProbeOptions::floor`).
     pub floor_probes: bool,
+    /// How uprobes are attached (`--uprobe-links`).
+    pub uprobe_links: UprobeLinks,
     /// Work clock of the critical path engine.
     pub clock: ClockKind,
     /// Also replay the run online under another placement and/or network
@@ -44,7 +47,7 @@ pub struct RecordOptions {
     /// kernel's counter grew), at most once every [`LOSS_CHECK_PERIOD`].
     pub on_loss: Option<LossHook>,
     /// Called when the outputs are written and the probes are about to be detached.
-    pub on_detach: Option<Box<dyn FnOnce(usize)>>,
+    pub on_detach: Option<Box<dyn FnOnce(Detaching)>>,
     /// Called once every probe is attached and the targets are traced.
     pub on_ready: Option<ReadyHook>,
 }
@@ -81,7 +84,18 @@ impl EventsSoFar {
 pub struct Ready {
     pub libraries: usize,
     pub probes: usize,
+    /// How the uprobes are attached.
+    pub links: LinkKind,
     pub processes: usize,
+}
+
+/// What is left to detach when the outputs are written.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Detaching {
+    /// Uprobes (an entry and a return probe count two) and tracepoints are not counted.
+    pub probes: usize,
+    /// The kernel links that hold them: the kernel removes one per RCU grace period.
+    pub kernel_links: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

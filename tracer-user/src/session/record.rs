@@ -16,7 +16,7 @@ use super::output::write_private;
 use super::sink::{Sink, SinkResults};
 use super::thread_calls::ThreadCallProbes;
 use super::watchdog::Watchdog;
-use super::{Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
+use super::{Detaching, Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
 use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
 use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
@@ -76,6 +76,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         hold_on_exec: !opts.system_wide,
         ring_bytes: opts.ring_mib.map(|mib| mib.max(1) << 20),
         floor: opts.floor_probes,
+        uprobe_links: opts.uprobe_links,
     })?;
     let mut libs = LibrarySet::new(found_libs);
     // Libraries the user named, those the targets have loaded, and, system-wide, all.
@@ -148,7 +149,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     if let Some(ready) = opts.on_ready {
         ready(&Ready {
             libraries: libs.probed().len(),
-            probes: probes.attach_count,
+            probes: probes.probe_count(),
+            links: probes.link_kind(),
             processes: targets.len() + child.is_some() as usize,
         });
     }
@@ -211,8 +213,11 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     }
     let detacher = locks.and_then(|l| l.detacher);
     if let Some(detaching) = opts.on_detach {
-        let pending = detacher.as_ref().map_or(0, Detacher::pending);
-        detaching(probes.attach_count + pending);
+        let pending = detacher.as_ref().map(Detacher::pending).unwrap_or_default();
+        detaching(Detaching {
+            probes: probes.probe_count() + pending.probes,
+            kernel_links: probes.link_count() + pending.kernel_links,
+        });
     }
     drop(probes);
     if let Some(d) = detacher {
