@@ -13,6 +13,10 @@
 //! - `size`: bytes per event on disk and the write rate, at the flood rate and unpaced.
 //! - `exports`: `tracer export` in every format on the throughput stage's recording, against
 //!   `tracer analyze` on it.
+//! - `start-stop`: the wall time `tracer record` adds to an Open MPI job (uprobe_multi
+//!   links against one perf event per probe), and attach/detach times by probe count.
+
+mod start_stop;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -34,6 +38,7 @@ pub enum Stage {
     Memory,
     Size,
     Exports,
+    StartStop,
     /// The offline graph analyses (tracer-user/examples/graph_bench.rs).
     Graph,
 }
@@ -76,6 +81,7 @@ pub fn bench(only: &[Stage], opts: &Options) -> Result<()> {
         Stage::Memory,
         Stage::Size,
         Stage::Exports,
+        Stage::StartStop,
         Stage::Graph,
     ];
     let stages: Vec<Stage> = if only.is_empty() {
@@ -155,6 +161,7 @@ fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
         Stage::Memory => memory(env, o.reps.unwrap_or(2), o.memory_secs),
         Stage::Size => size(env, o.flood_rate),
         Stage::Exports => exports(env, o.reps.unwrap_or(3)),
+        Stage::StartStop => start_stop::start_stop(env, o.reps.unwrap_or(3)),
         Stage::Graph => unreachable!("the graph stage is run by bench()"),
     }
 }
@@ -327,8 +334,10 @@ struct ProbeType {
     floor_programs: &'static [&'static str],
 }
 
-const CALL_PROGRAMS: &[&str] = &["call_enter", "call_exit"];
-const UPROBE_FLOOR: &[&str] = &["floor_uprobe", "floor_uretprobe"];
+/// The uprobe programs as the kernel names them (uprobe_multi twins: `tracer record`
+/// attaches those where the kernel has them).
+const CALL_PROGRAMS: &[&str] = &["call_enter_m", "call_exit_m"];
+const UPROBE_FLOOR: &[&str] = &["floor_uprobe_m", "floor_uretp_m"];
 const TRACEPOINT_FLOOR: &[&str] = &["floor_tracepoint", "floor_tracepoint"];
 
 fn floor(env: &Env, reps: usize) -> Result<()> {
@@ -354,7 +363,7 @@ fn floor(env: &Env, reps: usize) -> Result<()> {
             argv: vec![p("bench_probe"), "func".into(), "50000".into()],
             extra: args(&["--func", "bench_tiny"]),
             op: "call: entry + return uprobe",
-            programs: &["func_enter", "func_exit"],
+            programs: &["func_enter_m", "func_exit_m"],
             floor_programs: UPROBE_FLOOR,
         },
         ProbeType {

@@ -59,7 +59,7 @@ enum Cmd {
         #[arg(long, value_enum, value_delimiter = ',')]
         only: Vec<bench::Stage>,
         /// Runs of each configuration (default per stage: floor 5, slowdown 2,
-        /// throughput 5, memory 2; flood and size run once).
+        /// throughput 5, memory 2, exports 3, start-stop 3; flood and size run once).
         #[arg(long)]
         reps: Option<usize>,
         /// Seconds of each slowdown run's loop.
