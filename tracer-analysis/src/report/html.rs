@@ -44,6 +44,8 @@ ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 0
 .timeline .wait { stroke-width: 2; }
 .timeline .work:hover, .timeline .wait:hover { stroke: #000; stroke-width: 1.5; }
 .warning { color: #a40000; }
+/* inferno's search and zoom controls: they need its script, which the page leaves out */
+.flame-graph #search, .flame-graph #unzoom, .flame-graph #matched { display: none; }
 "#;
 
 impl Report {
