@@ -97,10 +97,15 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes the HTML page, private to the invoking user as every output is.
+/// Writes the HTML page, private to the invoking user as every output is; a page that
+/// could not be written whole is removed.
 fn write_html(page: &str, path: &std::path::Path) -> std::io::Result<()> {
     let user = tracer_user::session::invoking_user();
     let mut file = tracer_user::session::create_private(path, user.as_ref())?;
-    std::io::Write::write_all(&mut file, page.as_bytes())?;
-    file.sync_all()
+    let written =
+        std::io::Write::write_all(&mut file, page.as_bytes()).and_then(|()| file.sync_all());
+    if written.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    written
 }
