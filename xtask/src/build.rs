@@ -22,6 +22,21 @@ pub fn build_release() -> Result<()> {
         .args(["build", "--release", "-p", "tracer-user"]))
 }
 
+/// Builds one test program (`NAME.openmpi`, `NAME.mpich`, or a threads program's
+/// name) into target/test-programs; returns its path.
+pub fn build_program(name: &str) -> Result<PathBuf> {
+    let path = root().join("target/test-programs").join(name);
+    run(Command::new("make")
+        .current_dir(root().join("tests/programs"))
+        .arg(format!(
+            "OUT={}",
+            root().join("target/test-programs").display()
+        ))
+        .arg("-s")
+        .arg(&path))?;
+    Ok(path)
+}
+
 /// Builds the C/MPI/PVM test programs; returns their directory.
 pub fn build_programs() -> Result<PathBuf> {
     let out = root().join("target/test-programs");

@@ -1,40 +1,67 @@
-//! `cargo xtask demo`: traces a bundled 4-rank Open MPI ring and prints the summary.
+//! `cargo xtask demo`: traces the bundled hybrid MPI + threads program, whose bottleneck
+//! is planted (tests/programs/hybrid_mpi_threads.c: each round one thread of one rank
+//! runs `thread_slow` for 40 ms while the others run `thread_work` for 10 ms), prints the
+//! report (its diagnosis and profile table) and writes the HTML report.
 
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::Result;
 
-use crate::build::{build_programs, build_release};
+use crate::build::{build_program, build_release};
 use crate::setup::setup;
 use crate::util::{root, run};
 
-/// `cargo xtask demo`: setup, build, trace the ring, print its summary JSON.
+/// The program the demo traces, and its arguments: threads per rank, rounds, the slow
+/// thread's milliseconds, the others', the slow rank (-1: it rotates).
+const PROGRAM: &str = "hybrid_mpi_threads.openmpi";
+const ARGS: &[&str] = &["2", "5", "40", "10", "-1"];
+const RANKS: &str = "2";
+
+/// `cargo xtask demo`: setup, build, trace the program, print its report and write the
+/// HTML page.
 pub fn demo() -> Result<()> {
     setup()?;
     build_release()?;
-    let programs = build_programs()?;
+    let program = build_program(PROGRAM)?;
     let tracer = root().join("target/release/tracer");
     let out = std::env::temp_dir().join("tracer-demo");
     std::fs::create_dir_all(&out)?;
-    let recording = out.join("ring.trace");
-    let summary = out.join("ring-summary.json");
-    eprintln!("\nxtask demo: tracing a 4-rank Open MPI ring (20 rounds) from launch\n");
+    let recording = out.join("hybrid.trace");
+    eprintln!(
+        "\nxtask demo: tracing {RANKS} Open MPI ranks x {} threads ({PROGRAM} {}) from launch\n",
+        ARGS[0],
+        ARGS.join(" ")
+    );
+    record(&tracer, &recording, &program)?;
+    let html = out.join("hybrid-report.html");
+    eprintln!(
+        "\nxtask demo: the report (tracer report {})\n",
+        recording.display()
+    );
     run(Command::new(&tracer)
+        .arg("report")
+        .arg("--html")
+        .arg(&html)
+        .arg(&recording))?;
+    println!("\nHTML report: {}", html.display());
+    Ok(())
+}
+
+/// `tracer record` of the program under mpirun, with its two procedures selected.
+fn record(tracer: &Path, recording: &Path, program: &Path) -> Result<()> {
+    run(Command::new(tracer)
         .args(["record", "-o"])
-        .arg(&recording)
-        .arg("--summary-json")
-        .arg(&summary)
+        .arg(recording)
+        .args(["--func", "thread_slow", "--func", "thread_work"])
         .args([
             "--",
             "mpirun.openmpi",
             "--allow-run-as-root",
             "--oversubscribe",
             "-np",
-            "4",
+            RANKS,
         ])
-        .arg(programs.join("mpi_ring.openmpi"))
-        .args(["20", "1024"]))?;
-    eprintln!("\nxtask demo: summary JSON ({}):", summary.display());
-    println!("{}", std::fs::read_to_string(&summary)?);
-    Ok(())
+        .arg(program)
+        .args(ARGS))
 }

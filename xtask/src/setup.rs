@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::util::{output, root, run};
+use crate::util::{output, root, run, run_quiet};
 
 /// Debian packages: the parallel runtimes the tests trace, and tools.
 const PACKAGES: &[&str] = &[
@@ -139,11 +139,15 @@ fn install_packages() -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    run(Command::new("apt-get").args(["update", "-qq"]))?;
-    run(Command::new("apt-get")
-        .args(["install", "-y", "-qq", "--no-install-recommends"])
-        .args(&missing)
-        .env("DEBIAN_FRONTEND", "noninteractive"))
+    // apt and dpkg talk a lot even with -qq: their output is shown only if they fail.
+    eprintln!("xtask: installing Debian packages: {}", missing.join(" "));
+    run_quiet(Command::new("apt-get").args(["update", "-qq"]))?;
+    run_quiet(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
 }
 
 /// clippy and rustfmt for the toolchain cargo runs with (`test` and `lint` check with

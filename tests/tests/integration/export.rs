@@ -778,20 +778,20 @@ pub(crate) fn check_hatchet(r: &Recorded) {
 /// Opens an SVG in Debian's headless Chromium and keeps its screenshot as
 /// target/test-artifacts/NAME (a missing chromium fails the test).
 fn screenshot(svg: &std::path::Path, name: &str) {
+    screenshot_sized(svg, name, (1200, 600));
+}
+
+/// Opens a page (an SVG, an HTML file) in Debian's headless Chromium, in a window of
+/// `(width, height)` pixels, and keeps its screenshot as target/test-artifacts/NAME.
+pub(crate) fn screenshot_sized(page: &std::path::Path, name: &str, (width, height): (u32, u32)) {
     let dir = tracer_tests::root().join("target/test-artifacts");
     std::fs::create_dir_all(&dir).unwrap();
     let png = dir.join(name);
     let _ = std::fs::remove_file(&png);
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-        ])
-        .arg("--window-size=1200,600")
+    let out = headless_chromium()
+        .arg(format!("--window-size={width},{height}"))
         .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", svg.display()))
+        .arg(format!("file://{}", page.display()))
         .output()
         .expect("chromium (Debian package chromium; cargo xtask setup installs it)");
     assert!(
@@ -801,6 +801,35 @@ fn screenshot(svg: &std::path::Path, name: &str) {
     );
     let image = std::fs::read(&png).expect("chromium wrote no screenshot");
     assert!(image.starts_with(b"\x89PNG"), "{} is no PNG", png.display());
+    println!("screenshot: {}", png.display());
+}
+
+/// The document Debian's headless Chromium made of a page, serialized
+/// (`--dump-dom`): what a browser reads in the file.
+pub(crate) fn dump_dom(page: &std::path::Path) -> String {
+    let out = headless_chromium()
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium (Debian package chromium; cargo xtask setup installs it)");
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("chromium's DOM is not UTF-8")
+}
+
+/// Debian's Chromium, headless, as root may run it.
+fn headless_chromium() -> Command {
+    let mut c = Command::new("chromium");
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+    ]);
+    c
 }
 
 /// An Open MPI pipeline (4 ranks, 5 items; rank 1 runs stage_slow for 30 ms, the

@@ -23,6 +23,7 @@ mod network;
 mod pvm;
 mod recovery;
 mod reliability;
+mod report_html;
 mod run_as;
 mod sessions;
 mod shared_memory;

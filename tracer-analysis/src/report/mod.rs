@@ -1,13 +1,17 @@
-//! `tracer report`: the offline answers on a recording's graph, as a text report and as
-//! JSON (schema: docs/report-json.md), with a diagnosis in words.
+//! `tracer report`: the offline answers on a recording's graph, as a text report, as
+//! JSON (schema: docs/report-json.md) and as an HTML page, with a diagnosis in words.
 
 mod build;
 mod csv;
 mod diagnosis;
+mod html;
+mod markup;
 #[cfg(test)]
 mod tests;
 mod text;
+mod timeline;
 mod types;
 
 pub use csv::{arc_rows, write_arcs_csv, ArcRow};
+pub use html::HtmlPage;
 pub use types::*;

@@ -9,6 +9,8 @@ use tracer_analysis::graph::whatif::parse_scale;
 use tracer_analysis::metrics::Metrics;
 use tracer_analysis::report::{write_arcs_csv, Report, ReportOptions};
 
+use tracer_user::render::html_report::{html_report, Traced};
+
 use super::analyze::Clock;
 
 #[derive(Args)]
@@ -35,6 +37,10 @@ pub struct ReportArgs {
     /// Print JSON (schema: docs/report-json.md) instead of the text report.
     #[arg(long)]
     json: bool,
+    /// Also write the report as one self-contained HTML page: the diagnosis, the
+    /// procedure table, a timeline of the critical path and its flame graph.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
@@ -45,6 +51,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     let rg = RecordedGraph::read(&mut reader, a.clock.into()).with_context(context)?;
+    let command = reader.meta.command.join(" ");
     let scales = a
         .scale
         .iter()
@@ -72,6 +79,15 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut metrics = Metrics::from_reader(&mut reader).with_context(context)?;
     metrics.locate_sites(&mut tracer_user::symbolize::Symbolizer::new());
     let report = Report::new(&rg, &opts, Some(metrics));
+    if let Some(path) = &a.html {
+        let traced = Traced {
+            command: &command,
+            recording: &a.file.display().to_string(),
+        };
+        write_html(&html_report(&report, &rg, &traced)?, path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {} (HTML report)", path.display());
+    }
     super::warn_lost(rg.events, rg.lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -79,4 +95,17 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         print!("{}", report.text());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the HTML page, private to the invoking user as every output is; a page that
+/// could not be written whole is removed.
+fn write_html(page: &str, path: &std::path::Path) -> std::io::Result<()> {
+    let user = tracer_user::session::invoking_user();
+    let mut file = tracer_user::session::create_private(path, user.as_ref())?;
+    let written =
+        std::io::Write::write_all(&mut file, page.as_bytes()).and_then(|()| file.sync_all());
+    if written.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    written
 }

@@ -25,6 +25,28 @@ pub fn write_flame_graph<W: Write>(
     Ok((stats(&stacks), out))
 }
 
+/// The flame graph of the critical path as an `<svg>` element for an HTML page
+/// (`tracer report --html`): inferno's drawing without its XML prolog and its script.
+/// Inline, the script would take the page's first `<svg>` for its own, and nothing would
+/// call its `init`; the frames keep their tooltips (`<title>`).
+pub fn inline_flame_graph(profile: &StackProfile) -> io::Result<String> {
+    let (_, bytes) = write_flame_graph(profile, Vec::new())?;
+    let svg = String::from_utf8(bytes).map_err(io::Error::other)?;
+    Ok(inline(&svg))
+}
+
+/// An SVG document as an element: from `<svg` on, without `onload` and `<script>`.
+fn inline(svg: &str) -> String {
+    let element = svg.find("<svg").map_or(svg, |at| &svg[at..]);
+    let mut out = element.replacen(r#" onload="init(evt)""#, "", 1);
+    if let Some(start) = out.find("<script") {
+        if let Some(len) = out[start..].find("</script>") {
+            out.replace_range(start..start + len + "</script>".len(), "");
+        }
+    }
+    out
+}
+
 /// Draws folded stacks (`frames` -> nanoseconds) under a subtitle.
 fn draw<W: Write>(stacks: &BTreeMap<String, u64>, subtitle: String, out: &mut W) -> io::Result<()> {
     if stacks.is_empty() {
@@ -89,6 +111,25 @@ mod tests {
         assert!(svg.contains(&total), "{total} not in the SVG");
         assert!(svg.contains(&format!("<title>inner ({} ns,", with_separators(30_000))));
         assert!(svg.contains("<title>app rank 1 pid 101 ("));
+    }
+
+    #[test]
+    fn the_inline_graph_is_an_element_without_script() {
+        let stacks: BTreeMap<String, u64> =
+            [("app pid 100;tid 100;work".to_string(), 50_000)].into();
+        let mut bytes = Vec::new();
+        draw(&stacks, "test".into(), &mut bytes).unwrap();
+        let svg = inline(&String::from_utf8(bytes).unwrap());
+        assert!(svg.starts_with("<svg "), "{svg}");
+        assert!(svg.trim_end().ends_with("</svg>"));
+        assert!(!svg.contains("<script") && !svg.contains("onload"), "{svg}");
+        assert!(svg.contains("<title>work ("), "{svg}");
+        let empty = inline(&{
+            let mut b = Vec::new();
+            draw(&BTreeMap::new(), "test".into(), &mut b).unwrap();
+            String::from_utf8(b).unwrap()
+        });
+        assert!(empty.starts_with("<svg "), "{empty}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Pictures of what the analysis computed, drawn with crates that the analysis crate does
-//! not link (they bring the C library in): the flame graph of the critical path,
-//! the Parquet tables, and the OTF2 archive (written by the OTF2 C library).
+//! not link (they bring the C library in): the flame graph of the critical path (alone,
+//! and in the HTML report's page), the Parquet tables, and the OTF2 archive (written by
+//! the OTF2 C library).
 
 pub mod flame_graph;
+pub mod html_report;
 pub mod otf2;
 pub mod parquet;

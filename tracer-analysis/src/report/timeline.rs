@@ -1,0 +1,291 @@
+//! The critical path as a timeline, in SVG: one row per thread the path runs through,
+//! its work as rectangles coloured by procedure, its waits as lines from the thread
+//! waited for to the waiting one, coloured by call; each with a tooltip (`<title>`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::markup::{escape, ms, Palette};
+use super::types::Report;
+use crate::graph::path::{Activity, THREAD_START};
+
+/// Most activities drawn: a longer path is drawn up to there, and says so.
+pub(crate) const MAX_ACTIVITIES: usize = 20_000;
+
+const WIDTH: f64 = 1200.0;
+const LABEL_WIDTH: f64 = 230.0;
+const RIGHT_MARGIN: f64 = 20.0;
+const ROW_HEIGHT: f64 = 18.0;
+const ROW_GAP: f64 = 6.0;
+const TOP: f64 = 8.0;
+const AXIS_HEIGHT: f64 = 34.0;
+
+/// The threads on the path, each a row, sorted by process and thread.
+struct Rows(BTreeMap<(u32, u32), usize>);
+
+impl Rows {
+    fn of(acts: &[Activity]) -> Rows {
+        let mut keys: BTreeMap<(u32, u32), usize> = BTreeMap::new();
+        for a in acts {
+            match a {
+                Activity::Work { pid, tid, .. } => {
+                    keys.insert((*pid, *tid), 0);
+                }
+                Activity::Wait {
+                    from_pid,
+                    from_tid,
+                    to_pid,
+                    to_tid,
+                    ..
+                } => {
+                    keys.insert((*from_pid, *from_tid), 0);
+                    keys.insert((*to_pid, *to_tid), 0);
+                }
+            }
+        }
+        for (i, row) in keys.values_mut().enumerate() {
+            *row = i;
+        }
+        Rows(keys)
+    }
+
+    /// Top of a thread's row.
+    fn y(&self, pid: u32, tid: u32) -> f64 {
+        TOP + self.0.get(&(pid, tid)).copied().unwrap_or(0) as f64 * (ROW_HEIGHT + ROW_GAP)
+    }
+
+    fn height(&self) -> f64 {
+        TOP + self.0.len() as f64 * (ROW_HEIGHT + ROW_GAP)
+    }
+}
+
+/// Probe-clock time to x: the first activity at the left of the plot, the last at its
+/// right.
+struct Scale {
+    t0: u64,
+    span_ns: u64,
+}
+
+impl Scale {
+    fn of(acts: &[Activity]) -> Scale {
+        let works = acts.iter().filter_map(|a| match a {
+            Activity::Work {
+                start_ns, end_ns, ..
+            } => Some((*start_ns, *end_ns)),
+            Activity::Wait { .. } => None,
+        });
+        let t0 = works
+            .clone()
+            .map(|(s, _)| s)
+            .filter(|&s| s > 0)
+            .min()
+            .unwrap_or(0);
+        let t1 = works.map(|(_, e)| e).max().unwrap_or(t0);
+        Scale {
+            t0,
+            span_ns: t1.saturating_sub(t0).max(1),
+        }
+    }
+
+    fn x(&self, t: u64) -> f64 {
+        let plot = WIDTH - LABEL_WIDTH - RIGHT_MARGIN;
+        LABEL_WIDTH + t.saturating_sub(self.t0) as f64 * plot / self.span_ns as f64
+    }
+
+    /// Milliseconds since the path's first activity.
+    fn since(&self, t: u64) -> String {
+        ms(t.saturating_sub(self.t0))
+    }
+}
+
+/// The timeline of the report's critical path, an `<svg>` element.
+pub(crate) fn timeline_svg(r: &Report, palette: &Palette) -> String {
+    let acts = &r.activities[..r.activities.len().min(MAX_ACTIVITIES)];
+    let rows = Rows::of(acts);
+    let scale = Scale::of(acts);
+    let height = rows.height() + AXIS_HEIGHT;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg id="timeline" class="timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="timeline of the critical path">"#
+    );
+    s.push_str(&row_labels(r, &rows));
+    s.push_str(&activities(acts, &rows, &scale, palette));
+    s.push_str(&axis(&scale, rows.height()));
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Each row's band and its thread's name, the command in its tooltip.
+fn row_labels(r: &Report, rows: &Rows) -> String {
+    let mut s = String::new();
+    for (&(pid, tid), _) in rows.0.iter() {
+        let y = rows.y(pid, tid);
+        let process = r.processes.iter().find(|p| p.pid == pid);
+        let who = match process.and_then(|p| p.rank) {
+            Some(rank) => format!("rank {rank} tid {tid}"),
+            None => format!("pid {pid} tid {tid}"),
+        };
+        let main = if pid == tid { " (main)" } else { "" };
+        let command = process.map(|p| p.command.as_str()).unwrap_or("");
+        let _ = writeln!(
+            s,
+            r#"<g class="row"><title>pid {pid} tid {tid}: {}</title><rect class="band" x="0" y="{y}" width="{WIDTH}" height="{ROW_HEIGHT}"/><text x="6" y="{}">{}{main}</text></g>"#,
+            escape(command),
+            y + ROW_HEIGHT - 5.0,
+            escape(&who),
+        );
+    }
+    s
+}
+
+/// The work rectangles and wait lines, in path order.
+fn activities(acts: &[Activity], rows: &Rows, scale: &Scale, palette: &Palette) -> String {
+    let mut s = String::new();
+    // Where the path is on the probe clock: the end of the last work (a wait starts
+    // there and lasts its latency).
+    let mut at = scale.t0;
+    for a in acts {
+        match a {
+            Activity::Work {
+                pid,
+                tid,
+                procedure,
+                start_ns,
+                end_ns,
+                work_ns,
+            } => {
+                let start = (*start_ns).max(scale.t0);
+                s.push_str(&work_rect(
+                    (*pid, *tid),
+                    procedure,
+                    (start, *end_ns),
+                    *work_ns,
+                    rows,
+                    scale,
+                    palette,
+                ));
+                at = (*end_ns).max(start);
+            }
+            Activity::Wait { .. } => {
+                s.push_str(&wait_line(a, at, rows, scale, palette));
+            }
+        }
+    }
+    s
+}
+
+/// A thread's work in one procedure: a rectangle at least half a pixel wide.
+fn work_rect(
+    (pid, tid): (u32, u32),
+    procedure: &str,
+    (start, end): (u64, u64),
+    work_ns: u64,
+    rows: &Rows,
+    scale: &Scale,
+    palette: &Palette,
+) -> String {
+    let x = scale.x(start);
+    let width = (scale.x(end) - x).max(0.5);
+    format!(
+        r#"<rect class="work" x="{x:.2}" y="{}" width="{width:.2}" height="{ROW_HEIGHT}" fill="{}"><title>{}: {} ms of work, pid {pid} tid {tid}, from {} ms to {} ms</title></rect>
+"#,
+        rows.y(pid, tid),
+        palette.colour(procedure),
+        escape(procedure),
+        ms(work_ns),
+        scale.since(start),
+        scale.since(end),
+    )
+}
+
+/// A wait: a line from the thread waited for, at `at`, to the waiting thread, its
+/// latency later.
+fn wait_line(a: &Activity, at: u64, rows: &Rows, scale: &Scale, palette: &Palette) -> String {
+    let Activity::Wait {
+        from_pid,
+        from_tid,
+        to_pid,
+        to_tid,
+        call,
+        latency_ns,
+    } = a
+    else {
+        return String::new();
+    };
+    let what = if call == THREAD_START {
+        format!("tid {to_tid} is started by tid {from_tid}")
+    } else {
+        format!("pid {to_pid} tid {to_tid} waits in {call} for pid {from_pid} tid {from_tid}")
+    };
+    let middle = ROW_HEIGHT / 2.0;
+    format!(
+        r#"<line class="wait" x1="{:.2}" y1="{}" x2="{:.2}" y2="{}" stroke="{}"><title>{} ({} ms latency)</title></line>
+"#,
+        scale.x(at),
+        rows.y(*from_pid, *from_tid) + middle,
+        scale.x(at + latency_ns),
+        rows.y(*to_pid, *to_tid) + middle,
+        palette.colour(call),
+        escape(&what),
+        ms(*latency_ns),
+    )
+}
+
+/// A time axis under the rows, in milliseconds since the path's first activity.
+fn axis(scale: &Scale, top: f64) -> String {
+    let step = tick_step(scale.span_ns);
+    let mut s = format!(
+        r#"<g class="axis"><line x1="{LABEL_WIDTH}" y1="{top}" x2="{}" y2="{top}"/>"#,
+        WIDTH - RIGHT_MARGIN
+    );
+    let mut t = 0;
+    while t <= scale.span_ns {
+        let x = scale.x(scale.t0 + t);
+        let _ = write!(
+            s,
+            r#"<line x1="{x:.2}" y1="{top}" x2="{x:.2}" y2="{}"/><text x="{x:.2}" y="{}">{} ms</text>"#,
+            top + 5.0,
+            top + 18.0,
+            tick_label(t),
+        );
+        t += step;
+    }
+    s.push_str("</g>\n");
+    s
+}
+
+/// A round tick interval (1, 2 or 5 times a power of ten ns) giving at most 10 ticks.
+fn tick_step(span_ns: u64) -> u64 {
+    let mut unit = 1u64;
+    loop {
+        for m in [1, 2, 5] {
+            if span_ns / (unit * m) <= 10 {
+                return unit * m;
+            }
+        }
+        unit *= 10;
+    }
+}
+
+/// A tick's milliseconds, with as few decimals as it needs.
+fn tick_label(ns: u64) -> String {
+    let text = format!("{:.6}", ns as f64 / 1e6);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_and_few() {
+        assert_eq!(tick_step(200_000_000), 20_000_000);
+        assert_eq!(tick_step(1), 1);
+        assert_eq!(tick_step(1_000), 100);
+        assert_eq!(tick_step(45_000_000), 5_000_000);
+        assert_eq!(tick_label(20_000_000), "20");
+        assert_eq!(tick_label(2_500_000), "2.5");
+        assert_eq!(tick_label(0), "0");
+    }
+}
