@@ -119,7 +119,7 @@ pub(crate) fn timeline_svg(r: &Report, palette: &Palette) -> String {
 /// Each row's band and its thread's name, the command in its tooltip.
 fn row_labels(r: &Report, rows: &Rows) -> String {
     let mut s = String::new();
-    for (&(pid, tid), _) in rows.0.iter() {
+    for &(pid, tid) in rows.0.keys() {
         let y = rows.y(pid, tid);
         let process = r.processes.iter().find(|p| p.pid == pid);
         let who = match process.and_then(|p| p.rank) {

@@ -309,10 +309,10 @@ fn load_in_parallel(ebpf: &mut Ebpf, names: &[&'static str]) -> Result<(), Probe
                 }))
             })
             .collect();
+        // The scope waits for every thread; the first error is the one reported.
         loading
             .into_iter()
-            .map(|t| t.join().expect("a program load panicked"))
-            .collect::<Result<(), ProbeError>>()
+            .try_for_each(|t| t.join().expect("a program load panicked"))
     })
 }
 
