@@ -286,6 +286,28 @@ impl Probes {
     }
 }
 
+/// Detaching waits for RCU grace periods (at least one per kernel link, and per
+/// tracepoint); closed from one thread they come one after another, closed from one thread
+/// per program they overlap: the programs (and their links) go in parallel before the
+/// maps go with `ebpf`.
+impl Drop for Probes {
+    fn drop(&mut self) {
+        std::thread::scope(|scope| {
+            for (_, p) in self.ebpf.programs_mut() {
+                scope.spawn(move || match p {
+                    Program::UProbe(p) => {
+                        let _ = p.unload();
+                    }
+                    Program::TracePoint(p) => {
+                        let _ = p.unload();
+                    }
+                    _ => {}
+                });
+            }
+        });
+    }
+}
+
 /// Loads the uprobe and tracepoint programs `names`, each on a thread of its own.
 fn load_in_parallel(ebpf: &mut Ebpf, names: &[&'static str]) -> Result<(), ProbeError> {
     if let Some(&name) = names.iter().find(|&&name| ebpf.program(name).is_none()) {
