@@ -6,13 +6,11 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 use aya::maps::{Array, HashMap, MapData};
-use aya::programs::uprobe::{
-    UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeLinkId, UProbeScope,
-};
+use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope};
 use aya::programs::UProbe;
 use tracer_common::maps;
 
-use super::load::{LinkKind, ProgramPair, LIBRARY_LOADED};
+use super::load::{LinkKind, ProcessLink, ProgramPair, LIBRARY_LOADED};
 use super::maps::{map, program};
 use super::{ProbeError, Probes};
 use tracer_analysis::format::calls::Flavor;
@@ -258,15 +256,6 @@ pub struct TakenLinks {
     pub links: Vec<UProbeLink>,
     pub probes: usize,
     pub kernel_links: usize,
-}
-
-/// A link of probes that fire in one process only, kept to detach when it exits.
-pub(super) struct ProcessLink {
-    pub(super) program: &'static str,
-    pub(super) id: UProbeLinkId,
-    /// Probe points under the link, and kernel links (1 for a uprobe_multi link).
-    pub(super) probes: usize,
-    pub(super) kernel_links: usize,
 }
 
 /// The path probes are keyed by, so that a file seen under two names is probed once.

@@ -5,12 +5,12 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use aya::maps::{Array, MapData};
+use aya::programs::uprobe::UProbeLinkId;
 use aya::programs::{Program, TracePoint};
 use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, maps, ProbeConfig};
 
-use super::attach::ProcessLink;
 use super::machine::{default_ring_bytes, kernel_clock_lag_ns, wakeup_bytes};
 use super::maps::{map, program};
 use super::{btf, slots, tracefs, ProbeError};
@@ -113,6 +113,15 @@ pub(super) const LIBRARY_LOADED: &str = "library_loaded";
 
 /// The empty tracepoint program of `ProbeOptions::floor`.
 const FLOOR_TRACEPOINT: &str = "floor_tracepoint";
+
+/// A link of probes that fire in one process only, kept to detach when it exits.
+pub(super) struct ProcessLink {
+    pub(super) program: &'static str,
+    pub(super) id: UProbeLinkId,
+    /// Probe points under the link, and kernel links (1 for a uprobe_multi link).
+    pub(super) probes: usize,
+    pub(super) kernel_links: usize,
+}
 
 /// The loaded probes. Dropping this detaches every probe and frees every map. The kernel
 /// removes each kernel link after an RCU grace period, about 0.1 s each here, one at a
