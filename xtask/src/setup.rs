@@ -27,6 +27,8 @@ const PACKAGES: &[&str] = &[
     "libomp-dev",
     "bpftool",
     "time",
+    // `tracer top` runs in a real terminal in its test (tests/tests/integration/top.rs).
+    "tmux",
     // Real applications the tests trace (tests/tests/integration/applications.rs).
     "lammps",
     "hpcc",

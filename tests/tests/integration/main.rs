@@ -29,4 +29,5 @@ mod sessions;
 mod shared_memory;
 mod symbols;
 mod threads;
+mod top;
 mod whatif;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use super::{
-    analyze, calibrate, dump, export, functions, metrics, record, report, summary, whatif,
+    analyze, calibrate, dump, export, functions, metrics, record, report, summary, top, whatif,
 };
 
 /// Critical-path tracer for parallel programs (MPI, PVM, threads), built on eBPF.
@@ -20,6 +20,9 @@ pub struct Cli {
 enum Command {
     /// Trace processes (by PID, a command, or system-wide) and record their events.
     Record(record::RecordArgs),
+    /// Trace as `record` does, with a live view of the critical path in the terminal: its
+    /// length and growth, the procedures on it, messages and lost events; `q` stops.
+    Top(top::TopArgs),
     /// Compute the critical path profile of a recording (no root needed).
     Analyze(analyze::AnalyzeArgs),
     /// Offline analyses of a recording's graph: the path itself, slack, near-critical
@@ -51,6 +54,7 @@ enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Record(a) => record::run(a),
+        Command::Top(a) => top::run(a),
         Command::Analyze(a) => analyze::run(a),
         Command::Report(a) => report::run(a),
         Command::Dump(a) => dump::run(a),

@@ -11,6 +11,7 @@ mod print;
 mod record;
 mod report;
 mod summary;
+mod top;
 mod whatif;
 
 pub use commands::{run, Cli};

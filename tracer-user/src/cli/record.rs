@@ -6,7 +6,10 @@ use anyhow::bail;
 use clap::Args;
 use tracer_analysis::analysis::profile::Profile;
 use tracer_user::probes::UprobeLinks;
-use tracer_user::session::{self, CommandStatus, EventsSoFar, RecordOptions, RunAs, StopReason};
+use tracer_user::session::{
+    self, CommandStatus, EventsSoFar, LossHook, ReadyHook, RecordOptions, RunAs, SampleHook,
+    StopReason,
+};
 
 #[derive(Args)]
 pub struct RecordArgs {
@@ -89,6 +92,48 @@ enum ProbeSet {
 }
 
 pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
+    let quiet = a.quiet;
+    run_with(a, WhileTracing::printed(quiet))
+}
+
+/// What a session tells while it traces: `record` prints lines; `tracer top` gives them to
+/// its live view, which gets a sample each second unless `--interval` says otherwise and
+/// ends before the probes are detached, so that what is printed after it (the detaching
+/// line, the summary) lands on a normal terminal.
+pub(super) struct WhileTracing {
+    pub(super) on_sample: SampleHook,
+    pub(super) on_ready: Option<ReadyHook>,
+    pub(super) on_loss: LossHook,
+    pub(super) before_detach: Option<Box<dyn FnOnce()>>,
+    /// The view reads the terminal's keys: the launched command reads /dev/null.
+    pub(super) live_view: bool,
+}
+
+impl WhileTracing {
+    /// `record`'s lines.
+    fn printed(quiet: bool) -> WhileTracing {
+        let started = std::time::Instant::now();
+        WhileTracing {
+            on_sample: Box::new(move |p: &Profile| {
+                eprintln!("{}", sample_line(started.elapsed(), p))
+            }),
+            on_ready: (!quiet).then(|| {
+                Box::new(|r: &session::Ready| eprintln!("{}", ready_line(r))) as ReadyHook
+            }),
+            // Even with --quiet: the outputs will be incomplete, and the user can still
+            // stop and retry with larger buffers.
+            on_loss: Box::new(|e: &EventsSoFar| eprintln!("{}", loss_line(e))),
+            before_detach: None,
+            live_view: false,
+        }
+    }
+}
+
+/// How often a live view gets a sample by default.
+const LIVE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `record`, with the lines it prints while tracing or with a live view instead.
+pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<ExitCode> {
     if let Some(mib) = a.buffer_mib.filter(|mib| !mib.is_power_of_two()) {
         bail!("--buffer-mib must be a power of two, got {mib}");
     }
@@ -104,23 +149,26 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
             bail!("--interval must be a positive number of seconds")
         }
         Some(s) => Some(Duration::from_secs_f64(s)),
-        None => None,
+        None => tracing.live_view.then_some(LIVE_INTERVAL),
     };
     let whatif =
         super::whatif::online_replay(a.whatif_placement.as_deref(), a.whatif_network.as_deref())?;
     let run_as = RunAs::resolve(a.user.as_deref())?;
-    let started = std::time::Instant::now();
+    let quiet = a.quiet;
+    let WhileTracing {
+        on_sample,
+        on_ready,
+        on_loss,
+        before_detach,
+        live_view,
+    } = tracing;
     let outcome = session::record(RecordOptions {
         run_as,
         clock: a.clock.into(),
         whatif,
         interval,
-        on_sample: Some(Box::new(move |p: &Profile| {
-            eprintln!("{}", sample_line(started.elapsed(), p))
-        })),
-        // Even with --quiet: the outputs will be incomplete, and the user can still stop
-        // and retry with larger buffers.
-        on_loss: Some(Box::new(|e: &EventsSoFar| eprintln!("{}", loss_line(e)))),
+        on_sample: Some(on_sample),
+        on_loss: Some(on_loss),
         pids: a.pids,
         command: a.command,
         system_wide: a.all,
@@ -128,33 +176,26 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         output: a.output.clone(),
         summary_json: a.summary_json.clone(),
         profile_json: a.profile_json.clone(),
-        on_detach: (!a.quiet).then(|| {
-            Box::new(|d: session::Detaching| {
+        on_detach: Some(Box::new(move |d: session::Detaching| {
+            if let Some(end_view) = before_detach {
+                end_view();
+            }
+            if !quiet {
                 eprintln!(
                     "tracer: outputs written; detaching {} probes in {} kernel links \
                      (the kernel takes about 0.1 s per link)",
                     d.probes, d.kernel_links
                 )
-            }) as Box<dyn FnOnce(session::Detaching)>
-        }),
+            }
+        })),
         funcs: a.funcs,
         libs: a.libs,
         locks: a.locks,
         ring_mib: a.buffer_mib,
         floor_probes: a.probes == ProbeSet::Floor,
         uprobe_links: a.uprobe_links,
-        on_ready: (!a.quiet).then(|| {
-            Box::new(|r: &session::Ready| {
-                eprintln!(
-                    "tracer: tracing ({} processes, {} probes in {} MPI/PVM libraries so far, \
-                     {}; more as programs start); Ctrl-C stops",
-                    r.processes,
-                    r.probes,
-                    r.libraries,
-                    r.links.describe()
-                )
-            }) as session::ReadyHook
-        }),
+        command_stdin_null: live_view,
+        on_ready,
     })?;
     if !a.quiet {
         let why = match outcome.stop {
@@ -209,8 +250,20 @@ pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
         .map_or(ExitCode::SUCCESS, |s| ExitCode::from(s.shell_code())))
 }
 
+/// What `record` prints when tracing starts.
+fn ready_line(r: &session::Ready) -> String {
+    format!(
+        "tracer: tracing ({} processes, {} probes in {} MPI/PVM libraries so far, {}; more as \
+         programs start); Ctrl-C stops",
+        r.processes,
+        r.probes,
+        r.libraries,
+        r.links.describe()
+    )
+}
+
 /// The warning printed while tracing when the probes drop events.
-fn loss_line(e: &EventsSoFar) -> String {
+pub(super) fn loss_line(e: &EventsSoFar) -> String {
     format!(
         "tracer: warning: {} events lost so far ({:.1} % of {}): the tracer is falling behind \
          and the results will be incomplete (a larger --buffer-mib may help)",

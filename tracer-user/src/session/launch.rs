@@ -23,10 +23,12 @@ pub(super) fn find_in_path(cmd: &str) -> Option<PathBuf> {
 
 /// Forks the command, holds it until its pid is in the traced set, then lets it exec,
 /// as `run_as` when given (with its HOME, USER and LOGNAME; the rest of the environment
-/// is ours). The tracer, root, can still stop and continue it, and read its /proc.
+/// is ours). The tracer, root, can still stop and continue it, and read its /proc. With
+/// `stdin_null` its standard input is /dev/null (`tracer top` reads the terminal's keys).
 pub(super) fn launch(
     program: &Path,
     argv: &[String],
+    stdin_null: bool,
     run_as: Option<&RunAs>,
     probes: &mut Probes,
     watchdog: Option<&mut Watchdog>,
@@ -58,9 +60,11 @@ pub(super) fn launch(
         b"tracer: cannot run the command as the user (setgroups, setgid or setuid failed)\n";
     const EXEC_FAILED: &[u8] = b"tracer: the user cannot execute the command (can they read and \
         execute it, and enter every directory above it?)\n";
+    let dev_null = c"/dev/null";
     let mut fds = [0i32; 2];
-    // SAFETY: the process is single-threaded here (no runtime yet), so fork is safe; the
-    // child only calls async-signal-safe functions before exec.
+    // SAFETY: no runtime yet, and the child only calls async-signal-safe functions before
+    // exec (another thread, such as `tracer top`'s view, may hold a lock at the fork: the
+    // child takes none).
     unsafe {
         if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
             return Err(std::io::Error::last_os_error().into());
@@ -73,6 +77,13 @@ pub(super) fn launch(
             libc::close(fds[1]);
             let mut b = 0u8;
             libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+            if stdin_null {
+                let null = libc::open(dev_null.as_ptr(), libc::O_RDONLY);
+                if null >= 0 {
+                    libc::dup2(null, 0);
+                    libc::close(null);
+                }
+            }
             if let Some(u) = run_as {
                 if u.become_user().is_err() {
                     libc::write(2, BECOME_FAILED.as_ptr().cast(), BECOME_FAILED.len());

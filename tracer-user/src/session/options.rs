@@ -33,6 +33,8 @@ pub struct RecordOptions {
     pub ring_mib: Option<u32>,
     /// Benchmarks only: empty programs instead of the per-call probes (`ProbeOptions::floor`).
     pub floor_probes: bool,
+    /// The launched command reads /dev/null, not the tracer's standard input.
+    pub command_stdin_null: bool,
     /// How uprobes are attached (`--uprobe-links`).
     pub uprobe_links: UprobeLinks,
     /// Work clock of the critical path engine.

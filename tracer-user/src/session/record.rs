@@ -139,6 +139,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         Some(program) => Some(launch(
             &program,
             &opts.command,
+            opts.command_stdin_null,
             run_as,
             &mut probes,
             watchdog.as_mut(),
