@@ -25,11 +25,14 @@ pub enum ProbeFailure {
     /// A held process could not be stopped (at exec or after dlopen): it may run before
     /// userspace probed what it needs.
     Signal = 5,
+    /// A call's array (handles, ranks, statuses) could not be handed to the program that
+    /// writes it: its records are not written.
+    TailCall = 6,
 }
 
 impl ProbeFailure {
     /// Entries of the `FAILURES` map.
-    pub const COUNT: u32 = 6;
+    pub const COUNT: u32 = 7;
     /// Every reason, by index.
     pub const ALL: [ProbeFailure; Self::COUNT as usize] = [
         ProbeFailure::RingFull,
@@ -38,6 +41,7 @@ impl ProbeFailure {
         ProbeFailure::MapInsert,
         ProbeFailure::CallTooDeep,
         ProbeFailure::Signal,
+        ProbeFailure::TailCall,
     ];
 
     /// The counter's index in `FAILURES`.
@@ -63,6 +67,7 @@ impl ProbeFailure {
             ProbeFailure::MapInsert => "map_insert",
             ProbeFailure::CallTooDeep => "call_too_deep",
             ProbeFailure::Signal => "signal",
+            ProbeFailure::TailCall => "tail_call",
         }
     }
 }

@@ -133,4 +133,6 @@ pub mod maps {
     pub const SLOTS: &str = "SLOTS";
     pub const CURSORS: &str = "CURSORS";
     pub const HOLD_ON_LOAD: &str = "HOLD_ON_LOAD";
+    /// The program that writes calls' arrays, at index 0.
+    pub const ARRAY_PROGS: &str = "ARRAY_PROGS";
 }

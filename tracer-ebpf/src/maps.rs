@@ -1,15 +1,15 @@
 //! The maps the probes share with userspace (names in `tracer_common::maps`) and their
 //! own per-CPU scratch space.
 
-use crate::probes::futex::SCAN_WORDS;
+use crate::probes::{arrays::ArrayJob, futex::SCAN_WORDS, status::MAX_STATUS_BYTES};
 use aya_ebpf::{
     bindings::BPF_F_MMAPABLE,
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, ProgramArray, RingBuf},
 };
 use tracer_common::{
     call, flavor, CallLayout, FlavorConfig, ProbeConfig, ProbeFailure, Slot, SlotCursor,
-    ThreadState, THREAD_SLOTS_LEN,
+    ThreadState, ARRAY_CHUNK, THREAD_SLOTS_LEN,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -57,6 +57,19 @@ pub static FLAVORS: Array<FlavorConfig> = Array::with_max_entries(flavor::COUNT,
 /// the 512-byte BPF stack).
 #[map]
 pub static STACK_WORDS: PerCpuArray<[u64; SCAN_WORDS]> = PerCpuArray::with_max_entries(1, 0);
+/// The program that writes the arrays of a call (`call_arrays` or its twin: userspace puts
+/// the one of its link kind at index 0), and per CPU the array it is to write.
+#[map]
+pub static ARRAY_PROGS: ProgramArray = ProgramArray::with_max_entries(1, 0);
+#[map]
+pub static ARRAY_JOB: PerCpuArray<ArrayJob> = PerCpuArray::with_max_entries(1, 0);
+/// Per CPU: a chunk of statuses read at once (`status::emit_status_array`), with room for
+/// the widest field at any offset below 256.
+pub const STATUS_CHUNK_BYTES: usize = 256 + 8;
+const _: () = assert!(ARRAY_CHUNK * MAX_STATUS_BYTES as usize <= 256);
+#[map]
+pub static STATUS_CHUNK: PerCpuArray<[u8; STATUS_CHUNK_BYTES]> =
+    PerCpuArray::with_max_entries(1, 0);
 
 /// The settings userspace wrote at load time.
 pub fn config() -> Option<&'static ProbeConfig> {

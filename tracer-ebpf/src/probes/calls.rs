@@ -4,10 +4,13 @@
 use super::uprobe_twins;
 use crate::{
     clock::header,
-    emit::{count_failure, emit, reserve, EMPTY_HEADER, UNSET_CALL},
+    emit::{count_failure, emit, reserve, UNSET_CALL},
     maps::{FLAVORS, LAYOUTS},
-    mem::{copy_of, copy_words, read_user},
-    probes::status::{call_result, emit_status_array},
+    mem::{copy_words, read_user},
+    probes::{
+        arrays::{array_kind, emit_handle_array, stage_array, write_array, ArrayJob},
+        status::call_result,
+    },
     thread::{current_ids, known_thread, traced_thread, uprobe_thread, EMPTY_FRAME},
 };
 use aya_ebpf::{
@@ -18,15 +21,8 @@ use aya_ebpf::{
 };
 use tracer_common::{
     dtype_mode, flavor, held, kind, status_mode, CallFrame, CallPairRecord, CallRecord,
-    CallReturnRecord, EventHeader, FlavorConfig, HandleArrayRecord, ProbeFailure, ThreadState,
-    ARG_IP, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, MAX_CALL_DEPTH, NO_ARG, UNSET32,
-};
-
-static EMPTY_HANDLE_ARRAY: HandleArrayRecord = HandleArrayRecord {
-    header: EMPTY_HEADER,
-    first: 0,
-    total: 0,
-    values: [0; ARRAY_CHUNK],
+    CallReturnRecord, EventHeader, FlavorConfig, ProbeFailure, ThreadState, ARG_IP, MAX_CALL_DEPTH,
+    NO_ARG, UNSET32,
 };
 
 /// `*rec = CallRecord::unset(h)`, without a `memset` ([`copy_words`]).
@@ -95,11 +91,18 @@ fn element_size(dtype: u64, flavor: &FlavorConfig) -> i32 {
 
 uprobe_twins!(uprobe call_enter, call_enter_m => call_enter_body);
 
+#[inline(always)]
 fn call_enter_body(ctx: &ProbeContext) {
-    let _ = try_call_enter(ctx);
+    if try_call_enter(ctx) == Ok(ARRAY_STAGED) {
+        write_array(ctx);
+    }
 }
 
-fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
+/// What a call program's `try_*` function returns when it staged an array for
+/// [`write_array`].
+const ARRAY_STAGED: bool = true;
+
+fn try_call_enter(ctx: &ProbeContext) -> Result<bool, ()> {
     let (tgid, tid) = current_ids();
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     let call_id = cookie as u16 & 0xff;
@@ -112,7 +115,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         uprobe_thread(tgid, tid)
     };
     let Some(thread) = thread else {
-        return Ok(());
+        return Ok(false);
     };
     let layout = LAYOUTS.get(call_id as u32).ok_or(())?;
     let flavor = FLAVORS.get(flavor_id as u32).ok_or(())?;
@@ -186,22 +189,6 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         emit(rec);
     }
 
-    if layout.array != NO_ARG && count > 0 {
-        let elem = if layout.array_elem == 0 {
-            flavor.handle_size
-        } else {
-            layout.array_elem as u32
-        };
-        // Group_range_incl/excl: `count` triples of ints.
-        let per_count = if layout.array_per_count == 0 {
-            1
-        } else {
-            layout.array_per_count as u32
-        };
-        let total = (count as u32).saturating_mul(per_count);
-        emit_handle_array(&header, arg(regs, layout.array), total, elem);
-    }
-
     let mut frame = EMPTY_FRAME;
     frame.call = call_id;
     frame.flavor = flavor_id as u16;
@@ -222,32 +209,32 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<(), ()> {
         }
     }
     push_frame(thread, &frame);
-    Ok(())
-}
-
-fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
-    let mut rec = copy_of(&EMPTY_HANDLE_ARRAY);
-    rec.header = *h;
-    rec.header.kind = kind::HANDLE_ARRAY;
-    rec.total = total;
-    for chunk in 0..ARRAY_MAX_CHUNKS {
-        let first = chunk * ARRAY_CHUNK as u32;
-        if first >= total {
-            break;
-        }
-        rec.first = first;
-        for j in 0..ARRAY_CHUNK {
-            let i = first + j as u32;
-            rec.values[j] = if i >= total {
-                0
-            } else if elem == 4 {
-                read_user::<u32>(base + 4 * i as u64).unwrap_or(0) as u64
+    if layout.array != NO_ARG && count > 0 {
+        let elem = if layout.array_elem == 0 {
+            flavor.handle_size
+        } else {
+            layout.array_elem as u32
+        };
+        // Group_range_incl/excl: `count` triples of ints.
+        let per_count = if layout.array_per_count == 0 {
+            1
+        } else {
+            layout.array_per_count as u32
+        };
+        return Ok(stage_array(&ArrayJob {
+            header,
+            base: arg(regs, layout.array),
+            total: (count as u32).saturating_mul(per_count),
+            kind: if elem == 4 {
+                array_kind::HANDLES_4
             } else {
-                read_user::<u64>(base + 8 * i as u64).unwrap_or(0)
-            };
-        }
-        emit(&rec);
+                array_kind::HANDLES_8
+            },
+            flavor: flavor_id as u32,
+            _pad: 0,
+        }));
     }
+    Ok(false)
 }
 
 fn push_frame(t: &mut ThreadState, frame: &CallFrame) {
@@ -277,11 +264,14 @@ fn pop_frame(t: &mut ThreadState) -> Option<CallFrame> {
 
 uprobe_twins!(uretprobe call_exit, call_exit_m => call_exit_body);
 
+#[inline(always)]
 fn call_exit_body(ctx: &RetProbeContext) {
-    let _ = try_call_exit(ctx);
+    if try_call_exit(ctx) == Ok(ARRAY_STAGED) {
+        write_array(ctx);
+    }
 }
 
-fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
+fn try_call_exit(ctx: &RetProbeContext) -> Result<bool, ()> {
     let (tgid, tid) = current_ids();
     // Only threads of traced processes have frames (the entry probe admitted them), so
     // the thread's state is the filter: no lookup in TRACED.
@@ -313,7 +303,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
     if paired {
         // Built in place, field by field ([`copy_words`]).
         let Some(mut place) = reserve::<CallPairRecord>() else {
-            return Ok(());
+            return Ok(false);
         };
         let r = place.record();
         let e = &thread.held_entry;
@@ -330,7 +320,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         r.exit_cpu_ns = h.cpu_ns;
         call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
         place.submit();
-        return Ok(());
+        return Ok(false);
     }
     if layout.status_mode == status_mode::INDEX_ARRAY {
         // Waitsome/Testsome: the indices of the requests that completed, written before
@@ -342,7 +332,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
         }
     }
     let Some(mut place) = reserve::<CallReturnRecord>() else {
-        return Ok(());
+        return Ok(false);
     };
     let r = place.record();
     r.header = h;
@@ -350,7 +340,14 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<(), ()> {
     call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
     place.submit();
     if layout.status_mode == status_mode::MPI_STATUS_ARRAY && frame.count > 0 {
-        emit_status_array(&h, frame.status[0], frame.count as u32, flavor);
+        return Ok(stage_array(&ArrayJob {
+            header: h,
+            base: frame.status[0],
+            total: frame.count as u32,
+            kind: array_kind::STATUSES,
+            flavor: frame.flavor as u32,
+            _pad: 0,
+        }));
     }
-    Ok(())
+    Ok(false)
 }

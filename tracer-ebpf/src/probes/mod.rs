@@ -1,5 +1,6 @@
 //! The programs, one file per probe family.
 
+pub mod arrays;
 pub mod calls;
 pub mod floor;
 pub mod futex;

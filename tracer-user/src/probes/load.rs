@@ -4,9 +4,9 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use aya::maps::{Array, MapData};
+use aya::maps::{Array, MapData, ProgramArray};
 use aya::programs::uprobe::UProbeLinkId;
-use aya::programs::{Program, TracePoint};
+use aya::programs::{Program, ProgramError, TracePoint, UProbe};
 use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, maps, ProbeConfig};
@@ -75,6 +75,9 @@ pub(super) struct ProgramPair {
 #[derive(Clone, Copy)]
 pub(super) struct UprobePrograms {
     pub(super) calls: ProgramPair,
+    /// The program the call programs end in, by tail call, to write a call's arrays
+    /// (none for the floor, whose programs write nothing).
+    pub(super) arrays: Option<&'static str>,
     pub(super) procedures: ProgramPair,
     pub(super) links: LinkKind,
 }
@@ -82,26 +85,29 @@ pub(super) struct UprobePrograms {
 impl UprobePrograms {
     fn new(links: LinkKind, floor: bool) -> Self {
         let pair = |entry, exit| ProgramPair { entry, exit };
-        let (calls, procedures) = match (links, floor) {
+        let (calls, arrays, procedures) = match (links, floor) {
             (LinkKind::PerProbe, false) => (
                 pair("call_enter", "call_exit"),
+                Some("call_arrays"),
                 pair("func_enter", "func_exit"),
             ),
             (LinkKind::Multi, false) => (
                 pair("call_enter_m", "call_exit_m"),
+                Some("call_arrays_m"),
                 pair("func_enter_m", "func_exit_m"),
             ),
             (LinkKind::PerProbe, true) => {
                 let floor = pair("floor_uprobe", "floor_uretprobe");
-                (floor, floor)
+                (floor, None, floor)
             }
             (LinkKind::Multi, true) => {
                 let floor = pair("floor_uprobe_m", "floor_uretp_m");
-                (floor, floor)
+                (floor, None, floor)
             }
         };
         UprobePrograms {
             calls,
+            arrays,
             procedures,
             links,
         }
@@ -234,11 +240,12 @@ impl Probes {
                 name
             }
         };
-        // The verifier takes most of the start-up (the call entry program alone 0.8 s):
-        // every program the session needs from the start is loaded at once, on threads of
-        // their own. The dlopen probe stays real with the floor: it only follows targets.
+        // The verifier takes most of the start-up: every program the session needs from
+        // the start is loaded at once, on threads of their own. The dlopen probe stays
+        // real with the floor: it only follows targets.
         let mut at_start: Vec<&'static str> =
             vec![programs.calls.entry, programs.calls.exit, LIBRARY_LOADED];
+        at_start.extend(programs.arrays);
         at_start.extend(
             tracepoints
                 .iter()
@@ -247,6 +254,9 @@ impl Probes {
         at_start.sort_unstable();
         at_start.dedup();
         load_in_parallel(&mut ebpf, &at_start)?;
+        if let Some(name) = programs.arrays {
+            set_array_program(&mut ebpf, name)?;
+        }
         for (name, group, event, per_call) in tracepoints {
             let name = tracepoint_program(name, per_call);
             let p: &mut TracePoint = program(&mut ebpf, name)?;
@@ -315,6 +325,22 @@ impl Drop for Probes {
             }
         });
     }
+}
+
+/// Puts the loaded program `name` where the call programs' tail call goes
+/// (`ARRAY_PROGS`).
+fn set_array_program(ebpf: &mut Ebpf, name: &'static str) -> Result<(), ProbeError> {
+    let fd = {
+        let p: &mut UProbe = program(ebpf, name)?;
+        p.fd()
+            .and_then(|fd| fd.try_clone().map_err(ProgramError::from))
+            .map_err(|source| ProbeError::Program { name, source })?
+    };
+    let mut slots: ProgramArray<&mut MapData> = map(ebpf, maps::ARRAY_PROGS)?;
+    slots.set(0, &fd, 0).map_err(|source| ProbeError::MapOp {
+        name: maps::ARRAY_PROGS,
+        source,
+    })
 }
 
 /// Loads the uprobe and tracepoint programs `names`, each on a thread of its own.

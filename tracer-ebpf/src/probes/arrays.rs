@@ -1,0 +1,129 @@
+//! The arrays a call passes or fills (request handles, ranks, task ids, statuses), written
+//! by a program of their own that the call programs reach by tail call, as their last step.
+//! Inside the call programs, the verifier walked the loop over an array's chunks once for
+//! every state a call program could reach it in: 0.38 M instructions and 0.7 s for the
+//! entry program alone, most of a session's start-up. On its own it is walked once.
+
+use super::uprobe_twins;
+use crate::{
+    emit::{count_failure, reserve},
+    maps::{ARRAY_JOB, ARRAY_PROGS, FLAVORS},
+    mem::{copy_of, copy_words, read_user_prefix},
+    probes::status::emit_status_array,
+};
+use aya_ebpf::{programs::ProbeContext, EbpfContext};
+use tracer_common::{
+    kind, EventHeader, HandleArrayRecord, ProbeFailure, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
+};
+
+/// What an [`ArrayJob`] writes.
+pub mod array_kind {
+    /// `HandleArrayRecord`s of 4-byte elements.
+    pub const HANDLES_4: u32 = 0;
+    /// `HandleArrayRecord`s of 8-byte elements.
+    pub const HANDLES_8: u32 = 1;
+    /// `StatusArrayRecord`s, laid out as the job's flavor says.
+    pub const STATUSES: u32 = 2;
+}
+
+/// An array for `call_arrays` to write, left by a call probe in the CPU's `ARRAY_JOB`
+/// (a tail call stays on the CPU and keeps no registers).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ArrayJob {
+    /// The call record's header: the array's records carry it with their own kind.
+    pub header: EventHeader,
+    /// The array's address in the traced process.
+    pub base: u64,
+    /// Its length in elements.
+    pub total: u32,
+    /// One of [`array_kind`].
+    pub kind: u32,
+    /// The call's flavor (`FLAVORS` index): the layout of a status.
+    pub flavor: u32,
+    pub _pad: u32,
+}
+
+/// Leaves `job` for `call_arrays`; false (counted as `ProbeFailure::TailCall`) if there
+/// is no room. The program then ends in [`write_array`].
+pub fn stage_array(job: &ArrayJob) -> bool {
+    match ARRAY_JOB.get_ptr_mut(0) {
+        Some(slot) => {
+            // SAFETY: a per-CPU map value, written by this CPU's programs only.
+            copy_words(unsafe { &mut *slot }, job);
+            true
+        }
+        None => {
+            count_failure(ProbeFailure::TailCall);
+            false
+        }
+    }
+}
+
+/// Runs `call_arrays` on the staged job: on success the calling program ends here. The
+/// verifier allows a tail call only in a function that returns an int, so this is inlined
+/// into the program's entry ([`uprobe_twins`]'s bodies are).
+#[inline(always)]
+pub fn write_array<C: EbpfContext>(ctx: &C) {
+    // SAFETY: `ctx` is this program's context.
+    unsafe { ARRAY_PROGS.tail_call(ctx, 0) };
+    count_failure(ProbeFailure::TailCall);
+}
+
+uprobe_twins!(uprobe call_arrays, call_arrays_m => call_arrays_body);
+
+fn call_arrays_body(_ctx: &ProbeContext) {
+    let Some(job) = ARRAY_JOB.get(0) else {
+        return;
+    };
+    match job.kind {
+        array_kind::HANDLES_4 => emit_handle_array(&job.header, job.base, job.total, 4),
+        array_kind::HANDLES_8 => emit_handle_array(&job.header, job.base, job.total, 8),
+        array_kind::STATUSES => {
+            if let Some(flavor) = FLAVORS.get(job.flavor) {
+                emit_status_array(&job.header, job.base, job.total, flavor);
+            }
+        }
+        _ => {}
+    }
+}
+
+static NO_WORDS: [u32; ARRAY_CHUNK] = [0; ARRAY_CHUNK];
+static NO_VALUES: [u64; ARRAY_CHUNK] = [0; ARRAY_CHUNK];
+
+/// The array's `HandleArrayRecord`s, a chunk each (elements of `elem` bytes, widened),
+/// built in place: the call exit program, which writes the array of Waitsome/Testsome
+/// itself, has no stack left for a record.
+pub fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
+    for chunk in 0..ARRAY_MAX_CHUNKS {
+        let first = chunk * ARRAY_CHUNK as u32;
+        if first >= total {
+            break;
+        }
+        let Some(mut place) = reserve::<HandleArrayRecord>() else {
+            return;
+        };
+        let r = place.record();
+        copy_words(&mut r.header, h);
+        r.header.kind = kind::HANDLE_ARRAY;
+        r.first = first;
+        r.total = total;
+        copy_words(&mut r.values, &NO_VALUES);
+        // The chunk's elements in one read; those past the array's end stay zero.
+        let left = total - first;
+        if elem == 4 {
+            let mut words = copy_of(&NO_WORDS);
+            read_user_prefix(&mut words, base + 4 * first as u64, left.saturating_mul(4));
+            for j in 0..ARRAY_CHUNK {
+                r.values[j] = words[j] as u64;
+            }
+        } else {
+            read_user_prefix(
+                &mut r.values,
+                base + 8 * first as u64,
+                left.saturating_mul(8),
+            );
+        }
+        place.submit();
+    }
+}
