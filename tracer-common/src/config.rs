@@ -151,8 +151,8 @@ pub struct FlavorConfig {
     pub handle_by_value: u32,
 }
 
-/// Global probe settings, including tracepoint field offsets read from tracefs (they
-/// change between kernel versions; see `tracer_user::probes::tracefs`).
+/// Global probe settings, including offsets in kernel structures read from kernel BTF
+/// (they change between kernel versions and builds).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProbeConfig {
@@ -164,20 +164,13 @@ pub struct ProbeConfig {
     pub hold_on_exec: u32,
     /// The tracer's own process, never traced.
     pub self_tgid: u32,
-    pub switch_prev_pid: u32,
-    pub switch_prev_state: u32,
-    pub switch_next_pid: u32,
-    pub waking_pid: u32,
-    pub waking_target_cpu: u32,
-    pub fork_child_pid: u32,
-    pub exec_filename: u32,
-    pub exec_old_pid: u32,
-    pub exit_pid: u32,
-    pub exit_group_dead: u32,
-    pub futex_uaddr: u32,
-    pub futex_op: u32,
-    pub futex_val: u32,
-    pub futex_ret: u32,
+    /// Offsets from kernel BTF of what the raw tracepoints read through the pointers they
+    /// are passed: `pid`, `exit_state` and `thread_info.cpu` in `task_struct`, `filename`
+    /// in `linux_binprm`.
+    pub task_pid: u32,
+    pub task_exit_state: u32,
+    pub task_cpu: u32,
+    pub bprm_filename: u32,
     /// Offset of `se.sum_exec_runtime` in `task_struct` (from kernel BTF); 0 if unknown.
     pub task_cpu_time: u32,
     /// Where the time the hypervisor stole from this CPU is, from kernel BTF (0 if

@@ -3,14 +3,15 @@
 //! our probes against the cost of a probe that does nothing.
 
 use super::uprobe_twins;
-use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 
 uprobe_twins!(uprobe floor_uprobe, floor_uprobe_m => nothing);
 uprobe_twins!(uretprobe floor_uretprobe, floor_uretp_m => nothing);
 
 fn nothing<C>(_ctx: &C) {}
 
-#[tracepoint]
-pub fn floor_tracepoint(_ctx: TracePointContext) -> u32 {
+/// Attached wherever a raw tracepoint program of ours is.
+#[raw_tracepoint]
+pub fn floor_tracepoint(_ctx: RawTracePointContext) -> u32 {
     0
 }

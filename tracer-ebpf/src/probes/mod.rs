@@ -6,11 +6,11 @@ pub mod floor;
 pub mod futex;
 pub mod procedures;
 pub mod process;
+mod raw_tracepoint;
 pub mod sched;
 pub mod status;
-mod tracepoint;
 
-pub use tracepoint::field;
+pub use raw_tracepoint::{arg, kernel_field, task_tid};
 
 /// Declares a uprobe (or uretprobe) program twice: `$name` in a `uprobe` section, which
 /// userspace attaches one perf event per probe point, and `$multi` in a `uprobe.multi`

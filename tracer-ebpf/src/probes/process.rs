@@ -4,7 +4,7 @@ use crate::{
     clock::header,
     emit::{count_failure, emit, BPF_RB_FORCE_WAKEUP},
     maps::{config, EVENTS, HOLD_ON_LOAD, TRACED},
-    probes::field,
+    probes::{arg, kernel_field, task_tid},
     thread::{current_ids, new_thread, traced_thread},
 };
 use aya_ebpf::{
@@ -13,9 +13,8 @@ use aya_ebpf::{
         bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_probe_read_kernel_str_bytes,
     },
-    macros::{tracepoint, uretprobe},
-    programs::{RetProbeContext, TracePointContext},
-    EbpfContext,
+    macros::{raw_tracepoint, uretprobe},
+    programs::{RawTracePointContext, RetProbeContext},
 };
 use tracer_common::{
     kind, EventHeader, ExecRecord, ExitRecord, ForkRecord, ProbeFailure, ProcessEndRecord,
@@ -23,19 +22,20 @@ use tracer_common::{
 
 const SIGSTOP: u32 = 19;
 
-#[tracepoint]
-pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
+/// `sched_process_fork(struct task_struct *parent, struct task_struct *child)`.
+#[raw_tracepoint(tracepoint = "sched_process_fork")]
+pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
     let _ = try_fork(&ctx);
     0
 }
 
-fn try_fork(ctx: &TracePointContext) -> Result<(), ()> {
+fn try_fork(ctx: &RawTracePointContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
     let Some(thread) = traced_thread(tgid, tid) else {
         return Ok(());
     };
     let c = config().ok_or(())?;
-    let child: u32 = field(ctx, c.fork_child_pid)?;
+    let child = task_tid(arg(ctx, 1), c.task_pid)?;
     // The child may be a thread or a process: either way its id joins the traced set, and
     // its clock starts when it first runs.
     if TRACED.insert(&child, &1, 0).is_err() {
@@ -50,13 +50,14 @@ fn try_fork(ctx: &TracePointContext) -> Result<(), ()> {
     Ok(())
 }
 
-#[tracepoint]
-pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
+/// `sched_process_exec(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)`.
+#[raw_tracepoint(tracepoint = "sched_process_exec")]
+pub fn sched_process_exec(ctx: RawTracePointContext) -> u32 {
     let _ = try_exec(&ctx);
     0
 }
 
-fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
+fn try_exec(ctx: &RawTracePointContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
     let Some(thread) = traced_thread(tgid, tid) else {
         return Ok(());
@@ -70,14 +71,14 @@ fn try_exec(ctx: &TracePointContext) -> Result<(), ()> {
     };
     let r = unsafe { &mut *rec.as_mut_ptr() };
     r.header = h;
-    r.old_tid = field(ctx, c.exec_old_pid).unwrap_or(0);
-    // __data_loc: low 16 bits offset from the record start, high 16 bits length.
-    let loc: u32 = field(ctx, c.exec_filename).unwrap_or(0);
-    let src = unsafe { (ctx.as_ptr() as *const u8).add((loc & 0xffff) as usize) };
-    r.filename_len = match unsafe { bpf_probe_read_kernel_str_bytes(src, &mut r.filename) } {
-        Ok(s) => s.len() as u32,
-        Err(_) => 0,
-    };
+    r.old_tid = arg(ctx, 1) as u32;
+    // `bprm->filename`: the path the program was executed by.
+    let filename = kernel_field::<u64>(arg(ctx, 2), c.bprm_filename).unwrap_or(0);
+    r.filename_len =
+        match unsafe { bpf_probe_read_kernel_str_bytes(filename as *const u8, &mut r.filename) } {
+            Ok(s) => s.len() as u32,
+            Err(_) => 0,
+        };
     // Wake the reader now: with hold_on_exec the process waits for it.
     rec.submit(BPF_RB_FORCE_WAKEUP);
     if c.hold_on_exec != 0 {
@@ -145,19 +146,20 @@ fn stop_current_process() {
     }
 }
 
-#[tracepoint]
-pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
+/// `sched_process_exit(struct task_struct *p, bool group_dead)`.
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn sched_process_exit(ctx: RawTracePointContext) -> u32 {
     let _ = try_exit(&ctx);
     0
 }
 
-fn try_exit(ctx: &TracePointContext) -> Result<(), ()> {
+fn try_exit(ctx: &RawTracePointContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
     let Some(thread) = traced_thread(tgid, tid) else {
         return Ok(());
     };
     let c = config().ok_or(())?;
-    let group_dead: u8 = field(ctx, c.exit_group_dead).unwrap_or(0);
+    let group_dead = (arg(ctx, 1) & 0xff) as u8;
     let exit = header(thread, kind::EXIT, 0, tgid, tid);
     emit(&ExitRecord {
         header: exit,

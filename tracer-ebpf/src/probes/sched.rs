@@ -1,17 +1,17 @@
-//! Scheduler tracepoints: switches (the threads' clocks) and wakeups. Field offsets come
-//! from tracefs via CONFIG.
+//! Scheduler tracepoints (raw): switches (the threads' clocks) and wakeups. Offsets in
+//! `task_struct` come from kernel BTF via CONFIG.
 
 use crate::{
     clock::{header, kernel_cpu_time, start_slice},
     emit::{emit, write_held_entry},
     maps::config,
-    probes::field,
+    probes::{arg, kernel_field, task_tid},
     thread::{current_ids, forget_thread, known_thread, traced_thread},
 };
 use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
-    macros::tracepoint,
-    programs::TracePointContext,
+    macros::raw_tracepoint,
+    programs::RawTracePointContext,
 };
 use tracer_common::{clock_state, kind, EventHeader, SwitchRecord, WakeRecord};
 
@@ -20,16 +20,47 @@ use tracer_common::{clock_state, kind, EventHeader, SwitchRecord, WakeRecord};
 const EXIT_DEAD: i64 = 0x10;
 const EXIT_ZOMBIE: i64 = 0x20;
 
-#[tracepoint]
-pub fn sched_switch(ctx: TracePointContext) -> u32 {
+/// `sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+/// unsigned int prev_state)`.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
     let _ = try_sched_switch(&ctx);
     0
 }
 
-pub fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
+/// The state the classic `sched_switch` tracepoint reports for `prev` (the kernel's
+/// `__trace_sched_switch_state`), which recordings keep: `TASK_REPORT_MAX` (0x100) when
+/// preempted, else the highest bit of the task's reportable state, 0 when runnable.
+fn reported_state(preempt: bool, state: u32, exit_state: u32) -> i64 {
+    const TASK_UNINTERRUPTIBLE: u32 = 0x2;
+    const TASK_REPORT: u32 = 0x7f;
+    const TASK_IDLE: u32 = 0x402;
+    const TASK_REPORT_IDLE: u32 = 0x80;
+    const TASK_REPORT_MAX: u32 = 0x100;
+    const TASK_RTLOCK_WAIT: u32 = 0x1000;
+    if preempt {
+        return TASK_REPORT_MAX as i64;
+    }
+    let mut s = (state | exit_state) & TASK_REPORT;
+    if state & TASK_IDLE == TASK_IDLE {
+        s = TASK_REPORT_IDLE;
+    }
+    if state & TASK_RTLOCK_WAIT != 0 {
+        s = TASK_UNINTERRUPTIBLE;
+    }
+    // The highest set bit of an 8-bit value, without a loop.
+    s |= s >> 1;
+    s |= s >> 2;
+    s |= s >> 4;
+    (s - (s >> 1)) as i64
+}
+
+pub fn try_sched_switch(ctx: &RawTracePointContext) -> Result<(), ()> {
     let c = config().ok_or(())?;
-    let prev: u32 = field(ctx, c.switch_prev_pid)?;
-    let next: u32 = field(ctx, c.switch_next_pid)?;
+    let prev_task = arg(ctx, 1);
+    let next_task = arg(ctx, 2);
+    let prev = task_tid(prev_task, c.task_pid)?;
+    let next = task_tid(next_task, c.task_pid)?;
     let now = unsafe { bpf_ktime_get_ns() };
     let cpu = unsafe { bpf_get_smp_processor_id() };
     if let Some(thread) = known_thread(prev) {
@@ -47,7 +78,8 @@ pub fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
         }
         clock.last_ns = clock.on_cpu_ns;
         clock.running = clock_state::OFF_CPU;
-        let state: i64 = field(ctx, c.switch_prev_state)?;
+        let exit_state: u32 = kernel_field(prev_task, c.task_exit_state)?;
+        let state = reported_state(arg(ctx, 0) & 1 != 0, arg(ctx, 3) as u32, exit_state);
         emit(&SwitchRecord {
             header: EventHeader {
                 ts_ns: now,
@@ -85,21 +117,24 @@ pub fn try_sched_switch(ctx: &TracePointContext) -> Result<(), ()> {
     Ok(())
 }
 
-#[tracepoint]
-pub fn sched_waking(ctx: TracePointContext) -> u32 {
+/// `sched_waking(struct task_struct *p)`.
+#[raw_tracepoint(tracepoint = "sched_waking")]
+pub fn sched_waking(ctx: RawTracePointContext) -> u32 {
     let _ = try_wakeup(&ctx, kind::WAKEUP);
     0
 }
 
-#[tracepoint]
-pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
+/// `sched_wakeup_new(struct task_struct *p)`.
+#[raw_tracepoint(tracepoint = "sched_wakeup_new")]
+pub fn sched_wakeup_new(ctx: RawTracePointContext) -> u32 {
     let _ = try_wakeup(&ctx, kind::WAKEUP_NEW);
     0
 }
 
-fn try_wakeup(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
+fn try_wakeup(ctx: &RawTracePointContext, kind: u16) -> Result<(), ()> {
     let c = config().ok_or(())?;
-    let wakee: u32 = field(ctx, c.waking_pid)?;
+    let wakee_task = arg(ctx, 0);
+    let wakee = task_tid(wakee_task, c.task_pid)?;
     let wakee_tgid = match known_thread(wakee) {
         Some(t) => t.clock.tgid,
         None => return Ok(()),
@@ -124,7 +159,8 @@ fn try_wakeup(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
         header: h,
         wakee_tid: wakee,
         wakee_tgid,
-        target_cpu: field(ctx, c.waking_target_cpu)?,
+        // `task_cpu(p)`, as the classic tracepoint's `target_cpu`.
+        target_cpu: kernel_field(wakee_task, c.task_cpu)?,
         _reserved: 0,
     });
     Ok(())

@@ -182,8 +182,7 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
             }
             if !quiet {
                 eprintln!(
-                    "tracer: outputs written; detaching {} probes in {} kernel links \
-                     (the kernel takes about 0.1 s per link)",
+                    "tracer: outputs written; detaching {} probes in {} kernel links",
                     d.probes, d.kernel_links
                 )
             }

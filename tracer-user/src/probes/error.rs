@@ -4,8 +4,6 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("tracefs")]
-    Tracefs(#[from] TracefsError),
     #[error("kernel BTF")]
     Btf(#[from] BtfError),
     #[error("loading the eBPF object failed")]
@@ -42,25 +40,6 @@ pub enum ProbeError {
     },
 }
 
-/// Why the tracepoints' field offsets could not be read from tracefs.
-#[derive(Debug, thiserror::Error)]
-pub enum TracefsError {
-    #[error("tracefs is not mounted and could not be mounted at /sys/kernel/tracing")]
-    NotMounted,
-    #[error("cannot read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("tracepoint {group}:{name} has no field {field}")]
-    NoField {
-        group: String,
-        name: String,
-        field: String,
-    },
-}
-
 /// Why the kernel's BTF (the types the probes read kernel structures with) is unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum BtfError {
@@ -72,6 +51,11 @@ pub enum BtfError {
     },
     #[error("{path} is not BTF we can read")]
     Parse { path: &'static str },
+    #[error("the kernel's BTF has no {structure}.{member}, which the tracepoint probes read")]
+    NoMember {
+        structure: &'static str,
+        member: String,
+    },
 }
 
 /// An error and each of its sources once, on one line (`a: b: c`), for warnings that go

@@ -3,17 +3,18 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use aya::maps::{Array, MapData, ProgramArray};
 use aya::programs::uprobe::UProbeLinkId;
-use aya::programs::{Program, ProgramError, TracePoint, UProbe};
+use aya::programs::{Program, ProgramError, RawTracePoint, UProbe};
 use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, maps, ProbeConfig};
 
 use super::machine::{default_ring_bytes, kernel_clock_lag_ns, wakeup_bytes};
 use super::maps::{map, program};
-use super::{btf, slots, tracefs, ProbeError};
+use super::{btf, slots, BtfError, ProbeError};
 use tracer_analysis::format::calls::CALLS;
 
 static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
@@ -168,14 +169,20 @@ impl Probes {
             .map_max_entries(maps::CURSORS, cpus as u32)
             .load(PROBES_OBJECT)?;
 
-        let mut config: ProbeConfig = tracefs::probe_offsets()?;
+        let kernel = btf::KernelBtf::from_sys_fs()?;
+        let mut config = ProbeConfig {
+            task_pid: required_offset(&kernel, "task_struct", &["pid"])?,
+            task_exit_state: required_offset(&kernel, "task_struct", &["exit_state"])?,
+            task_cpu: required_offset(&kernel, "task_struct", &["thread_info", "cpu"])?,
+            bprm_filename: required_offset(&kernel, "linux_binprm", &["filename"])?,
+            ..Default::default()
+        };
         config.trace_all = opts.system_wide as u32;
         config.hold_on_exec = opts.hold_on_exec as u32;
         config.self_tgid = std::process::id();
         // The kernel's own CPU time of a thread; without it the probes count time between
         // switch timestamps only (and undercount when a switch event is missed).
-        let kernel = btf::KernelBtf::from_sys_fs().ok();
-        let offset = |name, path: &[&str]| kernel.as_ref().and_then(|b| b.offset_of(name, path));
+        let offset = |name, path: &[&str]| kernel.offset_of(name, path);
         config.task_cpu_time = offset("task_struct", &["se", "sum_exec_runtime"]).unwrap_or(0);
         // How a process ended (its PROCESS_END record).
         config.task_exit_code = offset("task_struct", &["exit_code"]).unwrap_or(0);
@@ -222,16 +229,16 @@ impl Probes {
             }
         };
         let programs = UprobePrograms::new(links, opts.floor);
-        // (program, group, event, fires per call: replaced by the floor)
+        // (program, raw tracepoint, fires per call: replaced by the floor)
         let tracepoints = [
-            ("sched_switch", "sched", "sched_switch", true),
-            ("sched_waking", "sched", "sched_waking", true),
-            ("sched_wakeup_new", "sched", "sched_wakeup_new", true),
-            ("sched_process_fork", "sched", "sched_process_fork", false),
-            ("sched_process_exec", "sched", "sched_process_exec", false),
-            ("sched_process_exit", "sched", "sched_process_exit", false),
-            ("sys_enter_futex", "syscalls", "sys_enter_futex", true),
-            ("sys_exit_futex", "syscalls", "sys_exit_futex", true),
+            ("sched_switch", "sched_switch", true),
+            ("sched_waking", "sched_waking", true),
+            ("sched_wakeup_new", "sched_wakeup_new", true),
+            ("sched_process_fork", "sched_process_fork", false),
+            ("sched_process_exec", "sched_process_exec", false),
+            ("sched_process_exit", "sched_process_exit", false),
+            ("sys_enter_futex", "sys_enter", true),
+            ("sys_exit_futex", "sys_exit", true),
         ];
         let tracepoint_program = |name, per_call| {
             if opts.floor && per_call {
@@ -249,7 +256,7 @@ impl Probes {
         at_start.extend(
             tracepoints
                 .iter()
-                .map(|&(name, _, _, per_call)| tracepoint_program(name, per_call)),
+                .map(|&(name, _, per_call)| tracepoint_program(name, per_call)),
         );
         at_start.sort_unstable();
         at_start.dedup();
@@ -257,10 +264,10 @@ impl Probes {
         if let Some(name) = programs.arrays {
             set_array_program(&mut ebpf, name)?;
         }
-        for (name, group, event, per_call) in tracepoints {
+        for (name, tracepoint, per_call) in tracepoints {
             let name = tracepoint_program(name, per_call);
-            let p: &mut TracePoint = program(&mut ebpf, name)?;
-            p.attach(group, event)
+            let p: &mut RawTracePoint = program(&mut ebpf, name)?;
+            p.attach(tracepoint)
                 .map_err(|source| ProbeError::Program { name, source })?;
         }
         Ok(Probes {
@@ -305,26 +312,68 @@ impl Probes {
     }
 }
 
-/// Detaching waits for RCU grace periods (at least one per kernel link, and per
-/// tracepoint); closed from one thread they come one after another, closed from one thread
-/// per program they overlap: the programs (and their links) go in parallel before the
-/// maps go with `ebpf`.
+/// Detaching waits for RCU grace periods (at least one per kernel link); closed from one
+/// thread they come one after another, closed from one thread per program they overlap:
+/// the programs (and their links) go in parallel before the maps go with `ebpf`. The
+/// kernel frees a program a grace period after its last link and file descriptor go
+/// (about 30 ms here): the tracer waits for that, so no program of the session is left
+/// in the kernel when it exits.
 impl Drop for Probes {
     fn drop(&mut self) {
+        // `ARRAY_PROGS` holds `call_arrays` until the map's last descriptor closes.
+        if let Ok(mut slots) = map::<ProgramArray<&mut MapData>>(&mut self.ebpf, maps::ARRAY_PROGS)
+        {
+            let _ = slots.clear_index(&0);
+        }
+        let ids: Vec<u32> = self
+            .ebpf
+            .programs()
+            .filter_map(|(_, p)| p.info().ok().map(|info| info.id()))
+            .collect();
         std::thread::scope(|scope| {
             for (_, p) in self.ebpf.programs_mut() {
                 scope.spawn(move || match p {
                     Program::UProbe(p) => {
                         let _ = p.unload();
                     }
-                    Program::TracePoint(p) => {
+                    Program::RawTracePoint(p) => {
                         let _ = p.unload();
                     }
                     _ => {}
                 });
             }
         });
+        wait_until_freed(&ids, Duration::from_secs(2));
     }
+}
+
+/// Waits until the kernel has freed the programs `ids`, or `limit` has passed.
+fn wait_until_freed(ids: &[u32], limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let left = aya::programs::loaded_programs()
+            .flatten()
+            .any(|info| ids.contains(&info.id()));
+        if !left {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The offset of a member the probes cannot do without.
+fn required_offset(
+    kernel: &btf::KernelBtf,
+    structure: &'static str,
+    path: &[&str],
+) -> Result<u32, ProbeError> {
+    kernel.offset_of(structure, path).ok_or_else(|| {
+        BtfError::NoMember {
+            structure,
+            member: path.join("."),
+        }
+        .into()
+    })
 }
 
 /// Puts the loaded program `name` where the call programs' tail call goes
@@ -359,7 +408,7 @@ fn load_in_parallel(ebpf: &mut Ebpf, names: &[&'static str]) -> Result<(), Probe
                 Some(scope.spawn(move || {
                     let loaded = match p {
                         Program::UProbe(p) => p.load(),
-                        Program::TracePoint(p) => p.load(),
+                        Program::RawTracePoint(p) => p.load(),
                         _ => Ok(()),
                     };
                     loaded.map_err(|source| ProbeError::Program { name, source })

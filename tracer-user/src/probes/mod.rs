@@ -8,9 +8,8 @@ mod load;
 mod machine;
 mod maps;
 pub mod slots;
-pub mod tracefs;
 
 pub use attach::{ProbePoint, TakenLinks};
-pub use error::{one_line, BtfError, ProbeError, TracefsError};
+pub use error::{one_line, BtfError, ProbeError};
 pub use load::{LinkKind, ProbeOptions, Probes, UprobeLinks};
 pub use machine::default_ring_bytes;
