@@ -14,7 +14,7 @@ use super::thread_calls::ThreadCallProbes;
 use super::watchdog::Watchdog;
 use super::{CommandStatus, EventsSoFar, LossHook, SampleHook, SessionError};
 use crate::probes::{one_line, Probes};
-use crate::target::libraries::{self, ImportedCalls, LibrarySet};
+use crate::target::libraries::{self, ImportedCalls, LibrarySet, NeededLibraries};
 use crate::target::procfs;
 use tracer_analysis::format::calls;
 use tracer_analysis::format::openmp::{self as lowering, OpenMpLowering};
@@ -24,6 +24,8 @@ pub(super) struct LoopContext {
     pub(super) probes: Probes,
     pub(super) funcs: FunctionProbes,
     pub(super) libs: LibrarySet,
+    /// The libraries of the programs seen at exec.
+    pub(super) needed: NeededLibraries,
     pub(super) joins: ThreadCallProbes,
     pub(super) locks: Option<ThreadCallProbes>,
     pub(super) openmp: OpenMpProbes,
@@ -82,7 +84,7 @@ impl LoopContext {
             let pid = e.header.tgid;
             // The probes stopped the process at exec: probe the MPI/PVM libraries and the
             // procedures the new program needs, then let it run.
-            let needed = libraries::needed_by(pid);
+            let needed = self.needed.of(pid);
             self.joins.attach_exec(&mut self.probes, pid, &needed);
             self.openmp.attach_exec(&mut self.probes, pid, &needed);
             if let Some(locks) = &mut self.locks {

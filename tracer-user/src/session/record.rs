@@ -19,7 +19,7 @@ use super::watchdog::Watchdog;
 use super::{Detaching, Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
 use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
-use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
+use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet, NeededLibraries};
 use crate::target::procfs;
 use tracer_analysis::format::openmp::OpenMpLowering;
 use tracer_analysis::format::recording::{LibraryInfo, RecordingMeta};
@@ -162,6 +162,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         probes,
         funcs,
         libs,
+        needed: NeededLibraries::default(),
         joins,
         locks,
         openmp,

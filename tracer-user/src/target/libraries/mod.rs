@@ -6,6 +6,6 @@ mod mpi;
 
 pub use c_library::{dlopen_in, DlopenSite, ThreadCallSet, ThreadLibraries, ThreadLibrary};
 pub use mpi::{
-    installed_candidates, mapped_candidates, mpi_call_key, needed_by, ompi_self_handle,
-    ompi_world_handle, ImportedCalls, Library, LibrarySet, ProbedLibrary,
+    installed_candidates, mapped_candidates, mpi_call_key, ompi_self_handle, ompi_world_handle,
+    ImportedCalls, Library, LibrarySet, NeededLibraries, ProbedLibrary,
 };

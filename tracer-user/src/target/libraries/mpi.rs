@@ -1,7 +1,7 @@
 //! The MPI and PVM libraries to probe: where they are, which family each one is, which
 //! of their calls a program imports, and Open MPI's predefined handles.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::target::procfs;
@@ -145,20 +145,65 @@ fn ompi_predefined_handle(
     Some(lib_map.bias.wrapping_add(vaddr))
 }
 
-/// The shared libraries a process's program will load (as `ldd` resolves them, with the
-/// process's own LD_LIBRARY_PATH), canonicalized. Empty for static or unreadable programs.
-pub fn needed_by(pid: u32) -> BTreeSet<PathBuf> {
-    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
-        return BTreeSet::new();
-    };
-    let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    let ld_path = env
-        .split(|b| *b == 0)
-        .find_map(|v| v.strip_prefix(b"LD_LIBRARY_PATH="))
-        .map(|v| String::from_utf8_lossy(v).into_owned());
+/// The shared libraries processes' programs will load (as `ldd` resolves them, with each
+/// process's own LD_LIBRARY_PATH), canonicalized; empty for static or unreadable
+/// programs. Remembered by program file and library path: every rank of a job runs the
+/// same program, and running `ldd` took 6-9 ms of each rank's hold at exec.
+#[derive(Default)]
+pub struct NeededLibraries {
+    known: HashMap<ProgramIdentity, BTreeSet<PathBuf>>,
+}
+
+/// A program file as it is now (a rebuilt file is another program), and the library
+/// path it runs with.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ProgramIdentity {
+    path: PathBuf,
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified_ns: i128,
+    ld_library_path: Option<String>,
+}
+
+impl NeededLibraries {
+    /// The libraries the program of process `pid` will load.
+    pub fn of(&mut self, pid: u32) -> BTreeSet<PathBuf> {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+            return BTreeSet::new();
+        };
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let ld_library_path = env
+            .split(|b| *b == 0)
+            .find_map(|v| v.strip_prefix(b"LD_LIBRARY_PATH="))
+            .map(|v| String::from_utf8_lossy(v).into_owned());
+        // The file the process runs, through its own link (the path may be gone or
+        // replaced since the exec).
+        let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/exe")) else {
+            return BTreeSet::new();
+        };
+        let identity = ProgramIdentity {
+            path: exe.clone(),
+            device: meta.dev(),
+            inode: meta.ino(),
+            size: meta.size(),
+            modified_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ld_library_path,
+        };
+        if let Some(needed) = self.known.get(&identity) {
+            return needed.clone();
+        }
+        let needed = run_ldd(&exe, identity.ld_library_path.as_deref());
+        self.known.insert(identity, needed.clone());
+        needed
+    }
+}
+
+fn run_ldd(exe: &Path, ld_library_path: Option<&str>) -> BTreeSet<PathBuf> {
     let mut cmd = std::process::Command::new("ldd");
-    cmd.arg(&exe).stderr(std::process::Stdio::null());
-    match ld_path {
+    cmd.arg(exe).stderr(std::process::Stdio::null());
+    match ld_library_path {
         Some(p) => cmd.env("LD_LIBRARY_PATH", p),
         None => cmd.env_remove("LD_LIBRARY_PATH"),
     };
