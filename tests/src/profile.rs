@@ -63,6 +63,7 @@ pub fn check_report(online: &Value, report: &Value, rec: &std::path::Path) {
             row["name"]
         );
     }
+    check_threads(online, report);
     if let Some(top) = online["procedures"][0]["name"].as_str() {
         let scale = format!("{top}=0");
         let w = tracer_json(&["report", "--scale", &scale], rec);
@@ -73,6 +74,31 @@ pub fn check_report(online: &Value, report: &Value, rec: &std::path::Path) {
             "what-if {scale}"
         );
     }
+}
+
+/// The threads the online path runs through are the report's, each for the same time,
+/// and their times add up to the path's length.
+fn check_threads(online: &Value, report: &Value) {
+    let len = online["critical_path"]["length_ns"].as_u64().unwrap();
+    let on_path = |rows: &Value| -> std::collections::BTreeMap<u64, u64> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["tid"].as_u64().unwrap(), r["cp_ns"].as_u64().unwrap()))
+            .filter(|&(_, ns)| ns > 0)
+            .collect()
+    };
+    let online_threads = on_path(&online["threads"]);
+    assert_eq!(
+        online_threads.values().sum::<u64>(),
+        len,
+        "the threads' times add up to the path: {online_threads:?}"
+    );
+    assert_eq!(
+        online_threads,
+        on_path(&report["threads"]),
+        "threads on the path (tid: ns), online and in the report"
+    );
 }
 
 pub fn profile(tag: &str, funcs: &[&str], command: &[String]) -> Run {

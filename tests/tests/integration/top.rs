@@ -39,6 +39,17 @@ fn top_shows_the_bottleneck_live_and_q_writes_the_outputs() {
     assert!(screen.contains("procedures by critical path"), "{screen}");
     assert!(screen.contains("thread_work"), "{screen}");
     eprintln!("the live view:\n{screen}");
+    // Where the path runs: the slow thread moves from rank to rank each round, so both
+    // ranks hold half of the path (within a round of the rounds sampled so far), each
+    // through a new thread every other round.
+    let ranks = path_processes(&screen);
+    assert_eq!(ranks.len(), 2, "two processes on the path:\n{screen}");
+    for (pid, threads, pct) in &ranks {
+        assert!(
+            (40.0..=60.0).contains(pct) && *threads >= 2,
+            "pid {pid}: {threads} threads, {pct} % of the path:\n{screen}"
+        );
+    }
 
     // `s` sorts by zeroing: thread_slow stays first (it is the only procedure whose
     // removal shortens the path).
@@ -83,6 +94,29 @@ fn top_shows_the_bottleneck_live_and_q_writes_the_outputs() {
         json["procedures"]
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The process rows of the path table on a captured screen: (pid, threads on the path,
+/// cp %), for the traced program's processes.
+fn path_processes(screen: &str) -> Vec<(u32, usize, f64)> {
+    screen
+        .lines()
+        .skip_while(|l| !l.contains("path runs through"))
+        .filter_map(|l| {
+            let row = l.trim_matches(|c: char| c == '│' || c.is_whitespace());
+            let rest = row.strip_prefix("pid ")?;
+            if !rest.contains("hybrid_mpi_threads") {
+                return None;
+            }
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let n = fields.len();
+            Some((
+                fields[0].parse().ok()?,
+                fields.get(n.checked_sub(3)?)?.parse().ok()?,
+                fields.get(n - 1)?.parse().ok()?,
+            ))
+        })
+        .collect()
 }
 
 /// The first row of the procedure table on a captured screen.

@@ -27,12 +27,41 @@ pub struct PathState {
     pub exclusive: Vec<u64>,
     /// Per procedure: length of the longest path if that procedure took no time.
     pub zeroed: Vec<u64>,
+    /// Per thread the path runs through: its time on the path. The thread whose path
+    /// this is keeps its own entry last, so that extending the path finds it at once.
+    pub by_thread: Vec<ThreadShare>,
+}
+
+/// A thread's time on a path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadShare {
+    pub tid: u32,
+    pub ns: u64,
 }
 
 impl PathState {
     fn zeroed_at(&self, p: ProcId) -> u64 {
         // A procedure first seen later never ran on this path: zeroing it changes nothing.
         self.zeroed.get(p).copied().unwrap_or(self.longest)
+    }
+
+    /// Adds `ns` of thread `tid`'s work to the path.
+    fn add_thread_time(&mut self, tid: u32, ns: u64) {
+        match self.by_thread.last_mut() {
+            Some(last) if last.tid == tid => last.ns += ns,
+            _ => {
+                match self.by_thread.iter().position(|s| s.tid == tid) {
+                    Some(i) => {
+                        let own = self.by_thread.remove(i);
+                        self.by_thread.push(own);
+                    }
+                    None => self.by_thread.push(ThreadShare { tid, ns: 0 }),
+                }
+                if let Some(last) = self.by_thread.last_mut() {
+                    last.ns += ns;
+                }
+            }
+        }
     }
 
     fn grow(&mut self, n: usize) {
@@ -60,6 +89,8 @@ impl PathState {
             self.exclusive.extend_from_slice(&other.exclusive);
             self.inclusive.resize(n, 0);
             self.exclusive.resize(n, 0);
+            self.by_thread.clear();
+            self.by_thread.extend_from_slice(&other.by_thread);
         }
     }
 }
@@ -116,6 +147,7 @@ impl CriticalPathEngine {
             return;
         }
         t.path.longest += delta;
+        t.path.add_thread_time(tid, delta);
         for p in 0..n {
             if t.depth[p] > 0 {
                 t.path.inclusive[p] += delta;

@@ -23,6 +23,8 @@ pub struct Profile {
     pub critical_path: CriticalPath,
     /// Sorted by critical-path time, largest first.
     pub procedures: Vec<ProcedureRow>,
+    /// The threads the critical path runs through, by time on it, largest first.
+    pub threads: Vec<PathThread>,
     pub messages: MatchStats,
     /// Shared-memory dependencies found, by kind.
     pub sync: SyncStats,
@@ -62,6 +64,18 @@ pub struct ProcedureRow {
     /// How much shorter the critical path gets if the procedure took no time.
     pub zeroing_ns: u64,
     pub zeroing_pct: f64,
+}
+
+/// A thread the critical path runs through.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PathThread {
+    pub pid: u32,
+    pub tid: u32,
+    /// Its process's command line.
+    pub command: String,
+    /// Time of the path spent in the thread's work.
+    pub cp_ns: u64,
+    pub cp_pct: f64,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -134,6 +148,22 @@ impl Profile {
             })
             .collect();
         procedures.sort_by(|x, y| y.cp_ns.cmp(&x.cp_ns).then(x.name.cmp(&y.name)));
+        let mut threads: Vec<PathThread> = path
+            .by_thread
+            .iter()
+            .filter(|share| share.ns > 0)
+            .map(|share| {
+                let pid = a.pid_of(share.tid).unwrap_or(0);
+                PathThread {
+                    pid,
+                    tid: share.tid,
+                    command: commands.get(&pid).cloned().unwrap_or_default(),
+                    cp_ns: share.ns,
+                    cp_pct: pct(share.ns, length),
+                }
+            })
+            .collect();
+        threads.sort_by(|x, y| y.cp_ns.cmp(&x.cp_ns).then(x.tid.cmp(&y.tid)));
         Profile {
             schema_version: SCHEMA_VERSION,
             clock: clock.name().into(),
@@ -146,6 +176,7 @@ impl Profile {
                 within_program: a.has_participants(),
             },
             procedures,
+            threads,
             messages: a.matcher.final_stats(),
             sync: a.sync.stats.clone(),
             events: EventTotals {

@@ -157,6 +157,18 @@ fn online_engine_equals_exhaustive_longest_path() {
         let path = a.critical().unwrap().path;
         assert_eq!(path.longest, len, "seed {seed}: length");
         assert_eq!(path.inclusive, shares, "seed {seed}: shares");
+        let threads = &path.by_thread;
+        assert_eq!(
+            threads.iter().map(|t| t.ns).sum::<u64>(),
+            len,
+            "seed {seed}: the threads' times add up to the path {threads:?}"
+        );
+        assert!(
+            threads
+                .iter()
+                .all(|t| threads.iter().filter(|u| u.tid == t.tid).count() == 1),
+            "seed {seed}: one entry per thread {threads:?}"
+        );
         assert_eq!(
             path.exclusive, shares,
             "seed {seed}: no nesting, exclusive = inclusive"

@@ -20,7 +20,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table};
 use ratatui::{DefaultTerminal, Frame};
-use tracer_analysis::analysis::profile::{ProcedureRow, Profile};
+use tracer_analysis::analysis::profile::{PathThread, ProcedureRow, Profile};
 use tracer_user::session::{EventsSoFar, Ready};
 
 use super::record::{loss_line, run_with, RecordArgs, WhileTracing};
@@ -263,7 +263,21 @@ impl View {
         );
         match (&self.latest, self.page) {
             (None, _) => f.render_widget(Paragraph::new("waiting for the first sample"), body),
-            (Some(t), Page::Procedures) => f.render_widget(self.procedures(&t.profile), body),
+            (Some(t), Page::Procedures) => {
+                let through = path_processes(&t.profile);
+                let rows: usize = through
+                    .iter()
+                    .map(|q| 1 + q.threads.len().min(THREADS_SHOWN))
+                    .sum();
+                let [procedures, path] = Layout::vertical([
+                    Constraint::Min(5),
+                    // The rows, a header and the borders, or what room the procedures leave.
+                    Constraint::Length(rows.min(16) as u16 + 3),
+                ])
+                .areas(body);
+                f.render_widget(self.procedures(&t.profile), procedures);
+                f.render_widget(path_table(&t.profile, &through), path);
+            }
             (Some(t), Page::Messages) => {
                 f.render_widget(Paragraph::new(self.messages(&t.profile)), body)
             }
@@ -384,11 +398,100 @@ impl View {
                 "collectives: {} exits, {} incomplete",
                 m.collectives, m.collectives_incomplete
             )),
-            Line::from(format!("shared-memory dependencies: {s:?}")),
+            Line::from(format!(
+                "shared-memory dependencies: {} wakeups ({} by a thread's exit), {} thread \
+                 creations, {} joins without a wait, {} lock handoffs, {} condition signals, \
+                 {} semaphore posts; OpenMP: {} forks, {} joins, {} barriers",
+                s.wakeups,
+                s.exit_wakeups,
+                s.creations,
+                s.joins,
+                s.lock_handoffs,
+                s.signals,
+                s.sem_posts,
+                s.omp_forks,
+                s.omp_joins,
+                s.omp_barriers
+            )),
             Line::from(format!(
                 "events: {} recorded, {} lost",
                 p.events.total, p.events.lost
             )),
         ]
     }
+}
+
+/// A process the critical path runs through: its threads' time on the path.
+struct PathProcess<'a> {
+    pid: u32,
+    command: &'a str,
+    cp_ns: u64,
+    cp_pct: f64,
+    /// Its threads on the path, by time on it, largest first.
+    threads: Vec<&'a PathThread>,
+}
+
+/// The processes the path runs through, by time on it, largest first.
+fn path_processes(p: &Profile) -> Vec<PathProcess<'_>> {
+    let mut by_pid: Vec<PathProcess> = Vec::new();
+    for t in &p.threads {
+        match by_pid.iter_mut().find(|q| q.pid == t.pid) {
+            Some(q) => {
+                q.cp_ns += t.cp_ns;
+                q.cp_pct += t.cp_pct;
+                q.threads.push(t);
+            }
+            None => by_pid.push(PathProcess {
+                pid: t.pid,
+                command: &t.command,
+                cp_ns: t.cp_ns,
+                cp_pct: t.cp_pct,
+                threads: vec![t],
+            }),
+        }
+    }
+    by_pid.sort_by(|x, y| y.cp_ns.cmp(&x.cp_ns).then(x.pid.cmp(&y.pid)));
+    by_pid
+}
+
+/// Threads shown under each process of the path.
+const THREADS_SHOWN: usize = 3;
+
+/// Where the path runs: a row per process, then its threads that hold most of it.
+fn path_table(p: &Profile, through: &[PathProcess]) -> Table<'static> {
+    let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
+    let mut body = Vec::new();
+    for q in through {
+        body.push(Row::new(vec![
+            format!("pid {} {}", q.pid, q.command),
+            q.threads.len().to_string(),
+            ms(q.cp_ns),
+            format!("{:.1}", q.cp_pct),
+        ]));
+        for t in q.threads.iter().take(THREADS_SHOWN) {
+            body.push(Row::new(vec![
+                format!("  tid {}", t.tid),
+                String::new(),
+                ms(t.cp_ns),
+                format!("{:.1}", t.cp_pct),
+            ]));
+        }
+    }
+    let header = Row::new(vec!["process / thread", "threads", "cp ms", "cp %"])
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    Table::new(
+        body,
+        [
+            Constraint::Min(30),
+            Constraint::Length(8),
+            Constraint::Length(12),
+            Constraint::Length(7),
+        ],
+    )
+    .header(header)
+    .block(Block::bordered().title(format!(
+        " path runs through {} processes, {} threads ",
+        through.len(),
+        p.threads.len()
+    )))
 }
