@@ -146,21 +146,16 @@ fn attach_detach(env: &Env, reps: usize) -> Result<()> {
 
 /// `argv` alone or under `tracer record -q` with `kind`'s links.
 fn traced(env: &Env, kind: Links, extra: &[String], argv: &[String]) -> Command {
-    let mut c = match kind {
-        Links::Untraced => Command::new(&argv[0]),
-        _ => Command::new(&env.tracer),
-    };
-    match kind {
-        Links::Untraced => {
-            c.args(&argv[1..]);
-        }
-        _ => {
-            c.args(["record", "--uprobe-links", kind.name()])
-                .args(extra)
-                .arg("--")
-                .args(argv);
-        }
+    if kind == Links::Untraced {
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]);
+        return c;
     }
+    let mut c = Command::new(&env.tracer);
+    c.args(["record", "--uprobe-links", kind.name()])
+        .args(extra)
+        .arg("--")
+        .args(argv);
     c
 }
 
