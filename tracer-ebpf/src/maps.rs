@@ -1,7 +1,7 @@
 //! The maps the probes share with userspace (names in `tracer_common::maps`) and their
 //! own per-CPU scratch space.
 
-use crate::probes::{arrays::ArrayJob, futex::SCAN_WORDS, status::MAX_STATUS_BYTES};
+use crate::probes::{arrays::ArrayScratch, futex::SCAN_WORDS};
 use aya_ebpf::{
     bindings::BPF_F_MMAPABLE,
     macros::map,
@@ -9,7 +9,7 @@ use aya_ebpf::{
 };
 use tracer_common::{
     call, flavor, CallLayout, FlavorConfig, ProbeConfig, ProbeFailure, Slot, SlotCursor,
-    ThreadState, ARRAY_CHUNK, THREAD_SLOTS_LEN,
+    ThreadState, THREAD_SLOTS_LEN,
 };
 
 /// Default ring size; userspace may change it at load time (`--buffer-mib`).
@@ -62,14 +62,7 @@ pub static STACK_WORDS: PerCpuArray<[u64; SCAN_WORDS]> = PerCpuArray::with_max_e
 #[map]
 pub static ARRAY_PROGS: ProgramArray = ProgramArray::with_max_entries(1, 0);
 #[map]
-pub static ARRAY_JOB: PerCpuArray<ArrayJob> = PerCpuArray::with_max_entries(1, 0);
-/// Per CPU: a chunk of statuses read at once (`status::emit_status_array`), with room for
-/// the widest field at any offset below 256.
-pub const STATUS_CHUNK_BYTES: usize = 256 + 8;
-const _: () = assert!(ARRAY_CHUNK * MAX_STATUS_BYTES as usize <= 256);
-#[map]
-pub static STATUS_CHUNK: PerCpuArray<[u8; STATUS_CHUNK_BYTES]> =
-    PerCpuArray::with_max_entries(1, 0);
+pub static ARRAY_SCRATCH: PerCpuArray<ArrayScratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// The settings userspace wrote at load time.
 pub fn config() -> Option<&'static ProbeConfig> {

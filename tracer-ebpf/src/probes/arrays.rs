@@ -7,11 +7,12 @@
 use super::uprobe_twins;
 use crate::{
     emit::{count_failure, reserve},
-    maps::{ARRAY_JOB, ARRAY_PROGS, FLAVORS},
+    maps::{ARRAY_PROGS, ARRAY_SCRATCH, FLAVORS},
     mem::{copy_of, copy_words, read_user_prefix},
-    probes::status::emit_status_array,
+    probes::status::{emit_status_array, STATUS_CHUNK_BYTES},
 };
 use aya_ebpf::{programs::ProbeContext, EbpfContext};
+use core::ptr::{read_volatile, write_volatile};
 use tracer_common::{
     kind, EventHeader, HandleArrayRecord, ProbeFailure, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
 };
@@ -26,8 +27,8 @@ pub mod array_kind {
     pub const STATUSES: u32 = 2;
 }
 
-/// An array for `call_arrays` to write, left by a call probe in the CPU's `ARRAY_JOB`
-/// (a tail call stays on the CPU and keeps no registers).
+/// An array for `call_arrays` to write, left by a call program in its CPU's
+/// [`ArrayScratch`] (a tail call stays on the CPU and keeps no registers).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ArrayJob {
@@ -44,20 +45,44 @@ pub struct ArrayJob {
     pub _pad: u32,
 }
 
-/// Leaves `job` for `call_arrays`; false (counted as `ProbeFailure::TailCall`) if there
-/// is no room. The program then ends in [`write_array`].
-pub fn stage_array(job: &ArrayJob) -> bool {
-    match ARRAY_JOB.get_ptr_mut(0) {
-        Some(slot) => {
-            // SAFETY: a per-CPU map value, written by this CPU's programs only.
-            copy_words(unsafe { &mut *slot }, job);
-            true
-        }
-        None => {
+/// A CPU's room for the array being written (`ARRAY_SCRATCH`).
+#[repr(C)]
+pub struct ArrayScratch {
+    /// 1 from [`stage_array`] until `call_arrays` is done with `job` and `statuses`. A
+    /// uprobe program can be preempted: another task's call on this CPU meanwhile finds
+    /// the room taken and does without its array (counted), rather than overwrite ours.
+    pub busy: u64,
+    pub job: ArrayJob,
+    /// A chunk of statuses read at once ([`emit_status_array`]).
+    pub statuses: [u8; STATUS_CHUNK_BYTES],
+}
+
+/// What a call program does after its `try_*` function.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum AfterCall {
+    Done,
+    /// An array is staged: end in [`write_array`].
+    WriteArray,
+}
+
+/// Leaves `job` for `call_arrays`. Without room (counted as `ProbeFailure::TailCall`)
+/// the array is not written.
+pub fn stage_array(job: &ArrayJob) -> AfterCall {
+    let Some(scratch) = ARRAY_SCRATCH.get_ptr_mut(0) else {
+        count_failure(ProbeFailure::TailCall);
+        return AfterCall::Done;
+    };
+    // SAFETY: a per-CPU map value, used by this CPU's programs only, one at a time
+    // (`busy`); volatile, so that the mark is written before the job.
+    unsafe {
+        if read_volatile(&(*scratch).busy) != 0 {
             count_failure(ProbeFailure::TailCall);
-            false
+            return AfterCall::Done;
         }
+        write_volatile(&mut (*scratch).busy, 1);
+        copy_words(&mut (*scratch).job, job);
     }
+    AfterCall::WriteArray
 }
 
 /// Runs `call_arrays` on the staged job: on success the calling program ends here. The
@@ -67,25 +92,45 @@ pub fn stage_array(job: &ArrayJob) -> bool {
 pub fn write_array<C: EbpfContext>(ctx: &C) {
     // SAFETY: `ctx` is this program's context.
     unsafe { ARRAY_PROGS.tail_call(ctx, 0) };
+    // Still here: the tail call failed.
     count_failure(ProbeFailure::TailCall);
+    release_scratch();
+}
+
+fn release_scratch() {
+    if let Some(scratch) = ARRAY_SCRATCH.get_ptr_mut(0) {
+        // SAFETY: as in `stage_array`.
+        unsafe { write_volatile(&mut (*scratch).busy, 0) };
+    }
 }
 
 uprobe_twins!(uprobe call_arrays, call_arrays_m => call_arrays_body);
 
 fn call_arrays_body(_ctx: &ProbeContext) {
-    let Some(job) = ARRAY_JOB.get(0) else {
+    let Some(scratch) = ARRAY_SCRATCH.get_ptr_mut(0) else {
         return;
     };
+    // SAFETY: this CPU's room, held (`busy`) since the call program staged the job.
+    let scratch = unsafe { &mut *scratch };
+    let job = &scratch.job;
     match job.kind {
         array_kind::HANDLES_4 => emit_handle_array(&job.header, job.base, job.total, 4),
         array_kind::HANDLES_8 => emit_handle_array(&job.header, job.base, job.total, 8),
         array_kind::STATUSES => {
             if let Some(flavor) = FLAVORS.get(job.flavor) {
-                emit_status_array(&job.header, job.base, job.total, flavor);
+                emit_status_array(
+                    &job.header,
+                    job.base,
+                    job.total,
+                    flavor,
+                    &mut scratch.statuses,
+                );
             }
         }
         _ => {}
     }
+    // SAFETY: as in `stage_array`.
+    unsafe { write_volatile(&mut scratch.busy, 0) };
 }
 
 static NO_WORDS: [u32; ARRAY_CHUNK] = [0; ARRAY_CHUNK];

@@ -8,7 +8,7 @@ use crate::{
     maps::{FLAVORS, LAYOUTS},
     mem::{copy_words, read_user},
     probes::{
-        arrays::{array_kind, emit_handle_array, stage_array, write_array, ArrayJob},
+        arrays::{array_kind, emit_handle_array, stage_array, write_array, AfterCall, ArrayJob},
         status::call_result,
     },
     thread::{current_ids, known_thread, traced_thread, uprobe_thread, EMPTY_FRAME},
@@ -93,16 +93,12 @@ uprobe_twins!(uprobe call_enter, call_enter_m => call_enter_body);
 
 #[inline(always)]
 fn call_enter_body(ctx: &ProbeContext) {
-    if try_call_enter(ctx) == Ok(ARRAY_STAGED) {
+    if try_call_enter(ctx) == Ok(AfterCall::WriteArray) {
         write_array(ctx);
     }
 }
 
-/// What a call program's `try_*` function returns when it staged an array for
-/// [`write_array`].
-const ARRAY_STAGED: bool = true;
-
-fn try_call_enter(ctx: &ProbeContext) -> Result<bool, ()> {
+fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
     let (tgid, tid) = current_ids();
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     let call_id = cookie as u16 & 0xff;
@@ -115,7 +111,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<bool, ()> {
         uprobe_thread(tgid, tid)
     };
     let Some(thread) = thread else {
-        return Ok(false);
+        return Ok(AfterCall::Done);
     };
     let layout = LAYOUTS.get(call_id as u32).ok_or(())?;
     let flavor = FLAVORS.get(flavor_id as u32).ok_or(())?;
@@ -234,7 +230,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<bool, ()> {
             _pad: 0,
         }));
     }
-    Ok(false)
+    Ok(AfterCall::Done)
 }
 
 fn push_frame(t: &mut ThreadState, frame: &CallFrame) {
@@ -266,12 +262,12 @@ uprobe_twins!(uretprobe call_exit, call_exit_m => call_exit_body);
 
 #[inline(always)]
 fn call_exit_body(ctx: &RetProbeContext) {
-    if try_call_exit(ctx) == Ok(ARRAY_STAGED) {
+    if try_call_exit(ctx) == Ok(AfterCall::WriteArray) {
         write_array(ctx);
     }
 }
 
-fn try_call_exit(ctx: &RetProbeContext) -> Result<bool, ()> {
+fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
     let (tgid, tid) = current_ids();
     // Only threads of traced processes have frames (the entry probe admitted them), so
     // the thread's state is the filter: no lookup in TRACED.
@@ -303,7 +299,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<bool, ()> {
     if paired {
         // Built in place, field by field ([`copy_words`]).
         let Some(mut place) = reserve::<CallPairRecord>() else {
-            return Ok(false);
+            return Ok(AfterCall::Done);
         };
         let r = place.record();
         let e = &thread.held_entry;
@@ -320,7 +316,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<bool, ()> {
         r.exit_cpu_ns = h.cpu_ns;
         call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
         place.submit();
-        return Ok(false);
+        return Ok(AfterCall::Done);
     }
     if layout.status_mode == status_mode::INDEX_ARRAY {
         // Waitsome/Testsome: the indices of the requests that completed, written before
@@ -332,7 +328,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<bool, ()> {
         }
     }
     let Some(mut place) = reserve::<CallReturnRecord>() else {
-        return Ok(false);
+        return Ok(AfterCall::Done);
     };
     let r = place.record();
     r.header = h;
@@ -349,5 +345,5 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<bool, ()> {
             _pad: 0,
         }));
     }
-    Ok(false)
+    Ok(AfterCall::Done)
 }

@@ -3,7 +3,6 @@
 
 use crate::{
     emit::reserve,
-    maps::{STATUS_CHUNK, STATUS_CHUNK_BYTES},
     mem::{copy_words, read_user, read_user_into, read_user_prefix, MIN_POINTER},
 };
 use tracer_common::{
@@ -14,6 +13,10 @@ use tracer_common::{
 /// The largest status struct the chunked read of [`emit_status_array`] allows (Open MPI's
 /// is 24 bytes, MPICH's 20).
 pub const MAX_STATUS_BYTES: u32 = 32;
+/// A chunk of statuses read at once, with room for the widest field at any offset below
+/// 256.
+pub const STATUS_CHUNK_BYTES: usize = 256 + 8;
+const _: () = assert!(ARRAY_CHUNK * MAX_STATUS_BYTES as usize <= 256);
 
 /// Fills what a call's exit learns (in the ring): its return value, what it wrote
 /// through the pointers its entry kept in `frame`, and its site. (Inlined: a BPF function
@@ -103,18 +106,20 @@ static UNSET_INTS: [i32; ARRAY_CHUNK] = [UNSET32; ARRAY_CHUNK];
 static UNSET_SIZES: [i64; ARRAY_CHUNK] = [UNSET; ARRAY_CHUNK];
 
 /// The `StatusArrayRecord`s of `total` statuses at `base`, a chunk each. A chunk's
-/// statuses are read at once into `STATUS_CHUNK` and their fields picked from there,
-/// with no branch per status: the verifier walks the loop once per chunk and status.
-pub fn emit_status_array(h: &EventHeader, base: u64, total: u32, flavor: &FlavorConfig) {
+/// statuses are read at once into `chunk_bytes` (map memory: too big for the stack) and
+/// their fields picked from there, with no branch per status: the verifier walks the
+/// loop once per chunk and status.
+pub fn emit_status_array(
+    h: &EventHeader,
+    base: u64,
+    total: u32,
+    flavor: &FlavorConfig,
+    chunk_bytes: &mut [u8; STATUS_CHUNK_BYTES],
+) {
     let size = flavor.status_size;
     if base < MIN_POINTER || size == 0 || size > MAX_STATUS_BYTES {
         return;
     }
-    let Some(chunk_bytes) = STATUS_CHUNK.get_ptr_mut(0) else {
-        return;
-    };
-    // SAFETY: a per-CPU map value, used by this CPU's programs only, one at a time.
-    let chunk_bytes = unsafe { &mut *chunk_bytes };
     let (source_off, tag_off, count_off) = (
         flavor.status_source_off as usize,
         flavor.status_tag_off as usize,
