@@ -151,8 +151,9 @@ pub struct FlavorConfig {
     pub handle_by_value: u32,
 }
 
-/// Global probe settings, including offsets in kernel structures read from kernel BTF
-/// (they change between kernel versions and builds).
+/// Global probe settings, including offsets in kernel structures read from kernel BTF and
+/// in the futex tracepoints' records read from tracefs (they change between kernel
+/// versions and builds).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProbeConfig {
@@ -171,6 +172,11 @@ pub struct ProbeConfig {
     pub task_exit_state: u32,
     pub task_cpu: u32,
     pub bprm_filename: u32,
+    /// Field offsets of the futex tracepoints' records, from tracefs.
+    pub futex_uaddr: u32,
+    pub futex_op: u32,
+    pub futex_val: u32,
+    pub futex_ret: u32,
     /// Offset of `se.sum_exec_runtime` in `task_struct` (from kernel BTF); 0 if unknown.
     pub task_cpu_time: u32,
     /// Where the time the hypervisor stole from this CPU is, from kernel BTF (0 if

@@ -53,7 +53,7 @@ const _: () = {
     assert!(size_of::<ProcessEndRecord>() == 40);
     assert!(size_of::<CallLayout>() == 20);
     assert!(size_of::<FlavorConfig>() == 56);
-    assert!(size_of::<ProbeConfig>() == 60);
+    assert!(size_of::<ProbeConfig>() == 76);
     assert!(size_of::<SlotCursor>() == 128);
     assert!(size_of::<CallPairRecord>() <= SLOT_BYTES);
     // Map values: no padding either (the kernel copies them byte for byte).

@@ -1,74 +1,46 @@
-//! futex(2) enter and exit (the raw `sys_enter` and `sys_exit` tracepoints, which fire
-//! for every system call: anything but futex returns at once), with the user call site
-//! of a wait.
+//! futex(2) enter and exit, with the user call site of a wait. Classic tracepoints, unlike
+//! the scheduler's: the kernel calls them for futex only, while a raw `sys_enter` and
+//! `sys_exit` program runs at every system call of every process. With uretprobes
+//! returning through a system call (the `uretprobe` syscall of Linux 6.11+), that was
+//! every probed MPI call too: 100-150 ns more per call of a traced `MPI_Comm_rank`.
 
 use crate::{
     clock::header,
     emit::{emit, reserve, NO_FUTEX},
-    maps::STACK_WORDS,
+    maps::{config, STACK_WORDS},
     mem::{copy_of, copy_words, probe_user, MIN_POINTER},
-    probes::{arg, kernel_field},
+    probes::field,
     thread::{current_ids, traced_thread},
 };
 use aya_ebpf::{
     bindings::{pt_regs, task_struct},
     helpers::bpf_probe_read_kernel,
     helpers::generated::{bpf_find_vma, bpf_get_current_task_btf, bpf_task_pt_regs},
-    macros::raw_tracepoint,
-    programs::RawTracePointContext,
+    macros::tracepoint,
+    programs::TracePointContext,
 };
 use tracer_common::{held, kind, FutexPairRecord, FutexRecord, ThreadState, MAX_CALL_DEPTH};
 
 static EMPTY_FUTEX: FutexRecord = NO_FUTEX;
 
-/// futex(2)'s number on x86-64.
-const SYS_FUTEX: u64 = 202;
-
-/// `sys_enter(struct pt_regs *regs, long id)`.
-#[raw_tracepoint(tracepoint = "sys_enter")]
-pub fn sys_enter_futex(ctx: RawTracePointContext) -> u32 {
-    if arg(&ctx, 1) == SYS_FUTEX {
-        let _ = try_futex(&ctx, kind::FUTEX_ENTER);
-    }
+#[tracepoint]
+pub fn sys_enter_futex(ctx: TracePointContext) -> u32 {
+    let _ = try_futex(&ctx, kind::FUTEX_ENTER);
     0
 }
 
-/// `sys_exit(struct pt_regs *regs, long ret)`: the call's number is in `orig_ax`.
-#[raw_tracepoint(tracepoint = "sys_exit")]
-pub fn sys_exit_futex(ctx: RawTracePointContext) -> u32 {
-    if syscall_number(&ctx) == Some(SYS_FUTEX) {
-        let _ = try_futex(&ctx, kind::FUTEX_EXIT);
-    }
+#[tracepoint]
+pub fn sys_exit_futex(ctx: TracePointContext) -> u32 {
+    let _ = try_futex(&ctx, kind::FUTEX_EXIT);
     0
 }
 
-/// The system call's number, from the registers the raw tracepoint is passed.
-#[inline(always)]
-fn syscall_number(ctx: &RawTracePointContext) -> Option<u64> {
-    let regs = arg(ctx, 0) as *const pt_regs;
-    unsafe { bpf_probe_read_kernel(core::ptr::addr_of!((*regs).orig_rax)) }.ok()
-}
-
-/// The first three arguments of the system call whose registers are at `regs`.
-#[inline(always)]
-fn syscall_args(regs: u64) -> Result<[u64; 3], ()> {
-    let r = regs as *const pt_regs;
-    let at = |field: *const u64| kernel_field::<u64>(field as u64, 0);
-    // SAFETY: only addresses are computed here; the kernel reads them.
-    unsafe {
-        Ok([
-            at(core::ptr::addr_of!((*r).rdi))?,
-            at(core::ptr::addr_of!((*r).rsi))?,
-            at(core::ptr::addr_of!((*r).rdx))?,
-        ])
-    }
-}
-
-fn try_futex(ctx: &RawTracePointContext, kind: u16) -> Result<(), ()> {
+fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
     let Some(thread) = traced_thread(tgid, tid) else {
         return Ok(());
     };
+    let c = config().ok_or(())?;
     // An enter still held at the exit: the call did not sleep (a wait that sleeps writes
     // its enter before its switch-out), and the two go out as one record.
     let paired = kind == tracer_common::kind::FUTEX_EXIT && thread.held == held::FUTEX;
@@ -82,11 +54,9 @@ fn try_futex(ctx: &RawTracePointContext, kind: u16) -> Result<(), ()> {
         let rec = &mut thread.held_futex;
         copy_words(rec, &EMPTY_FUTEX);
         rec.header = h;
-        // futex(uaddr, op, val, ...).
-        let [uaddr, op, val] = syscall_args(arg(ctx, 0))?;
-        rec.uaddr = uaddr;
-        rec.op = op as u32;
-        rec.val = val as u32;
+        rec.uaddr = field(ctx, c.futex_uaddr)?;
+        rec.op = field::<u64>(ctx, c.futex_op)? as u32;
+        rec.val = field::<u64>(ctx, c.futex_val)? as u32;
         if tracer_common::futex_waits(rec.op) {
             // Inside a probed call (pthread_join, an MPI call), the program's line is
             // that call's: its return probe hid the return address from the scan.
@@ -98,7 +68,7 @@ fn try_futex(ctx: &RawTracePointContext, kind: u16) -> Result<(), ()> {
         thread.held = held::FUTEX;
         return Ok(());
     }
-    let ret = arg(ctx, 1) as i64;
+    let ret = field(ctx, c.futex_ret)?;
     if !paired {
         let mut rec = copy_of(&EMPTY_FUTEX);
         rec.header = h;

@@ -9,8 +9,10 @@ pub mod process;
 mod raw_tracepoint;
 pub mod sched;
 pub mod status;
+mod tracepoint;
 
 pub use raw_tracepoint::{arg, kernel_field, task_tid};
+pub use tracepoint::field;
 
 /// Declares a uprobe (or uretprobe) program twice: `$name` in a `uprobe` section, which
 /// userspace attaches one perf event per probe point, and `$multi` in a `uprobe.multi`

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
+    #[error("tracefs")]
+    Tracefs(#[from] TracefsError),
     #[error("kernel BTF")]
     Btf(#[from] BtfError),
     #[error("loading the eBPF object failed")]
@@ -37,6 +39,25 @@ pub enum ProbeError {
         symbol: String,
         path: PathBuf,
         source: aya::programs::ProgramError,
+    },
+}
+
+/// Why the futex tracepoints' field offsets could not be read from tracefs.
+#[derive(Debug, thiserror::Error)]
+pub enum TracefsError {
+    #[error("tracefs is not mounted and could not be mounted at /sys/kernel/tracing")]
+    NotMounted,
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("tracepoint {group}:{name} has no field {field}")]
+    NoField {
+        group: String,
+        name: String,
+        field: String,
     },
 }
 

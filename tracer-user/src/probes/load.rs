@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use aya::maps::{Array, MapData, ProgramArray};
 use aya::programs::uprobe::UProbeLinkId;
-use aya::programs::{Program, ProgramError, RawTracePoint, UProbe};
+use aya::programs::{Program, ProgramError, RawTracePoint, TracePoint, UProbe};
 use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, maps, ProbeConfig};
 
 use super::machine::{default_ring_bytes, kernel_clock_lag_ns, wakeup_bytes};
 use super::maps::{map, program};
-use super::{btf, slots, BtfError, ProbeError};
+use super::{btf, slots, tracefs, BtfError, ProbeError};
 use tracer_analysis::format::calls::CALLS;
 
 static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
@@ -118,8 +118,9 @@ impl UprobePrograms {
 /// The dlopen return probe (`Probes::attach_load_probe`).
 pub(super) const LIBRARY_LOADED: &str = "library_loaded";
 
-/// The empty tracepoint program of `ProbeOptions::floor`.
+/// The empty tracepoint programs of `ProbeOptions::floor`, classic and raw.
 const FLOOR_TRACEPOINT: &str = "floor_tracepoint";
+const FLOOR_RAW_TRACEPOINT: &str = "floor_raw_tp";
 
 /// A link of probes that fire in one process only, kept to detach when it exits.
 pub(super) struct ProcessLink {
@@ -175,7 +176,7 @@ impl Probes {
             task_exit_state: required_offset(&kernel, "task_struct", &["exit_state"])?,
             task_cpu: required_offset(&kernel, "task_struct", &["thread_info", "cpu"])?,
             bprm_filename: required_offset(&kernel, "linux_binprm", &["filename"])?,
-            ..Default::default()
+            ..tracefs::futex_offsets()?
         };
         config.trace_all = opts.system_wide as u32;
         config.hold_on_exec = opts.hold_on_exec as u32;
@@ -230,18 +231,30 @@ impl Probes {
         };
         let programs = UprobePrograms::new(links, opts.floor);
         // (program, raw tracepoint, fires per call: replaced by the floor)
-        let tracepoints = [
+        let raw_tracepoints = [
             ("sched_switch", "sched_switch", true),
             ("sched_waking", "sched_waking", true),
             ("sched_wakeup_new", "sched_wakeup_new", true),
             ("sched_process_fork", "sched_process_fork", false),
             ("sched_process_exec", "sched_process_exec", false),
             ("sched_process_exit", "sched_process_exit", false),
-            ("sys_enter_futex", "sys_enter", true),
-            ("sys_exit_futex", "sys_exit", true),
         ];
-        let tracepoint_program = |name, per_call| {
+        // Classic ones (futex): the kernel calls them for futex only (a raw `sys_enter`
+        // program would run at every system call, the uretprobe return of every probed
+        // call included).
+        let tracepoints = [
+            ("sys_enter_futex", "syscalls", "sys_enter_futex"),
+            ("sys_exit_futex", "syscalls", "sys_exit_futex"),
+        ];
+        let raw_program = |name, per_call| {
             if opts.floor && per_call {
+                FLOOR_RAW_TRACEPOINT
+            } else {
+                name
+            }
+        };
+        let classic_program = |name| {
+            if opts.floor {
                 FLOOR_TRACEPOINT
             } else {
                 name
@@ -254,9 +267,14 @@ impl Probes {
             vec![programs.calls.entry, programs.calls.exit, LIBRARY_LOADED];
         at_start.extend(programs.arrays);
         at_start.extend(
+            raw_tracepoints
+                .iter()
+                .map(|&(name, _, per_call)| raw_program(name, per_call)),
+        );
+        at_start.extend(
             tracepoints
                 .iter()
-                .map(|&(name, _, per_call)| tracepoint_program(name, per_call)),
+                .map(|&(name, _, _)| classic_program(name)),
         );
         at_start.sort_unstable();
         at_start.dedup();
@@ -264,10 +282,16 @@ impl Probes {
         if let Some(name) = programs.arrays {
             set_array_program(&mut ebpf, name)?;
         }
-        for (name, tracepoint, per_call) in tracepoints {
-            let name = tracepoint_program(name, per_call);
+        for (name, tracepoint, per_call) in raw_tracepoints {
+            let name = raw_program(name, per_call);
             let p: &mut RawTracePoint = program(&mut ebpf, name)?;
             p.attach(tracepoint)
+                .map_err(|source| ProbeError::Program { name, source })?;
+        }
+        for (name, group, event) in tracepoints {
+            let name = classic_program(name);
+            let p: &mut TracePoint = program(&mut ebpf, name)?;
+            p.attach(group, event)
                 .map_err(|source| ProbeError::Program { name, source })?;
         }
         Ok(Probes {
@@ -320,23 +344,31 @@ impl Probes {
 /// in the kernel when it exits.
 impl Drop for Probes {
     fn drop(&mut self) {
-        // `ARRAY_PROGS` holds `call_arrays` until the map's last descriptor closes.
-        if let Ok(mut slots) = map::<ProgramArray<&mut MapData>>(&mut self.ebpf, maps::ARRAY_PROGS)
-        {
-            let _ = slots.clear_index(&0);
-        }
         let ids: Vec<u32> = self
             .ebpf
             .programs()
             .filter_map(|(_, p)| p.info().ok().map(|info| info.id()))
             .collect();
+        // `ARRAY_PROGS` holds `call_arrays` until the map's last descriptor closes; emptying
+        // it waits for the kernel too (about 20 ms), so it goes with the programs.
+        let array_progs = self.ebpf.take_map(maps::ARRAY_PROGS);
         std::thread::scope(|scope| {
+            if let Some(m) = array_progs {
+                scope.spawn(move || {
+                    if let Ok(mut slots) = ProgramArray::try_from(m) {
+                        let _ = slots.clear_index(&0);
+                    }
+                });
+            }
             for (_, p) in self.ebpf.programs_mut() {
                 scope.spawn(move || match p {
                     Program::UProbe(p) => {
                         let _ = p.unload();
                     }
                     Program::RawTracePoint(p) => {
+                        let _ = p.unload();
+                    }
+                    Program::TracePoint(p) => {
                         let _ = p.unload();
                     }
                     _ => {}
@@ -409,6 +441,7 @@ fn load_in_parallel(ebpf: &mut Ebpf, names: &[&'static str]) -> Result<(), Probe
                     let loaded = match p {
                         Program::UProbe(p) => p.load(),
                         Program::RawTracePoint(p) => p.load(),
+                        Program::TracePoint(p) => p.load(),
                         _ => Ok(()),
                     };
                     loaded.map_err(|source| ProbeError::Program { name, source })

@@ -8,8 +8,9 @@ mod load;
 mod machine;
 mod maps;
 pub mod slots;
+pub mod tracefs;
 
 pub use attach::{ProbePoint, TakenLinks};
-pub use error::{one_line, BtfError, ProbeError};
+pub use error::{one_line, BtfError, ProbeError, TracefsError};
 pub use load::{LinkKind, ProbeOptions, Probes, UprobeLinks};
 pub use machine::default_ring_bytes;
