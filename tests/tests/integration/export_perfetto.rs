@@ -95,16 +95,22 @@ fn queries(dir: &Path, main_tid: u64) -> PathBuf {
         "stats": "SELECT name, idx, severity, source, value FROM stats \
                   WHERE value > 0 AND name NOT LIKE '%duration_ns'",
         // Each flow with its two slices, the slice its departure sits in, and for a
-        // wakeup the sched_waking event by the sending thread of the receiving one,
-        // nearest to the departure. (Not Perfetto's thread_state: a waking that comes
-        // while the woken thread is still on its way to sleep, before its switch-out,
-        // leaves it Running there, with no waker.)
+        // wakeup the sched_waking events by the sending thread of the receiving one
+        // within the flow's span, from its departure to its arrival with 1 ms to spare
+        // on either side (the slices sit at most 1 us from their events). The departure
+        // is the waker's event inside its futex wake call, and the waking comes in that
+        // call: at once on a quiet machine, 5.5 ms later when the waker was preempted in
+        // between (seen on a busy one). (Not Perfetto's thread_state: a waking that
+        // comes while the woken thread is still on its way to sleep, before its
+        // switch-out, leaves it Running there, with no waker.)
         "flows": "SELECT so.name AS out_name, si.name AS in_name, po.name AS out_parent, \
                   o.tid AS out_tid, i.tid AS in_tid, so.ts AS out_ts, si.ts AS in_ts, \
-                  (SELECT min(abs(e.ts - so.ts)) FROM ftrace_event e \
+                  (SELECT count(*) FROM ftrace_event e \
                    JOIN thread w ON e.utid = w.utid \
                    WHERE e.name = 'sched_waking' AND w.tid = o.tid \
-                   AND EXTRACT_ARG(e.arg_set_id, 'pid') = i.tid) AS waking_gap \
+                   AND EXTRACT_ARG(e.arg_set_id, 'pid') = i.tid \
+                   AND e.ts BETWEEN so.ts - 1000000 AND si.ts + si.dur + 1000000) \
+                  AS wakings_in_span \
                   FROM flow f JOIN slice so ON f.slice_out = so.id \
                   JOIN slice si ON f.slice_in = si.id \
                   LEFT JOIN slice po ON so.parent_id = po.id \
@@ -224,8 +230,8 @@ pub(crate) fn check_perfetto(r: &Recording, main_tid: u64, screenshot: &str) -> 
             "message" => assert!(is_send(f["out_parent"].as_str()), "{f}"),
             "thread start" => assert_eq!(f["out_parent"], "pthread_create", "{f}"),
             "wakeup" => assert!(
-                f["waking_gap"].as_u64().is_some_and(|g| g < 1_000_000),
-                "no waking of {} by {} within 1 ms: {f}",
+                f["wakings_in_span"].as_u64().is_some_and(|n| n > 0),
+                "no waking of {} by {} within the flow's span: {f}",
                 f["in_tid"],
                 f["out_tid"]
             ),

@@ -30,9 +30,13 @@ fn top_shows_the_bottleneck_live_and_q_writes_the_outputs() {
     );
     let tmux = Tmux::start(&format!("tracer-top-{}", std::process::id()), &script);
 
-    // The view, once a sample has come in with thread_slow ahead on the path.
+    // The view, once a sample has come in with thread_slow ahead on a path of at least
+    // ten rounds: the ranks' shares below are within a round of half of it, and a round
+    // is a third of a three-round path (on a busy machine the first sample can be that
+    // short: 111.8 ms, one rank 64 %).
     let screen = tmux.wait_for(Duration::from_secs(60), |s| {
         first_procedure(s).as_deref() == Some("thread_slow")
+            && path_ms(s).is_some_and(|ms| ms >= 10.0 * 40.0)
     });
     assert!(screen.contains("critical path"), "{screen}");
     assert!(screen.contains("ends in pid"), "{screen}");
@@ -117,6 +121,12 @@ fn path_processes(screen: &str) -> Vec<(u32, usize, f64)> {
             ))
         })
         .collect()
+}
+
+/// The critical path's length in ms on a captured screen ("critical path 486.295 ms").
+fn path_ms(screen: &str) -> Option<f64> {
+    let rest = &screen[screen.find("critical path ")? + "critical path ".len()..];
+    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// The first row of the procedure table on a captured screen.
