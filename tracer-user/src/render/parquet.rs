@@ -28,7 +28,7 @@ use tracer_analysis::export::tables::{
     stream_tables, CallRow, EventRow, GraphTables, MessageRow, Streamed, TableSink,
 };
 use tracer_analysis::export::ExportError;
-use tracer_analysis::format::recording::RecordingReader;
+use tracer_analysis::format::recording::ItemSource;
 use tracer_analysis::graph::path::Activity;
 use tracer_analysis::report::{ArcRow, ProcedureRow};
 
@@ -68,7 +68,7 @@ impl<'a> ParquetExport<'a> {
     /// record, then the graph's tables once it is built.
     pub fn write(
         &mut self,
-        reader: &mut RecordingReader,
+        reader: &mut impl ItemSource,
         clock: ClockKind,
     ) -> Result<ParquetStats, ExportError> {
         let mut sink = StreamedFiles {
