@@ -13,6 +13,7 @@ use tracer_analysis::export::perfetto::{write_perfetto, PerfettoStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::timeline::TimelinePlan;
+use tracer_analysis::export::write_behind::WriteBehind;
 use tracer_analysis::export::{recording_items, ExportError};
 use tracer_analysis::format::read_ahead::ReadAhead;
 use tracer_analysis::format::recording::{Item, RecordingError, RecordingReader};
@@ -182,9 +183,9 @@ fn write_output<T>(
     }
     // Private, and the sudo user's under sudo: an export names commands and paths.
     let file = session::create_private(output, session::invoking_user().as_ref())?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut out = WriteBehind::new(file);
     let result = write(&mut out).and_then(|written| {
-        let file = out.into_inner().map_err(|e| e.into_error())?;
+        let file = out.finish()?;
         file.sync_all()?;
         Ok(written)
     });
