@@ -16,5 +16,6 @@ pub mod pprof;
 pub mod stacks;
 pub mod tables;
 pub mod timeline;
+pub mod write_behind;
 
 pub use items::{recording_items, ExportError};

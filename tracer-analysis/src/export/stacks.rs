@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use crate::analysis::workclock::ClockKind;
+use crate::format::read_ahead::ReadAhead;
 use crate::format::recording::{RecordingError, RecordingReader};
 use crate::graph::cpm::Schedule;
 use crate::graph::path::OUTSIDE;
@@ -69,8 +70,8 @@ struct StackSums {
 impl StackProfile {
     /// Reads a recording through the analysis pipeline and builds its graph.
     pub fn read(path: &Path, clock: ClockKind) -> Result<Self, RecordingError> {
-        let mut reader = RecordingReader::open(path)?;
-        Ok(Self::new(&RecordedGraph::read(&mut reader, clock)?))
+        let mut items = ReadAhead::new(RecordingReader::open(path)?);
+        Ok(Self::new(&RecordedGraph::read(&mut items, clock)?))
     }
 
     pub fn new(rg: &RecordedGraph) -> Self {

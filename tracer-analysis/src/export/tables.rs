@@ -25,7 +25,7 @@ use crate::analysis::matcher::{MatchStats, MatchedMessage};
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Analyzer;
 use crate::format::calls::{self, split_call_field, Family, Role};
-use crate::format::recording::{Item, RecordingReader};
+use crate::format::recording::{Item, ItemSource};
 use crate::format::records::{kind_name, Record};
 use crate::graph::cpm::Schedule;
 use crate::graph::path::Activity;
@@ -125,7 +125,7 @@ pub struct Streamed {
 /// on `clock`) and hands `sink` the rows of each record as the analysis takes it. A
 /// failing sink stops the reading; its error is returned.
 pub fn stream_tables(
-    reader: &mut RecordingReader,
+    reader: &mut impl ItemSource,
     clock: ClockKind,
     sink: &mut impl TableSink,
 ) -> Result<Streamed, ExportError> {

@@ -6,6 +6,7 @@ pub mod calls;
 pub mod failures;
 pub mod openmp;
 pub mod process;
+pub mod read_ahead;
 pub mod recording;
 pub mod records;
 pub mod summary;

@@ -678,6 +678,24 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     Ok(n)
 }
 
+/// What a pass over a recording reads items from: the [`RecordingReader`] itself, or
+/// its items read ahead on another thread (`read_ahead::ReadAhead`).
+pub trait ItemSource {
+    /// The next item, or None at the end.
+    fn next_item(&mut self) -> Result<Option<Item>, RecordingError>;
+    /// The recording's totals, final once `next_item` returned None.
+    fn totals(&self) -> Trailer;
+}
+
+impl ItemSource for RecordingReader {
+    fn next_item(&mut self) -> Result<Option<Item>, RecordingError> {
+        RecordingReader::next_item(self)
+    }
+    fn totals(&self) -> Trailer {
+        RecordingReader::totals(self)
+    }
+}
+
 /// A whole recording, read into memory.
 pub struct WholeRecording {
     pub meta: RecordingMeta,

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
 use tracer_common::EventHeader;
 
 use super::{ArcKind, ContextId, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
@@ -12,7 +13,7 @@ use crate::analysis::faults::Killed;
 use crate::analysis::matcher::MatchStats;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Analyzer, Clocks, Milestone, PathModel, Pipeline};
-use crate::format::recording::{Item, RecordingError, RecordingReader};
+use crate::format::recording::{Item, ItemSource, RecordingError};
 use crate::format::records::Record;
 
 /// Which operation made a thread's latest vertex, at which record.
@@ -39,15 +40,16 @@ pub(crate) struct ThreadTrack {
 /// Builds the graph from the analysis's calls (see [`PathModel`]).
 pub(crate) struct GraphModel {
     b: GraphBuilder,
-    /// Live threads.
-    pub(crate) threads: HashMap<u32, ThreadTrack>,
+    /// Live threads. This map and `message_arcs` are hashed with Fx, not SipHash: they
+    /// are used per record and per message (5 % of an export's samples with SipHash).
+    pub(crate) threads: FxHashMap<u32, ThreadTrack>,
     /// Last vertex of every ended thread, and whether its process is a participant.
     ended: Vec<(VertexId, bool)>,
     /// The record being analysed: its stamp and serial number.
     at: EventHeader,
     serial: u64,
     /// Dependency arcs that are messages or collectives, with their bytes when known.
-    message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
+    message_arcs: FxHashMap<(VertexId, VertexId), Option<u64>>,
     milestones: Vec<(VertexId, Milestone)>,
     /// With [`Self::with_clocks`]: every clock per thread (latest, and pending since the
     /// thread's latest vertex), and per vertex the clocks of its program arc.
@@ -56,7 +58,7 @@ pub(crate) struct GraphModel {
 
 #[derive(Default)]
 struct ClockLog {
-    threads: HashMap<u32, (Clocks, Clocks)>,
+    threads: FxHashMap<u32, (Clocks, Clocks)>,
     per_vertex: Vec<Clocks>,
 }
 
@@ -74,11 +76,11 @@ impl GraphModel {
     pub fn new() -> Self {
         GraphModel {
             b: GraphBuilder::new(),
-            threads: HashMap::new(),
+            threads: FxHashMap::default(),
             ended: Vec::new(),
             at: EventHeader::default(),
             serial: 0,
-            message_arcs: HashMap::new(),
+            message_arcs: FxHashMap::default(),
             milestones: Vec::new(),
             clock_log: None,
         }
@@ -118,12 +120,6 @@ impl GraphModel {
     fn set_context(&mut self, tid: u32) {
         let id = self.b.context_of(&self.threads[&tid].stack);
         self.threads.get_mut(&tid).unwrap().context = id;
-    }
-
-    /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
-    /// when known.
-    pub(crate) fn message_arcs(&self) -> &HashMap<(VertexId, VertexId), Option<u64>> {
-        &self.message_arcs
     }
 
     /// Vertices where a process's parallel section begins or ends.
@@ -321,7 +317,7 @@ pub struct RecordedGraph {
     pub killed: Vec<Killed>,
     /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
     /// when known (what a network cost table applies to).
-    pub message_arcs: HashMap<(VertexId, VertexId), Option<u64>>,
+    pub message_arcs: FxHashMap<(VertexId, VertexId), Option<u64>>,
     /// Vertices where a process's parallel section begins (MPI_Init returns) or ends
     /// (MPI_Finalize is called).
     pub milestones: Vec<(VertexId, Milestone)>,
@@ -336,18 +332,18 @@ pub struct RecordedGraph {
 
 impl RecordedGraph {
     /// Reads a recording through the same pipeline as `tracer analyze`.
-    pub fn read(reader: &mut RecordingReader, clock: ClockKind) -> Result<Self, RecordingError> {
+    pub fn read(reader: &mut impl ItemSource, clock: ClockKind) -> Result<Self, RecordingError> {
         Self::read_model(reader, clock, GraphModel::new())
     }
 
     /// [`Self::read`] with the cpu clock, keeping every clock per vertex
     /// ([`Self::vertex_clocks`], for the what-if replay).
-    pub(crate) fn read_with_clocks(reader: &mut RecordingReader) -> Result<Self, RecordingError> {
+    pub(crate) fn read_with_clocks(reader: &mut impl ItemSource) -> Result<Self, RecordingError> {
         Self::read_model(reader, ClockKind::Cpu, GraphModel::with_clocks())
     }
 
     fn read_model(
-        reader: &mut RecordingReader,
+        reader: &mut impl ItemSource,
         clock: ClockKind,
         model: GraphModel,
     ) -> Result<Self, RecordingError> {
@@ -363,7 +359,7 @@ impl RecordedGraph {
     /// [`RecordObserver`]), with the matcher logging every point-to-point match for the
     /// observer to take (`take_matches`); reading stops once [`RecordObserver::stop`].
     pub(crate) fn read_observed(
-        reader: &mut RecordingReader,
+        reader: &mut impl ItemSource,
         clock: ClockKind,
         observer: &mut impl RecordObserver,
     ) -> Result<Self, RecordingError> {
@@ -477,7 +473,7 @@ impl RecordedGraphBuilder {
     fn finish(mut self, lost: u64) -> RecordedGraph {
         let (clock, mut processes) = (self.clock, self.processes);
         self.pipeline.flush();
-        let a = self.pipeline.analyzer;
+        let mut a = self.pipeline.analyzer;
         let only = a.has_participants();
         let messages = a.matcher.final_stats();
         for (&pid, p) in processes.iter_mut() {
@@ -506,7 +502,8 @@ impl RecordedGraphBuilder {
             .collect();
         let procedures = a.procedures.names.clone();
         let (events, first_ts, last_ts) = (a.events, a.first_ts.unwrap_or(0), a.last_ts);
-        let message_arcs = a.engine.message_arcs().clone();
+        // Taken, not copied: the engine is done with it.
+        let message_arcs = std::mem::take(&mut a.engine.message_arcs);
         let milestones = a.engine.milestones().to_vec();
         let mut participants: Vec<u32> = a.participants().iter().copied().collect();
         participants.sort_unstable();

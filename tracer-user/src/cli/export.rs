@@ -13,7 +13,9 @@ use tracer_analysis::export::perfetto::{write_perfetto, PerfettoStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::timeline::TimelinePlan;
+use tracer_analysis::export::write_behind::WriteBehind;
 use tracer_analysis::export::{recording_items, ExportError};
+use tracer_analysis::format::read_ahead::ReadAhead;
 use tracer_analysis::format::recording::{Item, RecordingError, RecordingReader};
 use tracer_user::render::flame_graph::write_flame_graph;
 use tracer_user::render::otf2::{write_otf2, Otf2Error};
@@ -123,11 +125,13 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             out_dir(&a.output)?;
             // One pass: a recording that is none fails here, before OUT is made; one
             // broken further on fails mid-way, and what was written goes again.
-            let mut reader = RecordingReader::open(&a.file).with_context(reading)?;
-            let stats = write_parquet(&a.output, &mut reader, clock).map_err(|e| match e {
-                ParquetFailure::Export(e) => fail(e),
-                e @ ParquetFailure::Directory { .. } => anyhow::Error::new(e),
-            })?;
+            let reader = RecordingReader::open(&a.file).with_context(reading)?;
+            let stats = write_parquet(&a.output, &mut ReadAhead::new(reader), clock).map_err(
+                |e| match e {
+                    ParquetFailure::Export(e) => fail(e),
+                    e @ ParquetFailure::Directory { .. } => anyhow::Error::new(e),
+                },
+            )?;
             report_parquet(&stats, &a.output);
             (stats.events_recorded, stats.events_lost)
         }
@@ -179,9 +183,9 @@ fn write_output<T>(
     }
     // Private, and the sudo user's under sudo: an export names commands and paths.
     let file = session::create_private(output, session::invoking_user().as_ref())?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut out = WriteBehind::new(file);
     let result = write(&mut out).and_then(|written| {
-        let file = out.into_inner().map_err(|e| e.into_error())?;
+        let file = out.finish()?;
         file.sync_all()?;
         Ok(written)
     });
@@ -230,7 +234,7 @@ fn out_dir(output: &Path) -> Result<OutDir, ParquetFailure> {
 /// the export created, so that no partial table is left for a tool to misread.
 fn write_parquet(
     output: &Path,
-    reader: &mut RecordingReader,
+    reader: &mut ReadAhead,
     clock: ClockKind,
 ) -> Result<ParquetStats, ParquetFailure> {
     let owner = session::invoking_user();
