@@ -13,9 +13,12 @@
 //! - `size`: bytes per event on disk and the write rate, at the flood rate and unpaced.
 //! - `exports`: `tracer export` in every format on the throughput stage's recording, against
 //!   `tracer analyze` on it.
+//! - `real`: the slowdown of LAMMPS, hpcc and NAS- and OSU-shaped programs by their own
+//!   timers, at 2 ranks on 2 cores and oversubscribed, and where the cost goes.
 //! - `start-stop`: the wall time `tracer record` adds to an Open MPI job (uprobe_multi
 //!   links against one perf event per probe), and attach/detach times by probe count.
 
+mod real;
 mod start_stop;
 
 use std::collections::{HashMap, HashSet};
@@ -39,6 +42,7 @@ pub enum Stage {
     Size,
     Exports,
     StartStop,
+    Real,
     /// The offline graph analyses (tracer-user/examples/graph_bench.rs).
     Graph,
 }
@@ -82,6 +86,7 @@ pub fn bench(only: &[Stage], opts: &Options) -> Result<()> {
         Stage::Size,
         Stage::Exports,
         Stage::StartStop,
+        Stage::Real,
         Stage::Graph,
     ];
     let stages: Vec<Stage> = if only.is_empty() {
@@ -162,6 +167,7 @@ fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
         Stage::Size => size(env, o.flood_rate),
         Stage::Exports => exports(env, o.reps.unwrap_or(3)),
         Stage::StartStop => start_stop::start_stop(env, o.reps.unwrap_or(3)),
+        Stage::Real => real::real(env, o.reps.unwrap_or(5)),
         Stage::Graph => unreachable!("the graph stage is run by bench()"),
     }
 }
@@ -466,14 +472,14 @@ fn floor(env: &Env, reps: usize) -> Result<()> {
     println!("|---|---|---|---|---|");
     for (t, floor_cost) in types.iter().zip(floor_costs) {
         let time = |mode: Mode, names: &[&str]| -> Result<f64> {
-            let means = program_times(&mut command(env, mode, &t.extra, &t.argv, true))?;
+            let (times, _) = program_times(&mut command(env, mode, &t.extra, &t.argv, true))?;
             names
                 .iter()
                 .map(|n| {
-                    means
+                    times
                         .get(*n)
-                        .copied()
-                        .with_context(|| format!("no run time for program {n}: {means:?}"))
+                        .map(ProgramTime::mean_ns)
+                        .with_context(|| format!("no run time for program {n}: {times:?}"))
                 })
                 .sum()
         };
@@ -500,31 +506,38 @@ fn floor(env: &Env, reps: usize) -> Result<()> {
 const PROGRAM_TIME_RUNS: usize = 3;
 
 /// Runs `cmd` (a `tracer record`) with the kernel's BPF run-time statistics on, and
-/// returns the mean run time in ns of each program it loaded, as last read before it
-/// detached it (`bpftool prog show`, every 200 ms). Programs are told apart from other
-/// tracers' by being new; two new programs of one name fail the measurement.
-fn program_times(cmd: &mut Command) -> Result<HashMap<String, f64>> {
+/// returns the runs and run time of each program it loaded, as last read before it
+/// detached it (`bpftool prog show`, every 200 ms), and the command's standard output.
+/// Programs are told apart from other tracers' by being new; two new programs of one name
+/// fail the measurement.
+fn program_times(cmd: &mut Command) -> Result<(HashMap<String, ProgramTime>, String)> {
     const STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
     let before: HashSet<u64> = bpf_programs()?.into_iter().map(|p| p.id).collect();
     let was = std::fs::read_to_string(STATS).context(STATS)?;
     std::fs::write(STATS, "1").context(STATS)?;
     let measured = (|| {
         let mut child = cmd
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .with_context(|| format!("running {cmd:?}"))?;
-        // Per program: its id and its latest (runs, ns); the counts only grow, and a
+        // The output is read on a thread of its own, so a chatty command never blocks.
+        let mut pipe = child.stdout.take().context("the command's stdout")?;
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut pipe, &mut text).map(|_| text)
+        });
+        // Per program: its id and its latest statistics; the counts only grow, and a
         // program is gone once detached.
-        let mut latest: HashMap<String, (u64, u64, u64)> = HashMap::new();
+        let mut latest: HashMap<String, (u64, ProgramTime)> = HashMap::new();
         loop {
             let done = child.try_wait()?;
             for BpfProgram { id, name, runs, ns } in bpf_programs()? {
                 if before.contains(&id) || runs == 0 {
                     continue;
                 }
-                match latest.insert(name.clone(), (id, runs, ns)) {
-                    Some((other, ..)) if other != id => {
+                match latest.insert(name.clone(), (id, ProgramTime { runs, ns })) {
+                    Some((other, _)) if other != id => {
                         bail!("two new BPF programs named {name}: is another tracer running?")
                     }
                     _ => {}
@@ -534,16 +547,30 @@ fn program_times(cmd: &mut Command) -> Result<HashMap<String, f64>> {
                 if !status.success() {
                     bail!("{cmd:?} failed ({status})");
                 }
-                return Ok(latest
-                    .into_iter()
-                    .map(|(name, (_, runs, ns))| (name, ns as f64 / runs as f64))
-                    .collect());
+                let stdout = reader
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("the output reader panicked"))??;
+                let times = latest.into_iter().map(|(name, (_, t))| (name, t)).collect();
+                return Ok((times, stdout));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
     })();
     std::fs::write(STATS, was.trim()).context(STATS)?;
     measured
+}
+
+/// A BPF program's runs and their total run time, from the kernel's statistics.
+#[derive(Clone, Copy, Debug, Default)]
+struct ProgramTime {
+    runs: u64,
+    ns: u64,
+}
+
+impl ProgramTime {
+    fn mean_ns(&self) -> f64 {
+        self.ns as f64 / self.runs as f64
+    }
 }
 
 /// A loaded BPF program and its run-time statistics.
