@@ -247,8 +247,18 @@ fn a_recording_cut_short_says_what_was_lost_before_the_cut() {
     let dir = std::env::temp_dir().join(format!("tracer-lostcut-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rec = dir.join("lostcut.trace");
+    // The smallest buffers (1 MiB of ring, 1 MiB of slots): at the default size (16 MiB
+    // each here) 2 s of the ping-pong's events did not always fill them, and a CI run
+    // recorded no loss at all.
     let mut t = Command::new(tracer())
-        .args(["record", "-o", rec.to_str().unwrap(), "--"])
+        .args([
+            "record",
+            "--buffer-mib",
+            "1",
+            "-o",
+            rec.to_str().unwrap(),
+            "--",
+        ])
         .args([program("threads_pingpong"), "400000".into()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
