@@ -309,6 +309,7 @@ fn lost(run: &Run) -> u64 {
 struct Itemized {
     name: String,
     label: &'static str,
+    ranks: usize,
     seconds: f64,
     events: u64,
     /// Events per second of the program's own time, by kind, largest first.
@@ -383,6 +384,7 @@ fn itemize(env: &Env, w: &Workload, p: &Placement) -> Result<Itemized> {
     Ok(Itemized {
         name: w.name.clone(),
         label: p.label,
+        ranks: p.ranks,
         seconds,
         events,
         by_kind,
@@ -413,8 +415,7 @@ fn print_itemized(rows: &[Itemized]) {
             .map(|(k, rate)| format!("{k} {rate:.0}"))
             .collect();
         let traps = r.families.get(MPI_CALL_FAMILY).map_or(0, |t| t.runs);
-        let ranks = if r.label.starts_with('2') { 2.0 } else { 4.0 };
-        let core_ns = r.seconds * 1e9 * f64::min(ranks, 2.0);
+        let core_ns = r.seconds * 1e9 * f64::min(r.ranks as f64, 2.0);
         let families: Vec<String> = r
             .families
             .iter()
