@@ -12,6 +12,9 @@ pub struct Run {
     pub offline: Value,
     /// `tracer report --json` on the recording.
     pub report: Value,
+    /// What the traced command printed on its standard output (`record -q` prints nothing
+    /// there itself): programs whose answer depends on the machine print it.
+    pub stdout: String,
 }
 
 pub fn tracer_json(args: &[&str], file: &std::path::Path) -> Value {
@@ -150,6 +153,7 @@ pub fn profile_with(
         online: serde_json::from_slice(&std::fs::read(&online).unwrap()).unwrap(),
         offline: serde_json::from_slice(&offline.stdout).unwrap(),
         report: tracer_json(&["report", "--paths", "20"], &rec),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
     };
     check_report(&run.online, &run.report, &rec);
     // Shown only when the test fails: what the tracer saw (procedure entries, calls,
