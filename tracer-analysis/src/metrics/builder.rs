@@ -261,9 +261,9 @@ impl Accounts {
         }
         t.settle_poll(r);
         match r {
-            Record::SwitchOut(s) => t.switch_out(ts, s.prev_state),
+            Record::SwitchOut(s) => t.switch_out(ts, h.cpu_ns, s.prev_state),
             Record::SwitchIn(_) => t.switch_in(ts),
-            _ => t.ran(),
+            _ => t.ran(ts, h.cpu_ns),
         }
         let pid = t.pid;
         let mut blocking = None;

@@ -284,6 +284,32 @@ fn no_program_processes_means_every_process_counts() {
     assert_eq!(call_row(&m, "futex").blocked.count, 1);
 }
 
+/// A switch-in the kernel did not report (two switch-outs in a row): the wait it ended
+/// is recovered from the CPU clock, which says how long the thread ran since.
+#[test]
+fn cpu_wait_across_a_missed_switch_in() {
+    let mut g = Gen::default();
+    let p = 200;
+    g.switch(1_000, 0, p, p, None);
+    g.switch(5_000, 4_000, p, p, Some(0)); // preempted at CPU 4000
+    g.switch(10_000, 6_000, p, p, Some(0)); // in at 8000 (not reported), out again
+    g.switch(11_000, 6_000, p, p, None); // waited 1000
+    g.switch(12_000, 7_000, p, p, Some(0x100)); // preempted at CPU 7000
+    g.futex(14_000, 7_500, p, p, Some(1)); // in at 13_500 (not reported), no switch
+    g.futex(14_100, 7_600, p, p, None);
+    g.thread_exit(15_000, 8_500, p, p);
+    let m = g.metrics();
+    let t = &m.threads[0].measures;
+    assert_eq!(t.cpu_wait_ns, 3_000 + 1_000 + 1_500);
+    assert_eq!(t.elapsed_ns, 14_000);
+    assert_eq!(t.cpu_ns, 8_500);
+    assert_eq!(
+        t.elapsed_ns,
+        t.cpu_ns + t.cpu_wait_ns,
+        "nothing unaccounted"
+    );
+}
+
 #[test]
 fn cpu_wait_from_switches_and_wakeups() {
     let mut g = Gen::default();
