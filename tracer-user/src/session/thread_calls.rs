@@ -1,7 +1,9 @@
 //! Probes on the C library's pthread calls, process by process.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+
+use rustc_hash::FxHashSet;
 
 use super::detach::Detacher;
 use super::libraries::attach_thread_calls;
@@ -22,8 +24,9 @@ use crate::target::procfs;
 ///   their own when the process exits.
 pub(super) struct ThreadCallProbes {
     libs: ThreadLibraries,
-    /// Processes seen (probed, or with nothing to probe), until they exit.
-    probed: HashSet<u32>,
+    /// Processes seen (probed, or with nothing to probe), until they exit (asked at
+    /// every record of a traced thread, hence Fx hashing).
+    probed: FxHashSet<u32>,
     /// Per-process probes: what detaches them. None: probes for every process.
     pub(super) detacher: Option<Detacher>,
 }
@@ -32,7 +35,7 @@ impl ThreadCallProbes {
     pub(super) fn joins() -> Self {
         ThreadCallProbes {
             libs: ThreadLibraries::new(ThreadCallSet::Lifecycle),
-            probed: HashSet::new(),
+            probed: FxHashSet::default(),
             detacher: None,
         }
     }
@@ -40,7 +43,7 @@ impl ThreadCallProbes {
     pub(super) fn locks() -> Self {
         ThreadCallProbes {
             libs: ThreadLibraries::new(ThreadCallSet::Locks),
-            probed: HashSet::new(),
+            probed: FxHashSet::default(),
             detacher: Some(Detacher::spawn()),
         }
     }
