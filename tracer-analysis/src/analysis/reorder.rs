@@ -209,7 +209,11 @@ mod tests {
         b.push(&earlier);
         b.push(&rec(100));
         b.ready(|r| out.push(r.clone()));
-        assert_eq!(out, [earlier.clone()], "60 behind 100: up to 40 goes");
+        assert_eq!(
+            out,
+            std::slice::from_ref(&earlier),
+            "60 behind 100: up to 40 goes"
+        );
         assert_eq!(
             b.spilled.len(),
             2,
