@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tracer_common::{call, CallRecord, RecordKind};
+use tracer_common::{call, RecordKind};
 
 use crate::format::calls::{self, Flavor, MPICH_COMM_WORLD};
 use crate::format::recording::{FunctionProbe, Item};
@@ -96,8 +96,9 @@ pub struct SummaryBuilder {
     /// the same thread as the one before, and skip the two tree lookups.
     last_thread: Option<(u32, u32)>,
     processes: BTreeMap<u32, ProcessState>,
-    /// Entries of calls in progress, per thread (calls nest in some libraries).
-    open_calls: FxHashMap<u32, Vec<CallRecord>>,
+    /// The communicator of each call in progress, per thread (calls nest in some
+    /// libraries): all an exit needs of its entry, 8 bytes kept instead of a record.
+    open_calls: FxHashMap<u32, Vec<u64>>,
 }
 
 impl SummaryBuilder {
@@ -163,17 +164,17 @@ impl SummaryBuilder {
                 st.exec = Some(records::exec_filename(e));
             }
             Record::FuncEnter(_) => *self.entries_by_probe.entry(h.call).or_default() += 1,
-            Record::CallEnter(c) => self.open_calls.entry(h.tid).or_default().push(*c),
+            Record::CallEnter(c) => self.open_calls.entry(h.tid).or_default().push(c.comm),
             Record::CallExit(x) => {
-                let Some(entry) = self.open_calls.get_mut(&h.tid).and_then(|s| s.pop()) else {
+                let Some(comm) = self.open_calls.get_mut(&h.tid).and_then(|s| s.pop()) else {
                     return;
                 };
                 let st = self.processes.entry(h.tgid).or_default();
                 let calls::CallField { id, flavor } = calls::split_call_field(h.call);
                 *self.calls_by_id.entry(id).or_default() += 1;
                 let is_world = match Flavor::from_id(flavor) {
-                    Some(Flavor::Mpich) => entry.comm == MPICH_COMM_WORLD,
-                    Some(Flavor::OpenMpi) => st.ompi_world == Some(entry.comm),
+                    Some(Flavor::Mpich) => comm == MPICH_COMM_WORLD,
+                    Some(Flavor::OpenMpi) => st.ompi_world == Some(comm),
                     _ => false,
                 };
                 match id {
@@ -256,7 +257,7 @@ pub fn summarize(items: &[Item], lost: u64) -> Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tracer_common::{flavor, kind, EventHeader};
+    use tracer_common::{flavor, kind, CallRecord, EventHeader};
 
     fn header(k: u16, tid: u32, call: u16) -> EventHeader {
         EventHeader {
