@@ -57,7 +57,7 @@ impl ChromeExport {
     /// order) to `out` as Chrome JSON and returns the writer.
     pub fn write<W: Write>(
         mut self,
-        items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+        items: impl IntoIterator<Item = Result<Item, RecordingError>, IntoIter: Send>,
         out: W,
     ) -> Result<(ExportStats, W), ExportError> {
         let mut out = EventWriter::begin(out, self.plan.base_ns)?;

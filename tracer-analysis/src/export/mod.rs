@@ -10,6 +10,7 @@ pub mod chrome;
 pub mod flame;
 pub mod hatchet;
 mod items;
+mod ordered;
 pub mod otf2;
 pub mod perfetto;
 pub mod pprof;

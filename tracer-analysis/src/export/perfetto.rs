@@ -231,7 +231,7 @@ pub struct PerfettoStats {
 /// a Perfetto trace and returns the writer.
 pub fn write_perfetto<W: Write>(
     mut plan: TimelinePlan,
-    items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+    items: impl IntoIterator<Item = Result<Item, RecordingError>, IntoIter: Send>,
     out: W,
 ) -> Result<(PerfettoStats, W), ExportError> {
     let mut w = PacketWriter {
