@@ -14,6 +14,7 @@ mod ordered;
 pub mod otf2;
 pub mod perfetto;
 pub mod pprof;
+mod protowire;
 pub mod stacks;
 pub mod tables;
 pub mod timeline;
