@@ -10,6 +10,10 @@ const VARINT: u32 = 0;
 const FIXED64: u32 = 1;
 const LEN: u32 = 2;
 
+// Each function here is a few instructions, called per field of millions of packets:
+// inlined (the profile showed them as calls, 14 % of the formatting thread's samples).
+
+#[inline]
 fn varint(b: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         b.push(v as u8 | 0x80);
@@ -18,27 +22,32 @@ fn varint(b: &mut Vec<u8>, mut v: u64) {
     b.push(v as u8);
 }
 
+#[inline]
 fn key(b: &mut Vec<u8>, field: u32, wire: u32) {
     varint(b, u64::from(field << 3 | wire));
 }
 
 /// A `uint32` or `uint64` field.
+#[inline]
 pub(crate) fn uint(b: &mut Vec<u8>, field: u32, v: u64) {
     key(b, field, VARINT);
     varint(b, v);
 }
 
 /// An `int32` or `int64` field: a negative value takes ten bytes, sign-extended.
+#[inline]
 pub(crate) fn int(b: &mut Vec<u8>, field: u32, v: i64) {
     key(b, field, VARINT);
     varint(b, v as u64);
 }
 
+#[inline]
 pub(crate) fn fixed64(b: &mut Vec<u8>, field: u32, v: u64) {
     key(b, field, FIXED64);
     b.extend_from_slice(&v.to_le_bytes());
 }
 
+#[inline]
 pub(crate) fn string(b: &mut Vec<u8>, field: u32, s: &str) {
     key(b, field, LEN);
     varint(b, s.len() as u64);
@@ -48,6 +57,7 @@ pub(crate) fn string(b: &mut Vec<u8>, field: u32, s: &str) {
 /// A nested message, its fields written by `body`. Its length goes before it, which is
 /// known only after: one byte is kept for it, and the body moved when it needs more
 /// (a body of 128 bytes or more; rare here).
+#[inline]
 pub(crate) fn message(b: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     key(b, field, LEN);
     let at = b.len();
