@@ -10,12 +10,14 @@ pub mod chrome;
 pub mod flame;
 pub mod hatchet;
 mod items;
+mod ordered;
 pub mod otf2;
 pub mod perfetto;
 pub mod pprof;
+mod protowire;
 pub mod stacks;
 pub mod tables;
 pub mod timeline;
 pub mod write_behind;
 
-pub use items::{recording_items, ExportError};
+pub use items::{recording_items, recording_items_inline, ExportError};

@@ -16,7 +16,10 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::timeline::{thread_name, FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink};
+use super::protowire as wire;
+use super::timeline::{
+    thread_name, Endpoint, FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink,
+};
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
 use crate::format::recording::{Item, RecordingError};
@@ -187,10 +190,7 @@ pub(crate) mod proto {
     }
 }
 
-use proto::{
-    DebugAnnotation, FtraceEvent, FtraceEventBundle, SchedSwitch, SchedWaking, TracePacket,
-    TrackDescriptor, TrackEvent,
-};
+use proto::{TracePacket, TrackDescriptor};
 
 /// The only packet sequence of the file.
 const SEQUENCE: u32 = 1;
@@ -231,7 +231,7 @@ pub struct PerfettoStats {
 /// a Perfetto trace and returns the writer.
 pub fn write_perfetto<W: Write>(
     mut plan: TimelinePlan,
-    items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+    items: impl IntoIterator<Item = Result<Item, RecordingError>, IntoIter: Send>,
     out: W,
 ) -> Result<(PerfettoStats, W), ExportError> {
     let mut w = PacketWriter {
@@ -335,8 +335,11 @@ pub fn write_perfetto<W: Write>(
     Ok((w.stats, w.out.finish()?))
 }
 
-/// Bytes of packets gathered before a write.
-const CHUNK: usize = 1 << 20;
+/// Bytes of packets gathered before a write. Small enough to stay in the core's cache until it is
+/// copied out: the writer (`export::write_behind`) gathers its own large chunks, and a
+/// 1 MiB buffer here made every byte go through memory twice (the copy was 6 % of the
+/// formatting thread's samples).
+const CHUNK: usize = 32 << 10;
 
 /// Writes packets one by one, each as field 1 of `Trace`, encoded into one buffer that
 /// goes out in chunks (a big recording makes millions of packets).
@@ -355,6 +358,43 @@ impl<W: Write> Packets<W> {
         }
         // What `Trace { packet: vec![p] }.encode` writes.
         prost::encoding::message::encode(1, &p, &mut self.buf);
+        self.spill()
+    }
+
+    /// A TrackEvent packet, written by hand: the bytes [`Self::packet`] writes for it.
+    fn track_event(&mut self, ts: u64, e: &EventFields) -> io::Result<()> {
+        let first = std::mem::take(&mut self.first);
+        // TracePacket's fields in tag order: timestamp, sequence id, track_event, flags.
+        wire::message(&mut self.buf, 1, |b| {
+            wire::uint(b, 8, ts);
+            wire::uint(b, 10, SEQUENCE.into());
+            wire::message(b, 11, |b| e.encode(b));
+            if first {
+                wire::uint(b, 13, 1);
+            }
+        });
+        self.spill()
+    }
+
+    /// One ftrace event in a bundle of its own, written by hand: the bytes
+    /// [`Self::packet`] writes for it.
+    fn ftrace_event(&mut self, cpu: u32, e: &SchedFields) -> io::Result<()> {
+        let first = std::mem::take(&mut self.first);
+        // TracePacket's fields in tag order: ftrace_events, sequence id, flags.
+        wire::message(&mut self.buf, 1, |b| {
+            wire::message(b, 1, |b| {
+                wire::uint(b, 1, cpu.into());
+                wire::message(b, 2, |b| e.encode(b));
+            });
+            wire::uint(b, 10, SEQUENCE.into());
+            if first {
+                wire::uint(b, 13, 1);
+            }
+        });
+        self.spill()
+    }
+
+    fn spill(&mut self) -> io::Result<()> {
         if self.buf.len() >= CHUNK {
             self.out.write_all(&self.buf)?;
             self.buf.clear();
@@ -390,71 +430,157 @@ impl<W: Write> PacketWriter<W> {
         })
     }
 
-    fn event(&mut self, ts: u64, e: TrackEvent) -> io::Result<()> {
-        self.packet(TracePacket {
-            timestamp: Some(ts),
-            track_event: Some(e),
-            ..Default::default()
-        })
-    }
-
     /// A slice on a thread track: its begin (with its arguments and flows) and end.
-    fn begin_end(&mut self, at: &Slice, begin: TrackEvent) -> io::Result<()> {
+    fn begin_end(
+        &mut self,
+        at: &Slice,
+        args: Option<&IntArgs>,
+        flows: Option<&Flows>,
+    ) -> io::Result<()> {
         self.tracks.insert((at.pid, at.tid));
-        let track = Some(thread_uuid(at.tid));
-        self.event(
-            at.start_ns,
-            TrackEvent {
-                track_uuid: track,
-                r#type: Some(proto::SLICE_BEGIN),
-                categories: vec![at.cat.into()],
-                name: Some(at.name.into()),
-                ..begin
-            },
-        )?;
-        self.event(
-            at.end_ns,
-            TrackEvent {
-                track_uuid: track,
-                r#type: Some(proto::SLICE_END),
-                ..Default::default()
-            },
-        )
+        let track_uuid = thread_uuid(at.tid);
+        let begin = EventFields {
+            kind: proto::SLICE_BEGIN,
+            track_uuid,
+            names: Some(SliceNames {
+                cat: at.cat,
+                name: at.name,
+            }),
+            counter_value: None,
+            args,
+            flows,
+        };
+        self.out.track_event(at.start_ns, &begin)?;
+        let end = EventFields {
+            kind: proto::SLICE_END,
+            track_uuid,
+            names: None,
+            counter_value: None,
+            args: None,
+            flows: None,
+        };
+        self.out.track_event(at.end_ns, &end)
     }
 }
 
-/// A slice's arguments as debug annotations.
-fn annotations(args: Option<&IntArgs>) -> Vec<DebugAnnotation> {
-    let Some(args) = args else {
-        return Vec::new();
-    };
-    args.iter()
-        .map(|(k, v)| DebugAnnotation {
-            name: Some(k.into()),
-            int_value: Some(v),
-            ..Default::default()
-        })
-        .collect()
+/// The category and name of a slice's begin.
+struct SliceNames<'a> {
+    cat: &'a str,
+    name: &'a str,
+}
+
+/// The flows a flow slice's begin lists: it starts them (a departure) or ends them.
+struct Flows<'a> {
+    ends: &'a [Endpoint],
+    departure: bool,
+}
+
+/// The fields of a `TrackEvent` this export sets (see [`proto::TrackEvent`]).
+struct EventFields<'a> {
+    kind: i32,
+    track_uuid: u64,
+    names: Option<SliceNames<'a>>,
+    counter_value: Option<i64>,
+    /// As debug annotations, by name.
+    args: Option<&'a IntArgs>,
+    flows: Option<&'a Flows<'a>>,
+}
+
+impl EventFields<'_> {
+    /// The `TrackEvent`'s fields, in tag order.
+    fn encode(&self, b: &mut Vec<u8>) {
+        for (name, value) in self.args.iter().flat_map(|a| a.iter()) {
+            // DebugAnnotation: int_value (4), name (10).
+            wire::message(b, 4, |b| {
+                wire::int(b, 4, value);
+                wire::string(b, 10, name);
+            });
+        }
+        wire::int(b, 9, self.kind.into());
+        wire::uint(b, 11, self.track_uuid);
+        if let Some(n) = &self.names {
+            wire::string(b, 22, n.cat);
+            wire::string(b, 23, n.name);
+        }
+        if let Some(v) = self.counter_value {
+            wire::int(b, 30, v);
+        }
+        if let Some(f) = self.flows {
+            // flow_ids (47) or terminating_flow_ids (48), not packed.
+            let field = if f.departure { 47 } else { 48 };
+            for e in f.ends {
+                wire::fixed64(b, field, e.id);
+            }
+        }
+    }
+}
+
+/// The fields of an `FtraceEvent` this export sets (see [`proto::FtraceEvent`]).
+struct SchedFields {
+    timestamp: u64,
+    /// The task running on the CPU.
+    pid: u32,
+    event: SchedEvent,
+}
+
+#[derive(Clone, Copy)]
+enum SchedEvent {
+    Switch {
+        prev_pid: u32,
+        prev_state: i64,
+        next_pid: u32,
+    },
+    /// `sched_waking`, or `sched_wakeup_new` when `new`.
+    Waking {
+        pid: u32,
+        target_cpu: i32,
+        new: bool,
+    },
+}
+
+impl SchedFields {
+    /// The `FtraceEvent`'s fields, in tag order (both priorities the normal one, a
+    /// wakeup always a success).
+    fn encode(&self, b: &mut Vec<u8>) {
+        wire::uint(b, 1, self.timestamp);
+        wire::uint(b, 2, self.pid.into());
+        match self.event {
+            SchedEvent::Switch {
+                prev_pid,
+                prev_state,
+                next_pid,
+            } => wire::message(b, 4, |b| {
+                wire::int(b, 2, i64::from(prev_pid as i32));
+                wire::int(b, 3, NORMAL_PRIO.into());
+                wire::int(b, 4, prev_state);
+                wire::int(b, 6, i64::from(next_pid as i32));
+                wire::int(b, 7, NORMAL_PRIO.into());
+            }),
+            SchedEvent::Waking {
+                pid,
+                target_cpu,
+                new,
+            } => wire::message(b, if new { 114 } else { 20 }, |b| {
+                wire::int(b, 2, i64::from(pid as i32));
+                wire::int(b, 3, NORMAL_PRIO.into());
+                wire::int(b, 4, 1);
+                wire::int(b, 5, target_cpu.into());
+            }),
+        }
+    }
 }
 
 impl<W: Write> TimelineSink for PacketWriter<W> {
     fn slice(&mut self, s: &Slice) -> io::Result<()> {
-        let begin = TrackEvent {
-            debug_annotations: annotations(s.args),
-            ..Default::default()
-        };
-        self.begin_end(s, begin)
+        self.begin_end(s, s.args, None)
     }
 
     /// Perfetto draws a flow from the slice that lists it in `flow_ids` to the one that
     /// lists it in `terminating_flow_ids`.
     fn flow_slice(&mut self, s: &FlowSlice) -> io::Result<()> {
-        let ids: Vec<u64> = s.ends.iter().map(|e| e.id).collect();
-        let departure = s.ends.first().is_some_and(|e| e.start);
-        let begin = TrackEvent {
-            flow_ids: if departure { ids.clone() } else { Vec::new() },
-            terminating_flow_ids: if departure { Vec::new() } else { ids },
-            ..Default::default()
+        let flows = Flows {
+            ends: s.ends,
+            departure: s.ends.first().is_some_and(|e| e.start),
         };
         let slice = Slice {
             pid: s.pid,
@@ -465,21 +591,21 @@ impl<W: Write> TimelineSink for PacketWriter<W> {
             end_ns: s.end_ns,
             args: None,
         };
-        self.begin_end(&slice, begin)
+        self.begin_end(&slice, None, Some(&flows))
     }
 
     fn sched(&mut self, r: &Record) -> io::Result<()> {
         let counters = self.sched.record(r, &mut self.out, &mut self.stats)?;
-        for (uuid, value) in counters {
-            self.event(
-                r.header().ts_ns,
-                TrackEvent {
-                    r#type: Some(proto::COUNTER),
-                    track_uuid: Some(uuid),
-                    counter_value: Some(value),
-                    ..Default::default()
-                },
-            )?;
+        for (track_uuid, value) in counters {
+            let counter = EventFields {
+                kind: proto::COUNTER,
+                track_uuid,
+                names: None,
+                counter_value: Some(value),
+                args: None,
+                flows: None,
+            };
+            self.out.track_event(r.header().ts_ns, &counter)?;
             self.stats.counter_values += 1;
         }
         Ok(())
@@ -559,23 +685,18 @@ impl SchedState {
                 self.runnable.remove(&h.tid);
             }
             Record::Wakeup(w) | Record::WakeupNew(w) => {
-                let waking = SchedWaking {
-                    pid: Some(w.wakee_tid as i32),
-                    prio: Some(NORMAL_PRIO),
-                    success: Some(1),
-                    target_cpu: Some(w.target_cpu),
-                };
-                let new = matches!(r, Record::WakeupNew(_));
-                let event = FtraceEvent {
-                    timestamp: Some(h.ts_ns),
-                    pid: Some(h.tid),
-                    sched_waking: (!new).then(|| waking.clone()),
-                    sched_wakeup_new: new.then_some(waking),
-                    ..Default::default()
+                let event = SchedFields {
+                    timestamp: h.ts_ns,
+                    pid: h.tid,
+                    event: SchedEvent::Waking {
+                        pid: w.wakee_tid,
+                        target_cpu: w.target_cpu,
+                        new: matches!(r, Record::WakeupNew(_)),
+                    },
                 };
                 self.tids
                     .extend([h.tid, w.wakee_tid].into_iter().filter(|&t| t != 0));
-                ftrace(out, h.cpu, event)?;
+                out.ftrace_event(h.cpu, &event)?;
                 stats.sched_wakeups += 1;
                 if !self.running.contains(&w.wakee_tid) {
                     self.runnable.insert(w.wakee_tid);
@@ -632,20 +753,17 @@ impl SchedState {
     ) -> io::Result<()> {
         self.tids
             .extend([p.tid, next].into_iter().filter(|&t| t != 0));
-        let event = FtraceEvent {
-            timestamp: Some(p.ts_ns),
-            pid: Some(p.tid),
-            sched_switch: Some(SchedSwitch {
-                prev_pid: Some(p.tid as i32),
-                prev_prio: Some(NORMAL_PRIO),
-                prev_state: Some(p.prev_state),
-                next_pid: Some(next as i32),
-                next_prio: Some(NORMAL_PRIO),
-            }),
-            ..Default::default()
+        let event = SchedFields {
+            timestamp: p.ts_ns,
+            pid: p.tid,
+            event: SchedEvent::Switch {
+                prev_pid: p.tid,
+                prev_state: p.prev_state,
+                next_pid: next,
+            },
         };
         stats.sched_switches += 1;
-        ftrace(out, cpu, event)
+        out.ftrace_event(cpu, &event)
     }
 
     /// Switch-outs still waiting, at the end.
@@ -663,23 +781,216 @@ impl SchedState {
     }
 }
 
-/// One ftrace event, in a bundle of its own.
-fn ftrace<W: Write>(out: &mut Packets<W>, cpu: u32, event: FtraceEvent) -> io::Result<()> {
-    out.packet(TracePacket {
-        ftrace_events: Some(FtraceEventBundle {
-            cpu: Some(cpu),
-            event: vec![event],
-        }),
-        ..Default::default()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
     use crate::graph::recorded::RecordedGraph;
     use prost::Message;
+    use proto::{
+        DebugAnnotation, FtraceEvent, FtraceEventBundle, SchedSwitch, SchedWaking, TrackEvent,
+    };
+
+    /// What `Packets::packet` writes for `p` (prost's bytes).
+    fn prost_bytes(p: TracePacket, first: bool) -> Vec<u8> {
+        let mut out = Packets {
+            out: Vec::new(),
+            buf: Vec::new(),
+            first,
+        };
+        out.packet(p).unwrap();
+        out.finish().unwrap()
+    }
+
+    fn by_hand(first: bool, write: impl FnOnce(&mut Packets<Vec<u8>>)) -> Vec<u8> {
+        let mut out = Packets {
+            out: Vec::new(),
+            buf: Vec::new(),
+            first,
+        };
+        write(&mut out);
+        out.finish().unwrap()
+    }
+
+    /// The hand-written TrackEvent packets are prost's bytes: a slice begin with
+    /// arguments (a negative one too), one with flows, an end, a counter, a long name.
+    #[test]
+    fn track_events_by_hand_are_prosts_bytes() {
+        let args = IntArgs::new([("peer", 3), ("tag", -1), ("bytes", 1 << 33)]);
+        let end = |id, start| Endpoint {
+            ts_ns: 5,
+            pid: 7,
+            id,
+            start,
+            span_ns: 9,
+            name: "message",
+            critical: false,
+        };
+        let ends = [end(1, true), end(300, true), end(u64::MAX, true)];
+        let long = "p".repeat(200);
+        for first in [true, false] {
+            for departure in [true, false] {
+                let flows = Flows {
+                    ends: &ends,
+                    departure,
+                };
+                let ids: Vec<u64> = ends.iter().map(|e| e.id).collect();
+                for (name, args, flows) in [
+                    ("MPI_Send", Some(&args), None),
+                    (long.as_str(), None, Some(&flows)),
+                ] {
+                    let ours = by_hand(first, |p| {
+                        let e = EventFields {
+                            kind: proto::SLICE_BEGIN,
+                            track_uuid: thread_uuid(77),
+                            names: Some(SliceNames { cat: "mpi", name }),
+                            counter_value: None,
+                            args,
+                            flows,
+                        };
+                        p.track_event(123_456_789, &e).unwrap()
+                    });
+                    let theirs = prost_bytes(
+                        TracePacket {
+                            timestamp: Some(123_456_789),
+                            track_event: Some(TrackEvent {
+                                r#type: Some(proto::SLICE_BEGIN),
+                                track_uuid: Some(thread_uuid(77)),
+                                categories: vec!["mpi".into()],
+                                name: Some(name.into()),
+                                debug_annotations: args
+                                    .iter()
+                                    .flat_map(|a| a.iter())
+                                    .map(|(k, v)| DebugAnnotation {
+                                        name: Some(k.into()),
+                                        int_value: Some(v),
+                                        ..Default::default()
+                                    })
+                                    .collect(),
+                                flow_ids: if flows.is_some() && departure {
+                                    ids.clone()
+                                } else {
+                                    Vec::new()
+                                },
+                                terminating_flow_ids: if flows.is_some() && !departure {
+                                    ids.clone()
+                                } else {
+                                    Vec::new()
+                                },
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        },
+                        first,
+                    );
+                    assert_eq!(ours, theirs);
+                }
+            }
+            for (kind, counter_value) in [(proto::SLICE_END, None), (proto::COUNTER, Some(-5))] {
+                let ours = by_hand(first, |p| {
+                    let e = EventFields {
+                        kind,
+                        track_uuid: RUNNABLE_UUID,
+                        names: None,
+                        counter_value,
+                        args: None,
+                        flows: None,
+                    };
+                    p.track_event(1, &e).unwrap()
+                });
+                let theirs = prost_bytes(
+                    TracePacket {
+                        timestamp: Some(1),
+                        track_event: Some(TrackEvent {
+                            r#type: Some(kind),
+                            track_uuid: Some(RUNNABLE_UUID),
+                            counter_value,
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    first,
+                );
+                assert_eq!(ours, theirs);
+            }
+        }
+    }
+
+    /// The hand-written ftrace packets are prost's bytes: a switch (to an unknown task,
+    /// from a blocked one), a waking and a wakeup of a new thread.
+    #[test]
+    fn sched_events_by_hand_are_prosts_bytes() {
+        let switch = SchedEvent::Switch {
+            prev_pid: 4321,
+            prev_state: 0x402,
+            next_pid: 0,
+        };
+        let waking = |new| SchedEvent::Waking {
+            pid: 99,
+            target_cpu: -1,
+            new,
+        };
+        for first in [true, false] {
+            for event in [switch, waking(false), waking(true)] {
+                let theirs_event = match event {
+                    SchedEvent::Switch {
+                        prev_pid,
+                        prev_state,
+                        next_pid,
+                    } => FtraceEvent {
+                        sched_switch: Some(SchedSwitch {
+                            prev_pid: Some(prev_pid as i32),
+                            prev_prio: Some(NORMAL_PRIO),
+                            prev_state: Some(prev_state),
+                            next_pid: Some(next_pid as i32),
+                            next_prio: Some(NORMAL_PRIO),
+                        }),
+                        ..Default::default()
+                    },
+                    SchedEvent::Waking {
+                        pid,
+                        target_cpu,
+                        new,
+                    } => {
+                        let w = SchedWaking {
+                            pid: Some(pid as i32),
+                            prio: Some(NORMAL_PRIO),
+                            success: Some(1),
+                            target_cpu: Some(target_cpu),
+                        };
+                        FtraceEvent {
+                            sched_waking: (!new).then(|| w.clone()),
+                            sched_wakeup_new: new.then_some(w),
+                            ..Default::default()
+                        }
+                    }
+                };
+                let theirs = prost_bytes(
+                    TracePacket {
+                        ftrace_events: Some(FtraceEventBundle {
+                            cpu: Some(3),
+                            event: vec![FtraceEvent {
+                                timestamp: Some(987_654_321),
+                                pid: Some(4321),
+                                ..theirs_event
+                            }],
+                        }),
+                        ..Default::default()
+                    },
+                    first,
+                );
+                let ours = by_hand(first, |p| {
+                    let e = SchedFields {
+                        timestamp: 987_654_321,
+                        pid: 4321,
+                        event,
+                    };
+                    p.ftrace_event(3, &e).unwrap()
+                });
+                assert_eq!(ours, theirs);
+            }
+        }
+    }
 
     /// A thread started and joined through a futex wakeup: the trace decodes, every
     /// slice begins and ends on a described thread track, each flow leaves from a

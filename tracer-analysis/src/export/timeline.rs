@@ -11,20 +11,21 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::path::Path;
+use std::sync::mpsc::Receiver;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracer_common::{kind, CallRecord, UNSET, UNSET32};
 
+use super::ordered::{self, Batch, Ordered};
 use super::ExportError;
-use crate::analysis::reorder::ReorderBuffer;
+use crate::analysis::futex_waits;
 use crate::analysis::workclock::ClockKind;
-use crate::analysis::{futex_waits, REORDER_WINDOW_NS};
 use crate::format::calls::{self, split_call_field, Family, Role};
 use crate::format::read_ahead::ReadAhead;
 use crate::format::recording::{Item, RecordingError, RecordingReader};
 use crate::format::records::Record;
-use crate::format::summary::{Summary, SummaryBuilder};
+use crate::format::summary::Summary;
 use crate::graph::cpm::Schedule;
 use crate::graph::path::arc_procedure;
 use crate::graph::recorded::RecordedGraph;
@@ -215,7 +216,7 @@ impl TimelinePlan {
     /// own, the scheduler's records as they come. Returns what the names need.
     pub(crate) fn stream<S: TimelineSink>(
         &mut self,
-        items: impl IntoIterator<Item = Result<Item, RecordingError>>,
+        items: impl IntoIterator<Item = Result<Item, RecordingError>, IntoIter: Send>,
         sink: &mut S,
         stats: &mut ExportStats,
     ) -> Result<Streamed, ExportError> {
@@ -225,42 +226,23 @@ impl TimelinePlan {
             probe_names: FxHashMap::default(),
             seen: BTreeSet::new(),
         };
-        let mut summary = SummaryBuilder::new();
-        // The same reorder window as the analysis: the records reach the timeline in the
-        // order the graph's vertices were made.
-        let mut reorder = ReorderBuffer::new(REORDER_WINDOW_NS);
-        // Records go to the timeline straight from the buffer (a copy of each showed in
-        // the profile); after a write error the rest of them are skipped.
-        for item in items {
-            let item = item?;
-            summary.item(&item);
-            match item {
-                Item::Record(r) => {
-                    reorder.push(&r);
-                    let mut written = Ok(());
-                    reorder.ready(|r| {
-                        if written.is_ok() {
-                            written = timeline.record(r, sink, stats);
-                        }
-                    });
-                    written?;
-                }
-                Item::Probe(p) => {
-                    timeline.probe_names.insert(p.id, p.symbol);
-                }
-                Item::Process(_) => {}
+        // The records are ordered (and the summary built) on a thread of their own; this
+        // one makes and writes the timeline.
+        let (send, batches) = ordered::channel();
+        let items = items.into_iter();
+        let summary = std::thread::scope(|scope| {
+            let ordering = scope.spawn(move || ordered::order(items, &send));
+            let summary = timeline.read(&batches, sink, stats);
+            // An early return (a write error) must let the ordering thread stop.
+            drop(batches);
+            if let Err(panic) = ordering.join() {
+                std::panic::resume_unwind(panic);
             }
-        }
-        let mut written = Ok(());
-        reorder.flush(|r| {
-            if written.is_ok() {
-                written = timeline.record(r, sink, stats);
-            }
-        });
-        written?;
+            summary.map(|s| s.expect("the ordering thread ends with the summary or an error"))
+        })?;
         timeline.finish(sink, stats)?;
         Ok(Streamed {
-            summary: summary.finish(0),
+            summary,
             threads: timeline.seen,
         })
     }
@@ -551,6 +533,36 @@ struct Closed {
 }
 
 impl Timeline {
+    /// The ordering thread's batches, slice by slice into `out`, to the recording's
+    /// summary; after a write error the rest is left (dropping `batches` stops it).
+    fn read<S: TimelineSink>(
+        &mut self,
+        batches: &Receiver<Batch>,
+        out: &mut S,
+        stats: &mut ExportStats,
+    ) -> Result<Option<Summary>, ExportError> {
+        for batch in batches {
+            match batch {
+                // Read in place: moving each 184-byte entry out of its batch was a good
+                // part of this thread's memmove.
+                Batch::Entries(entries) => {
+                    for entry in &entries {
+                        match entry {
+                            Ordered::Record(r) => self.record(r, out, stats)?,
+                            Ordered::ProbeName { id, symbol } => {
+                                self.probe_names.insert(*id, symbol.clone());
+                            }
+                        }
+                    }
+                }
+                Batch::End(summary) => return Ok(Some(*summary)),
+                Batch::Failed(e) => return Err(e.into()),
+            }
+        }
+        // The ordering thread panicked: its join raises the panic.
+        Ok(None)
+    }
+
     /// Slices are emitted when they close. Every flow end gets a short slice of its
     /// own, next to its vertex, in which the flow event sits: Perfetto binds a flow
     /// event to the innermost slice open at its time and orients the arrow by the
