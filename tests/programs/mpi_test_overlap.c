@@ -8,11 +8,11 @@
  * clock hardly moves); 2 * ROUNDS messages are matched. (Were the time between those tests
  * taken for a polling loop's, the path would be about ROUNDS * W.)
  * Rank 0 prints that CPU time by its own clock ("work_cpu_ms": its CPU time from its
- * start to MPI_Finalize, less the time inside MPI calls). That is the answer, since the
- * chunks cost more than 2 * W a round by how much depends on the machine: each chunk
- * overshoots by up to one clock read, and under tracing every system call is slower.
- * The path exceeds it by what the probes' traps cost outside their own timestamps,
- * about 3 us for each of the 1,400 or so MPI_Test calls. */
+ * start to MPI_Finalize, less the time inside MPI calls). That is the answer: it is more
+ * than ROUNDS * 2 * W by an amount that depends on the machine, since each chunk ends up
+ * to one clock read late (1.2-1.5 ms a round here) and the process's start-up before
+ * MPI_Init is work too (about 5 ms). The path exceeds it by what the probes' traps cost
+ * outside their own timestamps, about 3 us for each of the 1,400 or so MPI_Test calls. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

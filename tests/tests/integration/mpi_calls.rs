@@ -184,8 +184,8 @@ fn polling_is_waiting_mpich() {
 /// receive between chunks while rank 1 sleeps W ms before sending. The chunks between
 /// tests that found nothing are work, not a polling loop: the path is rank 0's CPU time
 /// outside MPI calls (about half that if they were taken for polling). That is at least
-/// 2 * ROUNDS * W, and more by what the chunks' clock reads cost (10-20 ms of the 300
-/// under tracing): the program prints it by its own clock. The path is 2.5-5 ms longer
+/// 2 * ROUNDS * W, and more by the chunks' overshoot and the start-up (307-314 ms
+/// measured): the program prints it by its own clock. The path is 2.5-5 ms longer
 /// still, the traps of the probes on its 1,400 MPI_Test calls.
 fn work_between_tests(mpi: &str) {
     let (rounds, w) = (5.0, 30.0);
