@@ -46,7 +46,7 @@ impl<M: PathModel> Pipeline<M> {
     pub fn record(&mut self, r: &Record) {
         self.reorder.push(r);
         let a = &mut self.analyzer;
-        self.reorder.ready(|r| a.record(r));
+        self.reorder.ready(|r| a.record(&r));
     }
 
     /// [`Self::record`], calling `then` on each record the window releases, right after
@@ -59,8 +59,8 @@ impl<M: PathModel> Pipeline<M> {
         self.reorder.push(r);
         let a = &mut self.analyzer;
         self.reorder.ready(|r| {
-            a.record(r);
-            then(a, r);
+            a.record(&r);
+            then(a, &r);
         });
     }
 
@@ -69,15 +69,15 @@ impl<M: PathModel> Pipeline<M> {
     pub(crate) fn drain_then(&mut self, mut then: impl FnMut(&mut Analyzer<M>, &Record)) {
         let a = &mut self.analyzer;
         self.reorder.flush(|r| {
-            a.record(r);
-            then(a, r);
+            a.record(&r);
+            then(a, &r);
         });
     }
 
     /// Everything still in the window, in order.
     pub fn flush(&mut self) -> &Analyzer<M> {
         let a = &mut self.analyzer;
-        self.reorder.flush(|r| a.record(r));
+        self.reorder.flush(|r| a.record(&r));
         a.settle_killed();
         &self.analyzer
     }

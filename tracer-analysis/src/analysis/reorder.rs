@@ -109,19 +109,20 @@ impl ReorderBuffer {
         r
     }
 
-    /// Hands over, in order, every record older than the window behind the newest.
-    pub fn ready(&mut self, mut f: impl FnMut(&Record)) {
+    /// Hands over, in order, every record older than the window behind the newest (by
+    /// value: a consumer that keeps it needs no copy).
+    pub fn ready(&mut self, mut f: impl FnMut(Record)) {
         let limit = self.newest.saturating_sub(self.window_ns);
         while self.queue.front().is_some_and(|s| s.ts() <= limit) {
             let slot = self.queue.pop_front().unwrap();
-            f(&self.take(&slot));
+            f(self.take(&slot));
         }
     }
 
     /// Hands over everything left, in order.
-    pub fn flush(&mut self, mut f: impl FnMut(&Record)) {
+    pub fn flush(&mut self, mut f: impl FnMut(Record)) {
         while let Some(slot) = self.queue.pop_front() {
-            f(&self.take(&slot));
+            f(self.take(&slot));
         }
     }
 }
@@ -190,7 +191,7 @@ mod tests {
             for r in &input {
                 b.push(r);
             }
-            b.flush(|r| out.push(r.clone()));
+            b.flush(|r| out.push(r));
             assert_eq!(
                 out,
                 [input[1].clone(), input[2].clone(), input[0].clone()],
@@ -208,7 +209,7 @@ mod tests {
         b.push(&later);
         b.push(&earlier);
         b.push(&rec(100));
-        b.ready(|r| out.push(r.clone()));
+        b.ready(|r| out.push(r));
         assert_eq!(
             out,
             std::slice::from_ref(&earlier),
@@ -219,7 +220,7 @@ mod tests {
             2,
             "the taken entry waits for the one before it"
         );
-        b.flush(|r| out.push(r.clone()));
+        b.flush(|r| out.push(r));
         assert_eq!(out, [earlier, later, rec(100)]);
         assert!(b.spilled.is_empty());
     }

@@ -57,7 +57,7 @@ pub(crate) fn order(
         match item {
             Item::Record(r) => {
                 reorder.push(&r);
-                reorder.ready(|r| batch.push(Ordered::Record(r.clone())));
+                reorder.ready(|r| batch.push(Ordered::Record(r)));
             }
             Item::Probe(p) => batch.push(Ordered::ProbeName {
                 id: p.id,
@@ -72,7 +72,7 @@ pub(crate) fn order(
             }
         }
     }
-    reorder.flush(|r| batch.push(Ordered::Record(r.clone())));
+    reorder.flush(|r| batch.push(Ordered::Record(r)));
     if !batch.is_empty() && send.send(Batch::Entries(batch)).is_err() {
         return;
     }

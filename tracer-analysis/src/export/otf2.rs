@@ -316,7 +316,7 @@ impl Otf2Plan {
             match item? {
                 Item::Record(r) => {
                     reorder.push(&r);
-                    reorder.ready(|r| b.record(r, &mut out));
+                    reorder.ready(|r| b.record(&r, &mut out));
                 }
                 Item::Probe(p) => {
                     b.region_keys.remove(&RegionKey::Procedure(p.id));
@@ -329,7 +329,7 @@ impl Otf2Plan {
             }
             send(&mut out, sink)?;
         }
-        reorder.flush(|r| b.record(r, &mut out));
+        reorder.flush(|r| b.record(&r, &mut out));
         send(&mut out, sink)?;
         let mut trace = b.finish(&self.ranks, &mut out);
         send(&mut out, sink)?;

@@ -61,7 +61,7 @@ impl MetricsBuilder {
             Item::Record(r) => {
                 self.reorder.push(r);
                 let (a, acc) = (&mut self.analyzer, &mut self.acc);
-                self.reorder.ready(|r| acc.record(a, r));
+                self.reorder.ready(|r| acc.record(a, &r));
             }
             Item::Process(p) => {
                 self.analyzer.process(p);
@@ -81,7 +81,7 @@ impl MetricsBuilder {
 
     pub fn finish(mut self) -> Metrics {
         let (a, acc) = (&mut self.analyzer, &mut self.acc);
-        self.reorder.flush(|r| acc.record(a, r));
+        self.reorder.flush(|r| acc.record(a, &r));
         self.acc.build(&self.analyzer)
     }
 }
