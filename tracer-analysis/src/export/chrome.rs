@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::timeline::{FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink};
+use super::write_behind::FORMATTED_BYTES;
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
 use crate::format::recording::{Item, RecordingError};
@@ -365,11 +366,8 @@ struct EventWriter<W: Write> {
     base_ns: u64,
 }
 
-/// Bytes gathered before a write. Small enough to stay in the core's cache until it is
-/// copied out: the writer (`export::write_behind`) gathers its own large chunks, and a
-/// 1 MiB buffer here made every byte go through memory twice (the copy was 6 % of the
-/// formatting thread's samples).
-const CHUNK: usize = 32 << 10;
+/// Bytes gathered before a write.
+const CHUNK: usize = FORMATTED_BYTES;
 
 impl<W: Write> EventWriter<W> {
     fn begin(out: W, base_ns: u64) -> io::Result<Self> {

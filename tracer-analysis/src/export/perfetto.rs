@@ -20,6 +20,7 @@ use super::protowire as wire;
 use super::timeline::{
     thread_name, Endpoint, FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink,
 };
+use super::write_behind::FORMATTED_BYTES;
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
 use crate::format::recording::{Item, RecordingError};
@@ -335,11 +336,8 @@ pub fn write_perfetto<W: Write>(
     Ok((w.stats, w.out.finish()?))
 }
 
-/// Bytes of packets gathered before a write. Small enough to stay in the core's cache until it is
-/// copied out: the writer (`export::write_behind`) gathers its own large chunks, and a
-/// 1 MiB buffer here made every byte go through memory twice (the copy was 6 % of the
-/// formatting thread's samples).
-const CHUNK: usize = 32 << 10;
+/// Bytes of packets gathered before a write.
+const CHUNK: usize = FORMATTED_BYTES;
 
 /// Writes packets one by one, each as field 1 of `Trace`, encoded into one buffer that
 /// goes out in chunks (a big recording makes millions of packets).

@@ -10,6 +10,12 @@ use std::thread::JoinHandle;
 /// Bytes gathered before they are handed over.
 const CHUNK: usize = 1 << 20;
 
+/// Bytes a formatter gathers before it writes them to a [`WriteBehind`]: small enough to
+/// stay in the core's cache until they are copied into the chunk. A 1 MiB buffer made
+/// every byte go through memory twice (the copy was 6 % of the Chrome and Perfetto
+/// exports' formatting thread).
+pub(crate) const FORMATTED_BYTES: usize = 32 << 10;
+
 /// Chunks waiting for the writing thread at most: memory stays bounded when the disk is
 /// slower than the formatting.
 const CHUNKS_AHEAD: usize = 4;
