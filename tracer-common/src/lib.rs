@@ -6,13 +6,15 @@
 //! All structs are `#[repr(C)]` with explicit fields and no implicit padding, so the
 //! byte image is the same on both sides and in the trace file.
 //!
-//! By concern, all re-exported here: `ids` (record kinds and call ids), `records` (the
+//! By concern, all re-exported here: `clock` (the threads' CPU clock the probes stamp
+//! events with), `ids` (record kinds and call ids), `records` (the
 //! frozen records recordings hold), `ring` (forms that exist only in the ring buffer),
 //! `config` (what userspace writes into the probes' tables at load time), `state` (map
 //! state: the slots, and what the probes keep per thread) and `failures` (why a probe
 //! failed: the indexes of its failure counters).
 #![no_std]
 
+mod clock;
 mod config;
 mod failures;
 mod ids;
@@ -20,6 +22,7 @@ mod records;
 mod ring;
 mod state;
 
+pub use clock::*;
 pub use config::*;
 pub use failures::*;
 pub use ids::*;

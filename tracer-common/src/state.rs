@@ -1,7 +1,7 @@
 //! Map state: the per-CPU slots and their cursors, and the per-thread state the probes
 //! keep between events.
 
-use crate::{CallRecord, FutexRecord};
+use crate::{CallRecord, FutexRecord, ThreadClock};
 
 /// Records of at most this many bytes (all but the status-array and exec records) are
 /// written to the writing CPU's run of slots in `SLOTS` when it has room, and to the
@@ -29,40 +29,6 @@ pub struct SlotCursor {
     /// Records userspace has read; the slots from `tail` to `head` are unread.
     pub tail: u64,
     pub _pad2: [u64; 7],
-}
-
-/// Per-thread state the probes keep to stamp each event with the thread's CPU time.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ThreadClock {
-    /// On-CPU ns up to `slice_start_ns`.
-    pub on_cpu_ns: u64,
-    /// When the current slice began, or the clock was last checked in it (valid if
-    /// `running`).
-    pub slice_start_ns: u64,
-    /// The CPU's stolen time (`ProbeConfig::rq_stolen`) at `slice_start_ns`, or
-    /// [`STOLEN_UNKNOWN`].
-    pub stolen_at_start_ns: u64,
-    /// The last CPU time stamped on one of the thread's events: the clock never goes back.
-    pub last_ns: u64,
-    /// 0 when unknown (a freshly forked thread before its first event).
-    pub tgid: u32,
-    /// One of [`clock_state`].
-    pub running: u32,
-}
-
-/// [`ThreadClock::stolen_at_start_ns`] when the kernel's count of stolen time is unknown.
-pub const STOLEN_UNKNOWN: u64 = u64::MAX;
-
-/// Where a thread's [`ThreadClock`] stands.
-pub mod clock_state {
-    /// Off the CPU, or not known to be on it.
-    pub const OFF_CPU: u32 = 0;
-    /// On the CPU since `slice_start_ns`.
-    pub const RUNNING: u32 = 1;
-    /// On the CPU, and the clock was checked against the kernel's counts at
-    /// `slice_start_ns`.
-    pub const CHECKED: u32 = 2;
 }
 
 /// What a call's exit probe needs from its entry: the call, and the pointers the call

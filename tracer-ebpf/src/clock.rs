@@ -4,7 +4,9 @@ use crate::{emit::write_held_entry, maps::config};
 use aya_ebpf::helpers::{
     bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
 };
-use tracer_common::{clock_state, EventHeader, ThreadClock, ThreadState, STOLEN_UNKNOWN};
+use tracer_common::{
+    clock_state, EventHeader, KernelCounts, ThreadClock, ThreadState, STOLEN_UNKNOWN,
+};
 
 /// The current thread's CPU time as the kernel counts it (`se.sum_exec_runtime`), when
 /// BTF told userspace where it is. It is exact at a context switch and lags by at most a
@@ -35,26 +37,14 @@ fn cpu_stolen_ns() -> Option<u64> {
     }
 }
 
-/// Starts a slice of the thread's time on this CPU at `now`.
-pub fn start_slice(c: &mut ThreadClock, now: u64) {
-    c.slice_start_ns = now;
-    c.stolen_at_start_ns = cpu_stolen_ns().unwrap_or(STOLEN_UNKNOWN);
+/// The stolen time of the current CPU, or [`STOLEN_UNKNOWN`].
+pub fn cpu_stolen_or_unknown() -> u64 {
+    cpu_stolen_ns().unwrap_or(STOLEN_UNKNOWN)
 }
-
-/// Check the clock against the kernel's counts at least this often while a thread runs.
-const RECHECK_NS: u64 = 1_000_000;
 
 /// The current thread's CPU time: the time since its switch-in added to its CPU time at
 /// that switch, checked against the kernel's counts at the slice's first event and then
-/// every [`RECHECK_NS`]. Those counts correct two errors of the plain estimate:
-/// - time the hypervisor stole from the CPU, which the kernel leaves out of CPU time;
-/// - switch events the probes missed (a tracepoint program is skipped while another BPF
-///   program holds the CPU's recursion guard, and syscall tracepoints can be
-///   preempted): a thread whose switch-out and switch-in were both missed looks as if
-///   it ran all the while. The kernel's count (`sum_exec_runtime`), which lags a running
-///   thread by at most a tick, bounds the estimate from both sides.
-///
-/// Between checks the clock only moves with the time, and it never goes back.
+/// every `RECHECK_NS` ([`ThreadClock::check`] says why and how).
 pub fn cpu_clock(c: &mut ThreadClock, tgid: u32, now: u64) -> u64 {
     if c.tgid == 0 {
         c.tgid = tgid;
@@ -62,34 +52,19 @@ pub fn cpu_clock(c: &mut ThreadClock, tgid: u32, now: u64) -> u64 {
     if c.running == clock_state::OFF_CPU {
         // It is running now, so its switch-in was missed (or this is its first event).
         c.running = clock_state::RUNNING;
-        start_slice(c, now);
+        c.start_slice(now, cpu_stolen_or_unknown());
     }
-    let elapsed = now.saturating_sub(c.slice_start_ns);
-    let mut cpu = c.on_cpu_ns + elapsed;
-    if c.running == clock_state::CHECKED && elapsed < RECHECK_NS {
-        c.last_ns = cpu;
+    if let Some(cpu) = c.stamp_unchecked(now) {
         return cpu;
     }
-    c.running = clock_state::CHECKED;
-    let stolen_at_start = c.stolen_at_start_ns;
-    start_slice(c, now);
-    if stolen_at_start != STOLEN_UNKNOWN && c.stolen_at_start_ns != STOLEN_UNKNOWN {
-        cpu -= c
-            .stolen_at_start_ns
-            .saturating_sub(stolen_at_start)
-            .min(elapsed);
-    }
-    if let Some(k) = kernel_cpu_time() {
-        let lag = config().map_or(0, |c| c.kernel_clock_lag_ns as u64);
-        if lag != 0 {
-            cpu = cpu.min(k + lag);
-        }
-        cpu = cpu.max(k);
-    }
-    cpu = cpu.max(c.last_ns);
-    c.on_cpu_ns = cpu;
-    c.last_ns = cpu;
-    cpu
+    c.check(
+        now,
+        KernelCounts {
+            cpu_ns: kernel_cpu_time(),
+            lag_ns: config().map_or(0, |c| c.kernel_clock_lag_ns as u64),
+            stolen_ns: cpu_stolen_or_unknown(),
+        },
+    )
 }
 
 /// Header for an event of the current thread, whose state is `t`. A call entry the

@@ -2,7 +2,7 @@
 //! `task_struct` come from kernel BTF via CONFIG.
 
 use crate::{
-    clock::{header, kernel_cpu_time, start_slice},
+    clock::{cpu_stolen_or_unknown, header, kernel_cpu_time},
     emit::{emit, write_held_entry},
     maps::config,
     probes::{arg, kernel_field, task_tid},
@@ -13,7 +13,7 @@ use aya_ebpf::{
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
-use tracer_common::{clock_state, kind, EventHeader, SwitchRecord, WakeRecord};
+use tracer_common::{kind, EventHeader, SwitchRecord, WakeRecord};
 
 /// `prev_state` bits of a thread that has exited (the kernel's `exit_state` values, as
 /// `sched_switch` reports them: a reaped thread, a process waiting for its parent).
@@ -64,26 +64,17 @@ pub fn try_sched_switch(ctx: &RawTracePointContext) -> Result<(), ()> {
     let now = unsafe { bpf_ktime_get_ns() };
     let cpu = unsafe { bpf_get_smp_processor_id() };
     if let Some(thread) = known_thread(prev) {
-        // `prev` is the current task: a call entry it holds goes before its switch-out.
+        // `prev` is the current task: a call entry it holds goes before its switch-out,
+        // and the scheduler has just brought its CPU time up to date, so the kernel's
+        // count is exact here.
         write_held_entry(thread);
-        let clock = &mut thread.clock;
-        // `prev` is the current task; the scheduler has just brought its CPU time up to
-        // date, so the kernel's count is exact here.
-        match kernel_cpu_time() {
-            Some(k) => clock.on_cpu_ns = k.max(clock.last_ns),
-            None if clock.running != clock_state::OFF_CPU => {
-                clock.on_cpu_ns += now.saturating_sub(clock.slice_start_ns)
-            }
-            None => {}
-        }
-        clock.last_ns = clock.on_cpu_ns;
-        clock.running = clock_state::OFF_CPU;
+        let cpu_ns = thread.clock.switch_out(now, kernel_cpu_time());
         let exit_state: u32 = kernel_field(prev_task, c.task_exit_state)?;
         let state = reported_state(arg(ctx, 0) & 1 != 0, arg(ctx, 3) as u32, exit_state);
         emit(&SwitchRecord {
             header: EventHeader {
                 ts_ns: now,
-                cpu_ns: clock.on_cpu_ns,
+                cpu_ns,
                 tgid: current_ids().0,
                 tid: prev,
                 kind: kind::SWITCH_OUT,
@@ -99,12 +90,11 @@ pub fn try_sched_switch(ctx: &RawTracePointContext) -> Result<(), ()> {
     }
     if let Some(thread) = known_thread(next) {
         let clock = &mut thread.clock;
-        clock.running = clock_state::RUNNING;
-        start_slice(clock, now);
+        let cpu_ns = clock.switch_in(now, cpu_stolen_or_unknown());
         emit(&SwitchRecord {
             header: EventHeader {
                 ts_ns: now,
-                cpu_ns: clock.on_cpu_ns,
+                cpu_ns,
                 tgid: clock.tgid,
                 tid: next,
                 kind: kind::SWITCH_IN,
