@@ -325,6 +325,66 @@ fn corrupt_recording_is_one_line_and_no_output() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Exports to a device: `-o /dev/null` works (the output cannot be synced, and is not
+/// a file to sync), and a failed export to a full device is one line that leaves the
+/// device there. The devices are nodes of the test's own (`mknod`, the same numbers as
+/// /dev/null and /dev/full): the tracer once answered a failed export by deleting its
+/// output, /dev/null included.
+#[test]
+fn exports_to_devices_leave_them_devices() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = std::env::temp_dir().join(format!("tracer-export-dev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("true.trace");
+    run(&[
+        "record".as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        rec.as_os_str(),
+        "--".as_ref(),
+        "/bin/true".as_ref(),
+    ]);
+    let (null, full) = (dir.join("null"), dir.join("full"));
+    for (node, minor) in [(&null, "3"), (&full, "7")] {
+        let made = Command::new("mknod")
+            .arg(node)
+            .args(["c", "1", minor])
+            .status();
+        assert!(made.unwrap().success(), "mknod {}", node.display());
+    }
+    let is_device = |p: &std::path::Path| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_char_device())
+    };
+    let rec = rec.to_str().unwrap();
+    for format in ["chrome", "perfetto", "pprof", "folded", "svg", "hatchet"] {
+        let out = Command::new(tracer())
+            .args(["export", rec, "--format", format, "-o"])
+            .arg(&null)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{format} to a null device: {err}");
+        assert!(is_device(&null), "{format}: the null device is gone");
+        let (code, err) = tracer_tests::tracer_fails(&[
+            "export",
+            rec,
+            "--format",
+            format,
+            "-o",
+            full.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 1, "{format}");
+        assert!(err.contains("No space left on device"), "{format}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{format}: {err}");
+        assert!(is_device(&full), "{format}: the full device is gone");
+    }
+    let (code, err) =
+        tracer_tests::tracer_fails(&["report", rec, "--html", full.to_str().unwrap()]);
+    assert_eq!(code, 1, "report --html: {err}");
+    assert!(is_device(&full), "report --html: the full device is gone");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A recording made in a directory of its own, and the report on it.
 pub(crate) struct Recorded {
     dir: std::path::PathBuf,

@@ -187,12 +187,11 @@ fn write_output<T>(
     let file = session::create_private(output, session::invoking_user().as_ref())?;
     let mut out = WriteBehind::new(file);
     let result = write(&mut out).and_then(|written| {
-        let file = out.finish()?;
-        file.sync_all()?;
+        session::sync_if_regular(&out.finish()?)?;
         Ok(written)
     });
     if result.is_err() {
-        let _ = std::fs::remove_file(output);
+        session::remove_partial(output);
     }
     result
 }

@@ -102,10 +102,10 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
 fn write_html(page: &str, path: &std::path::Path) -> std::io::Result<()> {
     let user = tracer_user::session::invoking_user();
     let mut file = tracer_user::session::create_private(path, user.as_ref())?;
-    let written =
-        std::io::Write::write_all(&mut file, page.as_bytes()).and_then(|()| file.sync_all());
+    let written = std::io::Write::write_all(&mut file, page.as_bytes())
+        .and_then(|()| tracer_user::session::sync_if_regular(&file));
     if written.is_err() {
-        let _ = std::fs::remove_file(path);
+        tracer_user::session::remove_partial(path);
     }
     written
 }

@@ -25,8 +25,8 @@ pub use options::{
     RecordOutcome, SampleHook, StopReason, LOSS_CHECK_PERIOD,
 };
 pub use output::{
-    create_private, invoking_user, make_private, make_tree_private, write_private,
-    PRIVATE_DIR_MODE, PRIVATE_MODE,
+    create_private, invoking_user, make_private, make_tree_private, remove_partial,
+    sync_if_regular, write_private, PRIVATE_DIR_MODE, PRIVATE_MODE,
 };
 pub use record::record;
 pub use run_as::{RunAs, RunAsError};

@@ -28,6 +28,23 @@ pub fn write_private(path: &Path, bytes: &[u8], owner: Option<&RunAs>) -> std::i
     std::io::Write::write_all(&mut create_private(path, owner)?, bytes)
 }
 
+/// Makes what was written to `file` durable, if it is a regular file: a device or a pipe
+/// (`-o /dev/null`) has nothing to sync, and `fsync` fails on one (EINVAL).
+pub fn sync_if_regular(file: &File) -> std::io::Result<()> {
+    if file.metadata()?.is_file() {
+        file.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Removes an output that could not be written whole, so that no tool misreads a partial
+/// one; only a regular file: `-o /dev/null` or a pipe stays what it was.
+pub fn remove_partial(path: &Path) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// Mode 0600 for the file at `path` (it may have existed with another mode), owned by
 /// `owner` when given. A special file (/dev/stdout, a pipe) is left as it is.
 pub fn make_private(path: &Path, owner: Option<&RunAs>) -> std::io::Result<()> {
