@@ -57,21 +57,28 @@ impl ThreadClock {
     /// Starts a slice of the thread's time on a CPU at `now`, when that CPU's stolen time
     /// was `stolen_ns`.
     #[inline(always)]
-    pub fn start_slice(&mut self, now: u64, stolen_ns: u64) {
+    fn start_slice(&mut self, now: u64, stolen_ns: u64) {
         self.slice_start_ns = now;
         self.stolen_at_start_ns = stolen_ns;
     }
 
-    /// The stamp of an event at `now` from the estimate alone (the time since the last
-    /// check added to the CPU time then), or None when the clock is due for a
-    /// [`check`](Self::check): at a slice's first event, then every [`RECHECK_NS`].
+    /// The stamp of an event of the running thread at `now`: from the estimate alone
+    /// (the time since the last check added to the CPU time then), or, at a slice's
+    /// first event and then every [`RECHECK_NS`], [checked](Self::check) against the
+    /// kernel's counts, which `kernel` reads only then.
     #[inline(always)]
-    pub fn stamp_unchecked(&mut self, now: u64) -> Option<u64> {
-        let elapsed = now.saturating_sub(self.slice_start_ns);
-        if self.running != clock_state::CHECKED || elapsed >= RECHECK_NS {
-            return None;
+    pub fn stamp_event(&mut self, now: u64, kernel: impl FnOnce() -> KernelCounts) -> u64 {
+        if self.running == clock_state::OFF_CPU {
+            // It runs now, so its switch-in was missed (or this is its first event): its
+            // slice starts here, and is checked at once.
+            self.running = clock_state::RUNNING;
+            self.slice_start_ns = now;
         }
-        Some(self.stamp(self.on_cpu_ns + elapsed))
+        let elapsed = now.saturating_sub(self.slice_start_ns);
+        if self.running == clock_state::CHECKED && elapsed < RECHECK_NS {
+            return self.stamp(self.on_cpu_ns + elapsed);
+        }
+        self.check(now, kernel())
     }
 
     /// The stamp of an event at `now`, after checking the estimate against the kernel's
@@ -90,7 +97,7 @@ impl ThreadClock {
     /// with events more often than that the clock ran at wall-clock speed whatever the
     /// kernel said: 64 ms ahead after 390 ms of a thread on a busy host.
     #[inline(always)]
-    pub fn check(&mut self, now: u64, kernel: KernelCounts) -> u64 {
+    fn check(&mut self, now: u64, kernel: KernelCounts) -> u64 {
         let elapsed = now.saturating_sub(self.slice_start_ns);
         let mut cpu = self.on_cpu_ns + elapsed;
         if self.stolen_at_start_ns != STOLEN_UNKNOWN && kernel.stolen_ns != STOLEN_UNKNOWN {
@@ -159,17 +166,8 @@ mod tests {
         }
     }
 
-    /// One event at `now`, as the probes stamp it: from the estimate, or checked against
-    /// the kernel's counts when due.
     fn event(c: &mut ThreadClock, now: u64, kernel: KernelCounts) -> u64 {
-        if c.running == clock_state::OFF_CPU {
-            c.running = clock_state::RUNNING;
-            c.start_slice(now, kernel.stolen_ns);
-        }
-        match c.stamp_unchecked(now) {
-            Some(cpu) => cpu,
-            None => c.check(now, kernel),
-        }
+        c.stamp_event(now, || kernel)
     }
 
     /// A thread runs with an event every 20 us while the hypervisor steals a fifth of

@@ -4,9 +4,7 @@ use crate::{emit::write_held_entry, maps::config};
 use aya_ebpf::helpers::{
     bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
 };
-use tracer_common::{
-    clock_state, EventHeader, KernelCounts, ThreadClock, ThreadState, STOLEN_UNKNOWN,
-};
+use tracer_common::{EventHeader, KernelCounts, ThreadClock, ThreadState, STOLEN_UNKNOWN};
 
 /// The current thread's CPU time as the kernel counts it (`se.sum_exec_runtime`), when
 /// BTF told userspace where it is. It is exact at a context switch and lags by at most a
@@ -44,27 +42,16 @@ pub fn cpu_stolen_or_unknown() -> u64 {
 
 /// The current thread's CPU time: the time since its switch-in added to its CPU time at
 /// that switch, checked against the kernel's counts at the slice's first event and then
-/// every `RECHECK_NS` ([`ThreadClock::check`] says why and how).
+/// every `RECHECK_NS` ([`ThreadClock::stamp_event`]; its check says why and how).
 pub fn cpu_clock(c: &mut ThreadClock, tgid: u32, now: u64) -> u64 {
     if c.tgid == 0 {
         c.tgid = tgid;
     }
-    if c.running == clock_state::OFF_CPU {
-        // It is running now, so its switch-in was missed (or this is its first event).
-        c.running = clock_state::RUNNING;
-        c.start_slice(now, cpu_stolen_or_unknown());
-    }
-    if let Some(cpu) = c.stamp_unchecked(now) {
-        return cpu;
-    }
-    c.check(
-        now,
-        KernelCounts {
-            cpu_ns: kernel_cpu_time(),
-            lag_ns: config().map_or(0, |c| c.kernel_clock_lag_ns as u64),
-            stolen_ns: cpu_stolen_or_unknown(),
-        },
-    )
+    c.stamp_event(now, || KernelCounts {
+        cpu_ns: kernel_cpu_time(),
+        lag_ns: config().map_or(0, |c| c.kernel_clock_lag_ns as u64),
+        stolen_ns: cpu_stolen_or_unknown(),
+    })
 }
 
 /// Header for an event of the current thread, whose state is `t`. A call entry the
