@@ -4,14 +4,11 @@
 use super::analyzer::Analyzer;
 use super::engine::CriticalPathEngine;
 use super::model::PathModel;
+use super::ordered::Ordered;
 use super::reorder;
 use super::workclock::ClockKind;
 use crate::format::recording::Item;
 use crate::format::records::Record;
-
-/// How far records may be out of timestamp order in the stream (one ring buffer, many
-/// CPUs); the engine sees them once they are this much older than the newest.
-pub(crate) const REORDER_WINDOW_NS: u64 = 50_000_000;
 
 /// Feeds a stream of items through the reorder window into an analyzer, the same way
 /// `tracer record` does live, so a recording analysed later gives the same result.
@@ -30,7 +27,7 @@ impl<M: PathModel> Pipeline<M> {
     pub(crate) fn with_model(clock: ClockKind, model: M) -> Self {
         Pipeline {
             analyzer: Analyzer::with_model(clock, model),
-            reorder: reorder::ReorderBuffer::new(REORDER_WINDOW_NS),
+            reorder: reorder::ReorderBuffer::new(reorder::REORDER_WINDOW_NS),
         }
     }
 
@@ -42,36 +39,21 @@ impl<M: PathModel> Pipeline<M> {
         }
     }
 
+    /// An entry that came through a reorder window already (a pass that orders its
+    /// records on a thread of its own, [`super::ordered`]): a fact applies as in
+    /// [`Self::item`], a record goes straight to the analyzer.
+    pub(crate) fn ordered(&mut self, entry: &Ordered) {
+        match entry {
+            Ordered::Record(r) => self.analyzer.record(r),
+            Ordered::Fact(fact) => self.analyzer.item(fact),
+        }
+    }
+
     /// A record (waits in the reorder window).
     pub fn record(&mut self, r: &Record) {
         self.reorder.push(r);
         let a = &mut self.analyzer;
         self.reorder.ready(|r| a.record(&r));
-    }
-
-    /// [`Self::record`], calling `then` on each record the window releases, right after
-    /// the analyzer took it (an export that writes rows in the analysis's own pass).
-    pub(crate) fn record_then(
-        &mut self,
-        r: &Record,
-        mut then: impl FnMut(&mut Analyzer<M>, &Record),
-    ) {
-        self.reorder.push(r);
-        let a = &mut self.analyzer;
-        self.reorder.ready(|r| {
-            a.record(&r);
-            then(a, &r);
-        });
-    }
-
-    /// Releases everything still in the window to the analyzer, in order, calling `then`
-    /// after each record as [`Self::record_then`] does ([`Self::flush`] then ends).
-    pub(crate) fn drain_then(&mut self, mut then: impl FnMut(&mut Analyzer<M>, &Record)) {
-        let a = &mut self.analyzer;
-        self.reorder.flush(|r| {
-            a.record(&r);
-            then(a, &r);
-        });
     }
 
     /// Everything still in the window, in order.

@@ -9,6 +9,10 @@ use tracer_common::{record_size, EventHeader};
 
 use crate::format::records::{self, Record};
 
+/// How far records may be out of timestamp order in the stream (one ring buffer, many
+/// CPUs); the engine sees them once they are this much older than the newest.
+pub(crate) const REORDER_WINDOW_NS: u64 = 50_000_000;
+
 /// Bytes of a record kept in the window itself. The window holds 50 ms of records
 /// (25,000 at 500,000 events/s); as whole `Record`s (176 bytes, the size of the largest
 /// kind) that is 4.4 MB, past a core's L2 cache, and copying records into and out of it

@@ -318,18 +318,22 @@ fn put_decimal(b: &mut Vec<u8>, units: i128, digits: u32) {
 }
 
 /// `.` and the `digits` digits of `frac` (below 10^digits), trailing zeros left out
-/// (one digit kept).
-fn put_fraction(b: &mut Vec<u8>, mut frac: u64, digits: u32) {
-    b.push(b'.');
+/// (one digit kept). Written digit by digit into a small array: through itoa, a zero
+/// count and a padding, it cost about as much as the rest of the number.
+fn put_fraction(b: &mut Vec<u8>, frac: u64, digits: u32) {
+    let mut text = [b'0'; 20];
+    let digits = (digits as usize).min(text.len());
+    let mut rest = frac;
+    for d in text[..digits].iter_mut().rev() {
+        *d = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
     let mut len = digits;
-    while len > 1 && frac.is_multiple_of(10) {
-        frac /= 10;
+    while len > 1 && text[len - 1] == b'0' {
         len -= 1;
     }
-    let mut text = itoa::Buffer::new();
-    let text = text.format(frac);
-    b.extend(std::iter::repeat_n(b'0', len as usize - text.len()));
-    b.extend_from_slice(text.as_bytes());
+    b.push(b'.');
+    b.extend_from_slice(&text[..len]);
 }
 
 /// A metadata ("M") event: process and thread names and order (the timeline's other

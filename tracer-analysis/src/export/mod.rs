@@ -10,7 +10,6 @@ pub mod chrome;
 pub mod flame;
 pub mod hatchet;
 mod items;
-mod ordered;
 pub mod otf2;
 pub mod perfetto;
 pub mod pprof;

@@ -20,7 +20,6 @@ use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{futex_waits, REORDER_WINDOW_NS};
 use crate::format::calls::{self, split_call_field, CallField, Family, Flavor, Role};
-use crate::format::read_ahead::ReadAhead;
 use crate::format::recording::{Item, RecordingError, RecordingMeta, RecordingReader};
 use crate::format::records::Record;
 use crate::graph::cpm::Schedule;
@@ -263,7 +262,7 @@ pub struct Otf2Plan {
 impl Otf2Plan {
     /// The first pass: reads the recording's graph (the critical path).
     pub fn read(path: &Path, clock: ClockKind) -> Result<Self, ExportError> {
-        let mut items = ReadAhead::new(RecordingReader::open(path)?);
+        let mut items = RecordingReader::open(path)?;
         let rg = RecordedGraph::read(&mut items, clock)?;
         Ok(Self::new(&rg, items.meta))
     }

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use crate::analysis::workclock::ClockKind;
-use crate::format::read_ahead::ReadAhead;
 use crate::format::recording::{RecordingError, RecordingReader};
 use crate::graph::cpm::Schedule;
 use crate::graph::path::OUTSIDE;
@@ -70,7 +69,7 @@ struct StackSums {
 impl StackProfile {
     /// Reads a recording through the analysis pipeline and builds its graph.
     pub fn read(path: &Path, clock: ClockKind) -> Result<Self, RecordingError> {
-        let mut items = ReadAhead::new(RecordingReader::open(path)?);
+        let mut items = RecordingReader::open(path)?;
         Ok(Self::new(&RecordedGraph::read(&mut items, clock)?))
     }
 

@@ -125,7 +125,7 @@ pub struct Streamed {
 /// on `clock`) and hands `sink` the rows of each record as the analysis takes it. A
 /// failing sink stops the reading; its error is returned.
 pub fn stream_tables(
-    reader: &mut impl ItemSource,
+    reader: &mut (impl ItemSource + Send),
     clock: ClockKind,
     sink: &mut impl TableSink,
 ) -> Result<Streamed, ExportError> {

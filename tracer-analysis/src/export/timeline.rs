@@ -11,19 +11,17 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::path::Path;
-use std::sync::mpsc::Receiver;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracer_common::{kind, CallRecord, UNSET, UNSET32};
 
-use super::ordered::{self, Batch, Ordered};
 use super::ExportError;
 use crate::analysis::futex_waits;
+use crate::analysis::ordered::{read_ordered, Ordered};
 use crate::analysis::workclock::ClockKind;
 use crate::format::calls::{self, split_call_field, Family, Role};
-use crate::format::read_ahead::ReadAhead;
-use crate::format::recording::{Item, RecordingError, RecordingReader};
+use crate::format::recording::{Item, ItemIter, RecordingError, RecordingReader};
 use crate::format::records::Record;
 use crate::format::summary::Summary;
 use crate::graph::cpm::Schedule;
@@ -131,8 +129,8 @@ pub struct TimelinePlan {
 impl TimelinePlan {
     /// The first pass over a recording: its graph through the analysis pipeline.
     pub fn read(path: &Path, clock: ClockKind) -> Result<Self, RecordingError> {
-        let mut items = ReadAhead::new(RecordingReader::open(path)?);
-        Ok(Self::new(&RecordedGraph::read(&mut items, clock)?))
+        let mut reader = RecordingReader::open(path)?;
+        Ok(Self::new(&RecordedGraph::read(&mut reader, clock)?))
     }
 
     /// What the timeline needs from a graph: the work arcs of its critical path and
@@ -228,18 +226,9 @@ impl TimelinePlan {
         };
         // The records are ordered (and the summary built) on a thread of their own; this
         // one makes and writes the timeline.
-        let (send, batches) = ordered::channel();
-        let items = items.into_iter();
-        let summary = std::thread::scope(|scope| {
-            let ordering = scope.spawn(move || ordered::order(items, &send));
-            let summary = timeline.read(&batches, sink, stats);
-            // An early return (a write error) must let the ordering thread stop.
-            drop(batches);
-            if let Err(panic) = ordering.join() {
-                std::panic::resume_unwind(panic);
-            }
-            summary.map(|s| s.expect("the ordering thread ends with the summary or an error"))
-        })?;
+        let mut source = ItemIter(items.into_iter());
+        let ending = read_ordered(&mut source, true, |entry| timeline.take(entry, sink, stats))?;
+        let summary = ending.summary.expect("the summary was asked for");
         timeline.finish(sink, stats)?;
         Ok(Streamed {
             summary,
@@ -526,41 +515,35 @@ struct Timeline {
 
 /// A slice a record closed.
 struct Closed {
-    name: Cow<'static, str>,
+    name: ClosedName,
     cat: &'static str,
     start_ns: u64,
     args: Option<IntArgs>,
 }
 
+/// A closed slice's name: a call's or the futex wait's, or a probe's, looked up when the
+/// slice is written (a copy of the name per procedure slice was a malloc and a free).
+enum ClosedName {
+    Text(Cow<'static, str>),
+    Probe(u16),
+}
+
 impl Timeline {
-    /// The ordering thread's batches, slice by slice into `out`, to the recording's
-    /// summary; after a write error the rest is left (dropping `batches` stops it).
-    fn read<S: TimelineSink>(
+    /// An ordered entry: a record's slices and flow ends into `out`, a probe's name.
+    fn take<S: TimelineSink>(
         &mut self,
-        batches: &Receiver<Batch>,
+        entry: &Ordered,
         out: &mut S,
         stats: &mut ExportStats,
-    ) -> Result<Option<Summary>, ExportError> {
-        for batch in batches {
-            match batch {
-                // Read in place: moving each 184-byte entry out of its batch was a good
-                // part of this thread's memmove.
-                Batch::Entries(entries) => {
-                    for entry in &entries {
-                        match entry {
-                            Ordered::Record(r) => self.record(r, out, stats)?,
-                            Ordered::ProbeName { id, symbol } => {
-                                self.probe_names.insert(*id, symbol.clone());
-                            }
-                        }
-                    }
-                }
-                Batch::End(summary) => return Ok(Some(*summary)),
-                Batch::Failed(e) => return Err(e.into()),
+    ) -> Result<(), ExportError> {
+        match entry {
+            Ordered::Record(r) => self.record(r, out, stats)?,
+            Ordered::Fact(Item::Probe(p)) => {
+                self.probe_names.insert(p.id, p.symbol.clone());
             }
+            Ordered::Fact(_) => {}
         }
-        // The ordering thread panicked: its join raises the panic.
-        Ok(None)
+        Ok(())
     }
 
     /// Slices are emitted when they close. Every flow end gets a short slice of its
@@ -614,7 +597,7 @@ impl Timeline {
                     stats.unclosed += (t.procedures.len() - i - 1) as u64;
                     t.procedures.truncate(i);
                     let closed = Closed {
-                        name: Cow::Owned(self.probe_names[&id].clone()),
+                        name: ClosedName::Probe(id),
                         cat: "procedure",
                         start_ns,
                         args: None,
@@ -631,7 +614,7 @@ impl Timeline {
                 Some(start_ns) => (
                     true,
                     Some(Closed {
-                        name: Cow::Borrowed("futex wait"),
+                        name: ClosedName::Text(Cow::Borrowed("futex wait")),
                         cat: "sync",
                         start_ns,
                         args: None,
@@ -656,10 +639,14 @@ impl Timeline {
             t.flow_ends(v, h.tid, out, stats)?;
         }
         if let Some(c) = closed {
+            let name: &str = match &c.name {
+                ClosedName::Text(name) => name,
+                ClosedName::Probe(id) => &self.probe_names[id],
+            };
             out.slice(&Slice {
                 pid: h.tgid,
                 tid: h.tid,
-                name: &c.name,
+                name,
                 cat: c.cat,
                 start_ns: c.start_ns,
                 end_ns: ts,
@@ -712,10 +699,10 @@ fn call_slice(e: &CallRecord, x: &CallRecord) -> Closed {
     ];
     let args = IntArgs::new(pairs.into_iter().filter_map(|(k, v)| Some((k, v?))));
     Closed {
-        name: match spec {
+        name: ClosedName::Text(match spec {
             Some(s) => Cow::Borrowed(s.symbol),
             None => Cow::Owned(calls::name(id)),
-        },
+        }),
         cat: match spec.map(|s| s.family) {
             Some(Family::Mpi) => "mpi",
             Some(Family::Pvm) => "pvm",

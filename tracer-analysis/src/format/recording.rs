@@ -696,6 +696,19 @@ impl ItemSource for RecordingReader {
     }
 }
 
+/// Items from an iterator as a source (items in memory, a stream the caller cut): it
+/// has no totals.
+pub struct ItemIter<I>(pub I);
+
+impl<I: Iterator<Item = Result<Item, RecordingError>>> ItemSource for ItemIter<I> {
+    fn next_item(&mut self) -> Result<Option<Item>, RecordingError> {
+        self.0.next().transpose()
+    }
+    fn totals(&self) -> Trailer {
+        Trailer::default()
+    }
+}
+
 /// A whole recording, read into memory.
 pub struct WholeRecording {
     pub meta: RecordingMeta,

@@ -11,8 +11,11 @@ use tracer_common::EventHeader;
 use super::{ArcKind, ContextId, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
 use crate::analysis::faults::Killed;
 use crate::analysis::matcher::MatchStats;
+use crate::analysis::ordered::{read_ordered, Ordered};
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Analyzer, Clocks, Milestone, PathModel, Pipeline};
+#[cfg(test)]
+use crate::format::recording::ItemIter;
 use crate::format::recording::{Item, ItemSource, RecordingError};
 use crate::format::records::Record;
 
@@ -48,7 +51,9 @@ pub(crate) struct GraphModel {
     /// The record being analysed: its stamp and serial number.
     at: EventHeader,
     serial: u64,
-    /// Dependency arcs that are messages or collectives, with their bytes when known.
+    /// With [`Self::with_clocks`] only (the what-if replay is their one reader): the
+    /// dependency arcs that are messages or collectives, with their bytes when known. An
+    /// insert per matched message was 4-5 % of an export's first pass.
     message_arcs: FxHashMap<(VertexId, VertexId), Option<u64>>,
     milestones: Vec<(VertexId, Milestone)>,
     /// With [`Self::with_clocks`]: every clock per thread (latest, and pending since the
@@ -87,7 +92,8 @@ impl GraphModel {
     }
 
     /// A model that also keeps, per vertex, the work on every clock (cpu, awake, wall)
-    /// and the raw clocks of the program arc that ends there (for the what-if replay).
+    /// and the raw clocks of the program arc that ends there, and the arcs that are
+    /// messages (for the what-if replay).
     pub(crate) fn with_clocks() -> Self {
         GraphModel {
             clock_log: Some(ClockLog::default()),
@@ -266,7 +272,7 @@ impl PathModel for GraphModel {
     fn merge_message(&mut self, tid: u32, incoming: &VertexId, bytes: Option<u64>) {
         self.merge(tid, incoming);
         let v = self.threads[&tid].cur;
-        if *incoming < v {
+        if *incoming < v && self.clock_log.is_some() {
             self.message_arcs.insert((*incoming, v), bytes);
         }
     }
@@ -315,8 +321,9 @@ pub struct RecordedGraph {
     pub messages: MatchStats,
     /// Processes a signal killed, in order of death, named.
     pub killed: Vec<Killed>,
-    /// Dependency arcs that are messages or collectives (`(from, to)`), with their bytes
-    /// when known (what a network cost table applies to).
+    /// With [`Self::read_with_clocks`]: the dependency arcs that are messages or
+    /// collectives (`(from, to)`), with their bytes when known (what a network cost
+    /// table applies to).
     pub message_arcs: FxHashMap<(VertexId, VertexId), Option<u64>>,
     /// Vertices where a process's parallel section begins (MPI_Init returns) or ends
     /// (MPI_Finalize is called).
@@ -331,49 +338,73 @@ pub struct RecordedGraph {
 }
 
 impl RecordedGraph {
-    /// Reads a recording through the same pipeline as `tracer analyze`.
-    pub fn read(reader: &mut impl ItemSource, clock: ClockKind) -> Result<Self, RecordingError> {
+    /// Reads a recording through the same pipeline as `tracer analyze`, its records
+    /// ordered on a thread of their own ([`read_ordered`]).
+    pub fn read(
+        reader: &mut (impl ItemSource + Send),
+        clock: ClockKind,
+    ) -> Result<Self, RecordingError> {
         Self::read_model(reader, clock, GraphModel::new())
     }
 
     /// [`Self::read`] with the cpu clock, keeping every clock per vertex
     /// ([`Self::vertex_clocks`], for the what-if replay).
-    pub(crate) fn read_with_clocks(reader: &mut impl ItemSource) -> Result<Self, RecordingError> {
+    pub(crate) fn read_with_clocks(
+        reader: &mut (impl ItemSource + Send),
+    ) -> Result<Self, RecordingError> {
         Self::read_model(reader, ClockKind::Cpu, GraphModel::with_clocks())
     }
 
     fn read_model(
-        reader: &mut impl ItemSource,
+        reader: &mut (impl ItemSource + Send),
         clock: ClockKind,
         model: GraphModel,
     ) -> Result<Self, RecordingError> {
         let mut b = Self::builder(clock, model);
-        while let Some(item) = reader.next_item()? {
-            b.item(&item);
-        }
-        let lost = reader.totals().events_lost;
-        Ok(b.finish(lost))
+        let ending = read_ordered(reader, false, |entry| {
+            b.ordered(entry);
+            Ok::<(), RecordingError>(())
+        })?;
+        Ok(b.finish(ending.totals.events_lost))
     }
 
     /// [`Self::read`], showing `observer` every item as the analysis takes it (see
     /// [`RecordObserver`]), with the matcher logging every point-to-point match for the
     /// observer to take (`take_matches`); reading stops once [`RecordObserver::stop`].
     pub(crate) fn read_observed(
-        reader: &mut impl ItemSource,
+        reader: &mut (impl ItemSource + Send),
         clock: ClockKind,
         observer: &mut impl RecordObserver,
     ) -> Result<Self, RecordingError> {
-        let mut b = Self::builder(clock, GraphModel::new());
-        b.pipeline.analyzer.matcher.log_matches();
-        while let Some(item) = reader.next_item()? {
-            b.item_observed(&item, observer);
-            if observer.stop() {
-                break;
+        /// Why the reading stopped early.
+        enum Stop {
+            Recording(RecordingError),
+            Observer,
+        }
+        impl From<RecordingError> for Stop {
+            fn from(e: RecordingError) -> Self {
+                Stop::Recording(e)
             }
         }
-        b.pipeline.drain_then(|a, r| observer.record(a, r));
-        let lost = reader.totals().events_lost;
-        Ok(b.finish(lost))
+        let mut b = Self::builder(clock, GraphModel::new());
+        b.pipeline.analyzer.matcher.log_matches();
+        let read = read_ordered(reader, false, |entry| {
+            b.ordered(entry);
+            match entry {
+                Ordered::Record(r) => observer.record(&mut b.pipeline.analyzer, r),
+                Ordered::Fact(fact) => observer.fact(fact),
+            }
+            if observer.stop() {
+                return Err(Stop::Observer);
+            }
+            Ok(())
+        });
+        match read {
+            Ok(ending) => Ok(b.finish(ending.totals.events_lost)),
+            Err(Stop::Recording(e)) => Err(e),
+            // The observer has its error; the graph of what was read goes with it.
+            Err(Stop::Observer) => Ok(b.finish(0)),
+        }
     }
 
     /// [`Self::read_observed`] on items already in memory.
@@ -383,13 +414,8 @@ impl RecordedGraph {
         clock: ClockKind,
         observer: &mut impl RecordObserver,
     ) -> Self {
-        let mut b = Self::builder(clock, GraphModel::new());
-        b.pipeline.analyzer.matcher.log_matches();
-        for item in items {
-            b.item_observed(item, observer);
-        }
-        b.pipeline.drain_then(|a, r| observer.record(a, r));
-        b.finish(0)
+        let mut source = ItemIter(items.iter().cloned().map(Ok));
+        Self::read_observed(&mut source, clock, observer).expect("items in memory")
     }
 
     /// Builds the graph of items already in memory (tests, synthetic streams).
@@ -447,18 +473,21 @@ pub(crate) trait RecordObserver {
 }
 
 impl RecordedGraphBuilder {
-    /// [`Self::item`], with `observer` shown the item (a fact) or the records it releases.
-    fn item_observed(&mut self, item: &Item, observer: &mut impl RecordObserver) {
-        match item {
-            Item::Record(r) => self.pipeline.record_then(r, |a, r| observer.record(a, r)),
-            fact => {
-                observer.fact(fact);
-                self.item(fact);
-            }
-        }
+    fn item(&mut self, item: &Item) {
+        self.label(item);
+        self.pipeline.item(item);
     }
 
-    fn item(&mut self, item: &Item) {
+    /// [`Self::item`] for an entry already ordered ([`read_ordered`]).
+    fn ordered(&mut self, entry: &Ordered) {
+        if let Ordered::Fact(fact) = entry {
+            self.label(fact);
+        }
+        self.pipeline.ordered(entry);
+    }
+
+    /// What a process item says of the process's name and rank.
+    fn label(&mut self, item: &Item) {
         if let Item::Process(p) = item {
             let e = self.processes.entry(p.pid).or_default();
             e.pid = p.pid;
@@ -467,7 +496,6 @@ impl RecordedGraphBuilder {
             }
             e.rank = p.env_rank.or(e.rank);
         }
-        self.pipeline.item(item);
     }
 
     fn finish(mut self, lost: u64) -> RecordedGraph {

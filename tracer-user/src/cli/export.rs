@@ -15,7 +15,6 @@ use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::timeline::TimelinePlan;
 use tracer_analysis::export::write_behind::WriteBehind;
 use tracer_analysis::export::{recording_items, recording_items_inline, ExportError};
-use tracer_analysis::format::read_ahead::ReadAhead;
 use tracer_analysis::format::recording::{Item, RecordingError, RecordingReader};
 use tracer_user::render::flame_graph::write_flame_graph;
 use tracer_user::render::otf2::{write_otf2, Otf2Error};
@@ -127,13 +126,11 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             out_dir(&a.output)?;
             // One pass: a recording that is none fails here, before OUT is made; one
             // broken further on fails mid-way, and what was written goes again.
-            let reader = RecordingReader::open(&a.file).with_context(reading)?;
-            let stats = write_parquet(&a.output, &mut ReadAhead::new(reader), clock).map_err(
-                |e| match e {
-                    ParquetFailure::Export(e) => fail(e),
-                    e @ ParquetFailure::Directory { .. } => anyhow::Error::new(e),
-                },
-            )?;
+            let mut reader = RecordingReader::open(&a.file).with_context(reading)?;
+            let stats = write_parquet(&a.output, &mut reader, clock).map_err(|e| match e {
+                ParquetFailure::Export(e) => fail(e),
+                e @ ParquetFailure::Directory { .. } => anyhow::Error::new(e),
+            })?;
             report_parquet(&stats, &a.output);
             (stats.events_recorded, stats.events_lost)
         }
@@ -235,7 +232,7 @@ fn out_dir(output: &Path) -> Result<OutDir, ParquetFailure> {
 /// the export created, so that no partial table is left for a tool to misread.
 fn write_parquet(
     output: &Path,
-    reader: &mut ReadAhead,
+    reader: &mut RecordingReader,
     clock: ClockKind,
 ) -> Result<ParquetStats, ParquetFailure> {
     let owner = session::invoking_user();
