@@ -389,10 +389,17 @@ impl RecordedGraph {
         let mut b = Self::builder(clock, GraphModel::new());
         b.pipeline.analyzer.matcher.log_matches();
         let read = read_ordered(reader, false, |entry| {
-            b.ordered(entry);
+            // A record after the analyzer took it (its matcher has logged what the
+            // record completed); a fact before it applies.
             match entry {
-                Ordered::Record(r) => observer.record(&mut b.pipeline.analyzer, r),
-                Ordered::Fact(fact) => observer.fact(fact),
+                Ordered::Record(r) => {
+                    b.ordered(entry);
+                    observer.record(&mut b.pipeline.analyzer, r);
+                }
+                Ordered::Fact(fact) => {
+                    observer.fact(fact);
+                    b.ordered(entry);
+                }
             }
             if observer.stop() {
                 return Err(Stop::Observer);
