@@ -21,7 +21,7 @@ use super::timeline::{FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink};
 use super::write_behind::FORMATTED_BYTES;
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
-use crate::format::recording::{Item, RecordingError};
+use crate::format::recording::{ItemSource, RecordingError};
 use crate::format::summary::Summary;
 
 pub use super::timeline::{ExportStats, CRITICAL_PID};
@@ -54,17 +54,17 @@ impl ChromeExport {
         }
     }
 
-    /// The second pass: streams the timeline of `items` (the same recording, in file
+    /// The second pass: streams the timeline of `source` (the same recording, in file
     /// order) to `out` as Chrome JSON and returns the writer.
     pub fn write<W: Write>(
         mut self,
-        items: impl IntoIterator<Item = Result<Item, RecordingError>, IntoIter: Send>,
+        source: &mut (impl ItemSource + Send),
         out: W,
     ) -> Result<(ExportStats, W), ExportError> {
         let mut out = EventWriter::begin(out, self.plan.base_ns)?;
         let mut stats = ExportStats::default();
         self.write_critical_path(&mut out, &mut stats)?;
-        let streamed = self.plan.stream(items, &mut out, &mut stats)?;
+        let streamed = self.plan.stream(source, &mut out, &mut stats)?;
         self.write_names(&mut out, &streamed.summary, &streamed.threads, &mut stats)?;
         let other = json!({
             "generator": concat!("tracer ", env!("CARGO_PKG_VERSION")),
@@ -422,6 +422,7 @@ impl<W: Write> EventWriter<W> {
 mod tests {
     use super::*;
     use crate::export::timeline::{flow_slice, Endpoint, CRITICAL_FLOW_CAT};
+    use crate::format::recording::{Item, ItemIter};
     use crate::format::synth::SyntheticRun;
     use crate::graph::cpm::Schedule;
     use crate::graph::path::OUTSIDE;
@@ -482,7 +483,7 @@ mod tests {
     fn export(items: &[Item]) -> (ExportStats, Value, RecordedGraph) {
         let rg = RecordedGraph::from_items(items, ClockKind::Cpu);
         let (stats, bytes) = ChromeExport::new(&rg)
-            .write(items.iter().cloned().map(Ok), Vec::new())
+            .write(&mut ItemIter(items.iter().cloned().map(Ok)), Vec::new())
             .unwrap();
         let v: Value = serde_json::from_slice(&bytes).expect("valid JSON");
         (stats, v, rg)
@@ -757,7 +758,7 @@ mod tests {
             .map(Ok)
             .chain([Err(RecordingError::Truncated("test"))]);
         let err = ChromeExport::new(&rg)
-            .write(stream, Vec::new())
+            .write(&mut ItemIter(stream), Vec::new())
             .unwrap_err();
         assert!(matches!(
             err,

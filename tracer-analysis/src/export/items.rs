@@ -22,22 +22,3 @@ pub fn recording_items(
 ) -> Result<impl Iterator<Item = Result<Item, RecordingError>>, RecordingError> {
     Ok(ReadAhead::new(RecordingReader::open(path)?))
 }
-
-/// The items of a recording as an iterator read and decoded by the thread that takes
-/// them, for a pass whose consumer runs on a thread of its own already (the timeline
-/// exports order their records on one): a reading thread more would only add a
-/// hand-over of every item. It ends after the first error.
-pub fn recording_items_inline(
-    path: &Path,
-) -> Result<impl Iterator<Item = Result<Item, RecordingError>> + Send, RecordingError> {
-    let mut reader = RecordingReader::open(path)?;
-    let mut failed = false;
-    Ok(std::iter::from_fn(move || {
-        if failed {
-            return None;
-        }
-        let next = reader.next_item().transpose();
-        failed = matches!(next, Some(Err(_)));
-        next
-    }))
-}

@@ -19,4 +19,4 @@ pub mod tables;
 pub mod timeline;
 pub mod write_behind;
 
-pub use items::{recording_items, recording_items_inline, ExportError};
+pub use items::{recording_items, ExportError};

@@ -23,7 +23,7 @@ use super::timeline::{
 use super::write_behind::FORMATTED_BYTES;
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
-use crate::format::recording::{Item, RecordingError};
+use crate::format::recording::ItemSource;
 use crate::format::records::Record;
 
 pub use super::timeline::{ExportStats, CRITICAL_PID};
@@ -228,11 +228,11 @@ pub struct PerfettoStats {
     pub sched_only_threads: usize,
 }
 
-/// Writes `plan`'s timeline of `items` (the same recording, in file order) to `out` as
+/// Writes `plan`'s timeline of `source` (the same recording, in file order) to `out` as
 /// a Perfetto trace and returns the writer.
 pub fn write_perfetto<W: Write>(
     mut plan: TimelinePlan,
-    items: impl IntoIterator<Item = Result<Item, RecordingError>, IntoIter: Send>,
+    source: &mut (impl ItemSource + Send),
     out: W,
 ) -> Result<(PerfettoStats, W), ExportError> {
     let mut w = PacketWriter {
@@ -281,7 +281,7 @@ pub fn write_perfetto<W: Write>(
         timeline.critical_slices += 1;
         timeline.critical_path_ns += s.work_ns;
     }
-    let streamed = plan.stream(items, &mut w, &mut timeline)?;
+    let streamed = plan.stream(source, &mut w, &mut timeline)?;
     w.sched.flush(&mut w.out, &mut w.stats)?;
 
     // Tracks: named processes, their threads, the counters.
@@ -782,6 +782,7 @@ impl SchedState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::recording::ItemIter;
     use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
     use crate::graph::recorded::RecordedGraph;
     use prost::Message;
@@ -1009,7 +1010,7 @@ mod tests {
         let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
         let (stats, bytes) = write_perfetto(
             TimelinePlan::new(&rg),
-            s.items.iter().cloned().map(Ok),
+            &mut ItemIter(s.items.iter().cloned().map(Ok)),
             Vec::new(),
         )
         .unwrap();

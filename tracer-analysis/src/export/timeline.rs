@@ -21,7 +21,7 @@ use crate::analysis::futex_waits;
 use crate::analysis::ordered::{read_ordered, Ordered};
 use crate::analysis::workclock::ClockKind;
 use crate::format::calls::{self, split_call_field, Family, Role};
-use crate::format::recording::{Item, ItemIter, RecordingError, RecordingReader};
+use crate::format::recording::{Item, ItemSource, RecordingError, RecordingReader};
 use crate::format::records::Record;
 use crate::format::summary::Summary;
 use crate::graph::cpm::Schedule;
@@ -209,12 +209,12 @@ impl TimelinePlan {
         }
     }
 
-    /// The second pass: streams the timeline of `items` (the same recording, in file
+    /// The second pass: streams the timeline of `source` (the same recording, in file
     /// order) into `sink`: every slice as it closes, every flow end in a slice of its
     /// own, the scheduler's records as they come. Returns what the names need.
     pub(crate) fn stream<S: TimelineSink>(
         &mut self,
-        items: impl IntoIterator<Item = Result<Item, RecordingError>, IntoIter: Send>,
+        source: &mut (impl ItemSource + Send),
         sink: &mut S,
         stats: &mut ExportStats,
     ) -> Result<Streamed, ExportError> {
@@ -226,8 +226,7 @@ impl TimelinePlan {
         };
         // The records are ordered (and the summary built) on a thread of their own; this
         // one makes and writes the timeline.
-        let mut source = ItemIter(items.into_iter());
-        let ending = read_ordered(&mut source, true, |entry| timeline.take(entry, sink, stats))?;
+        let ending = read_ordered(source, true, |entry| timeline.take(entry, sink, stats))?;
         let summary = ending.summary.expect("the summary was asked for");
         timeline.finish(sink, stats)?;
         Ok(Streamed {

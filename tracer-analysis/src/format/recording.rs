@@ -678,8 +678,9 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     Ok(n)
 }
 
-/// What a pass over a recording reads items from: the [`RecordingReader`] itself, or
-/// its items read ahead on another thread (`read_ahead::ReadAhead`).
+/// What a pass over a recording reads items from: the [`RecordingReader`] itself, its
+/// items read ahead on another thread (`read_ahead::ReadAhead`), or items from an
+/// iterator ([`ItemIter`]).
 pub trait ItemSource {
     /// The next item, or None at the end.
     fn next_item(&mut self) -> Result<Option<Item>, RecordingError>;

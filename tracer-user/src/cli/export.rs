@@ -14,7 +14,7 @@ use tracer_analysis::export::pprof::{write_pprof, PprofStats};
 use tracer_analysis::export::stacks::StackProfile;
 use tracer_analysis::export::timeline::TimelinePlan;
 use tracer_analysis::export::write_behind::WriteBehind;
-use tracer_analysis::export::{recording_items, recording_items_inline, ExportError};
+use tracer_analysis::export::{recording_items, ExportError};
 use tracer_analysis::format::recording::{Item, RecordingError, RecordingReader};
 use tracer_user::render::flame_graph::write_flame_graph;
 use tracer_user::render::otf2::{write_otf2, Otf2Error};
@@ -80,10 +80,10 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         Format::Chrome => {
             let plan = ChromeExport::read(&a.file, clock).with_context(reading)?;
             let counts = (plan.events_recorded, plan.events_lost);
-            // Read on the thread that orders them (see `recording_items_inline`).
-            let items = recording_items_inline(&a.file).with_context(reading)?;
+            // Read on the thread that orders them (see `read_ordered`).
+            let mut reader = RecordingReader::open(&a.file).with_context(reading)?;
             let stats =
-                write_output(&a.output, |out| Ok(plan.write(items, out)?.0)).map_err(fail)?;
+                write_output(&a.output, |out| Ok(plan.write(&mut reader, out)?.0)).map_err(fail)?;
             if !to_stdout {
                 report_chrome(&stats, &a.output);
             }
@@ -92,10 +92,12 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         Format::Perfetto => {
             let plan = TimelinePlan::read(&a.file, clock).with_context(reading)?;
             let counts = (plan.events_recorded, plan.events_lost);
-            // Read on the thread that orders them (see `recording_items_inline`).
-            let items = recording_items_inline(&a.file).with_context(reading)?;
-            let stats = write_output(&a.output, |out| Ok(write_perfetto(plan, items, out)?.0))
-                .map_err(fail)?;
+            // Read on the thread that orders them (see `read_ordered`).
+            let mut reader = RecordingReader::open(&a.file).with_context(reading)?;
+            let stats = write_output(&a.output, |out| {
+                Ok(write_perfetto(plan, &mut reader, out)?.0)
+            })
+            .map_err(fail)?;
             if !to_stdout {
                 report_perfetto(&stats, &a.output);
             }
