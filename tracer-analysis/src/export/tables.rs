@@ -10,14 +10,14 @@
 //!   record, right after the analyzer took it (so the messages are the report's
 //!   `messages.matched`), goes to a [`TableSink`] as rows, so memory holds the graph,
 //!   the open calls and the messages in flight, never the rows;
-//! - read off the graph ([`GraphTables`]): the critical path's activities, every arc
-//!   with its slack (made one at a time as the writer asks), and the per-procedure
-//!   profile, all the report's own rows.
+//! - read off the graph: the critical path's activities and the per-procedure profile
+//!   ([`GraphTables`]), every arc with its slack ([`ArcTable`], made one at a time as
+//!   the writer asks), all the report's own rows.
 
-use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use tracer_common::{CallRecord, UNSET, UNSET32};
 
 use super::ExportError;
@@ -138,11 +138,12 @@ pub fn stream_tables(
 struct StreamPass<'s, S> {
     sink: &'s mut S,
     /// Names of the function probes, by id (shared by every row that names one).
-    probe_names: HashMap<u16, Arc<str>>,
+    // Looked up per record: Fx, not SipHash (3 % of the export's samples).
+    probe_names: FxHashMap<u16, Arc<str>>,
     /// Names of the calls, by call id, as met.
-    call_names: HashMap<u16, Arc<str>>,
+    call_names: FxHashMap<u16, Arc<str>>,
     /// Calls entered and not yet left, per thread (they nest inside libraries).
-    open: HashMap<u32, Vec<CallRecord>>,
+    open: FxHashMap<u32, Vec<CallRecord>>,
     counts: StreamCounts,
     /// The sink's first error: the pass stops there.
     failed: Option<io::Error>,
@@ -152,9 +153,9 @@ impl<'s, S: TableSink> StreamPass<'s, S> {
     fn new(sink: &'s mut S) -> Self {
         StreamPass {
             sink,
-            probe_names: HashMap::new(),
-            call_names: HashMap::new(),
-            open: HashMap::new(),
+            probe_names: FxHashMap::default(),
+            call_names: FxHashMap::default(),
+            open: FxHashMap::default(),
             counts: StreamCounts::default(),
             failed: None,
         }
@@ -269,11 +270,11 @@ fn call_row(e: &CallRecord, x: &CallRecord, depth: u32, name: Arc<str>) -> CallR
     }
 }
 
-/// The tables read off the activity graph: the critical path and the procedures held
-/// (the report's rows), the arcs made one at a time by [`Self::arcs`].
-pub struct GraphTables<'g> {
-    rg: &'g RecordedGraph,
-    schedule: Schedule,
+/// The report's tables read off the activity graph: the critical path and the
+/// procedures held. The arcs are [`ArcTable`]'s: the two are made at once by the export
+/// (the report's rows, with each procedure's zeroing and maximum benefit, take about as
+/// long as encoding the arcs).
+pub struct GraphTables {
     pub clock: ClockKind,
     pub critical_path_ns: u64,
     /// The critical path, first activity first (the report's `activities`).
@@ -286,10 +287,10 @@ pub struct GraphTables<'g> {
     pub events_lost: u64,
 }
 
-impl<'g> GraphTables<'g> {
+impl GraphTables {
     /// The report's rows on `rg` (one path: the export has no near-critical paths, so
     /// `mbm_ns` is against the critical path alone, as `tracer report --paths 1`).
-    pub fn new(rg: &'g RecordedGraph) -> Self {
+    pub fn new(rg: &RecordedGraph) -> Self {
         let report = Report::new(
             rg,
             &ReportOptions {
@@ -299,8 +300,6 @@ impl<'g> GraphTables<'g> {
             None,
         );
         GraphTables {
-            rg,
-            schedule: Schedule::new(&rg.graph),
             clock: rg.clock,
             critical_path_ns: report.critical_path.path.length_ns,
             critical_path: report.activities,
@@ -310,9 +309,25 @@ impl<'g> GraphTables<'g> {
             events_lost: rg.lost,
         }
     }
+}
 
-    /// Every arc with its schedule and slack (the report's `--arcs` lines), in id order.
-    pub fn arcs(&self) -> impl Iterator<Item = ArcRow> + '_ {
+/// Every arc of the graph with its schedule and slack, made one at a time as the writer
+/// asks (millions in a big recording).
+pub struct ArcTable<'g> {
+    rg: &'g RecordedGraph,
+    schedule: Schedule,
+}
+
+impl<'g> ArcTable<'g> {
+    pub fn new(rg: &'g RecordedGraph) -> Self {
+        ArcTable {
+            rg,
+            schedule: Schedule::new(&rg.graph),
+        }
+    }
+
+    /// The report's `--arcs` lines, in id order.
+    pub fn rows(&self) -> impl Iterator<Item = ArcRow> + '_ {
         arc_rows(self.rg, &self.schedule)
     }
 }
@@ -383,7 +398,7 @@ mod tests {
             .sum();
         assert_eq!(work, tables.critical_path_ns);
         assert!(work > 0);
-        let arcs: Vec<ArcRow> = tables.arcs().collect();
+        let arcs: Vec<ArcRow> = ArcTable::new(&rg).rows().collect();
         assert_eq!(arcs.len(), rg.graph.arcs.len());
         let critical = arcs
             .iter()

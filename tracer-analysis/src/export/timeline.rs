@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -25,7 +26,7 @@ use crate::format::recording::{Item, ItemSource, RecordingError, RecordingReader
 use crate::format::records::Record;
 use crate::format::summary::Summary;
 use crate::graph::cpm::Schedule;
-use crate::graph::path::arc_procedure;
+use crate::graph::path::ProcedureNames;
 use crate::graph::recorded::RecordedGraph;
 use crate::graph::{ArcKind, Vertex};
 
@@ -61,7 +62,9 @@ pub(crate) struct CriticalSlice {
     pub(crate) end_ns: u64,
     pub(crate) pid: u32,
     pub(crate) tid: u32,
-    pub(crate) procedure: String,
+    /// Shared with the other slices of the procedure (a long path has hundreds of
+    /// thousands).
+    pub(crate) procedure: Arc<str>,
     pub(crate) work_ns: u64,
 }
 
@@ -139,6 +142,7 @@ impl TimelinePlan {
         let g = &rg.graph;
         let schedule = Schedule::new(g);
         let path = schedule.critical_arcs(g, |_, a| a.weight);
+        let names = ProcedureNames::new(rg);
         let critical = path
             .iter()
             .filter(|&&id| {
@@ -153,7 +157,7 @@ impl TimelinePlan {
                     end_ns: to.ts_ns,
                     pid: rg.pid_of(to.tid),
                     tid: to.tid,
-                    procedure: arc_procedure(g, rg, id),
+                    procedure: names.of_arc(g, id),
                     work_ns: a.weight,
                 }
             })

@@ -3,6 +3,7 @@
 //! pieces of the same kind merged, and totals by procedure, process and thread.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use tracer_common::kind;
@@ -75,6 +76,41 @@ pub(crate) fn arc_procedure(g: &Graph, rg: &RecordedGraph, a: ArcId) -> String {
     match g.contexts[g.arc(a).context as usize].innermost {
         Some(p) => rg.procedures.get(p).cloned().unwrap_or_default(),
         None => OUTSIDE.to_string(),
+    }
+}
+
+/// The procedures' names as [`arc_procedure`] gives them, shared: one allocation per
+/// procedure, not per arc, for the exports' rows (a big graph has millions of arcs).
+pub(crate) struct ProcedureNames {
+    names: Vec<Arc<str>>,
+    outside: Arc<str>,
+    unknown: Arc<str>,
+}
+
+impl ProcedureNames {
+    pub(crate) fn new(rg: &RecordedGraph) -> Self {
+        ProcedureNames {
+            names: rg
+                .procedures
+                .iter()
+                .map(|p| Arc::from(p.as_str()))
+                .collect(),
+            outside: Arc::from(OUTSIDE),
+            unknown: Arc::from(""),
+        }
+    }
+
+    /// The procedure arc `a`'s work is attributed to.
+    pub(crate) fn of_arc(&self, g: &Graph, a: ArcId) -> Arc<str> {
+        match g.contexts[g.arc(a).context as usize].innermost {
+            Some(p) => self.names.get(p).unwrap_or(&self.unknown).clone(),
+            None => self.outside.clone(),
+        }
+    }
+
+    /// The empty name (of an arc that is not work).
+    pub(crate) fn none(&self) -> Arc<str> {
+        self.unknown.clone()
     }
 }
 

@@ -1,6 +1,9 @@
 //! `tracer report --arcs FILE`: every arc of the graph with its schedule, as CSV.
 
+use std::sync::Arc;
+
 use crate::graph::cpm::Schedule;
+use crate::graph::path::ProcedureNames;
 use crate::graph::recorded::RecordedGraph;
 use crate::graph::{ArcKind, VertexId};
 
@@ -16,8 +19,9 @@ pub struct ArcRow {
     /// Process and thread of the arc's target event.
     pub pid: u32,
     pub tid: u32,
-    /// Innermost selected procedure of a program arc; empty for the other kinds.
-    pub procedure: String,
+    /// Innermost selected procedure of a program arc; empty for the other kinds. Shared:
+    /// one allocation per procedure, not per arc (a big graph has millions of arcs).
+    pub procedure: Arc<str>,
     pub weight_ns: u64,
     pub early_start: u64,
     pub early_finish: u64,
@@ -34,13 +38,14 @@ pub fn arc_rows<'a>(
     sched: &'a Schedule,
 ) -> impl Iterator<Item = ArcRow> + 'a {
     let g = &rg.graph;
+    let names = ProcedureNames::new(rg);
     g.arcs.iter().enumerate().map(move |(id, a)| {
         let t = sched.arc_times(a, a.weight);
         // Program arcs belong to the thread they lead to; others name the waiting side.
         let tid = g.vertices[a.to as usize].tid;
         let procedure = match a.kind {
-            ArcKind::Program => crate::graph::path::arc_procedure(g, rg, id as u32),
-            _ => String::new(),
+            ArcKind::Program => names.of_arc(g, id as u32),
+            _ => names.none(),
         };
         ArcRow {
             arc: id as u32,
