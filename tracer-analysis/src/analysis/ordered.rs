@@ -53,7 +53,11 @@ pub(crate) fn read_ordered<E: From<RecordingError>>(
 ) -> Result<Ending, E> {
     let (send, batches) = sync_channel(BATCHES_AHEAD);
     std::thread::scope(|scope| {
-        let ordering = scope.spawn(move || order(source, summarize, &send));
+        // Named for profilers and debuggers.
+        let ordering = std::thread::Builder::new()
+            .name("ordering".into())
+            .spawn_scoped(scope, move || order(source, summarize, &send))
+            .map_err(|e| E::from(RecordingError::Io(e)))?;
         let ending = receive(&batches, &mut take);
         // An early return must let the ordering thread stop: it sends no more.
         drop(batches);
