@@ -73,10 +73,16 @@ pub(crate) fn event_name(v: &Vertex) -> String {
 
 /// The procedure an arc's work is attributed to (innermost selected one).
 pub(crate) fn arc_procedure(g: &Graph, rg: &RecordedGraph, a: ArcId) -> String {
-    match g.contexts[g.arc(a).context as usize].innermost {
+    match innermost_procedure(g, a) {
         Some(p) => rg.procedures.get(p).cloned().unwrap_or_default(),
         None => OUTSIDE.to_string(),
     }
+}
+
+/// The index in `RecordedGraph::procedures` of the innermost selected procedure active
+/// on arc `a`; None outside every selected procedure.
+fn innermost_procedure(g: &Graph, a: ArcId) -> Option<usize> {
+    g.contexts[g.arc(a).context as usize].innermost
 }
 
 /// The procedures' names as [`arc_procedure`] gives them, shared: one allocation per
@@ -102,7 +108,7 @@ impl ProcedureNames {
 
     /// The procedure arc `a`'s work is attributed to.
     pub(crate) fn of_arc(&self, g: &Graph, a: ArcId) -> Arc<str> {
-        match g.contexts[g.arc(a).context as usize].innermost {
+        match innermost_procedure(g, a) {
             Some(p) => self.names.get(p).unwrap_or(&self.unknown).clone(),
             None => self.outside.clone(),
         }
