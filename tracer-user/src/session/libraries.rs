@@ -40,7 +40,7 @@ fn attach_library(
         .iter()
         .filter(|c| c.family == lib.flavor.family() && wanted(c))
         .filter_map(|c| {
-            let sym = lib.symbols.get(c.symbol)?;
+            let sym = lib.probe_point(c.symbol)?;
             Some(ProbePoint {
                 symbol: c.symbol,
                 file_offset: sym.file_offset,

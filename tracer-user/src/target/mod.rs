@@ -2,6 +2,7 @@
 //! PVM, C and OpenMP libraries a program uses, and the procedures `--func` selects.
 
 pub mod candidates;
+pub mod entry;
 pub mod funcs;
 pub mod libraries;
 pub mod openmp;

@@ -4,6 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use crate::target::entry::probe_point;
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
 use tracer_analysis::format::calls::{CallSpec, Family, CALLS};
@@ -35,7 +36,8 @@ pub struct ThreadLibrary {
     /// (call id, where to probe) of each call the file defines: the symbol of the default
     /// version (glibc keeps old versions of some calls: `pthread_cond_wait@GLIBC_2.2.5`
     /// is the LinuxThreads-compatible one, `@@GLIBC_2.3.2` the one programs link against),
-    /// moved past a first instruction uprobes cannot step over (see [`probe_point`]).
+    /// moved past a first instruction uprobes refuse or step over slowly (see
+    /// [`probe_point`]).
     pub calls: Vec<(u16, Symbol)>,
 }
 
@@ -62,7 +64,8 @@ impl ThreadLibrary {
             let Some(sym) = sym.filter(|s| s.is_function) else {
                 continue;
             };
-            match probe_point(sym, &data) {
+            let code = data.get(sym.file_offset as usize..).unwrap_or_default();
+            match probe_point(sym, code) {
                 Some(at) => calls.push((c.id, at)),
                 None => log::warn!(
                     "cannot probe {} in {}: its first instruction is one uprobes refuse",
@@ -79,85 +82,6 @@ impl ThreadLibrary {
             calls,
         }))
     }
-}
-
-/// Where to put the entry probe of a function. The kernel refuses to place a uprobe on a
-/// `lock`-prefixed instruction (x86 `is_prefix_bad`), and where the file is not mapped yet
-/// when the probe is attached (a process held at exec) it leaves the breakpoint out
-/// without a word. glibc's `pthread_spin_lock` starts with `lock decl (%rdi)`: such a
-/// function is probed on its second instruction, which it reaches with its arguments and
-/// return address untouched. (A spin that loops back to the locked instruction passes the
-/// probe again: the retries show as calls nested in the first.) None if the locked
-/// instruction is not one [`locked_instruction_len`] knows.
-fn probe_point(sym: &Symbol, data: &[u8]) -> Option<Symbol> {
-    let code = data.get(sym.file_offset as usize..)?;
-    if code.first() != Some(&0xf0) {
-        return Some(sym.clone());
-    }
-    let len = locked_instruction_len(code)? as u64;
-    Some(Symbol {
-        vaddr: sym.vaddr + len,
-        file_offset: sym.file_offset + len,
-        ..sym.clone()
-    })
-}
-
-/// Length of a `lock`-prefixed x86-64 instruction (the read-modify-write forms `lock` is
-/// allowed on, with a memory operand): None if `code` does not start with one we know.
-fn locked_instruction_len(code: &[u8]) -> Option<usize> {
-    let byte = |i: usize| code.get(i).copied();
-    if byte(0)? != 0xf0 {
-        return None;
-    }
-    let mut i = 1;
-    let mut operand16 = false;
-    while byte(i)? == 0x66 {
-        operand16 = true;
-        i += 1;
-    }
-    if byte(i)? & 0xf0 == 0x40 {
-        i += 1; // REX
-    }
-    let imm = match byte(i)? {
-        0x0f => {
-            i += 1;
-            match byte(i)? {
-                // cmpxchg, xadd, bts/btr/btc, cmpxchg8b/16b
-                0xb0 | 0xb1 | 0xc0 | 0xc1 | 0xab | 0xb3 | 0xbb | 0xc7 => 0,
-                0xba => 1, // bt* r/m, imm8
-                _ => return None,
-            }
-        }
-        // add, or, adc, sbb, and, sub, xor r/m, reg; xchg; inc/dec; not/neg
-        0x00 | 0x01 | 0x08 | 0x09 | 0x10 | 0x11 | 0x18 | 0x19 | 0x20 | 0x21 | 0x28 | 0x29
-        | 0x30 | 0x31 | 0x86 | 0x87 | 0xfe | 0xff | 0xf6 | 0xf7 => 0,
-        0x80 | 0x83 => 1,
-        0x81 if operand16 => 2,
-        0x81 => 4,
-        _ => return None,
-    };
-    i += 1;
-    let modrm = byte(i)?;
-    i += 1;
-    let (md, rm) = (modrm >> 6, modrm & 7);
-    if md == 3 {
-        return None; // `lock` needs a memory operand
-    }
-    if rm == 4 {
-        let sib = byte(i)?;
-        i += 1;
-        if md == 0 && sib & 7 == 5 {
-            i += 4;
-        }
-    } else if md == 0 && rm == 5 {
-        i += 4; // rip-relative
-    }
-    i += match md {
-        1 => 1,
-        2 => 4,
-        _ => 0,
-    };
-    Some(i + imm)
 }
 
 /// Address of the default version (`name@@VERSION`, what the static linker binds new
@@ -310,22 +234,6 @@ fn imports_thread_calls(path: &Path, set: ThreadCallSet) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[test]
-    fn lengths_of_locked_instructions() {
-        for (code, len) in [
-            (&[0xf0, 0xff, 0x0f, 0x75][..], 3),             // lock decl (%rdi)
-            (&[0xf0, 0x0f, 0xb1, 0x0f][..], 4),             // lock cmpxchg %ecx,(%rdi)
-            (&[0xf0, 0x48, 0x0f, 0xb1, 0x57, 0x08][..], 6), // lock cmpxchg %rdx,8(%rdi)
-            (&[0xf0, 0x83, 0x07, 0x01][..], 4),             // lock addl $1,(%rdi)
-            (&[0xf0, 0x0f, 0xc1, 0x44, 0x24, 0x10][..], 6), // lock xadd %eax,0x10(%rsp)
-            (&[0xf0, 0x81, 0x05, 1, 0, 0, 0, 2, 0, 0, 0][..], 11), // lock addl $2,x(%rip)
-        ] {
-            assert_eq!(locked_instruction_len(code), Some(len), "{code:02x?}");
-        }
-        assert_eq!(locked_instruction_len(&[0x41, 0x57]), None);
-        assert_eq!(locked_instruction_len(&[0xf0, 0xff, 0xc0]), None); // register operand
-    }
-
     #[test]
     fn only_programs_that_call_pthreads_are_probed() {
         let mut libs = ThreadLibraries::new(ThreadCallSet::Locks);

@@ -2,10 +2,12 @@
 //! of their calls a program imports, and Open MPI's predefined handles.
 
 use std::collections::{BTreeSet, HashMap};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::target::entry::probe_point;
 use crate::target::procfs;
-use crate::target::symbols::{SymbolError, SymbolTable};
+use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
 use tracer_analysis::format::calls::{
     Family, Flavor, OMPI_COMM_SELF_SYMBOL, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL,
 };
@@ -48,6 +50,18 @@ impl Library {
             flavor,
             symbols,
         }))
+    }
+
+    /// Where the entry and exit probes of the function `name` go ([`probe_point`]: past
+    /// a leading load the kernel would single-step); None if the library does not
+    /// define it. Its first instruction when its code cannot be read.
+    pub fn probe_point(&self, name: &str) -> Option<Symbol> {
+        let sym = self.symbols.get(name)?;
+        let mut code = [0u8; 32];
+        let read = std::fs::File::open(&self.path)
+            .and_then(|f| f.read_at(&mut code, sym.file_offset))
+            .unwrap_or(0);
+        Some(probe_point(sym, &code[..read]).unwrap_or_else(|| sym.clone()))
     }
 
     pub fn info(&self) -> LibraryInfo {
