@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::SessionError;
 use crate::probes::{ProbePoint, Probes};
+use crate::target::entry::probe_point_in;
 use crate::target::funcs::{FuncError, FunctionSelector};
 use crate::target::procfs;
 use crate::target::symbols::Symbol;
@@ -81,8 +82,10 @@ impl FunctionProbes {
         // Aliases share an offset: the first name takes it.
         let mut offsets = HashSet::new();
         for sym in selected {
-            if !probes.is_new_point(file, sym.file_offset, None) || !offsets.insert(sym.file_offset)
-            {
+            // Past a leading `endbr64` or load the kernel would single-step; the recording
+            // keeps the symbol's own address.
+            let at = probe_point_in(file, sym).file_offset;
+            if !probes.is_new_point(file, at, None) || !offsets.insert(at) {
                 continue;
             }
             let id = self.next_id;
@@ -92,7 +95,7 @@ impl FunctionProbes {
                 .ok_or(SessionError::TooManyFunctionProbes)?;
             points.push(ProbePoint {
                 symbol: &sym.name,
-                file_offset: sym.file_offset,
+                file_offset: at,
                 cookie: id as u64,
             });
             out.push(FunctionProbe {

@@ -13,6 +13,9 @@
 //! `push` after it and read the same arguments and return address; the return probe,
 //! which replaces the return address on top of the stack, works there too.
 
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
 use crate::target::symbols::Symbol;
 
 /// At most this many instructions are stepped over before an emulated one.
@@ -36,6 +39,17 @@ pub fn probe_point(sym: &Symbol, code: &[u8]) -> Option<Symbol> {
         return Some(moved(sym, len));
     }
     Some(moved(sym, skipped_prefix_len(code)))
+}
+
+/// [`probe_point`] for `sym` of `file`, reading its first bytes; `sym` itself when they
+/// cannot be read or its first instruction is a `lock` one we do not know (the kernel then
+/// refuses the probe, with an error the caller reports).
+pub fn probe_point_in(file: &Path, sym: &Symbol) -> Symbol {
+    let mut code = [0u8; 32];
+    let read = std::fs::File::open(file)
+        .and_then(|f| f.read_at(&mut code, sym.file_offset))
+        .unwrap_or(0);
+    probe_point(sym, &code[..read]).unwrap_or_else(|| sym.clone())
 }
 
 fn moved(sym: &Symbol, by: usize) -> Symbol {

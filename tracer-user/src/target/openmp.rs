@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use tracer_common::call;
 
+use crate::target::entry::probe_point_in;
 use crate::target::libraries::ThreadLibrary;
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolTable};
@@ -140,7 +141,9 @@ pub(crate) fn runtime_calls(file: &Path, runtime: Runtime) -> Option<ThreadLibra
         })
         .filter_map(|c| {
             let sym = table.get(c.symbol).filter(|s| s.is_function)?;
-            Some((c.id, sym.clone()))
+            // Past libgomp's `endbr64` (see `probe_point_in`). Not the outlined functions:
+            // their probes take the probed address as the function's identity.
+            Some((c.id, probe_point_in(file, sym)))
         })
         .collect();
     (!calls.is_empty()).then(|| ThreadLibrary {

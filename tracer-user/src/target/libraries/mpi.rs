@@ -2,10 +2,9 @@
 //! of their calls a program imports, and Open MPI's predefined handles.
 
 use std::collections::{BTreeSet, HashMap};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::target::entry::probe_point;
+use crate::target::entry::probe_point_in;
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
 use tracer_analysis::format::calls::{
@@ -52,16 +51,11 @@ impl Library {
         }))
     }
 
-    /// Where the entry and exit probes of the function `name` go ([`probe_point`]: past
-    /// a leading load the kernel would single-step); None if the library does not
-    /// define it. Its first instruction when its code cannot be read.
+    /// Where the entry and exit probes of the function `name` go ([`probe_point_in`]:
+    /// past a leading load the kernel would single-step); None if the library does not
+    /// define it.
     pub fn probe_point(&self, name: &str) -> Option<Symbol> {
-        let sym = self.symbols.get(name)?;
-        let mut code = [0u8; 32];
-        let read = std::fs::File::open(&self.path)
-            .and_then(|f| f.read_at(&mut code, sym.file_offset))
-            .unwrap_or(0);
-        Some(probe_point(sym, &code[..read]).unwrap_or_else(|| sym.clone()))
+        Some(probe_point_in(&self.path, self.symbols.get(name)?))
     }
 
     pub fn info(&self) -> LibraryInfo {
