@@ -82,7 +82,7 @@ const LOCK: u8 = 0xf0;
 /// Whether the kernel's x86 uprobes emulate the instruction at `code[0]` rather than
 /// single-step it: `push` of a 64-bit register (with or without REX.B), and the
 /// relative jumps and calls.
-fn emulated(code: &[u8]) -> bool {
+pub fn emulated(code: &[u8]) -> bool {
     let push = matches!(code, [0x50..=0x57, ..] | [0x41, 0x50..=0x57, ..]);
     let branch = matches!(
         code,

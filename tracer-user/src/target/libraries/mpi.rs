@@ -424,6 +424,7 @@ fn mpi_imports(path: &Path) -> Option<BTreeSet<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::target::entry::emulated;
 
     #[test]
     fn classifies_installed_libraries() {
@@ -439,6 +440,27 @@ mod tests {
         assert!(ompi.info().comm_world_vaddr.is_some());
         let pvm = libs.iter().find(|l| l.flavor == Flavor::Pvm).unwrap();
         assert!(pvm.pvm_rbuf_vaddr() != 0);
+    }
+
+    #[test]
+    fn open_mpi_waitall_and_test_are_probed_past_their_first_load() {
+        // Debian's Open MPI starts both with `mov ompi_mpi_param_check(%rip),%rax`, which
+        // the kernel single-steps; MPI_Wait starts with a `push`, which it emulates.
+        let ompi = installed_candidates()
+            .iter()
+            .filter_map(|p| Library::open(p).ok().flatten())
+            .find(|l| l.flavor == Flavor::OpenMpi)
+            .expect("Open MPI is installed");
+        let file = std::fs::File::open(&ompi.path).unwrap();
+        for name in ["MPI_Waitall", "MPI_Test", "MPI_Wait"] {
+            let sym = ompi.symbols.get(name).unwrap();
+            let at = ompi.probe_point(name).unwrap();
+            let mut code = [0u8; 16];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut code, at.file_offset).unwrap();
+            assert!(emulated(&code), "{name} probed at {code:02x?}");
+            assert_eq!(at.vaddr - sym.vaddr, at.file_offset - sym.file_offset);
+            assert_eq!(at.vaddr > sym.vaddr, name != "MPI_Wait", "{name}");
+        }
     }
 
     #[test]
