@@ -105,6 +105,41 @@ impl CallLayout {
         array_per_count: 0,
         _reserved: [0; 2],
     };
+
+    /// The arguments the call probes read at entry, a bit per argument index (bit 0:
+    /// the first). Where the entry probe may go depends on it (tracer-user
+    /// `target::entry`): the instructions it steps over must leave these alone.
+    pub const fn arguments_read(&self) -> u16 {
+        let mut slots = [
+            self.peer,
+            self.tag,
+            self.peer2,
+            self.tag2,
+            self.comm,
+            self.count,
+            self.dtype,
+            self.handle_in,
+            self.handle_out,
+            self.out,
+            self.array,
+            self.status,
+            NO_ARG,
+            NO_ARG,
+        ];
+        if self.status_mode == status_mode::INT_POINTERS && self.status < ARG_IP - 2 {
+            slots[12] = self.status + 1;
+            slots[13] = self.status + 2;
+        }
+        let mut mask = 0u16;
+        let mut i = 0;
+        while i < slots.len() {
+            if slots[i] < 16 {
+                mask |= 1 << slots[i];
+            }
+            i += 1;
+        }
+        mask
+    }
 }
 
 /// How the probes turn a datatype argument into an element size.

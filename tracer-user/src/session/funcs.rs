@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::SessionError;
 use crate::probes::{ProbePoint, Probes};
-use crate::target::entry::probe_point_in;
+use crate::target::entry::{probe_point_in, ArgumentsRead};
 use crate::target::funcs::{FuncError, FunctionSelector};
 use crate::target::procfs;
 use crate::target::symbols::Symbol;
@@ -84,7 +84,7 @@ impl FunctionProbes {
         for sym in selected {
             // Past a leading `endbr64` or load the kernel would single-step; the recording
             // keeps the symbol's own address.
-            let at = probe_point_in(file, sym).file_offset;
+            let at = probe_point_in(file, sym, ArgumentsRead::NONE).file_offset;
             if !probes.is_new_point(file, at, None) || !offsets.insert(at) {
                 continue;
             }

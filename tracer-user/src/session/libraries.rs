@@ -7,6 +7,7 @@ use tracer_analysis::format::calls::{CallSpec, Flavor, CALLS};
 use tracer_common::call_cookie;
 
 use crate::probes::{ProbeError, ProbePoint, Probes};
+use crate::target::entry::ArgumentsRead;
 use crate::target::libraries::{ImportedCalls, Library, LibrarySet, ThreadLibrary};
 
 /// Probes the libraries of `libs` that `wanted` accepts (canonical paths): every call
@@ -40,7 +41,7 @@ fn attach_library(
         .iter()
         .filter(|c| c.family == lib.flavor.family() && wanted(c))
         .filter_map(|c| {
-            let sym = lib.probe_point(c.symbol)?;
+            let sym = lib.probe_point(c.symbol, ArgumentsRead(c.layout.arguments_read()))?;
             Some(ProbePoint {
                 symbol: c.symbol,
                 file_offset: sym.file_offset,

@@ -9,9 +9,11 @@
 //! `MPI_Test`, which start by loading a flag (`mov ompi_mpi_param_check(%rip),%rax`),
 //! cost 15 us a call with empty programs, against 2 us on `MPI_Wait`, which starts with
 //! `push %rbp` (docs/benchmarks.md, "Overhead on real codes", round 3). Such a load
-//! changes neither the arguments nor the stack pointer, so the probe can sit on the
-//! `push` after it and read the same arguments and return address; the return probe,
-//! which replaces the return address on top of the stack, works there too.
+//! changes neither the arguments the probe reads nor the stack pointer, so the probe can
+//! sit on the `push` after it and read the same arguments and return address; the
+//! return probe, which replaces the return address on top of the stack, works there too.
+//! Likewise libgomp's `GOMP_barrier` (`endbr64`, two loads, a `test`, then a `je`) and
+//! glibc's `pthread_mutex_lock` (loads and `and`s of registers it then branches on).
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -21,7 +23,36 @@ use crate::target::symbols::Symbol;
 /// At most this many instructions are stepped over before an emulated one.
 const MAX_SKIPPED: usize = 4;
 
-/// Where to put the entry probe of `sym`, whose code starts at `code[0]`:
+/// The arguments a function's entry probe reads: a bit per argument index, bit 0 the
+/// first (`CallLayout::arguments_read`). The instructions a probe is moved past must
+/// leave their registers alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgumentsRead(pub u16);
+
+impl ArgumentsRead {
+    /// A probe that reads no argument (`--func` procedures).
+    pub const NONE: ArgumentsRead = ArgumentsRead(0);
+    /// One that may read any.
+    pub const ALL: ArgumentsRead = ArgumentsRead(u16::MAX);
+
+    /// Whether an instruction that writes register `reg` (ModRM numbering, REX bit 3
+    /// included) would change what the probe reads: the stack pointer always (the probes
+    /// read the return address and the stack arguments at it), an argument register
+    /// when its argument is read.
+    fn kept(self, reg: u8) -> bool {
+        // x86-64 System V: the registers of arguments 0 to 5.
+        const ARGUMENT_REGISTERS: [u8; 6] = [7, 6, 2, 1, 8, 9]; // rdi rsi rdx rcx r8 r9
+        const RSP: u8 = 4;
+        reg == RSP
+            || ARGUMENT_REGISTERS
+                .iter()
+                .enumerate()
+                .any(|(arg, &r)| r == reg && self.0 & (1 << arg) != 0)
+    }
+}
+
+/// Where to put the entry probe of `sym`, whose code starts at `code[0]`, for a probe
+/// that reads `args`:
 /// - on a `lock`-prefixed instruction the kernel refuses a uprobe (x86 `is_prefix_bad`),
 ///   and where the file is not mapped yet when the probe is attached (a process held at
 ///   exec) it leaves the breakpoint out without a word. glibc's `pthread_spin_lock`
@@ -29,27 +60,27 @@ const MAX_SKIPPED: usize = 4;
 ///   instruction. (A spin that loops back to the locked instruction passes the probe
 ///   again: the retries show as calls nested in the first.) None if the locked
 ///   instruction is not one [`locked_instruction_len`] knows.
-/// - after leading instructions the kernel would single-step and that leave the
-///   arguments and the stack pointer alone ([`harmless_len`]), when the instruction
-///   after them is one it emulates ([`emulated`]);
+/// - after leading instructions the kernel would single-step and that change neither
+///   memory nor the stack pointer nor the registers of `args` ([`harmless_len`]), when
+///   the instruction after them is one it emulates ([`emulated`]);
 /// - otherwise on the symbol itself.
-pub fn probe_point(sym: &Symbol, code: &[u8]) -> Option<Symbol> {
+pub fn probe_point(sym: &Symbol, code: &[u8], args: ArgumentsRead) -> Option<Symbol> {
     if code.first() == Some(&LOCK) {
         let len = locked_instruction_len(code)?;
         return Some(moved(sym, len));
     }
-    Some(moved(sym, skipped_prefix_len(code)))
+    Some(moved(sym, skipped_prefix_len(code, args)))
 }
 
 /// [`probe_point`] for `sym` of `file`, reading its first bytes; `sym` itself when they
 /// cannot be read or its first instruction is a `lock` one we do not know (the kernel then
 /// refuses the probe, with an error the caller reports).
-pub fn probe_point_in(file: &Path, sym: &Symbol) -> Symbol {
-    let mut code = [0u8; 32];
+pub fn probe_point_in(file: &Path, sym: &Symbol, args: ArgumentsRead) -> Symbol {
+    let mut code = [0u8; 64];
     let read = std::fs::File::open(file)
         .and_then(|f| f.read_at(&mut code, sym.file_offset))
         .unwrap_or(0);
-    probe_point(sym, &code[..read]).unwrap_or_else(|| sym.clone())
+    probe_point(sym, &code[..read], args).unwrap_or_else(|| sym.clone())
 }
 
 fn moved(sym: &Symbol, by: usize) -> Symbol {
@@ -62,14 +93,14 @@ fn moved(sym: &Symbol, by: usize) -> Symbol {
 
 /// Bytes of harmless instructions at the start of `code` before an emulated one; 0 if
 /// the first is emulated already, or if no emulated one follows a few harmless ones.
-fn skipped_prefix_len(code: &[u8]) -> usize {
+fn skipped_prefix_len(code: &[u8], args: ArgumentsRead) -> usize {
     let mut at = 0;
     for _ in 0..=MAX_SKIPPED {
         let rest = code.get(at..).unwrap_or_default();
         if emulated(rest) {
             return at;
         }
-        match harmless_len(rest) {
+        match harmless_len(rest, args) {
             Some(len) => at += len,
             None => return 0,
         }
@@ -78,6 +109,7 @@ fn skipped_prefix_len(code: &[u8]) -> usize {
 }
 
 const LOCK: u8 = 0xf0;
+const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 
 /// Whether the kernel's x86 uprobes emulate the instruction at `code[0]` rather than
 /// single-step it: `push` of a 64-bit register (with or without REX.B), and the
@@ -91,59 +123,84 @@ pub fn emulated(code: &[u8]) -> bool {
     push || branch
 }
 
-/// x86-64 registers (ModRM numbering, REX bit 3 included) a probed function may not have
-/// changed when its entry probe runs: the six argument registers (the probes read them)
-/// and the stack pointer (they read the return address and the stack arguments at it).
-fn kept_register(reg: u8) -> bool {
-    const RCX: u8 = 1;
-    const RDX: u8 = 2;
-    const RSP: u8 = 4;
-    const RSI: u8 = 6;
-    const RDI: u8 = 7;
-    const R8: u8 = 8;
-    const R9: u8 = 9;
-    matches!(reg, RCX | RDX | RSP | RSI | RDI | R8 | R9)
-}
-
-/// Length of the instruction at `code[0]` if it changes nothing but one register that
-/// the entry probe does not read: `endbr64`, or a `mov` from memory or `lea` into such a
-/// register (compilers put a load of a global flag first: Open MPI's parameter check,
-/// MPICH's error-handling state). None for anything else.
-fn harmless_len(code: &[u8]) -> Option<usize> {
-    if code.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) {
-        return Some(4); // endbr64
+/// Length of the instruction at `code[0]` if it writes no memory, no control flow and no
+/// register but the flags and one the probe does not read (`args`, the stack pointer):
+/// `endbr64`; a load, `lea` or register move; a move of a constant; an `add`, `or`,
+/// `and`, `sub` or `xor` into a register; a `cmp` or `test`. None for anything else
+/// (and for the 16-bit operand forms, which compilers do not put first).
+fn harmless_len(code: &[u8], args: ArgumentsRead) -> Option<usize> {
+    if code.starts_with(&ENDBR64) {
+        return Some(4);
     }
     let byte = |i: usize| code.get(i).copied();
     let mut i = 0;
+    if matches!(byte(i)?, 0x64 | 0x65) {
+        i += 1; // fs/gs: a thread-local operand
+    }
     let mut rex = 0;
-    if byte(0)? & 0xf0 == 0x40 {
-        rex = byte(0)?;
+    if byte(i)? & 0xf0 == 0x40 {
+        rex = byte(i)?;
         i += 1;
     }
-    // mov r32/r64, r/m; lea r, m
-    if !matches!(byte(i)?, 0x8b | 0x8d) {
-        return None;
-    }
+    let wide = rex & 0x8 != 0;
+    let op = byte(i)?;
     i += 1;
+    let harmless = |dest: Option<u8>, len: usize| match dest {
+        Some(reg) if args.kept(reg) => None,
+        _ => Some(len),
+    };
+    const RAX: u8 = 0;
+    match op {
+        // mov $imm, r32 (r64 with REX.W)
+        0xb8..=0xbf => {
+            let dest = (op & 7) | ((rex & 0x1) << 3);
+            return harmless(Some(dest), i + if wide { 8 } else { 4 });
+        }
+        // add, or, and, sub, xor %eax with imm32; cmp, test %eax with imm32 / %al, imm8
+        0x05 | 0x0d | 0x25 | 0x2d | 0x35 => return harmless(Some(RAX), i + 4),
+        0x3d | 0xa9 => return Some(i + 4),
+        0x3c | 0xa8 => return Some(i + 1),
+        _ => {}
+    }
     let modrm = byte(i)?;
-    if modrm >> 6 == 3 {
-        return None; // a register source: not what compilers put first
+    let register_operand = modrm >> 6 == 3;
+    let ext = (modrm >> 3) & 7;
+    let reg = ext | ((rex & 0x4) << 1);
+    let rm = (modrm & 7) | ((rex & 0x1) << 3);
+    let operand = i + modrm_operand_len(&code[i..])?;
+    match op {
+        // mov, add, or, and, sub, xor into the ModRM register
+        0x8b | 0x03 | 0x0b | 0x23 | 0x2b | 0x33 => harmless(Some(reg), operand),
+        0x8d if !register_operand => harmless(Some(reg), operand), // lea
+        // mov, add, or, and, sub, xor into a register operand (not memory)
+        0x89 | 0x01 | 0x09 | 0x21 | 0x29 | 0x31 if register_operand => harmless(Some(rm), operand),
+        // cmp and test: the flags only
+        0x38..=0x3b | 0x84 | 0x85 => Some(operand),
+        0x80 | 0x83 if ext == 7 => Some(operand + 1),
+        0x81 if ext == 7 => Some(operand + 4),
+        0xf6 if ext == 0 => Some(operand + 1),
+        0xf7 if ext == 0 => Some(operand + 4),
+        // add, or, and, sub, xor $imm into a register operand
+        0x83 if register_operand && matches!(ext, 0 | 1 | 4 | 5 | 6) => {
+            harmless(Some(rm), operand + 1)
+        }
+        0x81 if register_operand && matches!(ext, 0 | 1 | 4 | 5 | 6) => {
+            harmless(Some(rm), operand + 4)
+        }
+        // mov $imm32, r/m64 into a register operand
+        0xc7 if register_operand && ext == 0 => harmless(Some(rm), operand + 4),
+        _ => None,
     }
-    let dest = ((modrm >> 3) & 7) | ((rex & 0x4) << 1);
-    if kept_register(dest) {
-        return None;
-    }
-    Some(i + memory_operand_len(&code[i..])?)
 }
 
-/// Length of a ModRM byte with a memory operand and what follows it (SIB byte and
-/// displacement), `code[0]` being the ModRM byte.
-fn memory_operand_len(code: &[u8]) -> Option<usize> {
+/// Length of a ModRM byte and what follows it (SIB byte and displacement), `code[0]`
+/// being the ModRM byte: 1 for a register operand.
+fn modrm_operand_len(code: &[u8]) -> Option<usize> {
     let byte = |i: usize| code.get(i).copied();
     let modrm = byte(0)?;
     let (md, rm) = (modrm >> 6, modrm & 7);
     if md == 3 {
-        return None;
+        return Some(1);
     }
     let mut i = 1;
     if rm == 4 {
@@ -198,7 +255,10 @@ fn locked_instruction_len(code: &[u8]) -> Option<usize> {
         _ => return None,
     };
     i += 1;
-    Some(i + memory_operand_len(&code[i..])? + imm)
+    if byte(i)? >> 6 == 3 {
+        return None; // `lock` needs a memory operand
+    }
+    Some(i + modrm_operand_len(&code[i..])? + imm)
 }
 
 #[cfg(test)]
@@ -215,7 +275,11 @@ mod tests {
     }
 
     fn offset(code: &[u8]) -> Option<u64> {
-        probe_point(&sym(), code).map(|s| {
+        offset_reading(code, ArgumentsRead::ALL)
+    }
+
+    fn offset_reading(code: &[u8], args: ArgumentsRead) -> Option<u64> {
+        probe_point(&sym(), code, args).map(|s| {
             assert_eq!(s.vaddr - 0x1000, s.file_offset - 0x800);
             s.vaddr - 0x1000
         })
@@ -257,6 +321,53 @@ mod tests {
     }
 
     #[test]
+    fn registers_of_arguments_the_probe_does_not_read_may_change() {
+        // libgomp's GOMP_barrier (no argument read): endbr64; mov 0x39dbd(%rip),%rax;
+        // mov %fs:0x10(%rax),%rdi; test %rdi,%rdi; je
+        let barrier = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x8b, 0x05, 0xbd, 0x9d, 0x03, 0x00, 0x64, 0x48, 0x8b,
+            0x78, 0x10, 0x48, 0x85, 0xff, 0x74, 0x0b,
+        ];
+        assert_eq!(offset_reading(&barrier, ArgumentsRead::NONE), Some(19));
+        assert_eq!(offset_reading(&barrier, ArgumentsRead(0b1)), Some(0));
+        // glibc's pthread_mutex_lock (argument 0 read): mov 0x10(%rdi),%eax;
+        // mov %eax,%edx; and $0x17f,%edx; and $0x7c,%eax; jne
+        let lock = [
+            0x8b, 0x47, 0x10, 0x89, 0xc2, 0x81, 0xe2, 0x7f, 0x01, 0x00, 0x00, 0x83, 0xe0, 0x7c,
+            0x0f, 0x85, 0, 0, 0, 0,
+        ];
+        assert_eq!(offset_reading(&lock, ArgumentsRead(0b1)), Some(14));
+        assert_eq!(offset_reading(&lock, ArgumentsRead(0b101)), Some(0));
+        // glibc's pthread_mutex_unlock: mov $0x1,%esi; jmp
+        let unlock = [0xbe, 1, 0, 0, 0, 0xe9, 0, 0, 0, 0];
+        assert_eq!(offset_reading(&unlock, ArgumentsRead(0b1)), Some(5));
+        assert_eq!(offset_reading(&unlock, ArgumentsRead(0b11)), Some(0));
+        // glibc's pthread_join: mov $0x1,%r8d; xor %ecx,%ecx; xor %edx,%edx; jmp
+        let join = [0x41, 0xb8, 1, 0, 0, 0, 0x31, 0xc9, 0x31, 0xd2, 0xeb, 0x10];
+        assert_eq!(offset_reading(&join, ArgumentsRead(0b11)), Some(10));
+        assert_eq!(offset_reading(&join, ArgumentsRead(0b10011)), Some(0));
+        // Five instructions before the branch: more than are stepped over.
+        let long = [
+            0x31, 0xc0, 0x31, 0xc0, 0x31, 0xc0, 0x31, 0xc0, 0x31, 0xc0, 0xeb, 0,
+        ];
+        assert_eq!(offset_reading(&long, ArgumentsRead::NONE), Some(0));
+        assert_eq!(offset_reading(&long[2..], ArgumentsRead::NONE), Some(8));
+    }
+
+    #[test]
+    fn the_call_table_says_which_arguments_a_probe_reads() {
+        use tracer_analysis::format::calls::CALLS;
+        let read = |name: &str| {
+            let c = CALLS.iter().find(|c| c.symbol == name).unwrap();
+            c.layout.arguments_read()
+        };
+        assert_eq!(read("GOMP_barrier"), 0);
+        assert_eq!(read("pthread_mutex_lock"), 0b1);
+        // MPI_Isend(buf, count, type, dest, tag, comm, request): all but the buffer.
+        assert_eq!(read("MPI_Isend"), 0b111_1110);
+    }
+
+    #[test]
     fn the_first_instruction_is_kept_when_moving_would_not_help_or_not_be_safe() {
         // push %r15 first: emulated already.
         assert_eq!(offset(&[0x41, 0x57, 0x41, 0x56]), Some(0));
@@ -266,9 +377,15 @@ mod tests {
         assert_eq!(offset(&[0x4c, 0x8b, 0x0d, 0x10, 0, 0, 0, 0x53]), Some(0));
         // A load followed by something single-stepped too (mov (%rdi),%eax; add ...).
         assert_eq!(offset(&[0x8b, 0x07, 0x83, 0xc0, 0x01]), Some(0));
-        // A store (mov %eax,(%rdi)) is not stepped over.
+        // Stores are not stepped over: mov %eax,(%rdi); movl $0,(%rdi); addl $1,(%rdi)
         assert_eq!(offset(&[0x89, 0x07, 0x53]), Some(0));
-        // sub $8,%rsp changes the stack pointer.
+        assert_eq!(offset(&[0xc7, 0x07, 0, 0, 0, 0, 0x53]), Some(0));
+        assert_eq!(offset(&[0x83, 0x07, 0x01, 0x53]), Some(0));
+        // sub $8,%rsp and mov %rdi,%rsp change the stack pointer.
+        assert_eq!(
+            offset_reading(&[0x48, 0x89, 0xfc, 0x53], ArgumentsRead::NONE),
+            Some(0)
+        );
         assert_eq!(offset(&[0x48, 0x83, 0xec, 0x08, 0x53]), Some(0));
         // Code cut short.
         assert_eq!(offset(&[0x48, 0x8b, 0x05, 0x61]), Some(0));

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use tracer_common::call;
 
-use crate::target::entry::probe_point_in;
+use crate::target::entry::{probe_point_in, ArgumentsRead};
 use crate::target::libraries::ThreadLibrary;
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolTable};
@@ -143,7 +143,8 @@ pub(crate) fn runtime_calls(file: &Path, runtime: Runtime) -> Option<ThreadLibra
             let sym = table.get(c.symbol).filter(|s| s.is_function)?;
             // Past libgomp's `endbr64` (see `probe_point_in`). Not the outlined functions:
             // their probes take the probed address as the function's identity.
-            Some((c.id, probe_point_in(file, sym)))
+            let args = ArgumentsRead(c.layout.arguments_read());
+            Some((c.id, probe_point_in(file, sym, args)))
         })
         .collect();
     (!calls.is_empty()).then(|| ThreadLibrary {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use crate::target::entry::probe_point;
+use crate::target::entry::{probe_point, ArgumentsRead};
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
 use tracer_analysis::format::calls::{CallSpec, Family, CALLS};
@@ -65,7 +65,7 @@ impl ThreadLibrary {
                 continue;
             };
             let code = data.get(sym.file_offset as usize..).unwrap_or_default();
-            match probe_point(sym, code) {
+            match probe_point(sym, code, ArgumentsRead(c.layout.arguments_read())) {
                 Some(at) => calls.push((c.id, at)),
                 None => log::warn!(
                     "cannot probe {} in {}: its first instruction is one uprobes refuse",

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use crate::target::entry::probe_point_in;
+use crate::target::entry::{probe_point_in, ArgumentsRead};
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
 use tracer_analysis::format::calls::{
@@ -51,11 +51,11 @@ impl Library {
         }))
     }
 
-    /// Where the entry and exit probes of the function `name` go ([`probe_point_in`]:
-    /// past a leading load the kernel would single-step); None if the library does not
-    /// define it.
-    pub fn probe_point(&self, name: &str) -> Option<Symbol> {
-        Some(probe_point_in(&self.path, self.symbols.get(name)?))
+    /// Where the entry and exit probes of the function `name`, which read `args`, go
+    /// ([`probe_point_in`]: past a leading load the kernel would single-step); None if
+    /// the library does not define it.
+    pub fn probe_point(&self, name: &str, args: ArgumentsRead) -> Option<Symbol> {
+        Some(probe_point_in(&self.path, self.symbols.get(name)?, args))
     }
 
     pub fn info(&self) -> LibraryInfo {
@@ -454,7 +454,7 @@ mod tests {
         let file = std::fs::File::open(&ompi.path).unwrap();
         for name in ["MPI_Waitall", "MPI_Test", "MPI_Wait"] {
             let sym = ompi.symbols.get(name).unwrap();
-            let at = ompi.probe_point(name).unwrap();
+            let at = ompi.probe_point(name, ArgumentsRead::ALL).unwrap();
             let mut code = [0u8; 16];
             std::os::unix::fs::FileExt::read_exact_at(&file, &mut code, at.file_offset).unwrap();
             assert!(emulated(&code), "{name} probed at {code:02x?}");
