@@ -58,12 +58,31 @@ int main(int argc, char **argv) {
     }
     if (argc > 2 && !strcmp(argv[1], "calls")) {
         long n = atol(argv[2]);
-        int rank;
+        /* Which call: MPI_Comm_rank by default; MPI_Wait, MPI_Waitall and MPI_Test on a
+           null request (calls that return at once, whose probes' placement differs:
+           docs/benchmarks.md, "Overhead on real codes", round 3). */
+        const char *which = argc > 3 ? argv[3] : "rank";
+        int call = !strcmp(which, "wait") ? 1 : !strcmp(which, "waitall") ? 2
+                 : !strcmp(which, "test") ? 3 : 0;
+        if (call == 0 && strcmp(which, "rank")) {
+            fprintf(stderr, "usage: %s calls N [rank|wait|waitall|test]\n", argv[0]);
+            return 2;
+        }
+        int rank, flag;
+        MPI_Request request = MPI_REQUEST_NULL;
+        MPI_Status statuses[1];
         MPI_Init(&argc, &argv);
         struct timespec c0, c1;
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
         double t0 = now_s();
-        for (long i = 0; i < n; i++) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        for (long i = 0; i < n; i++) {
+            switch (call) {
+            case 0: MPI_Comm_rank(MPI_COMM_WORLD, &rank); break;
+            case 1: MPI_Wait(&request, MPI_STATUS_IGNORE); break;
+            case 2: MPI_Waitall(1, &request, statuses); break;
+            default: MPI_Test(&request, &flag, MPI_STATUS_IGNORE); break;
+            }
+        }
         double t = now_s() - t0;
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
         double c = (c1.tv_sec - c0.tv_sec) * 1e9 + (c1.tv_nsec - c0.tv_nsec);
