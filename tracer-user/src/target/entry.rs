@@ -73,8 +73,9 @@ pub fn probe_point(sym: &Symbol, code: &[u8], args: ArgumentsRead) -> Option<Sym
 }
 
 /// [`probe_point`] for `sym` of `file`, reading its first bytes; `sym` itself when they
-/// cannot be read or its first instruction is a `lock` one we do not know (the kernel then
-/// refuses the probe, with an error the caller reports).
+/// cannot be read or its first instruction is a `lock` one we do not know (where the
+/// kernel refuses the probe, or for a process held at exec leaves it out: callers that
+/// may meet one, the C library's, use [`probe_point`] and skip the call).
 pub fn probe_point_in(file: &Path, sym: &Symbol, args: ArgumentsRead) -> Symbol {
     let mut code = [0u8; 64];
     let read = std::fs::File::open(file)

@@ -52,8 +52,8 @@ impl Library {
     }
 
     /// Where the entry and exit probes of the function `name`, which read `args`, go
-    /// ([`probe_point_in`]: past a leading load the kernel would single-step); None if
-    /// the library does not define it.
+    /// ([`probe_point_in`]: past leading instructions the kernel would single-step);
+    /// None if the library does not define it.
     pub fn probe_point(&self, name: &str, args: ArgumentsRead) -> Option<Symbol> {
         Some(probe_point_in(&self.path, self.symbols.get(name)?, args))
     }
