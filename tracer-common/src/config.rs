@@ -42,6 +42,21 @@ pub mod status_mode {
     pub const INDEX_ARRAY: u8 = 5;
 }
 
+/// When a call's array of handles is written ([`CallLayout::array_when`]).
+pub mod array_when {
+    /// With the entry record, always.
+    pub const ENTRY: u8 = 0;
+    /// A test of requests (Testall, Testsome), whose handles matter only for those it
+    /// completed: read at the entry into the thread's state, written before the exit if
+    /// the int the call wrote through `out` (its flag or count) is positive. A polling
+    /// loop then writes one record per call. Arrays longer than one record
+    /// ([`crate::ARRAY_CHUNK`]) are written with the entry.
+    pub const IF_OUT_POSITIVE: u8 = 1;
+    /// As [`IF_OUT_POSITIVE`], for Testany: written if the index it wrote is not
+    /// negative (MPI_UNDEFINED is).
+    pub const IF_OUT_NOT_NEGATIVE: u8 = 2;
+}
+
 /// Which argument (0-based, `NO_ARG` if none) of a call holds each field. One entry per
 /// call id, written by userspace into the probes' layout table.
 #[repr(C)]
@@ -80,7 +95,9 @@ pub struct CallLayout {
     /// Values of `array` per unit of `count` (3 for MPI_Group_range_incl's rank
     /// triples); 0 means 1.
     pub array_per_count: u8,
-    pub _reserved: [u8; 2],
+    /// When `array` is written: one of [`array_when`].
+    pub array_when: u8,
+    pub _reserved: u8,
 }
 
 impl CallLayout {
@@ -103,7 +120,8 @@ impl CallLayout {
         cannot_block: 0,
         handle_in_by_value: 0,
         array_per_count: 0,
-        _reserved: [0; 2],
+        array_when: array_when::ENTRY,
+        _reserved: 0,
     };
 
     /// The arguments the call probes read at entry, a bit per argument index (bit 0:

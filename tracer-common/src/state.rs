@@ -1,7 +1,7 @@
 //! Map state: the per-CPU slots and their cursors, and the per-thread state the probes
 //! keep between events.
 
-use crate::{CallRecord, FutexRecord, ThreadClock};
+use crate::{CallRecord, FutexRecord, ThreadClock, ARRAY_CHUNK};
 
 /// Records of at most this many bytes (all but the status-array and exec records) are
 /// written to the writing CPU's run of slots in `SLOTS` when it has room, and to the
@@ -77,6 +77,13 @@ pub struct ThreadState {
     pub frames: [CallFrame; MAX_CALL_DEPTH],
     pub held_entry: CallRecord,
     pub held_futex: FutexRecord,
+    /// 1 + the frame index of the call whose handles `tested` holds, 0 for none: a call
+    /// whose array is written only if it completed a request
+    /// ([`crate::array_when::IF_OUT_POSITIVE`]).
+    pub tested_frame: u32,
+    /// How many of `tested` are the call's.
+    pub tested_total: u32,
+    pub tested: [u64; ARRAY_CHUNK],
 }
 
 /// Values of [`ThreadState::held`].

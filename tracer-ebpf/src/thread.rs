@@ -9,7 +9,7 @@ use crate::{
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use core::ptr::{read_volatile, write_volatile};
 use tracer_common::{
-    clock_state, held, CallFrame, CallRecord, ProbeFailure, ThreadClock, ThreadState,
+    clock_state, held, CallFrame, CallRecord, ProbeFailure, ThreadClock, ThreadState, ARRAY_CHUNK,
     MAX_CALL_DEPTH, STOLEN_UNKNOWN, THREAD_SLOTS_LEN,
 };
 
@@ -42,6 +42,9 @@ static NEW_THREAD: ThreadState = ThreadState {
     frames: [EMPTY_FRAME; MAX_CALL_DEPTH],
     held_entry: CallRecord::unset(EMPTY_HEADER),
     held_futex: NO_FUTEX,
+    tested_frame: 0,
+    tested_total: 0,
+    tested: [0; ARRAY_CHUNK],
 };
 
 pub fn current_ids() -> (u32, u32) {

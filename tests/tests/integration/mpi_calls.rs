@@ -6,7 +6,9 @@
 //!
 //! Times: 5 % of the expected value or 10 ms, whichever is larger (critical_path.rs).
 
+use tracer_analysis::format::records::Record;
 use tracer_analysis::metrics::Metrics;
+use tracer_common::call;
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, profile};
 use tracer_tests::{mpich, openmpi, record};
 
@@ -223,4 +225,52 @@ fn work_between_tests_is_work_openmpi() {
 #[test]
 fn work_between_tests_is_work_mpich() {
     work_between_tests("mpich");
+}
+
+/// mpi_poll's MPI_Testany loops: a test writes its requests only when it completed one,
+/// so the recording has one handle array per round (the request the round's Irecv
+/// returned), however often rank 0 polled, and every poll is one call.
+fn tests_write_requests_they_complete(mpi: &str) {
+    let rounds = 5;
+    let t = record(
+        &format!("poll-arrays-{mpi}"),
+        &[],
+        &launcher(mpi)(2, "mpi_poll", &["5", "10"]),
+    );
+    assert_eq!(t.lost, 0);
+    let irecvs = t.calls_of(call::MPI_IRECV);
+    let tests = t.calls_of(call::MPI_TESTANY);
+    assert_eq!(irecvs.len(), rounds);
+    let completed: Vec<_> = tests.iter().filter(|c| c.exit.out >= 0).collect();
+    assert_eq!(completed.len(), rounds, "one completion a round");
+    assert!(
+        tests.len() > 2 * rounds,
+        "rank 0 polled while rank 1 produced: {} tests",
+        tests.len()
+    );
+    let arrays: Vec<_> = t
+        .records()
+        .filter_map(|r| match r {
+            Record::HandleArray(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(arrays.len(), rounds, "one array per completed test");
+    for (a, (test, irecv)) in arrays.iter().zip(completed.iter().zip(&irecvs)) {
+        assert_eq!((a.first, a.total), (0, 1));
+        assert_eq!(a.values[0], irecv.exit.handle, "the round's request");
+        // Written before the exit it belongs to, after the entry.
+        assert!(test.entry.header.ts_ns <= a.header.ts_ns);
+        assert!(a.header.ts_ns <= test.exit.header.ts_ns);
+    }
+}
+
+#[test]
+fn tests_write_requests_they_complete_openmpi() {
+    tests_write_requests_they_complete("openmpi");
+}
+
+#[test]
+fn tests_write_requests_they_complete_mpich() {
+    tests_write_requests_they_complete("mpich");
 }

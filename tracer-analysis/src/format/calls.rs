@@ -2,7 +2,8 @@
 //! layout table the probes read), and the per-library facts (handle sizes, status layouts).
 
 use tracer_common::{
-    call, count_mode, dtype_mode, flavor, status_mode, CallLayout, CallRecord, FlavorConfig, ARG_IP,
+    array_when, call, count_mode, dtype_mode, flavor, status_mode, CallLayout, CallRecord,
+    FlavorConfig, ARG_IP,
 };
 
 /// Which family of libraries defines a call.
@@ -206,13 +207,18 @@ pub static CALLS: &[CallSpec] = &[
         spec!(call::MPI_SENDRECV_REPLACE, "MPI_Sendrecv_replace", Mpi, SendRecv,
         { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 5, tag2: 6, comm: 7, status: 8, status_mode: S }),
     ),
+    // Tests write their requests only when one completed (`array_when`): a polling loop
+    // is then one record per call.
     on_demand(spec!(call::MPI_TESTANY, "MPI_Testany", Mpi, Completion,
-        { count: 0, array: 1, out: 2, status: 4, status_mode: S })),
+        { count: 0, array: 1, out: 2, status: 4, status_mode: S,
+          array_when: array_when::IF_OUT_NOT_NEGATIVE })),
     on_demand(spec!(call::MPI_TESTALL, "MPI_Testall", Mpi, Completion,
-        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::MPI_STATUS_ARRAY })),
+        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::MPI_STATUS_ARRAY,
+          array_when: array_when::IF_OUT_POSITIVE })),
     // The completed requests' indices (argument 3) are read at exit.
     on_demand(spec!(call::MPI_TESTSOME, "MPI_Testsome", Mpi, Completion,
-        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY })),
+        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY,
+          array_when: array_when::IF_OUT_POSITIVE })),
     on_demand(spec!(call::MPI_WAITSOME, "MPI_Waitsome", Mpi, Completion,
         { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY })),
     // Probes find a message without receiving it: waits, not matched.

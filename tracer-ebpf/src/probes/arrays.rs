@@ -14,7 +14,7 @@ use crate::{
 use aya_ebpf::{programs::ProbeContext, EbpfContext};
 use core::ptr::{read_volatile, write_volatile};
 use tracer_common::{
-    kind, EventHeader, HandleArrayRecord, ProbeFailure, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
+    kind, EventHeader, HandleArrayRecord, ProbeFailure, ThreadState, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
 };
 
 /// What an [`ArrayJob`] writes.
@@ -153,22 +153,42 @@ pub fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
         r.header.kind = kind::HANDLE_ARRAY;
         r.first = first;
         r.total = total;
-        copy_words(&mut r.values, &NO_VALUES);
-        // The chunk's elements in one read; those past the array's end stay zero.
-        let left = total - first;
-        if elem == 4 {
-            let mut words = copy_of(&NO_WORDS);
-            read_user_prefix(&mut words, base + 4 * first as u64, left.saturating_mul(4));
-            for j in 0..ARRAY_CHUNK {
-                r.values[j] = words[j] as u64;
-            }
-        } else {
-            read_user_prefix(
-                &mut r.values,
-                base + 8 * first as u64,
-                left.saturating_mul(8),
-            );
-        }
+        read_chunk(
+            &mut r.values,
+            base + elem as u64 * first as u64,
+            total - first,
+            elem,
+        );
         place.submit();
     }
+}
+
+/// Up to a chunk of `left` elements of `elem` bytes (4 or 8) at `addr`, widened, in one
+/// read; the values past the array's end are zero.
+pub fn read_chunk(values: &mut [u64; ARRAY_CHUNK], addr: u64, left: u32, elem: u32) {
+    copy_words(values, &NO_VALUES);
+    if elem == 4 {
+        let mut words = copy_of(&NO_WORDS);
+        read_user_prefix(&mut words, addr, left.saturating_mul(4));
+        for j in 0..ARRAY_CHUNK {
+            values[j] = words[j] as u64;
+        }
+    } else {
+        read_user_prefix(values, addr, left.saturating_mul(8));
+    }
+}
+
+/// The handles a test of requests passed, read at its entry into `t.tested`
+/// (`array_when::IF_OUT_POSITIVE`), as a `HandleArrayRecord` before its exit.
+pub fn emit_tested_array(h: &EventHeader, t: &ThreadState) {
+    let Some(mut place) = reserve::<HandleArrayRecord>() else {
+        return;
+    };
+    let r = place.record();
+    copy_words(&mut r.header, h);
+    r.header.kind = kind::HANDLE_ARRAY;
+    r.first = 0;
+    r.total = t.tested_total;
+    copy_words(&mut r.values, &t.tested);
+    place.submit();
 }

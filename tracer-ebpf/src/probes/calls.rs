@@ -8,7 +8,10 @@ use crate::{
     maps::{FLAVORS, LAYOUTS},
     mem::{copy_words, read_user},
     probes::{
-        arrays::{array_kind, emit_handle_array, stage_array, write_array, AfterCall, ArrayJob},
+        arrays::{
+            array_kind, emit_handle_array, emit_tested_array, read_chunk, stage_array, write_array,
+            AfterCall, ArrayJob,
+        },
         status::call_result,
     },
     thread::{current_ids, known_thread, traced_thread, uprobe_thread, EMPTY_FRAME},
@@ -20,9 +23,9 @@ use aya_ebpf::{
     EbpfContext,
 };
 use tracer_common::{
-    dtype_mode, flavor, held, kind, status_mode, CallFrame, CallPairRecord, CallRecord,
-    CallReturnRecord, EventHeader, FlavorConfig, ProbeFailure, ThreadState, ARG_IP, MAX_CALL_DEPTH,
-    NO_ARG, UNSET32,
+    array_when, dtype_mode, flavor, held, kind, status_mode, CallFrame, CallPairRecord, CallRecord,
+    CallReturnRecord, EventHeader, FlavorConfig, ProbeFailure, ThreadState, ARG_IP, ARRAY_CHUNK,
+    MAX_CALL_DEPTH, NO_ARG, UNSET32,
 };
 
 /// `*rec = CallRecord::unset(h)`, without a `memset` ([`copy_words`]).
@@ -128,11 +131,19 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
         tgid,
         tid,
     );
+    let count = int_arg(regs, layout.count);
+    // A test of requests keeps their handles until its exit, which writes them only if
+    // one completed (`array_when`); then no record comes between its entry and exit.
+    let tests = layout.array_when != array_when::ENTRY
+        && layout.array != NO_ARG
+        && count > 0
+        && count <= ARRAY_CHUNK as i32;
     // A call that cannot block is built where it waits for its exit (`held_entry`).
-    let hold = layout.cannot_block != 0
-        && layout.array == NO_ARG
-        && layout.peer2 == NO_ARG
-        && layout.tag2 == NO_ARG;
+    let hold = tests
+        || (layout.cannot_block != 0
+            && layout.array == NO_ARG
+            && layout.peer2 == NO_ARG
+            && layout.tag2 == NO_ARG);
     let mut local = UNSET_CALL;
     let rec = if hold {
         start_call_record(&mut thread.held_entry, h);
@@ -145,7 +156,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
     rec.tag = int_arg(regs, layout.tag);
     rec.peer2 = int_arg(regs, layout.peer2);
     rec.tag2 = int_arg(regs, layout.tag2);
-    rec.count = int_arg(regs, layout.count);
+    rec.count = count;
     if layout.comm == ARG_IP {
         rec.comm = regs.rip;
     } else if layout.comm != NO_ARG {
@@ -170,7 +181,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
     } else if layout.want_bias != 0 {
         rec.handle = bias;
     }
-    let (count, header) = (rec.count, rec.header);
+    let header = rec.header;
     let mut site = 0;
     if hold {
         // Written with the exit, unless another record of the thread comes first.
@@ -205,12 +216,27 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
         }
     }
     push_frame(thread, &frame);
+    if thread.tested_frame == thread.depth {
+        // Kept by a test at this depth whose exit never came (a longjmp out of it).
+        thread.tested_frame = 0;
+    }
+    let elem = if layout.array_elem == 0 {
+        flavor.handle_size
+    } else {
+        layout.array_elem as u32
+    };
+    if tests {
+        thread.tested_frame = thread.depth;
+        thread.tested_total = count as u32;
+        read_chunk(
+            &mut thread.tested,
+            arg(regs, layout.array),
+            count as u32,
+            elem,
+        );
+        return Ok(AfterCall::Done);
+    }
     if layout.array != NO_ARG && count > 0 {
-        let elem = if layout.array_elem == 0 {
-            flavor.handle_size
-        } else {
-            layout.array_elem as u32
-        };
         // Group_range_incl/excl: `count` triples of ints.
         let per_count = if layout.array_per_count == 0 {
             1
@@ -283,9 +309,25 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
     let ret: u64 = ctx.ret();
     // The kernel put the return address back in rip before running this program.
     let site = unsafe { (*ctx.regs).rip };
+    // A test of requests whose handles the entry kept: whether it completed one.
+    let tested = layout.array_when != array_when::ENTRY
+        && thread.tested_frame != 0
+        && thread.tested_frame == thread.depth + 1;
+    let mut completed = false;
+    if tested {
+        thread.tested_frame = 0;
+        let out = read_user::<i32>(frame.out).unwrap_or(-1);
+        completed = if layout.array_when == array_when::IF_OUT_NOT_NEGATIVE {
+            out >= 0
+        } else {
+            out > 0
+        };
+    }
     // Nothing of the thread was written since this call's entry was held: the two go out
-    // as one record (taken out of `thread` first, or `header` would write it alone).
-    let paired = thread.held == held::CALL && thread.held_entry.header.call & 0xff == call_id;
+    // as one record (taken out of `thread` first, or `header` would write it alone). A
+    // test that completed a request writes its handles in between.
+    let paired =
+        thread.held == held::CALL && thread.held_entry.header.call & 0xff == call_id && !completed;
     if paired {
         thread.held = held::NOTHING;
     }
@@ -318,6 +360,9 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
         place.submit();
         return Ok(AfterCall::Done);
     }
+    if completed {
+        emit_tested_array(&h, thread);
+    }
     if layout.status_mode == status_mode::INDEX_ARRAY {
         // Waitsome/Testsome: the indices of the requests that completed, written before
         // the exit so that userspace reads them while the call is still open.
@@ -335,7 +380,11 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
     r.header.kind = kind::CALL_RETURN;
     call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
     place.submit();
-    if layout.status_mode == status_mode::MPI_STATUS_ARRAY && frame.count > 0 {
+    // A test that completed nothing wrote no status.
+    if layout.status_mode == status_mode::MPI_STATUS_ARRAY
+        && frame.count > 0
+        && (completed || !tested)
+    {
         return Ok(stage_array(&ArrayJob {
             header: h,
             base: frame.status[0],
