@@ -36,7 +36,7 @@ pub struct RecordArgs {
     libs: Vec<PathBuf>,
     /// Also probe the pthread mutex, rwlock, spinlock, condition variable and barrier calls
     /// of the C library, in the traced processes only, so that lock hand-offs without
-    /// contention are seen (every such call then costs about 21 us: 42 us per lock/unlock
+    /// contention are seen (every such call then costs about 3 us: 5.8 us per lock/unlock
     /// pair measured; docs/benchmarks.md).
     #[arg(long)]
     locks: bool,
