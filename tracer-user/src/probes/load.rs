@@ -154,6 +154,8 @@ pub struct Probes {
     /// CPUs the kernel may run on (the slots' CPU numbers) and slots per CPU.
     pub(super) cpus: usize,
     pub(super) slots_per_cpu: u32,
+    /// The ring buffer's size in bytes.
+    pub(super) ring_bytes: u32,
 }
 
 impl Probes {
@@ -305,12 +307,18 @@ impl Probes {
             loaded: at_start.into_iter().collect(),
             cpus,
             slots_per_cpu,
+            ring_bytes,
         })
     }
 
     /// How this session attaches uprobes.
     pub fn link_kind(&self) -> LinkKind {
         self.programs.links
+    }
+
+    /// The ring buffer's size in bytes.
+    pub fn ring_bytes(&self) -> u32 {
+        self.ring_bytes
     }
 
     /// Uprobes attached so far (an entry and a return probe count two).

@@ -1,7 +1,7 @@
 //! The reader: drains the ring buffer and the per-CPU slots in timestamp order until
 //! the targets are gone, the deadline passes or a signal comes.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, SignalKind};
@@ -12,21 +12,81 @@ use crate::probes::slots::CpuSlots;
 use tracer_analysis::format::records;
 
 /// Nice value of the thread that reads the buffers (this one, once the command is
-/// launched: the command keeps the nice value it would have had).
+/// launched: the command keeps the nice value it would have had) while it is behind.
 const READER_NICE: i32 = -10;
+/// Behind: a drain found at least this share of the ring unread. The probes write to the
+/// ring only what does not fit a CPU's slots (long records, and all records while its
+/// slots are full), and wake the reader each time a CPU has written a sixteenth of it.
+const BEHIND_FILL: f64 = 1.0 / 16.0;
+/// Caught up: every drain for `CALM_TIME` found less than this share unread.
+const CALM_FILL: f64 = 1.0 / 64.0;
+const CALM_TIME: Duration = Duration::from_secs(1);
 
-/// Lets the reader drain the buffers when the traced program keeps every CPU busy (ranks
-/// that poll while they wait): at the default nice value it got its share of a CPU
-/// among them and fell behind (hpcc on 2 CPUs: 979,548 of 4.3 million records lost with
-/// the default buffers; none at -10). It sleeps while the buffers fill, so the program
-/// loses only the time the reader needs anyway. Linux keeps nice values per thread.
-pub(super) fn raise_reader_priority() {
-    // SAFETY: plain setpriority(2) on the calling thread (`who` 0).
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, READER_NICE) } != 0 {
-        log::debug!(
-            "reader priority unchanged: {}",
-            std::io::Error::last_os_error()
-        );
+/// The reader's priority follows how far behind it is. At its nice value of start it
+/// shares a CPU with the ranks as the scheduler's fairness allows; once its drains find
+/// the slots overflowing into the ring it goes to `READER_NICE`, so that ranks polling
+/// on every CPU cannot starve it (hpcc at 2 ranks on 2 CPUs lost 979,548 of 4.3 million
+/// records at the default nice value), and back after a second of drains that found the
+/// ring nearly empty. Always at -10, it cost LAMMPS at 4 ranks on 2 CPUs 8 % more time
+/// than at its start value (docs/benchmarks.md): woken every 50 ms, it took a rank's
+/// CPU at once each time. Linux keeps nice values per thread.
+pub(super) struct ReaderPriority {
+    start: i32,
+    raised: bool,
+    /// Since when every drain found the ring nearly empty, while raised.
+    calm_since: Option<Instant>,
+}
+
+impl ReaderPriority {
+    /// The calling thread's priority, which it keeps until it falls behind.
+    pub(super) fn of_this_thread() -> Self {
+        // SAFETY: plain getpriority(2) on the calling thread (`who` 0); -1 is also a
+        // valid nice value, and errno is not worth telling apart here.
+        let start = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        ReaderPriority::starting_at(start)
+    }
+
+    fn starting_at(start: i32) -> Self {
+        ReaderPriority {
+            start,
+            raised: false,
+            calm_since: None,
+        }
+    }
+
+    /// The nice value to set after a drain that found `fill` of the ring unread, if it
+    /// changes.
+    fn after_drain(&mut self, fill: f64, now: Instant) -> Option<i32> {
+        if fill >= BEHIND_FILL {
+            self.calm_since = None;
+            if !self.raised && self.start > READER_NICE {
+                self.raised = true;
+                return Some(READER_NICE);
+            }
+        } else if self.raised && fill < CALM_FILL {
+            let since = *self.calm_since.get_or_insert(now);
+            if now.duration_since(since) >= CALM_TIME {
+                self.raised = false;
+                self.calm_since = None;
+                return Some(self.start);
+            }
+        } else {
+            self.calm_since = None;
+        }
+        None
+    }
+
+    fn follow(&mut self, fill: f64) {
+        let Some(nice) = self.after_drain(fill, Instant::now()) else {
+            return;
+        };
+        // SAFETY: plain setpriority(2) on the calling thread (`who` 0).
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+            log::debug!(
+                "reader priority unchanged: {}",
+                std::io::Error::last_os_error()
+            );
+        }
     }
 }
 
@@ -45,6 +105,8 @@ fn drain(
     slots: &CpuSlots,
     copy: &mut RingCopy,
     ctx: &mut LoopContext,
+    priority: &mut ReaderPriority,
+    ring_size: u32,
 ) -> Result<(), SessionError> {
     copy.bytes.clear();
     copy.ends.clear();
@@ -52,6 +114,9 @@ fn drain(
         copy.bytes.extend_from_slice(&item);
         copy.ends.push(copy.bytes.len());
     }
+    // Each ring record had an 8-byte header.
+    let ring_bytes = copy.bytes.len() + 8 * copy.ends.len();
+    priority.follow(ring_bytes as f64 / ring_size as f64);
     let unread = slots.unread();
     let mut streams: Vec<Box<dyn Iterator<Item = &[u8]>>> = Vec::with_capacity(unread.len() + 1);
     let bytes = &copy.bytes;
@@ -75,9 +140,11 @@ fn drain(
 
 pub(super) async fn event_loop(
     ctx: &mut LoopContext,
+    priority: &mut ReaderPriority,
     duration: Option<Duration>,
     interval: Option<Duration>,
 ) -> Result<StopReason, SessionError> {
+    let ring_size = ctx.probes.ring_bytes();
     let ring = ctx.probes.take_ring()?;
     let slots = ctx.probes.take_slots()?;
     let mut copy = RingCopy::default();
@@ -102,12 +169,12 @@ pub(super) async fn event_loop(
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard?;
-                drain(guard.get_inner_mut(), &slots, &mut copy, ctx)?;
+                drain(guard.get_inner_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
                 guard.clear_ready();
             }
             _ = tick.tick() => {
                 // Drain first: a fork or exec still in the ring may add targets.
-                drain(ring.get_mut(), &slots, &mut copy, ctx)?;
+                drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
                 // A tracer killed now leaves a recording at most a second behind.
                 let probes = &mut ctx.probes;
                 ctx.sink.flush_if_due(|| probes.failures())?;
@@ -116,7 +183,7 @@ pub(super) async fn event_loop(
                 }
             }
             _ = samples.tick(), if interval.is_some() => {
-                drain(ring.get_mut(), &slots, &mut copy, ctx)?;
+                drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
                 let lost = ctx.probes.lost()?;
                 let profile = ctx.sink.profile(lost);
                 if let Some(hook) = &mut ctx.on_sample {
@@ -129,6 +196,46 @@ pub(super) async fn event_loop(
             _ = &mut deadline, if duration.is_some() => break StopReason::Deadline,
         }
     };
-    drain(ring.get_mut(), &slots, &mut copy, ctx)?;
+    drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
     Ok(stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ReaderPriority, READER_NICE};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_reader_rises_when_behind_and_returns_after_a_calm_second() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut p = ReaderPriority::starting_at(0);
+        assert_eq!(
+            p.after_drain(0.05, at(0)),
+            None,
+            "keeping up at its own value"
+        );
+        assert_eq!(
+            p.after_drain(1.0 / 16.0, at(50)),
+            Some(READER_NICE),
+            "behind"
+        );
+        assert_eq!(p.after_drain(0.9, at(60)), None, "raised already");
+        assert_eq!(p.after_drain(0.01, at(100)), None, "calm from here");
+        assert_eq!(p.after_drain(0.01, at(1050)), None);
+        // A drain that found more than a 64th starts the count again.
+        assert_eq!(p.after_drain(0.02, at(1060)), None);
+        assert_eq!(p.after_drain(0.0, at(1100)), None);
+        assert_eq!(p.after_drain(0.0, at(2099)), None);
+        assert_eq!(p.after_drain(0.0, at(2100)), Some(0), "a calm second: back");
+        assert_eq!(p.after_drain(0.5, at(2150)), Some(READER_NICE));
+    }
+
+    #[test]
+    fn a_reader_started_above_the_raised_priority_stays_there() {
+        let mut p = ReaderPriority::starting_at(READER_NICE - 5);
+        for fill in [0.0, 1.0, 0.0] {
+            assert_eq!(p.after_drain(fill, Instant::now()), None);
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::context::LoopContext;
 use super::detach::Detacher;
-use super::event_loop::{event_loop, raise_reader_priority};
+use super::event_loop::{event_loop, ReaderPriority};
 use super::funcs::FunctionProbes;
 use super::launch::{find_in_path, launch, reap_within, COMMAND_GRACE};
 use super::libraries::probe_libraries;
@@ -178,8 +178,13 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         unprobed_mpi_calls: BTreeMap::new(),
         watchdog,
     };
-    raise_reader_priority();
-    let stop = runtime.block_on(event_loop(&mut ctx, opts.duration, opts.interval))?;
+    let mut priority = ReaderPriority::of_this_thread();
+    let stop = runtime.block_on(event_loop(
+        &mut ctx,
+        &mut priority,
+        opts.duration,
+        opts.interval,
+    ))?;
     let LoopContext {
         mut probes,
         funcs,
