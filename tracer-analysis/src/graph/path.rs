@@ -90,7 +90,9 @@ fn innermost_procedure(g: &Graph, a: ArcId) -> Option<usize> {
 pub(crate) struct ProcedureNames {
     names: Vec<Arc<str>>,
     outside: Arc<str>,
-    unknown: Arc<str>,
+    /// "": the name of an arc that is not work, and of a procedure index the recording
+    /// does not list.
+    empty: Arc<str>,
 }
 
 impl ProcedureNames {
@@ -102,21 +104,21 @@ impl ProcedureNames {
                 .map(|p| Arc::from(p.as_str()))
                 .collect(),
             outside: Arc::from(OUTSIDE),
-            unknown: Arc::from(""),
+            empty: Arc::from(""),
         }
     }
 
     /// The procedure arc `a`'s work is attributed to.
     pub(crate) fn of_arc(&self, g: &Graph, a: ArcId) -> Arc<str> {
         match innermost_procedure(g, a) {
-            Some(p) => self.names.get(p).unwrap_or(&self.unknown).clone(),
+            Some(p) => self.names.get(p).unwrap_or(&self.empty).clone(),
             None => self.outside.clone(),
         }
     }
 
     /// The empty name (of an arc that is not work).
     pub(crate) fn none(&self) -> Arc<str> {
-        self.unknown.clone()
+        self.empty.clone()
     }
 }
 

@@ -27,7 +27,7 @@ const CALM_TIME: Duration = Duration::from_secs(1);
 /// the slots overflowing into the ring it goes to `READER_NICE`, so that ranks polling
 /// on every CPU cannot starve it (hpcc at 2 ranks on 2 CPUs lost 979,548 of 4.3 million
 /// records at the default nice value), and back after a second of drains that found the
-/// ring nearly empty. Always at -10, it cost LAMMPS at 4 ranks on 2 CPUs 8 % more time
+/// ring nearly empty. Always at -10, it cost LAMMPS at 4 ranks on 2 CPUs 19 % more time
 /// than at its start value (docs/benchmarks.md): woken every 50 ms, it took a rank's
 /// CPU at once each time. Linux keeps nice values per thread.
 pub(super) struct ReaderPriority {

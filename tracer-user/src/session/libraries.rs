@@ -41,7 +41,7 @@ fn attach_library(
         .iter()
         .filter(|c| c.family == lib.flavor.family() && wanted(c))
         .filter_map(|c| {
-            let sym = lib.probe_point(c.symbol, ArgumentsRead(c.layout.arguments_read()))?;
+            let sym = lib.probe_point(c.symbol, ArgumentsRead::of(&c.layout))?;
             Some(ProbePoint {
                 symbol: c.symbol,
                 file_offset: sym.file_offset,

@@ -19,6 +19,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::target::symbols::Symbol;
+use tracer_common::CallLayout;
 
 /// At most this many instructions are stepped over before an emulated one.
 const MAX_SKIPPED: usize = 4;
@@ -34,6 +35,11 @@ impl ArgumentsRead {
     pub const NONE: ArgumentsRead = ArgumentsRead(0);
     /// One that may read any.
     pub const ALL: ArgumentsRead = ArgumentsRead(u16::MAX);
+
+    /// What the call probes read of a call laid out as `layout`.
+    pub fn of(layout: &CallLayout) -> ArgumentsRead {
+        ArgumentsRead(layout.arguments_read())
+    }
 
     /// Whether an instruction that writes register `reg` (ModRM numbering, REX bit 3
     /// included) would change what the probe reads: the stack pointer always (the probes

@@ -143,7 +143,7 @@ pub(crate) fn runtime_calls(file: &Path, runtime: Runtime) -> Option<ThreadLibra
             let sym = table.get(c.symbol).filter(|s| s.is_function)?;
             // Past libgomp's `endbr64` (see `probe_point_in`). Not the outlined functions:
             // their probes take the probed address as the function's identity.
-            let args = ArgumentsRead(c.layout.arguments_read());
+            let args = ArgumentsRead::of(&c.layout);
             Some((c.id, probe_point_in(file, sym, args)))
         })
         .collect();

@@ -65,7 +65,7 @@ impl ThreadLibrary {
                 continue;
             };
             let code = data.get(sym.file_offset as usize..).unwrap_or_default();
-            match probe_point(sym, code, ArgumentsRead(c.layout.arguments_read())) {
+            match probe_point(sym, code, ArgumentsRead::of(&c.layout)) {
                 Some(at) => calls.push((c.id, at)),
                 None => log::warn!(
                     "cannot probe {} in {}: its first instruction is one uprobes refuse",
