@@ -22,6 +22,12 @@ use tracer_tests::{mpich, openmpi, program, pvm, read_recording, tracer, Traced}
 /// Records `command` (with `--func` selections), then computes the metrics twice: with
 /// the library on the recording, and with `tracer metrics --json`; both must agree.
 fn metrics(tag: &str, funcs: &[&str], command: &[String]) -> (Metrics, Traced) {
+    let (m, t, _) = metrics_and_output(tag, funcs, command);
+    (m, t)
+}
+
+/// [`metrics`], and what the traced command printed on its standard output.
+fn metrics_and_output(tag: &str, funcs: &[&str], command: &[String]) -> (Metrics, Traced, String) {
     let dir = std::env::temp_dir().join(format!("tracer-metrics-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rec = dir.join("r.trace");
@@ -52,7 +58,7 @@ fn metrics(tag: &str, funcs: &[&str], command: &[String]) -> (Metrics, Traced) {
         "tracer metrics --json and the library differ:\n{cli:#}\n{lib:#}"
     );
     assert_eq!(cli["schema_version"], 1);
-    (m, t)
+    (m, t, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Times of the exits of procedure `name` in process `pid`, in order.
@@ -343,27 +349,34 @@ fn busy_threads_cpu_time_and_parallelism() {
 }
 
 /// Two MPICH ranks each spin ITERS x MS ms in compute() and pass a token in exchange():
-/// the work time per rank (CPU outside MPI calls) is ITERS x MS plus start-up; compute
-/// and exchange are entered exactly ITERS times per rank.
+/// the work time per rank (CPU outside MPI calls) is the CPU time of its compute() calls,
+/// which the rank prints, plus start-up; compute and exchange are entered exactly ITERS
+/// times per rank. The answer is the program's own clock, not ITERS x MS: a host that
+/// stalls the VM now and then has the kernel charge the stall to the spinning thread, whose
+/// spin then ends late by its own clock (a CI run saw both ranks' work at 244 ms, one
+/// compute of each at 80 ms; docs/design-decisions.md).
 #[test]
 fn mpi_busy_work_time_and_call_counts() {
     let (iters, spin) = (5u64, 40.0);
-    let (m, _) = metrics(
+    let (m, _, stdout) = metrics_and_output(
         "busy-mpi",
         &["compute", "exchange"],
         &mpich(2, "mpi_busy", &["5", "40"]),
     );
     for p in ranks(&m, 2) {
-        let who = format!("rank {}", p.rank.unwrap());
-        assert_near(
-            &format!("{who} work"),
-            ms(p.measures.work_ns),
-            iters as f64 * spin,
-        );
+        let rank = p.rank.unwrap();
+        let who = format!("rank {rank}");
+        let own = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("rank {rank} compute_cpu_ms ")))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{who} printed no compute time: {stdout:?}"));
+        assert!(own >= iters as f64 * spin, "{who} spun {own} ms");
+        assert_near(&format!("{who} work"), ms(p.measures.work_ns), own);
         assert!(p.measures.cpu_ns >= p.measures.work_ns);
         let (calls, _, cpu) = procedure_in(&m, "compute", p.pid);
         assert_eq!(calls, iters, "{who}: compute calls");
-        assert_near(&format!("{who} compute CPU"), cpu, iters as f64 * spin);
+        assert_near(&format!("{who} compute CPU"), cpu, own);
         assert_eq!(
             procedure_in(&m, "exchange", p.pid).0,
             iters,
