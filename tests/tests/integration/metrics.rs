@@ -351,10 +351,10 @@ fn busy_threads_cpu_time_and_parallelism() {
 /// Two MPICH ranks each spin ITERS x MS ms in compute() and pass a token in exchange():
 /// the work time per rank (CPU outside MPI calls) is the CPU time of its compute() calls,
 /// which the rank prints, plus start-up; compute and exchange are entered exactly ITERS
-/// times per rank. The answer is the program's own clock, not ITERS x MS: a host that
-/// stalls the VM now and then has the kernel charge the stall to the spinning thread, whose
-/// spin then ends late by its own clock (a CI run saw both ranks' work at 244 ms, one
-/// compute of each at 80 ms; docs/design-decisions.md).
+/// times per rank. The answer is the program's own clock, not ITERS x MS: the kernel may
+/// charge a stall of the host to a spinning thread, whose spin then ends late by its own
+/// clock (docs/design-decisions.md; a CI run saw both ranks' work at 244 ms, one compute
+/// of each 80 ms long).
 #[test]
 fn mpi_busy_work_time_and_call_counts() {
     let (iters, spin) = (5u64, 40.0);
