@@ -12,7 +12,7 @@ use crate::{
             array_kind, emit_handle_array, emit_tested_array, read_chunk, stage_array, write_array,
             AfterCall, ArrayJob,
         },
-        status::call_result,
+        status::{call_result, ExitSeen},
     },
     thread::{current_ids, known_thread, traced_thread, uprobe_thread, EMPTY_FRAME},
 };
@@ -313,10 +313,12 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
     let tested = layout.array_when != array_when::ENTRY
         && thread.tested_frame != 0
         && thread.tested_frame == thread.depth + 1;
+    // The int the call wrote through `out` (a flag, a count or an index), read once for
+    // the test's completion, the indices' count and the record.
+    let out = read_user::<i32>(frame.out).unwrap_or(UNSET32);
     let mut completed = false;
     if tested {
         thread.tested_frame = 0;
-        let out = read_user::<i32>(frame.out).unwrap_or(-1);
         completed = if layout.array_when == array_when::IF_OUT_NOT_NEGATIVE {
             out >= 0
         } else {
@@ -338,6 +340,12 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
         tgid,
         tid,
     );
+    let seen = ExitSeen {
+        ret,
+        site,
+        cpu: h.cpu,
+        out,
+    };
     if paired {
         // Built in place, field by field ([`copy_words`]).
         let Some(mut place) = reserve::<CallPairRecord>() else {
@@ -356,7 +364,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
         r.elem_size = e.elem_size;
         r.exit_ts_ns = h.ts_ns;
         r.exit_cpu_ns = h.cpu_ns;
-        call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
+        call_result(&mut r.result, &seen, &frame, layout, flavor);
         place.submit();
         return Ok(AfterCall::Done);
     }
@@ -366,10 +374,8 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
     if layout.status_mode == status_mode::INDEX_ARRAY {
         // Waitsome/Testsome: the indices of the requests that completed, written before
         // the exit so that userspace reads them while the call is still open.
-        if let Some(n) = read_user::<i32>(frame.out) {
-            if n > 0 {
-                emit_handle_array(&h, frame.status[0], n as u32, 4);
-            }
+        if out > 0 {
+            emit_handle_array(&h, frame.status[0], out as u32, 4);
         }
     }
     let Some(mut place) = reserve::<CallReturnRecord>() else {
@@ -378,7 +384,7 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
     let r = place.record();
     r.header = h;
     r.header.kind = kind::CALL_RETURN;
-    call_result(&mut r.result, ret, site, h.cpu, &frame, layout, flavor);
+    call_result(&mut r.result, &seen, &frame, layout, flavor);
     place.submit();
     // A test that completed nothing wrote no status.
     if layout.status_mode == status_mode::MPI_STATUS_ARRAY

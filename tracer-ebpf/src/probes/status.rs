@@ -18,23 +18,33 @@ pub const MAX_STATUS_BYTES: u32 = 32;
 pub const STATUS_CHUNK_BYTES: usize = 256 + 8;
 const _: () = assert!(ARRAY_CHUNK * MAX_STATUS_BYTES as usize <= 256);
 
+/// What a call's exit probe has read before it fills the record.
+pub struct ExitSeen {
+    /// The return register.
+    pub ret: u64,
+    /// Where the call returns to.
+    pub site: u64,
+    pub cpu: u32,
+    /// The int the call wrote through its `out` pointer (UNSET32 if none): read once by
+    /// the exit, which also decides with it whether a test completed a request.
+    pub out: i32,
+}
+
 /// Fills what a call's exit learns (in the ring): its return value, what it wrote
 /// through the pointers its entry kept in `frame`, and its site. (Inlined: a BPF function
 /// takes at most five arguments.)
 #[inline(always)]
 pub fn call_result(
     r: &mut CallResult,
-    ret: u64,
-    site: u64,
-    cpu: u32,
+    seen: &ExitSeen,
     frame: &CallFrame,
     layout: &CallLayout,
     flavor: &FlavorConfig,
 ) {
     // PVM, MPI and pthread calls all return int.
-    r.ret = ret as i32;
-    r.site = site;
-    r.cpu = cpu;
+    r.ret = seen.ret as i32;
+    r.site = seen.site;
+    r.cpu = seen.cpu;
     r._reserved = 0;
     r.handle = 0;
     if frame.handle_out != 0 {
@@ -46,7 +56,7 @@ pub fn call_result(
             read_user_into(&mut r.handle, frame.handle_out, 0);
         }
     }
-    read_user_into(&mut r.out, frame.out, UNSET32);
+    r.out = seen.out;
     r.peer = UNSET32;
     r.tag = UNSET32;
     r.bytes = UNSET;
