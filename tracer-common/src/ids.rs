@@ -88,9 +88,9 @@ record_kinds! {
     Exec = 14, EXEC, "exec", crate::ExecRecord;
     /// A traced thread exits: [`crate::ExitRecord`].
     Exit = 15, EXIT, "exit", crate::ExitRecord;
-    // The kinds below exist only in the ring buffer: userspace turns each into the
-    // `CALL_*`/`FUTEX_*` records above before anything else sees it, so recordings never
-    // hold them. 16 (a call pair as two whole `CallRecord`s) and 17 (a futex pair as two
+    // The kinds below exist only in the ring buffer (but `PROCESS_END`): userspace turns
+    // each into the `CALL_*`/`FUTEX_*`/`SWITCH_*` records above before anything else sees
+    // it, so recordings never hold them. 16 (a call pair as two whole `CallRecord`s) and 17 (a futex pair as two
     // whole `FutexRecord`s) were their first, longer forms: retired, and left as gaps so
     // that no old reader takes a new kind for them.
     /// A call that cannot block, entry and exit in one: [`crate::CallPairRecord`].
@@ -109,6 +109,9 @@ record_kinds! {
     /// How a traced process ended (exit code or signal), after the EXIT record of its
     /// last thread: [`crate::ProcessEndRecord`].
     ProcessEnd = 23, PROCESS_END, "process_end", crate::ProcessEndRecord;
+    /// A switch between two traced threads, out and in in one: [`crate::SwitchPairRecord`]
+    /// (ring only, as [`RecordKind::CallPair`]).
+    SwitchPair = 24, SWITCH_PAIR, "switch_pair", crate::SwitchPairRecord;
 }
 
 /// MPI, PVM and pthread call ids. Part of the recording format: never renumber, never

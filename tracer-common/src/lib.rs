@@ -66,5 +66,6 @@ const _: () = {
     assert!(size_of::<CallReturnRecord>() == 80);
     assert!(size_of::<CallPairRecord>() == 136);
     assert!(size_of::<FutexPairRecord>() == 96);
+    assert!(size_of::<SwitchPairRecord>() == 56);
     assert!(size_of::<ThreadState>() == 56 + 64 * MAX_CALL_DEPTH + 104 + 64 + 8 + 8 * ARRAY_CHUNK);
 };

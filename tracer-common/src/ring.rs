@@ -1,7 +1,7 @@
 //! Ring-only transport forms: records the probes write and userspace turns into the
 //! recording records (`records`) before anything else sees them.
 
-use crate::{EventHeader, FutexRecord};
+use crate::{EventHeader, FutexRecord, SwitchRecord};
 
 // Short forms for the ring buffer. Writing a record costs the probe about as much per
 // cache line it touches as everything else it does (docs/benchmarks.md, round 4), so
@@ -70,4 +70,20 @@ pub struct FutexPairRecord {
     pub ret: i64,
     pub exit_cpu: u32,
     pub _reserved: u32,
+}
+
+/// A CPU going from one traced thread to another, whole: the `SWITCH_OUT` of the thread
+/// that leaves and the `SWITCH_IN` of the one that comes, which share the stamp and the
+/// CPU. Oversubscribed ranks switch among themselves tens of thousands of times a second
+/// (docs/benchmarks.md, issue 22): one reservation and one slot instead of two.
+/// `out.header.kind` is [`crate::kind::SWITCH_PAIR`]; a switch to or from a thread we do
+/// not trace is still one `SWITCH_OUT` or `SWITCH_IN`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwitchPairRecord {
+    pub out: SwitchRecord,
+    /// The CPU time of the thread that comes, by its clock.
+    pub in_cpu_ns: u64,
+    pub in_tgid: u32,
+    pub in_tid: u32,
 }

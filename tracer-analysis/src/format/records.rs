@@ -5,7 +5,8 @@ use std::mem::size_of;
 use tracer_common::{
     kind, record_size, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader,
     ExecRecord, ExitRecord, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
-    ProcessEndRecord, RecordKind, StatusArrayRecord, SwitchRecord, WakeRecord, UNSET, UNSET32,
+    ProcessEndRecord, RecordKind, StatusArrayRecord, SwitchPairRecord, SwitchRecord, WakeRecord,
+    UNSET, UNSET32,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -72,7 +73,7 @@ pub(crate) fn record_len(bytes: &[u8]) -> Result<usize, DecodeError> {
 
 /// Hands `f` the records a ring-buffer record stands for, as byte images: the record
 /// itself, or the whole records a short ring form stands for ([`CallPairRecord`],
-/// [`CallReturnRecord`], [`FutexPairRecord`]). Userspace expands them as it reads the
+/// [`CallReturnRecord`], [`FutexPairRecord`], [`SwitchPairRecord`]). Userspace expands them as it reads the
 /// ring: nothing after that (recordings, the analysis) sees one. A
 /// [`kind::SLOTS_NUDGE`] stands for no record.
 pub fn unpair<E>(bytes: &[u8], mut f: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
@@ -123,6 +124,23 @@ pub fn unpair<E>(bytes: &[u8], mut f: impl FnMut(&[u8]) -> Result<(), E>) -> Res
                 ..Default::default()
             };
             f(image(&exit))
+        }
+        Ok(kind::SWITCH_PAIR) if sized(size_of::<SwitchPairRecord>()) => {
+            let p: SwitchPairRecord = read(bytes);
+            let mut out = p.out;
+            out.header.kind = kind::SWITCH_OUT;
+            f(image(&out))?;
+            let switch_in = SwitchRecord {
+                header: EventHeader {
+                    cpu_ns: p.in_cpu_ns,
+                    tgid: p.in_tgid,
+                    tid: p.in_tid,
+                    kind: kind::SWITCH_IN,
+                    ..out.header
+                },
+                prev_state: 0,
+            };
+            f(image(&switch_in))
         }
         _ => f(bytes),
     }
@@ -234,6 +252,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         RecordKind::CallPair
         | RecordKind::CallReturn
         | RecordKind::FutexPair
+        | RecordKind::SwitchPair
         | RecordKind::SlotsNudge
         | RecordKind::LibraryLoaded => return Err(DecodeError::UnknownKind(k)),
     })
@@ -490,5 +509,44 @@ mod tests {
         );
         // Anything else passes through.
         assert_eq!(unpaired(image(&exit)), [Record::FutexExit(exit)]);
+
+        // A switch between two traced threads: thread 8 of process 7 leaves CPU 1
+        // (preempted), thread 12 of process 11 comes, at one stamp.
+        let out = SwitchRecord {
+            header: EventHeader {
+                cpu_ns: 15,
+                ..header(kind::SWITCH_OUT, 40)
+            },
+            prev_state: 0x100,
+        };
+        let pair = SwitchPairRecord {
+            out: SwitchRecord {
+                header: EventHeader {
+                    kind: kind::SWITCH_PAIR,
+                    ..out.header
+                },
+                ..out
+            },
+            in_cpu_ns: 33,
+            in_tgid: 11,
+            in_tid: 12,
+        };
+        let switch_in = SwitchRecord {
+            header: EventHeader {
+                ts_ns: 40,
+                cpu_ns: 33,
+                tgid: 11,
+                tid: 12,
+                kind: kind::SWITCH_IN,
+                call: 3,
+                cpu: 1,
+            },
+            prev_state: 0,
+        };
+        assert_eq!(record_len(image(&pair)), Ok(56));
+        assert_eq!(
+            unpaired(image(&pair)),
+            [Record::SwitchOut(out), Record::SwitchIn(switch_in)]
+        );
     }
 }

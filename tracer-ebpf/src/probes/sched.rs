@@ -13,7 +13,7 @@ use aya_ebpf::{
     macros::raw_tracepoint,
     programs::RawTracePointContext,
 };
-use tracer_common::{kind, EventHeader, SwitchRecord, WakeRecord};
+use tracer_common::{kind, EventHeader, SwitchPairRecord, SwitchRecord, WakeRecord};
 
 /// `prev_state` bits of a thread that has exited (the kernel's `exit_state` values, as
 /// `sched_switch` reports them: a reaped thread, a process waiting for its parent).
@@ -63,6 +63,7 @@ pub fn try_sched_switch(ctx: &RawTracePointContext) -> Result<(), ()> {
     let next = task_tid(next_task, c.task_pid)?;
     let now = unsafe { bpf_ktime_get_ns() };
     let cpu = unsafe { bpf_get_smp_processor_id() };
+    let mut switch_out = None;
     if let Some(thread) = known_thread(prev) {
         // `prev` is the current task: a call entry it holds goes before its switch-out,
         // and the scheduler has just brought its CPU time up to date, so the kernel's
@@ -71,7 +72,7 @@ pub fn try_sched_switch(ctx: &RawTracePointContext) -> Result<(), ()> {
         let cpu_ns = thread.clock.switch_out(now, kernel_cpu_time());
         let exit_state: u32 = kernel_field(prev_task, c.task_exit_state)?;
         let state = reported_state(arg(ctx, 0) & 1 != 0, arg(ctx, 3) as u32, exit_state);
-        emit(&SwitchRecord {
+        switch_out = Some(SwitchRecord {
             header: EventHeader {
                 ts_ns: now,
                 cpu_ns,
@@ -88,10 +89,26 @@ pub fn try_sched_switch(ctx: &RawTracePointContext) -> Result<(), ()> {
             forget_thread(prev);
         }
     }
-    if let Some(thread) = known_thread(next) {
-        let clock = &mut thread.clock;
-        let cpu_ns = clock.switch_in(now, cpu_stolen_or_unknown());
-        emit(&SwitchRecord {
+    let Some(thread) = known_thread(next) else {
+        if let Some(record) = switch_out {
+            emit(&record);
+        }
+        return Ok(());
+    };
+    let clock = &mut thread.clock;
+    let cpu_ns = clock.switch_in(now, cpu_stolen_or_unknown());
+    match switch_out {
+        // One traced thread gives the CPU to another: both in one record.
+        Some(mut out) => {
+            out.header.kind = kind::SWITCH_PAIR;
+            emit(&SwitchPairRecord {
+                out,
+                in_cpu_ns: cpu_ns,
+                in_tgid: clock.tgid,
+                in_tid: next,
+            });
+        }
+        None => emit(&SwitchRecord {
             header: EventHeader {
                 ts_ns: now,
                 cpu_ns,
@@ -102,7 +119,7 @@ pub fn try_sched_switch(ctx: &RawTracePointContext) -> Result<(), ()> {
                 cpu,
             },
             prev_state: 0,
-        });
+        }),
     }
     Ok(())
 }
