@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 use tracer_tests::profile::{
-    all_matched, assert_diagnosis, assert_near, length, ms, proc_row, profile,
+    all_matched, assert_diagnosis, assert_near, length, ms, proc_row, profile, profile_with,
 };
 use tracer_tests::{mpich, openmpi, pvm, tracer};
 
@@ -271,11 +271,18 @@ fn attaching_mid_run_measures_the_traced_interval() {
 /// Rooted collectives: a Bcast makes every rank wait for the root's work, a Reduce makes
 /// the root wait for the slowest rank.
 fn fanout(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str) {
+    fanout_recorded(launch, tag, &[]);
+}
+
+/// [`fanout`] with more `tracer record` arguments.
+fn fanout_recorded(launch: fn(usize, &str, &[&str]) -> Vec<String>, tag: &str, record: &[&str]) {
     let (iters, p_ms, w, s) = (4.0, 20.0, 30.0, 50.0);
-    let run = profile(
+    let run = profile_with(
         tag,
+        record,
         &["prepare", "work*"],
         &launch(4, "mpi_fanout", &["4", "20", "30", "50"]),
+        &[],
     );
     let p = &run.online;
     assert_near("critical path", length(p), iters * (p_ms + s));
@@ -305,4 +312,11 @@ fn fanout_openmpi() {
 #[test]
 fn fanout_mpich() {
     fanout(mpich, "fan-mpich");
+}
+
+/// The profile computed from the recording once tracing ends is the one computed live:
+/// the same known answer.
+#[test]
+fn fanout_analyzed_after_tracing_openmpi() {
+    fanout_recorded(openmpi, "fan-after", &["--analyze-after"]);
 }

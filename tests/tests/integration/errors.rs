@@ -40,6 +40,38 @@ fn missing_command_and_library() {
     assert!(err.contains("/no/such/libmpi.so"), "{err}");
 }
 
+/// `--analyze-after` reads the recording back: it needs one, and has no profile to sample
+/// while tracing. Both are refused before anything is traced.
+#[test]
+fn analyze_after_needs_a_recording_and_no_samples() {
+    let prog = program("threads_busy");
+    let (code, err) = tracer_fails(&["record", "--analyze-after", "--", &prog, "1", "1"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--analyze-after") && err.contains("-o FILE"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let out = std::env::temp_dir().join(format!("tracer-after-{}.trace", std::process::id()));
+    let out = out.to_str().unwrap();
+    let (code, err) = tracer_fails(&[
+        "record",
+        "--analyze-after",
+        "-o",
+        out,
+        "--interval",
+        "1",
+        "--",
+        &prog,
+        "1",
+        "1",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--interval"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!std::path::Path::new(out).exists(), "nothing was recorded");
+}
+
 #[test]
 fn not_root() {
     let out = std::process::Command::new("setpriv")

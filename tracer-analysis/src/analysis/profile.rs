@@ -11,7 +11,8 @@ use super::faults::{killed_lines, Killed};
 use super::matcher::MatchStats;
 use super::sync::SyncStats;
 use super::workclock::ClockKind;
-use super::Analyzer;
+use super::{Analyzer, Pipeline};
+use crate::format::recording::{Item, RecordingError, RecordingReader};
 
 pub(crate) const SCHEMA_VERSION: u32 = 1;
 
@@ -116,6 +117,28 @@ fn pct(part: u64, whole: u64) -> f64 {
 }
 
 impl Profile {
+    /// The profile of a whole recording (`tracer analyze`, and `tracer record
+    /// --analyze-after` once tracing ends): streamed through the same reorder window as
+    /// the live engine, so memory stays bounded by the program's shape, not the
+    /// recording's length, and the result is the live one.
+    pub fn of_recording(
+        reader: &mut RecordingReader,
+        clock: ClockKind,
+    ) -> Result<Profile, RecordingError> {
+        let mut pipeline = Pipeline::new(clock);
+        let mut commands: HashMap<u32, String> = HashMap::new();
+        while let Some(item) = reader.next_item()? {
+            if let Item::Process(p) = &item {
+                if !p.command.is_empty() {
+                    commands.insert(p.pid, p.command.clone());
+                }
+            }
+            pipeline.item(&item);
+        }
+        let lost = reader.totals().events_lost;
+        Ok(Profile::new(pipeline.flush(), clock, lost, &commands))
+    }
+
     /// `commands`: pid -> command line, for naming the process that ends the path.
     pub fn new(
         a: &Analyzer,

@@ -1,11 +1,10 @@
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use tracer_analysis::analysis::{profile::Profile, workclock::ClockKind, Pipeline};
-use tracer_analysis::format::recording::{Item, RecordingReader};
+use tracer_analysis::analysis::{profile::Profile, workclock::ClockKind};
+use tracer_analysis::format::recording::RecordingReader;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Clock {
@@ -43,21 +42,9 @@ pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     super::tell_condition(&a.file);
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
-    let clock = ClockKind::from(a.clock);
-    // Streamed through the same reorder window as the live engine: memory stays bounded
-    // by the program's shape, not the recording's length.
-    let mut pipeline = Pipeline::new(clock);
-    let mut commands: HashMap<u32, String> = HashMap::new();
-    while let Some(item) = reader.next_item().with_context(context)? {
-        if let Item::Process(p) = &item {
-            if !p.command.is_empty() {
-                commands.insert(p.pid, p.command.clone());
-            }
-        }
-        pipeline.item(&item);
-    }
+    let profile =
+        Profile::of_recording(&mut reader, ClockKind::from(a.clock)).with_context(context)?;
     let trailer = reader.totals();
-    let profile = Profile::new(pipeline.flush(), clock, trailer.events_lost, &commands);
     if let Some(path) = &a.profile_json {
         let json = serde_json::to_string_pretty(&profile)? + "\n";
         let owner = tracer_user::session::invoking_user();

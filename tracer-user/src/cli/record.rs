@@ -54,6 +54,12 @@ pub struct RecordArgs {
     /// Which clock weighs the work between events.
     #[arg(long, value_enum, default_value = "cpu")]
     clock: super::analyze::Clock,
+    /// Compute the critical path from the recording (-o) once tracing ends, not while the
+    /// program runs: the same profile, and the ranks keep the CPU the engine would take
+    /// from them (about a quarter of the tracer's CPU while it traces, more on busy
+    /// loops of small calls; docs/benchmarks.md). No --interval samples.
+    #[arg(long)]
+    analyze_after: bool,
     /// Benchmarks only: `floor` attaches empty eBPF programs where the per-call probes go
     /// (the cost of a probe that does nothing; docs/benchmarks.md).
     #[arg(long, value_enum, default_value = "all", hide = true)]
@@ -165,6 +171,11 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
     let outcome = session::record(RecordOptions {
         run_as,
         clock: a.clock.into(),
+        analysis: if a.analyze_after {
+            session::Analysis::AfterTracing
+        } else {
+            session::Analysis::Live
+        },
         whatif,
         interval,
         on_sample: Some(on_sample),

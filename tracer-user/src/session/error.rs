@@ -35,6 +35,18 @@ pub enum SessionError {
     TooManyFunctionProbes,
     #[error("writing the recording")]
     Recording(#[from] RecordingError),
+    #[error("reading the recording {path} back for the analysis")]
+    ReadBack {
+        path: PathBuf,
+        #[source]
+        source: RecordingError,
+    },
+    #[error("--analyze-after reads the recording back once tracing ends: give -o FILE")]
+    AnalyzeAfterWithoutRecording,
+    #[error(
+        "--analyze-after computes no profile while tracing: not with --interval or `tracer top`"
+    )]
+    AnalyzeAfterWithSamples,
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("writing {path}")]

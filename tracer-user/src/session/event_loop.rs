@@ -185,8 +185,7 @@ pub(super) async fn event_loop(
             _ = samples.tick(), if interval.is_some() => {
                 drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
                 let lost = ctx.probes.lost()?;
-                let profile = ctx.sink.profile(lost);
-                if let Some(hook) = &mut ctx.on_sample {
+                if let (Some(profile), Some(hook)) = (ctx.sink.profile(lost), &mut ctx.on_sample) {
                     hook(&profile);
                 }
             }

@@ -21,7 +21,7 @@ mod watchdog;
 
 pub use error::SessionError;
 pub use options::{
-    CommandStatus, Detaching, EventsSoFar, LossHook, Ready, ReadyHook, RecordOptions,
+    Analysis, CommandStatus, Detaching, EventsSoFar, LossHook, Ready, ReadyHook, RecordOptions,
     RecordOutcome, SampleHook, StopReason, LOSS_CHECK_PERIOD,
 };
 pub use output::{

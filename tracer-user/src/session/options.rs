@@ -39,6 +39,9 @@ pub struct RecordOptions {
     pub uprobe_links: UprobeLinks,
     /// Work clock of the critical path engine.
     pub clock: ClockKind,
+    /// When the critical path is computed; [`Analysis::AfterTracing`] needs `output` and
+    /// no `interval`.
+    pub analysis: Analysis,
     /// Also replay the run online under another placement and/or network
     /// (`--whatif-placement`, `--whatif-network`).
     pub whatif: Option<OnlineReplay>,
@@ -52,6 +55,15 @@ pub struct RecordOptions {
     pub on_detach: Option<Box<dyn FnOnce(Detaching)>>,
     /// Called once every probe is attached and the targets are traced.
     pub on_ready: Option<ReadyHook>,
+}
+
+/// When the critical path is computed: while tracing, or from the recording once tracing
+/// ends (`--analyze-after`), which leaves the ranks the CPU the engine would take
+/// while they run (docs/benchmarks.md, issue 22 round 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Analysis {
+    Live,
+    AfterTracing,
 }
 
 pub type ReadyHook = Box<dyn FnOnce(&Ready)>;

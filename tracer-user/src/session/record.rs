@@ -16,6 +16,7 @@ use super::output::write_private;
 use super::sink::{Sink, SinkResults};
 use super::thread_calls::ThreadCallProbes;
 use super::watchdog::Watchdog;
+use super::Analysis;
 use super::{Detaching, Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
 use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
@@ -34,6 +35,14 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     }
     if opts.pids.is_empty() && opts.command.is_empty() && !opts.system_wide {
         return Err(SessionError::NoTarget);
+    }
+    if opts.analysis == Analysis::AfterTracing {
+        if opts.output.is_none() {
+            return Err(SessionError::AnalyzeAfterWithoutRecording);
+        }
+        if opts.interval.is_some() {
+            return Err(SessionError::AnalyzeAfterWithSamples);
+        }
     }
     for &pid in &opts.pids {
         if pid == 0 || !procfs::is_alive(pid) {
@@ -125,7 +134,14 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         .cloned()
         .collect();
     let run_as = opts.run_as.as_ref();
-    let mut sink = Sink::new(&meta, opts.output.as_deref(), open_mpi, opts.clock, run_as)?;
+    let mut sink = Sink::new(
+        &meta,
+        opts.output.as_deref(),
+        open_mpi,
+        opts.clock,
+        run_as,
+        opts.analysis,
+    )?;
     sink.whatif = opts.whatif.map(OnlineWhatIf::new);
     for p in &new_probes {
         sink.probe(p)?;

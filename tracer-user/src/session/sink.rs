@@ -2,11 +2,12 @@
 //! engine and the online what-if replay.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::output::make_private;
+use super::Analysis;
 use super::{RunAs, SessionError};
 use crate::probes::ProbeError;
 use crate::target::{libraries, procfs};
@@ -15,7 +16,7 @@ use tracer_analysis::analysis::workclock::ClockKind;
 use tracer_analysis::analysis::Pipeline;
 use tracer_analysis::format::failures::FailureCounts;
 use tracer_analysis::format::recording::{
-    Item, LibraryInfo, RecordingMeta, RecordingWriter, Trailer,
+    Item, LibraryInfo, RecordingMeta, RecordingReader, RecordingWriter, Trailer,
 };
 use tracer_analysis::format::records::Record;
 use tracer_analysis::format::summary::{Summary, SummaryBuilder};
@@ -29,8 +30,11 @@ pub(super) struct Sink {
     /// Open MPI libraries, to find each process's MPI_COMM_WORLD handle.
     open_mpi: Vec<LibraryInfo>,
     summary: SummaryBuilder,
-    /// The online critical path engine, fed in timestamp order.
-    pipeline: Pipeline,
+    /// The online critical path engine, fed in timestamp order; None when the analysis
+    /// waits for the end of tracing (`--analyze-after`) and reads the recording back.
+    pipeline: Option<Pipeline>,
+    /// The recording's path, to read it back for an analysis after tracing.
+    output: Option<PathBuf>,
     /// The online what-if replay, fed the same items.
     pub(super) whatif: Option<OnlineWhatIf>,
     clock: ClockKind,
@@ -51,6 +55,7 @@ impl Sink {
         open_mpi: Vec<LibraryInfo>,
         clock: ClockKind,
         owner: Option<&RunAs>,
+        analysis: Analysis,
     ) -> Result<Self, SessionError> {
         let writer = match output {
             Some(p) => {
@@ -64,7 +69,8 @@ impl Sink {
             open_mpi,
             writer,
             summary: SummaryBuilder::new(),
-            pipeline: Pipeline::new(clock),
+            pipeline: (analysis == Analysis::Live).then(|| Pipeline::new(clock)),
+            output: output.map(Path::to_path_buf),
             whatif: None,
             clock,
             commands: HashMap::new(),
@@ -80,7 +86,9 @@ impl Sink {
         p: &tracer_analysis::format::recording::FunctionProbe,
     ) -> Result<(), SessionError> {
         self.summary.probe(p);
-        self.pipeline.item(&Item::Probe(p.clone()));
+        if let Some(pipeline) = &mut self.pipeline {
+            pipeline.item(&Item::Probe(p.clone()));
+        }
         if let Some(w) = &mut self.whatif {
             w.item(&Item::Probe(p.clone()));
         }
@@ -127,7 +135,9 @@ impl Sink {
             .find_map(|l| libraries::ompi_self_handle(l, &info))
             .or(info.mpi_self_handle);
         self.summary.process(&info);
-        self.pipeline.item(&Item::Process(info.clone()));
+        if let Some(pipeline) = &mut self.pipeline {
+            pipeline.item(&Item::Process(info.clone()));
+        }
         if let Some(w) = &mut self.whatif {
             w.item(&Item::Process(info.clone()));
         }
@@ -164,7 +174,9 @@ impl Sink {
         }
         self.total += 1;
         self.summary.record(rec);
-        self.pipeline.record(rec);
+        if let Some(pipeline) = &mut self.pipeline {
+            pipeline.record(rec);
+        }
         if let Some(w) = &mut self.whatif {
             w.item(&Item::Record(rec.clone()));
         }
@@ -202,15 +214,24 @@ impl Sink {
         Ok(())
     }
 
-    /// The profile so far (records still in the reorder window are not in it yet).
-    pub(super) fn profile(&self, lost: u64) -> Profile {
-        Profile::new(&self.pipeline.analyzer, self.clock, lost, &self.commands)
+    /// The profile so far (records still in the reorder window are not in it yet); None
+    /// when the analysis waits for the end of tracing.
+    pub(super) fn profile(&self, lost: u64) -> Option<Profile> {
+        let pipeline = self.pipeline.as_ref()?;
+        Some(Profile::new(
+            &pipeline.analyzer,
+            self.clock,
+            lost,
+            &self.commands,
+        ))
     }
 
     pub(super) fn finish(mut self, failures: &FailureCounts) -> Result<SinkResults, SessionError> {
         let lost = failures.lost();
-        self.pipeline.flush();
-        let profile = self.profile(lost);
+        let live = self
+            .pipeline
+            .as_mut()
+            .map(|pipeline| Profile::new(pipeline.flush(), self.clock, lost, &self.commands));
         let whatif = self.whatif.take().map(OnlineWhatIf::finish);
         if let Some(w) = self.writer {
             w.finish(&Trailer {
@@ -219,6 +240,11 @@ impl Sink {
                 probe_failures: failures.named(),
             })?;
         }
+        let profile = match (live, &self.output) {
+            (Some(profile), _) => profile,
+            (None, Some(path)) => after_tracing(path, self.clock)?,
+            (None, None) => return Err(SessionError::AnalyzeAfterWithoutRecording),
+        };
         let mut summary = self.summary.finish(lost);
         summary.events.failures = failures.named();
         Ok(SinkResults {
@@ -235,6 +261,16 @@ pub(super) struct SinkResults {
     pub(super) profile: Profile,
     /// The online what-if prediction, when asked for.
     pub(super) whatif: Option<Result<OnlinePrediction, ReplayError>>,
+}
+
+/// The profile of the finished recording at `path`, read back.
+fn after_tracing(path: &Path, clock: ClockKind) -> Result<Profile, SessionError> {
+    let read_back = |source| SessionError::ReadBack {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut reader = RecordingReader::open(path).map_err(read_back)?;
+    Profile::of_recording(&mut reader, clock).map_err(read_back)
 }
 
 /// Whether a new snapshot of a process keeps what the last one saw and it no longer
