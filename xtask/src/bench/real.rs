@@ -187,20 +187,31 @@ fn mpirun(w: &Workload, p: &Placement) -> Vec<String> {
 }
 
 /// How a run is traced: not at all, by the empty floor programs at the same places as
-/// ours (what the traps alone cost), or by ours.
+/// ours (what the traps alone cost), or by ours, with the critical path computed while
+/// the program runs (the default) or from the recording once tracing ends
+/// (`--analyze-after`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Tracing {
     Untraced,
     Floor,
     Ours,
+    OursAnalyzedAfter,
 }
 
-fn traced_command(env: &Env, w: &Workload, p: &Placement, summary: &Path) -> Command {
+/// `tracer record -q -o FILE --summary-json SUMMARY OPTIONS -- mpirun ...`.
+fn traced_command(
+    env: &Env,
+    w: &Workload,
+    p: &Placement,
+    summary: &Path,
+    options: &[&str],
+) -> Command {
     let mut c = Command::new(&env.tracer);
     c.args(["record", "-q", "-o"])
         .arg(env.scratch.join("real.trace"))
         .arg("--summary-json")
         .arg(summary)
+        .args(options)
         .arg("--")
         .args(mpirun(w, p))
         .current_dir(&w.cwd);
@@ -220,10 +231,17 @@ fn run_once(env: &Env, w: &Workload, p: &Placement, tracing: Tracing) -> Result<
                 .args(mpirun(w, p))
                 .current_dir(&w.cwd),
         )?,
-        Tracing::Ours => output(&mut traced_command(env, w, p, &summary_path))?,
+        Tracing::Ours => output(&mut traced_command(env, w, p, &summary_path, &[]))?,
+        Tracing::OursAnalyzedAfter => output(&mut traced_command(
+            env,
+            w,
+            p,
+            &summary_path,
+            &["--analyze-after"],
+        ))?,
     };
     let seconds = w.timer.seconds(&stdout, &w.cwd)?;
-    let summary = if tracing == Tracing::Ours {
+    let summary = if matches!(tracing, Tracing::Ours | Tracing::OursAnalyzedAfter) {
         let text = std::fs::read_to_string(&summary_path).context("the summary JSON")?;
         Some(serde_json::from_str(&text).context("the summary JSON")?)
     } else {
@@ -237,24 +255,29 @@ pub(super) fn real(env: &Env, reps: usize) -> Result<()> {
     println!(
         "The programs' own timers, untraced, under the floor (`tracer record -q --probes \
          floor`: empty programs where ours go, so the traps alone) and under `tracer record \
-         -q -o FILE --summary-json FILE -- mpirun.openmpi ...`, alternating, {reps} rounds; \
-         slowdown = traced / untraced - 1 within a round, median (min-max); load average \
+         -q -o FILE --summary-json FILE -- mpirun.openmpi ...`, then the same with \
+         `--analyze-after` (the critical path computed from the recording once tracing \
+         ends), alternating, {reps} rounds; slowdown = traced / untraced - 1 within a \
+         round, median (min-max); load average \
          {}.\n",
         load()
     );
-    println!("| workload | ranks | untraced s | traced s | floor slowdown % | slowdown % | added per iteration | events lost |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| workload | ranks | untraced s | traced s | floor slowdown % | slowdown % | added per iteration | slowdown % with --analyze-after | events lost |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut itemized = Vec::new();
     for p in &PLACEMENTS {
         for w in workloads(env, p.ranks, &apps) {
             let (mut plain, mut traced) = (Vec::new(), Vec::new());
             let (mut floor_slowdown, mut slowdown) = (Vec::new(), Vec::new());
+            let mut slowdown_after = Vec::new();
             let mut lost_events = Vec::new();
             for _ in 0..reps {
                 let u = run_once(env, &w, p, Tracing::Untraced)?;
                 let f = run_once(env, &w, p, Tracing::Floor)?;
                 let t = run_once(env, &w, p, Tracing::Ours)?;
-                lost_events.push(lost(&t) as f64);
+                let a = run_once(env, &w, p, Tracing::OursAnalyzedAfter)?;
+                lost_events.push(lost(&t).max(lost(&a)) as f64);
+                slowdown_after.push((a.seconds / u.seconds - 1.0) * 100.0);
                 floor_slowdown.push((f.seconds / u.seconds - 1.0) * 100.0);
                 slowdown.push((t.seconds / u.seconds - 1.0) * 100.0);
                 plain.push(u.seconds);
@@ -262,7 +285,7 @@ pub(super) fn real(env: &Env, reps: usize) -> Result<()> {
             }
             let (u, t) = (Stats::of(&plain), Stats::of(&traced));
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 w.name,
                 p.label,
                 u.show(3),
@@ -270,6 +293,7 @@ pub(super) fn real(env: &Env, reps: usize) -> Result<()> {
                 Stats::of(&floor_slowdown).show(1),
                 Stats::of(&slowdown).show(1),
                 added_per_iteration(&w, t.median - u.median),
+                Stats::of(&slowdown_after).show(1),
                 Stats::of(&lost_events).show(0),
             );
             itemized.push(itemize(env, &w, p)?);
@@ -346,7 +370,7 @@ fn family(program: &str) -> Option<&'static str> {
 
 fn itemize(env: &Env, w: &Workload, p: &Placement) -> Result<Itemized> {
     let summary_path = env.scratch.join("real-summary.json");
-    let mut cmd = traced_command(env, w, p, &summary_path);
+    let mut cmd = traced_command(env, w, p, &summary_path, &[]);
     let start = Instant::now();
     let (times, stdout) = program_times(&mut cmd)?;
     let wall_s = start.elapsed().as_secs_f64();
