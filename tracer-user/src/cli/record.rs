@@ -56,8 +56,9 @@ pub struct RecordArgs {
     clock: super::analyze::Clock,
     /// Compute the critical path from the recording (-o) once tracing ends, not while the
     /// program runs: the same profile, and the ranks keep the CPU the engine would take
-    /// from them (about a quarter of the tracer's CPU while it traces, more on busy
-    /// loops of small calls; docs/benchmarks.md). No --interval samples.
+    /// from them (most of the tracer's CPU while it traces; a loop of small allreduces at
+    /// 2 ranks on 2 cores ran 142 % slower traced instead of 188 %; docs/benchmarks.md).
+    /// No --interval samples.
     #[arg(long)]
     analyze_after: bool,
     /// Benchmarks only: `floor` attaches empty eBPF programs where the per-call probes go
