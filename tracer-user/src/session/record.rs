@@ -16,8 +16,9 @@ use super::output::write_private;
 use super::sink::{Sink, SinkResults};
 use super::thread_calls::ThreadCallProbes;
 use super::watchdog::Watchdog;
-use super::Analysis;
-use super::{Detaching, Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
+use super::{
+    Analysis, Detaching, Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason,
+};
 use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
 use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet, NeededLibraries};

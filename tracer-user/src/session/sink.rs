@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::output::make_private;
-use super::Analysis;
-use super::{RunAs, SessionError};
+use super::{Analysis, RunAs, SessionError};
 use crate::probes::ProbeError;
 use crate::target::{libraries, procfs};
 use tracer_analysis::analysis::profile::Profile;
