@@ -339,7 +339,9 @@ mod tests {
         assert_eq!(RecordKind::from_id(0), None);
         assert_eq!(RecordKind::from_id(16), None);
         assert_eq!(RecordKind::from_id(17), None);
-        assert_eq!(RecordKind::from_id(24), None);
+        // The first id past the table.
+        assert_eq!(RecordKind::from_id(25), None);
+        assert_eq!(crate::record_size(kind::SWITCH_PAIR), Some(56));
         assert_eq!(crate::record_size(kind::PROCESS_END), Some(40));
         assert_eq!(kind::FORK, 13);
         assert_eq!(RecordKind::Fork.name(), "fork");
