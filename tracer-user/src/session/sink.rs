@@ -29,11 +29,8 @@ pub(super) struct Sink {
     /// Open MPI libraries, to find each process's MPI_COMM_WORLD handle.
     open_mpi: Vec<LibraryInfo>,
     summary: SummaryBuilder,
-    /// The online critical path engine, fed in timestamp order; None when the analysis
-    /// waits for the end of tracing (`--analyze-after`) and reads the recording back.
-    pipeline: Option<Pipeline>,
-    /// The recording's path, to read it back for an analysis after tracing.
-    output: Option<PathBuf>,
+    /// Where the critical path is computed.
+    engine: PathEngine,
     /// The online what-if replay, fed the same items.
     pub(super) whatif: Option<OnlineWhatIf>,
     clock: ClockKind,
@@ -56,6 +53,13 @@ impl Sink {
         owner: Option<&RunAs>,
         analysis: Analysis,
     ) -> Result<Self, SessionError> {
+        let engine = match (analysis, output) {
+            (Analysis::Live, _) => PathEngine::Live(Box::new(Pipeline::new(clock))),
+            (Analysis::AfterTracing, Some(path)) => PathEngine::AfterTracing(path.to_path_buf()),
+            (Analysis::AfterTracing, None) => {
+                return Err(SessionError::AnalyzeAfterWithoutRecording)
+            }
+        };
         let writer = match output {
             Some(p) => {
                 let w = RecordingWriter::create(p, meta)?;
@@ -68,8 +72,7 @@ impl Sink {
             open_mpi,
             writer,
             summary: SummaryBuilder::new(),
-            pipeline: (analysis == Analysis::Live).then(|| Pipeline::new(clock)),
-            output: output.map(Path::to_path_buf),
+            engine,
             whatif: None,
             clock,
             commands: HashMap::new(),
@@ -85,7 +88,7 @@ impl Sink {
         p: &tracer_analysis::format::recording::FunctionProbe,
     ) -> Result<(), SessionError> {
         self.summary.probe(p);
-        if let Some(pipeline) = &mut self.pipeline {
+        if let PathEngine::Live(pipeline) = &mut self.engine {
             pipeline.item(&Item::Probe(p.clone()));
         }
         if let Some(w) = &mut self.whatif {
@@ -134,7 +137,7 @@ impl Sink {
             .find_map(|l| libraries::ompi_self_handle(l, &info))
             .or(info.mpi_self_handle);
         self.summary.process(&info);
-        if let Some(pipeline) = &mut self.pipeline {
+        if let PathEngine::Live(pipeline) = &mut self.engine {
             pipeline.item(&Item::Process(info.clone()));
         }
         if let Some(w) = &mut self.whatif {
@@ -173,7 +176,7 @@ impl Sink {
         }
         self.total += 1;
         self.summary.record(rec);
-        if let Some(pipeline) = &mut self.pipeline {
+        if let PathEngine::Live(pipeline) = &mut self.engine {
             pipeline.record(rec);
         }
         if let Some(w) = &mut self.whatif {
@@ -216,7 +219,9 @@ impl Sink {
     /// The profile so far (records still in the reorder window are not in it yet); None
     /// when the analysis waits for the end of tracing.
     pub(super) fn profile(&self, lost: u64) -> Option<Profile> {
-        let pipeline = self.pipeline.as_ref()?;
+        let PathEngine::Live(pipeline) = &self.engine else {
+            return None;
+        };
         Some(Profile::new(
             &pipeline.analyzer,
             self.clock,
@@ -227,10 +232,6 @@ impl Sink {
 
     pub(super) fn finish(mut self, failures: &FailureCounts) -> Result<SinkResults, SessionError> {
         let lost = failures.lost();
-        let live = self
-            .pipeline
-            .as_mut()
-            .map(|pipeline| Profile::new(pipeline.flush(), self.clock, lost, &self.commands));
         let whatif = self.whatif.take().map(OnlineWhatIf::finish);
         if let Some(w) = self.writer {
             w.finish(&Trailer {
@@ -239,10 +240,12 @@ impl Sink {
                 probe_failures: failures.named(),
             })?;
         }
-        let profile = match (live, &self.output) {
-            (Some(profile), _) => profile,
-            (None, Some(path)) => after_tracing(path, self.clock)?,
-            (None, None) => return Err(SessionError::AnalyzeAfterWithoutRecording),
+        // The recording is complete and closed before it is read back.
+        let profile = match &mut self.engine {
+            PathEngine::Live(pipeline) => {
+                Profile::new(pipeline.flush(), self.clock, lost, &self.commands)
+            }
+            PathEngine::AfterTracing(path) => after_tracing(path, self.clock)?,
         };
         let mut summary = self.summary.finish(lost);
         summary.events.failures = failures.named();
@@ -260,6 +263,14 @@ pub(super) struct SinkResults {
     pub(super) profile: Profile,
     /// The online what-if prediction, when asked for.
     pub(super) whatif: Option<Result<OnlinePrediction, ReplayError>>,
+}
+
+/// Where the critical path is computed ([`Analysis`]).
+enum PathEngine {
+    /// The online engine, fed in timestamp order.
+    Live(Box<Pipeline>),
+    /// Once tracing ends, from the recording at this path (`--analyze-after`).
+    AfterTracing(PathBuf),
 }
 
 /// The profile of the finished recording at `path`, read back.
