@@ -90,9 +90,9 @@ record_kinds! {
     Exit = 15, EXIT, "exit", crate::ExitRecord;
     // The kinds below exist only in the ring buffer (but `PROCESS_END`): userspace turns
     // each into the `CALL_*`/`FUTEX_*`/`SWITCH_*` records above before anything else sees
-    // it, so recordings never hold them. 16 (a call pair as two whole `CallRecord`s) and 17 (a futex pair as two
-    // whole `FutexRecord`s) were their first, longer forms: retired, and left as gaps so
-    // that no old reader takes a new kind for them.
+    // it, so recordings never hold them. 16 (a call pair as two whole `CallRecord`s) and
+    // 17 (a futex pair as two whole `FutexRecord`s) were their first, longer forms:
+    // retired, and left as gaps so that no old reader takes a new kind for them.
     /// A call that cannot block, entry and exit in one: [`crate::CallPairRecord`].
     CallPair = 18, CALL_PAIR, "call_pair", crate::CallPairRecord;
     /// A call's exit without the entry's fields: [`crate::CallReturnRecord`].

@@ -73,8 +73,8 @@ pub(crate) fn record_len(bytes: &[u8]) -> Result<usize, DecodeError> {
 
 /// Hands `f` the records a ring-buffer record stands for, as byte images: the record
 /// itself, or the whole records a short ring form stands for ([`CallPairRecord`],
-/// [`CallReturnRecord`], [`FutexPairRecord`], [`SwitchPairRecord`]). Userspace expands them as it reads the
-/// ring: nothing after that (recordings, the analysis) sees one. A
+/// [`CallReturnRecord`], [`FutexPairRecord`], [`SwitchPairRecord`]). Userspace expands
+/// them as it reads the ring: nothing after that (recordings, the analysis) sees one. A
 /// [`kind::SLOTS_NUDGE`] stands for no record.
 pub fn unpair<E>(bytes: &[u8], mut f: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     let sized = |n: usize| bytes.len() == n;
