@@ -5,6 +5,10 @@
  * (start-up and exit not included):
  *   func N     N calls of bench_tiny() (select it with --func bench_tiny: an entry and a
  *              return probe per call)
+ *   func_cet N [probed]  N calls of bench_tiny_cet(), which starts as code built with
+ *              -fcf-protection -mnop-mcount does (endbr64, then a 5-byte nop; --func
+ *              bench_tiny_cet); exits 1 unless its sum is right, or with `probed`
+ *              unless the probe is on the nop (the endbr64 intact, the nop replaced)
  *   futex N    N FUTEX_WAKE calls on a futex nobody waits on (a futex enter and exit
  *              tracepoint per call, no context switch)
  *   sched N    two threads pinned to one CPU pass a byte back and forth over two pipes,
@@ -44,6 +48,20 @@ volatile long sink;
 
 __attribute__((noinline)) void bench_tiny(long i) { sink += i; }
 
+/* bench_tiny, starting with endbr64 and the 5-byte nop that patching tools rewrite. The
+ * kernel single-steps an endbr64 under a probe (a second trap) and emulates that nop (on
+ * this kernel, rewrites it into a jump to a trampoline): the tracer probes the nop. */
+void bench_tiny_cet(long i);
+__asm__(".text\n"
+        ".globl bench_tiny_cet\n"
+        ".type bench_tiny_cet, @function\n"
+        "bench_tiny_cet:\n"
+        "  endbr64\n"
+        "  .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n" /* nopl 0x0(%rax,%rax,1) */
+        "  addq %rdi, sink(%rip)\n"
+        "  ret\n"
+        ".size bench_tiny_cet, .-bench_tiny_cet\n");
+
 static int futex_word;
 
 static void futex_wake(void) {
@@ -74,7 +92,7 @@ static void *ponger(void *arg) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s func|futex|sched N | flood EVENTS_PER_S SECS\n", argv[0]);
+        fprintf(stderr, "usage: %s func|func_cet|futex|sched N | flood EVENTS_PER_S SECS\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -83,6 +101,23 @@ int main(int argc, char **argv) {
         double c0 = cpu_ns(), t0 = now_ns();
         for (long i = 0; i < n; i++) bench_tiny(i);
         report(c0, t0, n);
+    } else if (!strcmp(mode, "func_cet")) {
+        double c0 = cpu_ns(), t0 = now_ns();
+        for (long i = 0; i < n; i++) bench_tiny_cet(i);
+        report(c0, t0, n);
+        if (sink != n * (n - 1) / 2) {
+            fprintf(stderr, "bench_tiny_cet summed %ld, want %ld\n", (long)sink, n * (n - 1) / 2);
+            return 1;
+        }
+        /* A uprobe shows in our own copy of the code: an int3, or on the 5-byte nop the
+         * jump or call into the kernel's trampoline. */
+        const unsigned char *code = (const unsigned char *)bench_tiny_cet;
+        if (argc > 3 && !strcmp(argv[3], "probed") &&
+            (memcmp(code, "\xf3\x0f\x1e\xfa", 4) != 0 || code[4] == 0x0f)) {
+            fprintf(stderr, "bench_tiny_cet not probed on its nop: %02x %02x %02x %02x %02x\n",
+                    code[0], code[1], code[2], code[3], code[4]);
+            return 1;
+        }
     } else if (!strcmp(mode, "futex")) {
         double c0 = cpu_ns(), t0 = now_ns();
         for (long i = 0; i < n; i++) futex_wake();

@@ -373,6 +373,14 @@ fn floor(env: &Env, reps: usize) -> Result<()> {
             floor_programs: UPROBE_FLOOR,
         },
         ProbeType {
+            name: "selected procedure starting with endbr64 and a 5-byte nop (--func)",
+            argv: vec![p("bench_probe"), "func_cet".into(), "50000".into()],
+            extra: args(&["--func", "bench_tiny_cet"]),
+            op: "call: entry + return uprobe",
+            programs: &["func_enter_m", "func_exit_m"],
+            floor_programs: UPROBE_FLOOR,
+        },
+        ProbeType {
             name: "futex (FUTEX_WAKE, no waiter)",
             argv: vec![p("bench_probe"), "futex".into(), "1000000".into()],
             extra: vec![],

@@ -98,6 +98,39 @@ fn busy_threads_cpu_clock_and_procedures() {
     );
 }
 
+/// A procedure that starts as code built with `-fcf-protection -mnop-mcount` does
+/// (`endbr64`, then a 5-byte nop) is probed on the nop, which this kernel emulates and
+/// rewrites into a jump to its uprobe trampoline at the first hit (not on the `endbr64`,
+/// which it would single-step): every call still gives one entry and one exit. The
+/// program checks that the probe is where it should be (its own copy of the code has
+/// the `endbr64` intact and the nop replaced) and that the procedure still computes its
+/// sum, and exits 1 if not.
+#[test]
+fn procedures_probed_on_a_leading_nop() {
+    let n = 5000u64;
+    let t = record(
+        "cet",
+        &["--func", "bench_tiny_cet"],
+        &[
+            program("bench_probe"),
+            "func_cet".into(),
+            n.to_string(),
+            "probed".into(),
+        ],
+    );
+    assert_eq!(t.lost, 0);
+    assert_eq!(t.summary["functions"]["bench_tiny_cet"], n);
+    let entries = t
+        .records()
+        .filter(|r| matches!(r, Record::FuncEnter(_)))
+        .count() as u64;
+    let exits = t
+        .records()
+        .filter(|r| matches!(r, Record::FuncExit(_)))
+        .count() as u64;
+    assert_eq!((entries, exits), (n, n));
+}
+
 /// Two live threads whose ids share a slot of the probes' direct-mapped table of thread
 /// states: the second one's state lives in the hash map, and both are traced as exactly
 /// as any thread (thousands of short-lived threads claim and free slots on the way).
