@@ -50,7 +50,8 @@ __attribute__((noinline)) void bench_tiny(long i) { sink += i; }
 
 /* bench_tiny, starting with endbr64 and the 5-byte nop that patching tools rewrite. The
  * kernel single-steps an endbr64 under a probe (a second trap) and emulates that nop (on
- * this kernel, rewrites it into a jump to a trampoline): the tracer probes the nop. */
+ * this kernel, rewrites it into a call of its uprobe trampoline): the tracer probes the
+ * nop. */
 void bench_tiny_cet(long i);
 __asm__(".text\n"
         ".globl bench_tiny_cet\n"
@@ -110,7 +111,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         /* A uprobe shows in our own copy of the code: an int3, or on the 5-byte nop the
-         * jump or call into the kernel's trampoline. */
+         * call of the kernel's trampoline. */
         const unsigned char *code = (const unsigned char *)bench_tiny_cet;
         if (argc > 3 && !strcmp(argv[3], "probed") &&
             (memcmp(code, "\xf3\x0f\x1e\xfa", 4) != 0 || code[4] == 0x0f)) {

@@ -100,7 +100,7 @@ fn busy_threads_cpu_clock_and_procedures() {
 
 /// A procedure that starts as code built with `-fcf-protection -mnop-mcount` does
 /// (`endbr64`, then a 5-byte nop) is probed on the nop, which this kernel emulates and
-/// rewrites into a jump to its uprobe trampoline at the first hit (not on the `endbr64`,
+/// rewrites into a call of its uprobe trampoline at the first hit (not on the `endbr64`,
 /// which it would single-step): every call still gives one entry and one exit. The
 /// program checks that the probe is where it should be (its own copy of the code has
 /// the `endbr64` intact and the nop replaced) and that the procedure still computes its

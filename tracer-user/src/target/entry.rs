@@ -5,8 +5,8 @@
 //! How x86-64 uprobes run the instruction under the breakpoint: a few kinds the kernel
 //! emulates (a `push` of a register, a relative `jmp`, `call` or conditional jump, and
 //! on recent kernels its own one- to eight-byte NOPs, the five-byte one without even
-//! the trap); any other it copies out of line and single-steps, a second trap. On the VMs we run
-//! on that trap is slow: an entry and return probe pair on Open MPI's `MPI_Waitall` or
+//! the trap); any other it copies out of line and single-steps, a second trap. On the
+//! VMs we run on that trap is slow: an entry and return probe pair on Open MPI's `MPI_Waitall` or
 //! `MPI_Test`, which start by loading a flag (`mov ompi_mpi_param_check(%rip),%rax`),
 //! cost 15 us a call with empty programs, against 2 us on `MPI_Wait`, which starts with
 //! `push %rbp` (docs/benchmarks.md, "Overhead on real codes", round 3). Such a load
@@ -121,7 +121,7 @@ const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 
 /// The NOPs x86 kernels emulate under a uprobe: their own one- to eight-byte forms
 /// (`x86_nops`), byte for byte. A probe on the five-byte one is rewritten on its first
-/// hit into a jump to a trampoline that enters the kernel by a system call, no trap at
+/// hit into a call of a trampoline that enters the kernel by a system call, no trap at
 /// all. Measured here (docs/benchmarks.md, "Overhead on real codes", round 6): about
 /// 0.82 us an entry and return probe pair on these, 0.74 us on the five-byte one, 10 us
 /// single-stepped on a nine-byte NOP. Kernels without NOP emulation single-step them,

@@ -273,7 +273,7 @@ pub(super) fn real(env: &Env, reps: usize) -> Result<()> {
             let (mut floor_slowdown, mut slowdown) = (Vec::new(), Vec::new());
             let mut slowdown_after = Vec::new();
             let mut lost_events = Vec::new();
-            let (mut floored, mut after) = (Vec::new(), Vec::new());
+            let (mut floor_seconds, mut after_seconds) = (Vec::new(), Vec::new());
             for _ in 0..reps {
                 let u = run_once(env, &w, p, Tracing::Untraced)?;
                 let f = run_once(env, &w, p, Tracing::Floor)?;
@@ -285,8 +285,8 @@ pub(super) fn real(env: &Env, reps: usize) -> Result<()> {
                 slowdown.push((t.seconds / u.seconds - 1.0) * 100.0);
                 plain.push(u.seconds);
                 traced.push(t.seconds);
-                floored.push(f.seconds);
-                after.push(a.seconds);
+                floor_seconds.push(f.seconds);
+                after_seconds.push(a.seconds);
             }
             let (u, t) = (Stats::of(&plain), Stats::of(&traced));
             let target = Target::of(&w, p);
@@ -300,9 +300,9 @@ pub(super) fn real(env: &Env, reps: usize) -> Result<()> {
                 workload: w.name.clone(),
                 placement: p.label,
                 target,
-                floor: figure(&floor_slowdown, &floored),
+                floor: figure(&floor_slowdown, &floor_seconds),
                 live: figure(&slowdown, &traced),
-                after: figure(&slowdown_after, &after),
+                after: figure(&slowdown_after, &after_seconds),
             });
             println!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
