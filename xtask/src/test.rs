@@ -32,7 +32,8 @@ pub fn test() -> Result<()> {
     setup()?;
     checks()?;
     build_programs()?;
-    // Unit tests: no root needed (they read installed libraries and recordings).
+    // Unit tests: no root needed (they read installed libraries and recordings; xtask's
+    // check the benchmarks' arithmetic).
     run(Command::new("cargo").current_dir(root()).args([
         "test",
         "-p",
@@ -41,6 +42,8 @@ pub fn test() -> Result<()> {
         "tracer-analysis",
         "-p",
         "tracer-user",
+        "-p",
+        "xtask",
     ]))?;
     // Every reader under the fuzzer, a bounded time each (no root needed).
     let readers: Vec<String> = crate::fuzz::TEST_TARGETS
