@@ -338,11 +338,7 @@ impl Target {
         if p.ranks > 2 {
             return Target::SlowdownPct(10.0);
         }
-        let kernel = match w.timer {
-            OwnTimer::Kernels => w.argv.get(1).map(String::as_str),
-            _ => None,
-        };
-        match kernel {
+        match w.kernel_loop().map(|l| l.kernel) {
             Some("latency") => Target::AddedUsPerMessage(2.0),
             Some("allreduce") => Target::SlowdownPct(15.0),
             _ => Target::SlowdownPct(3.0),
@@ -417,32 +413,43 @@ fn print_against_targets(rows: &[AgainstTarget]) {
     }
 }
 
+/// A `bench_kernels` loop: which kernel, and how many iterations.
+struct KernelLoop<'a> {
+    kernel: &'a str,
+    iterations: f64,
+}
+
+impl Workload {
+    /// The `bench_kernels` loop this workload runs; None for the applications.
+    fn kernel_loop(&self) -> Option<KernelLoop<'_>> {
+        if !matches!(self.timer, OwnTimer::Kernels) {
+            return None;
+        }
+        Some(KernelLoop {
+            kernel: self.argv.get(1)?,
+            iterations: self.argv.get(2)?.parse().ok()?,
+        })
+    }
+}
+
 /// What the tracer adds per iteration of a `bench_kernels` loop, in microseconds (per
 /// message, one way, for the latency test); "-" for the applications.
 fn added_per_iteration(w: &Workload, added_s: f64) -> String {
-    let Some(iters) = w.argv.get(2).and_then(|s| s.parse::<f64>().ok()) else {
+    let Some(l) = w.kernel_loop() else {
         return "-".into();
     };
-    if !matches!(w.timer, OwnTimer::Kernels) {
-        return "-".into();
-    }
-    let per = added_s / iters * 1e6;
-    if w.argv[1] == "latency" {
+    if l.kernel == "latency" {
         format!("{:.2} us per message", added_us_per_message(w, added_s))
     } else {
-        format!("{per:.2} us")
+        format!("{:.2} us", added_s / l.iterations * 1e6)
     }
 }
 
 /// Microseconds added per one-way message of the latency test (an iteration is a round
 /// trip).
 fn added_us_per_message(w: &Workload, added_s: f64) -> f64 {
-    let iters = w
-        .argv
-        .get(2)
-        .and_then(|s| s.parse::<f64>().ok())
-        .unwrap_or(f64::NAN);
-    added_s / iters * 1e6 / 2.0
+    let iterations = w.kernel_loop().map_or(f64::NAN, |l| l.iterations);
+    added_s / iterations * 1e6 / 2.0
 }
 
 /// Events a traced run lost (its ring buffers were full): such a run did less than its
