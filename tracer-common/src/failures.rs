@@ -28,11 +28,15 @@ pub enum ProbeFailure {
     /// A call's array (handles, ranks, statuses) could not be handed to the program that
     /// writes it: its records are not written.
     TailCall = 6,
+    /// Counted by userspace, not by a probe: a held process was let go at the hold's
+    /// deadline before userspace had probed what it needs; its first calls may be
+    /// missing.
+    HoldExpired = 7,
 }
 
 impl ProbeFailure {
     /// Entries of the `FAILURES` map.
-    pub const COUNT: u32 = 7;
+    pub const COUNT: u32 = 8;
     /// Every reason, by index.
     pub const ALL: [ProbeFailure; Self::COUNT as usize] = [
         ProbeFailure::RingFull,
@@ -42,6 +46,7 @@ impl ProbeFailure {
         ProbeFailure::CallTooDeep,
         ProbeFailure::Signal,
         ProbeFailure::TailCall,
+        ProbeFailure::HoldExpired,
     ];
 
     /// The counter's index in `FAILURES`.
@@ -68,6 +73,7 @@ impl ProbeFailure {
             ProbeFailure::CallTooDeep => "call_too_deep",
             ProbeFailure::Signal => "signal",
             ProbeFailure::TailCall => "tail_call",
+            ProbeFailure::HoldExpired => "hold_expired",
         }
     }
 }

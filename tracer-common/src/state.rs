@@ -106,6 +106,10 @@ pub mod maps {
     pub const SLOTS: &str = "SLOTS";
     pub const CURSORS: &str = "CURSORS";
     pub const HOLD_ON_LOAD: &str = "HOLD_ON_LOAD";
+    /// Processes the probes stopped for userspace (at exec, after dlopen), by tgid: when
+    /// (`bpf_ktime_get_ns`). Userspace removes a process as it lets it go on, and lets
+    /// go any still there at the hold's deadline.
+    pub const HELD: &str = "HELD";
     /// The program that writes calls' arrays, at index 0.
     pub const ARRAY_PROGS: &str = "ARRAY_PROGS";
 }

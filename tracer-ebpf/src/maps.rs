@@ -49,6 +49,9 @@ pub static CONFIG: Array<ProbeConfig> = Array::with_max_entries(1, 0);
 /// MPI/PVM library yet, such as a Python interpreter before it imports mpi4py).
 #[map]
 pub static HOLD_ON_LOAD: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
+/// Processes stopped for userspace, by tgid: since when (`tracer_common::maps::HELD`).
+#[map]
+pub static HELD: HashMap<u32, u64> = HashMap::with_max_entries(65536, 0);
 #[map]
 pub static LAYOUTS: Array<CallLayout> = Array::with_max_entries(call::TABLE_SIZE, 0);
 #[map]

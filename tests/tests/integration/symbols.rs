@@ -127,7 +127,12 @@ fn mpi_call_sites_symbolize_to_the_calling_line_openmpi() {
 #[test]
 fn futex_sites_name_the_calling_line() {
     let exe = program("threads_pingpong");
-    let t = record("futex-sites", &[], &[exe.clone(), "200".into()]);
+    // A 20 ms pause every 20th round: the other player is asleep in a wait by then.
+    let t = record(
+        "futex-sites",
+        &[],
+        &[exe.clone(), "200".into(), "20".into()],
+    );
     let exe = Path::new(&exe).canonicalize().unwrap();
     let pthread_lines = lines_with(
         &root().join("tests/programs/threads_pingpong.c"),
@@ -166,8 +171,10 @@ fn futex_sites_name_the_calling_line() {
         "futex waits: {total}, site in the program: {in_program}; elsewhere: {elsewhere:?}; \
          wakes: {wakes}"
     );
+    // The 20 paused rounds give a wait and a wake each; the others as the scheduler ran
+    // the players.
     assert!(
-        total > 50 && wakes > 50,
+        total >= 10 && wakes >= 10,
         "only {total} futex waits, {wakes} wakes"
     );
     assert!(

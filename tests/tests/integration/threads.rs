@@ -1,7 +1,7 @@
 //! Tracing threaded programs: thread creation, futex waits and wakeups, scheduler
 //! switches, the per-thread CPU clock, and selected procedures in threads.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use tracer_analysis::analysis::futex_waits;
 use tracer_analysis::format::records::Record;
@@ -9,10 +9,18 @@ use tracer_tests::{program, record};
 
 #[test]
 fn pingpong_threads_wake_each_other() {
+    // 200 rounds, a 20 ms pause every 20th: at least the paused rounds block (the other
+    // player is asleep in pthread_cond_wait by then); the others block or not as the
+    // scheduler runs the players.
+    let (rounds, pause_every) = (200, 20);
     let t = record(
         "pingpong",
         &[],
-        &[program("threads_pingpong"), "200".into()],
+        &[
+            program("threads_pingpong"),
+            rounds.to_string(),
+            pause_every.to_string(),
+        ],
     );
     assert_eq!(t.lost, 0);
     let procs = t.summary["processes"].as_array().unwrap();
@@ -28,22 +36,61 @@ fn pingpong_threads_wake_each_other() {
         .collect();
     assert_eq!(forks.len(), 2, "two pthread_create calls");
     let players: HashSet<u32> = forks.iter().copied().collect();
-    // The players block on futexes and wake each other: wakeups from one player to the other.
-    let cross_wakeups = t
-        .records()
-        .filter(|r| matches!(r, Record::Wakeup(w) if players.contains(&w.header.tid) && players.contains(&w.wakee_tid) && w.header.tid != w.wakee_tid))
-        .count();
+    // Exact, whatever the scheduler did: every futex wait of a player that a wake ended
+    // (it returned 0; EAGAIN means the word had changed and it never slept) has the
+    // wakeup record of the other player, the only thread that touches the players'
+    // mutex and condition variable, between the wait's entry and its exit.
+    let mut waiting: HashMap<u32, (u64, bool)> = HashMap::new();
+    let (mut woken, mut not_slept) = (0, 0);
+    for r in t.records() {
+        match r {
+            Record::FutexEnter(f) if players.contains(&f.header.tid) && futex_waits(f.op) => {
+                waiting.insert(f.header.tid, (f.header.ts_ns, false));
+            }
+            Record::Wakeup(w) if players.contains(&w.wakee_tid) => {
+                if let Some((since, seen)) = waiting.get_mut(&w.wakee_tid) {
+                    assert!(
+                        players.contains(&w.header.tid) && w.header.tid != w.wakee_tid,
+                        "player {} woken by {} ({} ns into its wait)",
+                        w.wakee_tid,
+                        w.header.tid,
+                        w.header.ts_ns - *since
+                    );
+                    *seen = true;
+                }
+            }
+            Record::FutexExit(x) if players.contains(&x.header.tid) => {
+                let Some((since, seen)) = waiting.remove(&x.header.tid) else {
+                    continue; // the exit of a wake
+                };
+                if x.ret == 0 {
+                    assert!(
+                        seen,
+                        "player {}'s futex wait at {since} ns ended by a wake at {} ns \
+                         without a wakeup record",
+                        x.header.tid, x.header.ts_ns
+                    );
+                    woken += 1;
+                } else {
+                    not_slept += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    eprintln!("player futex waits: {woken} woken, {not_slept} returned without a wake");
     assert!(
-        cross_wakeups > 50,
-        "only {cross_wakeups} player-to-player wakeups for 200 rounds"
+        woken >= rounds / pause_every,
+        "only {woken} woken waits for {} paused rounds",
+        2 * rounds / pause_every
     );
-    // Mutex waits use FUTEX_WAIT, condition variables FUTEX_WAIT_BITSET; which dominates
-    // depends on timing, so count every waiting op (the engine's own definition).
+    // Mutex waits use FUTEX_WAIT, condition variables FUTEX_WAIT_BITSET: the engine's
+    // own definition of a wait counts both.
     let waits = t
         .records()
         .filter(|r| matches!(r, Record::FutexEnter(f) if f.header.tgid == pid && futex_waits(f.op)))
         .count();
-    assert!(waits > 50, "only {waits} futex waits for 200 rounds");
+    assert!(waits >= woken, "{waits} waits, {woken} of them woken");
     let enters = t
         .records()
         .filter(|r| matches!(r, Record::FutexEnter(_)))

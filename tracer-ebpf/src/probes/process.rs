@@ -3,7 +3,7 @@
 use crate::{
     clock::header,
     emit::{count_failure, emit, BPF_RB_FORCE_WAKEUP},
-    maps::{config, EVENTS, HOLD_ON_LOAD, TRACED},
+    maps::{config, EVENTS, HELD, HOLD_ON_LOAD, TRACED},
     probes::{arg, kernel_field, task_tid},
     thread::{current_ids, new_thread, traced_thread},
 };
@@ -83,7 +83,7 @@ fn try_exec(ctx: &RawTracePointContext) -> Result<(), ()> {
     rec.submit(BPF_RB_FORCE_WAKEUP);
     if c.hold_on_exec != 0 {
         // Userspace attaches the procedure probes to the new program, then sends SIGCONT.
-        stop_current_process();
+        stop_current_process(tgid);
     }
     Ok(())
 }
@@ -125,7 +125,7 @@ fn try_library_loaded(ctx: &RetProbeContext) -> Result<(), ()> {
         count_failure(ProbeFailure::RingFull);
         return Ok(()); // not stopped: nobody would know to let it go on
     }
-    stop_current_process();
+    stop_current_process(tgid);
     Ok(())
 }
 
@@ -138,11 +138,20 @@ fn exit_status(offset: u32) -> u32 {
     unsafe { bpf_probe_read_kernel(task.add(offset as usize) as *const u32) }.unwrap_or(u32::MAX)
 }
 
-/// Stops the current process (SIGSTOP) for userspace, which lets it go on; a signal the
-/// kernel would not send is counted as `ProbeFailure::Signal`.
-fn stop_current_process() {
+/// Stops the current process, `tgid` (SIGSTOP), for userspace, which lets it go on. The
+/// hold is entered in `HELD` first: userspace lets go every process still there at the
+/// hold's deadline, even one whose record it never read. A hold that cannot be entered
+/// is not made (`ProbeFailure::MapInsert`), and a signal the kernel would not send is
+/// counted as `ProbeFailure::Signal`.
+fn stop_current_process(tgid: u32) {
+    let since = unsafe { bpf_ktime_get_ns() };
+    if HELD.insert(&tgid, &since, 0).is_err() {
+        count_failure(ProbeFailure::MapInsert);
+        return;
+    }
     if unsafe { bpf_send_signal(SIGSTOP) } != 0 {
         count_failure(ProbeFailure::Signal);
+        let _ = HELD.remove(&tgid);
     }
 }
 
@@ -187,6 +196,8 @@ fn try_exit(ctx: &RawTracePointContext) -> Result<(), ()> {
     }
     if group_dead != 0 {
         let _ = TRACED.remove(&tgid);
+        // Killed while held: its id may be reused by a process nobody held.
+        let _ = HELD.remove(&tgid);
     }
     Ok(())
 }

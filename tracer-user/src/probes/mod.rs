@@ -4,6 +4,7 @@
 mod attach;
 pub mod btf;
 mod error;
+mod holds;
 mod load;
 mod machine;
 mod maps;
@@ -12,5 +13,6 @@ pub mod tracefs;
 
 pub use attach::{ProbePoint, TakenLinks};
 pub use error::{one_line, BtfError, ProbeError, TracefsError};
+pub use holds::HeldProcesses;
 pub use load::{LinkKind, ProbeOptions, Probes, UprobeLinks};
 pub use machine::default_ring_bytes;

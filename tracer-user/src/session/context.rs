@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 
 use super::funcs::FunctionProbes;
+use super::holds::HoldDeadline;
 use super::launch::reap;
 use super::libraries::probe_libraries;
 use super::openmp::OpenMpProbes;
@@ -13,10 +14,11 @@ use super::sink::{from_traced_thread, Sink};
 use super::thread_calls::ThreadCallProbes;
 use super::watchdog::Watchdog;
 use super::{CommandStatus, EventsSoFar, LossHook, SampleHook, SessionError};
-use crate::probes::{one_line, Probes};
+use crate::probes::{one_line, ProbeError, Probes};
 use crate::target::libraries::{self, ImportedCalls, LibrarySet, NeededLibraries};
 use crate::target::procfs;
 use tracer_analysis::format::calls;
+use tracer_analysis::format::failures::FailureCounts;
 use tracer_analysis::format::openmp::{self as lowering, OpenMpLowering};
 use tracer_analysis::format::records::{self, Record};
 
@@ -45,6 +47,8 @@ pub(super) struct LoopContext {
     pub(super) unprobed_mpi_calls: BTreeMap<String, u64>,
     /// Told of every process that may be held, to let it go if the tracer dies.
     pub(super) watchdog: Option<Watchdog>,
+    /// Lets go the processes held past the hold's deadline.
+    pub(super) hold_deadline: Option<HoldDeadline>,
 }
 
 impl LoopContext {
@@ -105,8 +109,7 @@ impl LoopContext {
                 .and_then(|()| self.funcs.attach_in_process(&mut self.probes, pid));
             self.hold_until_mpi(pid, &needed);
             if !self.system_wide {
-                // SAFETY: plain kill(2).
-                unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+                self.probes.let_go(pid)?;
             }
             for p in attached? {
                 self.sink.probe(&p)?;
@@ -186,12 +189,23 @@ impl LoopContext {
         if self.libs.any_of(&mapped) && self.held_on_load.remove(&pid) {
             let _ = self.probes.hold_on_load(pid, false);
         }
-        // SAFETY: plain kill(2).
-        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        self.probes.let_go(pid)?;
         for p in attached? {
             self.sink.probe(&p)?;
         }
         Ok(())
+    }
+
+    /// How often the probes failed, by reason, with the holds let go at their deadline.
+    pub(super) fn failures(
+        probes: &mut Probes,
+        hold_deadline: Option<&HoldDeadline>,
+    ) -> Result<FailureCounts, ProbeError> {
+        let mut failures = probes.failures()?;
+        if let Some(d) = hold_deadline {
+            failures.add(tracer_common::ProbeFailure::HoldExpired, d.expired());
+        }
+        Ok(failures)
     }
 
     /// Tells `on_loss` if the probes lost events since it was last told.

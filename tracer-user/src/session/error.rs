@@ -15,6 +15,8 @@ pub enum SessionError {
     NotRoot,
     #[error("no process with PID {0}")]
     NoSuchProcess(u32),
+    #[error("--pid {0} is the tracer itself or one of its helpers: it never traces itself")]
+    TracerItself(u32),
     #[error("nothing to trace: give --pid PID, --all, or -- COMMAND")]
     NoTarget,
     #[error("command not found: {0}")]

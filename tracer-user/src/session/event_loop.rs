@@ -98,8 +98,17 @@ struct RingCopy {
     ends: Vec<usize>,
 }
 
-/// Hands every record the probes have written so far to `ctx`, in timestamp order across
-/// the ring and the CPUs' slots (`records::merge_by_time`).
+/// What a drain left in the ring.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RingLeft {
+    Nothing,
+    /// It read a ring's worth and stopped: read again at once.
+    More,
+}
+
+/// Hands the records the probes have written so far to `ctx`, in timestamp order across
+/// the ring and the CPUs' slots (`records::merge_by_time`): all of them, or a ring's
+/// worth of the ring's (`RingLeft::More`).
 fn drain(
     ring: &mut aya::maps::RingBuf<aya::maps::MapData>,
     slots: &CpuSlots,
@@ -107,12 +116,21 @@ fn drain(
     ctx: &mut LoopContext,
     priority: &mut ReaderPriority,
     ring_size: u32,
-) -> Result<(), SessionError> {
+) -> Result<RingLeft, SessionError> {
     copy.bytes.clear();
     copy.ends.clear();
+    // At most one ring's worth a drain: the probes write on while it reads, and a
+    // flood that writes as fast as this loop copies would keep it here for ever, the
+    // copy growing without bound (a futex flood: 1 GB/s, nothing recorded, no signal
+    // seen). What it leaves is read by the next drain, at once.
+    let mut left = RingLeft::Nothing;
     while let Some(item) = ring.next() {
         copy.bytes.extend_from_slice(&item);
         copy.ends.push(copy.bytes.len());
+        if copy.bytes.len() >= ring_size as usize {
+            left = RingLeft::More;
+            break;
+        }
     }
     // Each ring record had an 8-byte header.
     let ring_bytes = copy.bytes.len() + 8 * copy.ends.len();
@@ -135,7 +153,7 @@ fn drain(
     for u in unread {
         slots.release(u);
     }
-    Ok(())
+    Ok(left)
 }
 
 pub(super) async fn event_loop(
@@ -169,15 +187,17 @@ pub(super) async fn event_loop(
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard?;
-                drain(guard.get_inner_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
-                guard.clear_ready();
+                let left = drain(guard.get_inner_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
+                if left == RingLeft::Nothing {
+                    guard.clear_ready();
+                }
             }
             _ = tick.tick() => {
                 // Drain first: a fork or exec still in the ring may add targets.
                 drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
                 // A tracer killed now leaves a recording at most a second behind.
-                let probes = &mut ctx.probes;
-                ctx.sink.flush_if_due(|| probes.failures())?;
+                let (probes, deadline) = (&mut ctx.probes, ctx.hold_deadline.as_ref());
+                ctx.sink.flush_if_due(|| LoopContext::failures(probes, deadline))?;
                 if !ctx.system_wide && ctx.targets_gone()? {
                     break StopReason::TargetsExited;
                 }

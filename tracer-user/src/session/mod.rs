@@ -8,6 +8,7 @@ mod detach;
 mod error;
 mod event_loop;
 mod funcs;
+mod holds;
 mod launch;
 mod libraries;
 mod openmp;

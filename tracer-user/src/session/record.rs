@@ -9,6 +9,7 @@ use super::context::LoopContext;
 use super::detach::Detacher;
 use super::event_loop::{event_loop, ReaderPriority};
 use super::funcs::FunctionProbes;
+use super::holds::HoldDeadline;
 use super::launch::{find_in_path, launch, reap_within, COMMAND_GRACE};
 use super::libraries::probe_libraries;
 use super::openmp::OpenMpProbes;
@@ -50,22 +51,43 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
             return Err(SessionError::NoSuchProcess(pid));
         }
     }
+    // The tracer never traces, holds or waits on itself or what it runs (`ldd`, the
+    // watchdog): a `--pid` of one of them is refused, and a `--pid` of one of its
+    // ancestors (the shell that started it, sudo) traces that process's tree without
+    // the tracer's own.
+    let own = std::process::id();
+    if let Some(&pid) = opts
+        .pids
+        .iter()
+        .find(|&&p| procfs::descendants(own).contains(&p))
+    {
+        return Err(SessionError::TracerItself(pid));
+    }
+    // Every process descends from init: `--pid 1` is the whole machine, traced as with
+    // `--all` (from each process's first MPI/PVM call or selected procedure on, nothing
+    // held), not every exec on the machine held while its libraries are probed.
+    let system_wide = opts.system_wide || opts.pids.contains(&1);
+    if system_wide && !opts.system_wide {
+        log::warn!("--pid 1 is every process on the machine: tracing system-wide, as --all");
+    }
+    let pids: Vec<u32> = opts.pids.iter().copied().filter(|&p| p != 1).collect();
     let program = match opts.command.first() {
         Some(c) => Some(find_in_path(c).ok_or_else(|| SessionError::CommandNotFound(c.clone()))?),
         None => None,
     };
     // Before any probe is loaded or process held: the watchdog lets held processes go if
     // the tracer dies. System-wide, nothing is ever held.
-    let mut watchdog = if opts.system_wide {
+    let mut watchdog = if system_wide {
         None
     } else {
         Some(Watchdog::start()?)
     };
-    let mut targets: Vec<u32> = opts
-        .pids
+    // The tracer's tree now: itself and the watchdog (the command is launched later).
+    let own_tree: HashSet<u32> = procfs::descendants(own).into_iter().collect();
+    let mut targets: Vec<u32> = pids
         .iter()
         .flat_map(|&p| procfs::descendants(p))
-        .filter(|&p| Some(p) != watchdog.as_ref().map(Watchdog::pid))
+        .filter(|p| !own_tree.contains(p))
         .collect();
     targets.sort_unstable();
     targets.dedup();
@@ -82,8 +104,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let mut funcs = FunctionProbes::new(FunctionSelector::new(&opts.funcs)?);
     // Every traced exec is held until the libraries and procedures it needs are probed.
     let mut probes = Probes::load(&ProbeOptions {
-        system_wide: opts.system_wide,
-        hold_on_exec: !opts.system_wide,
+        system_wide,
+        hold_on_exec: !system_wide,
         ring_bytes: opts.ring_mib.map(|mib| mib.max(1) << 20),
         floor: opts.floor_probes,
         uprobe_links: opts.uprobe_links,
@@ -94,7 +116,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     probe_libraries(
         &mut libs,
         &mut probes,
-        |p| opts.system_wide || user_libs.contains(p) || mapped.contains(p),
+        |p| system_wide || user_libs.contains(p) || mapped.contains(p),
         &ImportedCalls::All,
     )?;
     let mut joins = ThreadCallProbes::joins();
@@ -111,7 +133,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     for &pid in &targets {
         new_probes.extend(funcs.attach_in_process(&mut probes, pid)?);
     }
-    if opts.system_wide {
+    if system_wide {
         new_probes.extend(funcs.attach_everywhere(&mut probes)?);
     }
 
@@ -120,7 +142,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         hostname: hostname(),
         command: opts.command.clone(),
         pids: opts.pids.clone(),
-        system_wide: opts.system_wide,
+        system_wide,
         start_unix_ns: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -172,6 +194,11 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
             processes: targets.len() + child.is_some() as usize,
         });
     }
+    let hold_deadline = if system_wide {
+        None
+    } else {
+        Some(HoldDeadline::start(probes.held_processes()?)?)
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -188,12 +215,13 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         sink,
         child,
         command_status: None,
-        system_wide: opts.system_wide,
+        system_wide,
         on_sample: opts.on_sample,
         on_loss: opts.on_loss,
         lost_reported: 0,
         unprobed_mpi_calls: BTreeMap::new(),
         watchdog,
+        hold_deadline,
     };
     let mut priority = ReaderPriority::of_this_thread();
     let stop = runtime.block_on(event_loop(
@@ -212,9 +240,10 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         child,
         unprobed_mpi_calls,
         watchdog,
+        hold_deadline,
         ..
     } = ctx;
-    let failures = probes.failures()?;
+    let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref())?;
     // Every output is complete before the probes go: detaching takes seconds.
     let SinkResults {
         mut summary,
@@ -244,6 +273,8 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         });
     }
     drop(probes);
+    // No hold can come any more (the watchdog lets go one made during the detaching).
+    drop(hold_deadline);
     if let Some(d) = detacher {
         d.finish();
     }
@@ -337,7 +368,7 @@ fn hostname() -> String {
 }
 
 /// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
-fn monotonic_ns() -> u64 {
+pub(super) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -44,7 +44,6 @@ pub enum WatchdogError {
 
 /// The tracer's end of the watchdog.
 pub(crate) struct Watchdog {
-    pid: u32,
     /// The write end; non-blocking, so that a watchdog that does not read (stopped by
     /// someone) never stalls the reader.
     pipe: OwnedFd,
@@ -90,14 +89,9 @@ impl Watchdog {
             );
         }
         Ok(Watchdog {
-            pid: pid as u32,
             pipe: write_end,
             untold: 0,
         })
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
     }
 
     /// Tells the watchdog that the tracer traces `pid`, a process (or thread: SIGCONT to

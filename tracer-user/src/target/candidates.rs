@@ -9,7 +9,8 @@ use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
 use serde::{Deserialize, Serialize};
 
 use crate::symbolize::Symbolizer;
-use crate::target::procfs;
+use crate::target::elf_file::read_elf;
+use crate::target::{ldd, procfs};
 use tracer_analysis::symbolize::CodeLocation;
 
 #[derive(Debug, thiserror::Error)]
@@ -156,7 +157,11 @@ pub fn target_files(target: &Target, all: bool) -> Result<Vec<PathBuf>, Candidat
             if !path.exists() {
                 return Err(CandidateError::NoSuchFile(path.clone()));
             }
-            let libs = if all { ldd(path) } else { Vec::new() };
+            let libs = if all {
+                ldd::resolved_libraries(path, None, ldd::LDD_DEADLINE)
+            } else {
+                Vec::new()
+            };
             (path.clone(), libs)
         }
     };
@@ -171,33 +176,13 @@ pub fn target_files(target: &Target, all: bool) -> Result<Vec<PathBuf>, Candidat
     Ok(files)
 }
 
-/// The shared objects `ldd` resolves for a program (empty when it cannot).
-fn ldd(path: &Path) -> Vec<PathBuf> {
-    let Ok(out) = std::process::Command::new("ldd")
-        .arg(path)
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            Some(PathBuf::from(
-                l.split("=> ").nth(1)?.split_whitespace().next()?,
-            ))
-        })
-        .filter(|p| p.is_absolute())
-        .collect()
-}
-
 /// The defined functions with code (STT_FUNC, size > 0, in an executable section) of one
 /// ELF file, one per address, with source locations where the file has debug info.
 pub fn functions_of(
     path: &Path,
     symbolizer: &mut Symbolizer,
 ) -> Result<Vec<Candidate>, CandidateError> {
-    let data = std::fs::read(path).map_err(|error| CandidateError::Read {
+    let data = read_elf(path).map_err(|error| CandidateError::Read {
         path: path.to_path_buf(),
         error,
     })?;

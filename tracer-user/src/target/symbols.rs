@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
+use crate::target::elf_file::read_elf;
+
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
     #[error("cannot read {path}")]
@@ -41,7 +43,7 @@ pub struct SymbolTable {
 
 impl SymbolTable {
     pub fn read(path: &Path) -> Result<Self, SymbolError> {
-        let data = std::fs::read(path).map_err(|source| SymbolError::Read {
+        let data = read_elf(path).map_err(|source| SymbolError::Read {
             path: path.to_path_buf(),
             source,
         })?;

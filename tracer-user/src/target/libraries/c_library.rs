@@ -4,6 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use crate::target::elf_file::read_elf;
 use crate::target::entry::{probe_point, ArgumentsRead};
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
@@ -45,7 +46,7 @@ impl ThreadLibrary {
     /// Reads `path`; None if it defines no pthread call of `set`.
     pub fn open(path: &Path, set: ThreadCallSet) -> Result<Option<ThreadLibrary>, SymbolError> {
         let table = SymbolTable::read(path)?;
-        let data = std::fs::read(path).map_err(|source| SymbolError::Read {
+        let data = read_elf(path).map_err(|source| SymbolError::Read {
             path: path.to_path_buf(),
             source,
         })?;
@@ -218,7 +219,7 @@ impl ThreadLibraries {
 /// pointer to pthread_mutex_lock) are probed too, but only in processes where this holds.
 fn imports_thread_calls(path: &Path, set: ThreadCallSet) -> bool {
     use object::{Object, ObjectSymbol};
-    let Ok(data) = std::fs::read(path) else {
+    let Ok(data) = read_elf(path) else {
         return false;
     };
     let Ok(file) = object::File::parse(&*data) else {

@@ -4,9 +4,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use crate::target::elf_file::read_elf;
 use crate::target::entry::{probe_point_in, ArgumentsRead};
-use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
+use crate::target::{ldd, procfs};
 use tracer_analysis::format::calls::{
     Family, Flavor, OMPI_COMM_SELF_SYMBOL, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL,
 };
@@ -202,33 +203,14 @@ impl NeededLibraries {
         if let Some(needed) = self.known.get(&identity) {
             return needed.clone();
         }
-        let needed = run_ldd(&exe, identity.ld_library_path.as_deref());
+        let needed: BTreeSet<PathBuf> =
+            ldd::resolved_libraries(&exe, identity.ld_library_path.as_deref(), ldd::LDD_DEADLINE)
+                .into_iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .collect();
         self.known.insert(identity, needed.clone());
         needed
     }
-}
-
-fn run_ldd(exe: &Path, ld_library_path: Option<&str>) -> BTreeSet<PathBuf> {
-    let mut cmd = std::process::Command::new("ldd");
-    cmd.arg(exe).stderr(std::process::Stdio::null());
-    match ld_library_path {
-        Some(p) => cmd.env("LD_LIBRARY_PATH", p),
-        None => cmd.env_remove("LD_LIBRARY_PATH"),
-    };
-    let Ok(out) = cmd.output() else {
-        return BTreeSet::new();
-    };
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            l.split("=> ")
-                .nth(1)?
-                .split_whitespace()
-                .next()
-                .map(PathBuf::from)
-        })
-        .filter_map(|p| p.canonicalize().ok())
-        .collect()
 }
 
 /// The MPI/PVM libraries of a session: all candidates, and which are probed. Libraries are
@@ -406,7 +388,7 @@ pub fn mpi_call_key(symbol: &str) -> Option<String> {
 /// MPI calls itself or cannot be read.
 fn mpi_imports(path: &Path) -> Option<BTreeSet<String>> {
     use object::{Object, ObjectSymbol};
-    let data = std::fs::read(path).ok()?;
+    let data = read_elf(path).ok()?;
     let file = object::File::parse(&*data).ok()?;
     let mut imports = BTreeSet::new();
     for s in file.dynamic_symbols() {

@@ -1,0 +1,72 @@
+//! Every hold has a deadline. The probes stop a traced process at its exec (and a rank
+//! after each dlopen) until the reader has probed what its program needs and lets it go;
+//! a thread of its own lets go every process still held `HOLD_DEADLINE` after the probes
+//! stopped it, whatever the reader is doing (a slow attach, a helper that does not
+//! answer, a reader far behind a flood), and counts it: such a process may have run
+//! calls before they were probed (docs/reliability.md, "Every hold has a deadline").
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::record::monotonic_ns;
+use crate::probes::HeldProcesses;
+
+/// How long a process may stay held. Probing a rank's program at exec takes 10-50 ms
+/// here (`ldd`, then attaching the MPI library's probes the first time), far under it.
+pub const HOLD_DEADLINE: Duration = Duration::from_secs(3);
+
+/// How often the held set is checked.
+const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// The thread that lets go the holds past their deadline.
+pub(super) struct HoldDeadline {
+    stop: Arc<AtomicBool>,
+    expired: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HoldDeadline {
+    pub(super) fn start(mut held: HeldProcesses) -> std::io::Result<HoldDeadline> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let expired = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (stop, expired) = (stop.clone(), expired.clone());
+            std::thread::Builder::new()
+                .name("hold-deadline".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let gone = held.let_go_expired(monotonic_ns(), HOLD_DEADLINE);
+                        for pid in &gone {
+                            log::warn!(
+                                "process {pid} was held {HOLD_DEADLINE:?} and let go: \
+                                 its first calls may not be traced"
+                            );
+                        }
+                        expired.fetch_add(gone.len() as u64, Ordering::Relaxed);
+                        std::thread::sleep(CHECK_EVERY);
+                    }
+                })?
+        };
+        Ok(HoldDeadline {
+            stop,
+            expired,
+            thread: Some(thread),
+        })
+    }
+
+    /// Processes let go at the deadline so far.
+    pub(super) fn expired(&self) -> u64 {
+        self.expired.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for HoldDeadline {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
