@@ -33,6 +33,9 @@ const PACKAGES: &[&str] = &[
     "lammps",
     "hpcc",
     "python3-mpi4py",
+    // A futex and mutex flood the tracer must survive in bounded memory
+    // (tests/tests/integration/whole_machine.rs).
+    "stress-ng",
     // `go tool pprof` reads the pprof export in its test (tests/tests/integration/export.rs).
     "golang-go",
     // Headless Chromium opens the SVG flame graph export in the same test.

@@ -31,3 +31,4 @@ mod symbols;
 mod threads;
 mod top;
 mod whatif;
+mod whole_machine;

@@ -36,49 +36,109 @@ fn pingpong_threads_wake_each_other() {
         .collect();
     assert_eq!(forks.len(), 2, "two pthread_create calls");
     let players: HashSet<u32> = forks.iter().copied().collect();
-    // Exact, whatever the scheduler did: every futex wait of a player that a wake ended
-    // (it returned 0; EAGAIN means the word had changed and it never slept) has the
-    // wakeup record of the other player, the only thread that touches the players'
-    // mutex and condition variable, between the wait's entry and its exit.
-    let mut waiting: HashMap<u32, (u64, bool)> = HashMap::new();
-    let (mut woken, mut not_slept) = (0, 0);
+    // Exact, whatever the scheduler did. Every futex wait of a player that a wake ended
+    // (it returned 0; EAGAIN means the word had changed before it could wait):
+    // - if it slept (switched out not runnable), the other player's wakeup record, the
+    //   only thread that touches the players' mutex and condition variable, lies
+    //   between the wait's entry and exit;
+    // - if it never slept, the kernel's wake found it still running (the waker took it
+    //   off the futex's queue before it could call schedule()) and reports no wakeup:
+    //   the other player's FUTEX_WAKE of the same word overlaps the wait.
+    struct Wait {
+        since: u64,
+        uaddr: u64,
+        slept: bool,
+        wakeup: bool,
+    }
+    struct Wake {
+        by: u32,
+        uaddr: u64,
+        enter: u64,
+        exit: u64,
+    }
+    let mut waiting: HashMap<u32, Wait> = HashMap::new();
+    let mut waking: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut wakes: Vec<Wake> = Vec::new();
+    let mut ended: Vec<(u32, Wait, u64)> = Vec::new();
+    let mut not_slept = 0;
     for r in t.records() {
         match r {
-            Record::FutexEnter(f) if players.contains(&f.header.tid) && futex_waits(f.op) => {
-                waiting.insert(f.header.tid, (f.header.ts_ns, false));
+            Record::FutexEnter(f) if players.contains(&f.header.tid) => {
+                if futex_waits(f.op) {
+                    let wait = Wait {
+                        since: f.header.ts_ns,
+                        uaddr: f.uaddr,
+                        slept: false,
+                        wakeup: false,
+                    };
+                    waiting.insert(f.header.tid, wait);
+                } else {
+                    waking.insert(f.header.tid, (f.uaddr, f.header.ts_ns));
+                }
+            }
+            Record::SwitchOut(s) if s.prev_state != 0 => {
+                if let Some(w) = waiting.get_mut(&s.header.tid) {
+                    w.slept = true;
+                }
             }
             Record::Wakeup(w) if players.contains(&w.wakee_tid) => {
-                if let Some((since, seen)) = waiting.get_mut(&w.wakee_tid) {
+                if let Some(wait) = waiting.get_mut(&w.wakee_tid) {
                     assert!(
                         players.contains(&w.header.tid) && w.header.tid != w.wakee_tid,
                         "player {} woken by {} ({} ns into its wait)",
                         w.wakee_tid,
                         w.header.tid,
-                        w.header.ts_ns - *since
+                        w.header.ts_ns - wait.since
                     );
-                    *seen = true;
+                    wait.wakeup = true;
                 }
             }
             Record::FutexExit(x) if players.contains(&x.header.tid) => {
-                let Some((since, seen)) = waiting.remove(&x.header.tid) else {
-                    continue; // the exit of a wake
-                };
-                if x.ret == 0 {
-                    assert!(
-                        seen,
-                        "player {}'s futex wait at {since} ns ended by a wake at {} ns \
-                         without a wakeup record",
-                        x.header.tid, x.header.ts_ns
-                    );
-                    woken += 1;
-                } else {
-                    not_slept += 1;
+                if let Some((uaddr, enter)) = waking.remove(&x.header.tid) {
+                    wakes.push(Wake {
+                        by: x.header.tid,
+                        uaddr,
+                        enter,
+                        exit: x.header.ts_ns,
+                    });
+                } else if let Some(wait) = waiting.remove(&x.header.tid) {
+                    if x.ret == 0 {
+                        ended.push((x.header.tid, wait, x.header.ts_ns));
+                    } else {
+                        not_slept += 1;
+                    }
                 }
             }
             _ => {}
         }
     }
-    eprintln!("player futex waits: {woken} woken, {not_slept} returned without a wake");
+    let woken = ended.len();
+    let mut woken_running = 0;
+    for (tid, wait, exit) in &ended {
+        if wait.slept {
+            assert!(
+                wait.wakeup,
+                "player {tid}'s futex wait from {} to {exit} ns slept and was woken, but \
+                 no wakeup record names it",
+                wait.since
+            );
+        } else if !wait.wakeup {
+            woken_running += 1;
+            assert!(
+                wakes.iter().any(|k| k.by != *tid
+                    && k.uaddr == wait.uaddr
+                    && k.enter <= *exit
+                    && k.exit >= wait.since),
+                "player {tid}'s futex wait from {} to {exit} ns ended by a wake that \
+                 nothing recorded",
+                wait.since
+            );
+        }
+    }
+    eprintln!(
+        "player futex waits: {woken} woken ({woken_running} before they slept), \
+         {not_slept} returned without a wake"
+    );
     assert!(
         woken >= rounds / pause_every,
         "only {woken} woken waits for {} paused rounds",
