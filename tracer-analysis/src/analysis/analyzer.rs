@@ -17,6 +17,7 @@ use super::sync::{futex_wakes, SyncTracker};
 use super::workclock::{self, ClockKind, WorkClock};
 use crate::format::calls::{self, split_call_field, CallField, Family, Role};
 use crate::format::openmp::RegionKey;
+use crate::format::pairing::{close_call, Resynchronised};
 use crate::format::recording::{FunctionProbe, Item};
 use crate::format::records::Record;
 use crate::format::ProcessInfo;
@@ -176,6 +177,8 @@ pub struct Analyzer<M: PathModel = CriticalPathEngine> {
     /// CPU time of threads that ended, while traced.
     cpu_ended: u64,
     pub events: u64,
+    /// Calls whose entry or exit is missing, dropped so that the rest pair up.
+    pub resynchronised: Resynchronised,
     /// The bound on held state that the tests check.
     #[cfg(test)]
     peak_entries: usize,
@@ -208,6 +211,7 @@ impl<M: PathModel> Analyzer<M> {
             cpu_in: Vec::new(),
             cpu_ended: 0,
             events: 0,
+            resynchronised: Resynchronised::default(),
             #[cfg(test)]
             peak_entries: 0,
             first_ts: None,
@@ -606,8 +610,16 @@ impl<M: PathModel> Analyzer<M> {
 
     fn call_exit(&mut self, x: &CallRecord) {
         let h = x.header;
-        let t = self.thread(&h);
-        let Some(open) = t.open.pop() else { return };
+        let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, &h);
+        // Paired by call id: an exit the probes did not write drops its call here, rather
+        // than leaving it open around every later call of the thread.
+        let exit_id = split_call_field(h.call).id;
+        let closed = close_call(&mut t.open, exit_id, |c| {
+            split_call_field(c.entry.header.call).id
+        });
+        self.resynchronised.count(closed.as_ref());
+        let Some(closed) = closed else { return };
+        let open = closed.entry;
         if !t.open.is_empty() {
             return;
         }

@@ -12,6 +12,7 @@ use super::matcher::MatchStats;
 use super::sync::SyncStats;
 use super::workclock::ClockKind;
 use super::{Analyzer, Pipeline};
+use crate::format::pairing::Resynchronised;
 use crate::format::recording::{Item, RecordingError, RecordingReader};
 
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -83,6 +84,10 @@ pub struct PathThread {
 pub struct EventTotals {
     pub total: u64,
     pub lost: u64,
+    /// Calls whose entry or exit the probes did not write, dropped so that the thread's
+    /// other calls pair up: absent when every call paired.
+    #[serde(skip_serializing_if = "Resynchronised::is_none")]
+    pub calls_resynchronised: Resynchronised,
 }
 
 impl CriticalPath {
@@ -205,6 +210,7 @@ impl Profile {
             events: EventTotals {
                 total: a.events,
                 lost,
+                calls_resynchronised: a.resynchronised,
             },
             killed: a
                 .killed
@@ -255,9 +261,25 @@ impl Profile {
         s.push_str(&killed_lines(&self.killed));
         let _ = writeln!(
             s,
-            "events: {} analyzed, {} lost",
-            self.events.total, self.events.lost
+            "events: {} analyzed, {} lost{}",
+            self.events.total,
+            self.events.lost,
+            resynchronised_clause(&self.events.calls_resynchronised)
         );
         s
     }
+}
+
+/// What the events line adds when calls did not pair ("; calls resynchronised: 3 exits
+/// missing, 1 entry missing"); nothing when they all did.
+pub(crate) fn resynchronised_clause(r: &Resynchronised) -> String {
+    if r.is_none() {
+        return String::new();
+    }
+    let count = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    format!(
+        "; calls resynchronised: {} missing, {} missing",
+        count(r.exits_missing, "exit", "exits"),
+        count(r.entries_missing, "entry", "entries")
+    )
 }

@@ -295,3 +295,38 @@ fn uncontended_lock_handoffs_order_critical_sections() {
     let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
     assert_eq!(Schedule::new(&rg.graph).length, 25 * ms);
 }
+
+/// An exit the probes did not write (a call nested too deep, a return probe attached
+/// while the thread was inside the call) or an entry they did not write costs that call
+/// alone: the thread's later calls pair up, and their messages and waits count.
+#[test]
+fn a_missing_exit_or_entry_does_not_shift_later_pairings() {
+    let ms = 1_000_000;
+    let mut s = SyntheticRun::new(2, &[]);
+    // Rank 1: an exit whose entry is missing.
+    s.call(1, call::MPI_BARRIER, 0, 0, true);
+    // Rank 0: inside MPI_Send, a nested call whose exit is missing.
+    s.call(0, call::MPI_SEND, 1, 7, false);
+    s.call(0, call::MPI_COMM_RANK, 0, 0, false);
+    s.call(0, call::MPI_SEND, 0, 0, true);
+    s.recv(1, 0, 7);
+    // Then rank 0's work reaches rank 1 through a message.
+    s.cpu[0] += 5 * ms;
+    s.send(0, 1, 8);
+    s.recv(1, 0, 8);
+    s.cpu[1] += ms;
+    s.compute(1, 0, None);
+    let a = analyze(&s.items, ClockKind::Cpu);
+    assert_eq!(
+        a.resynchronised,
+        crate::format::pairing::Resynchronised {
+            exits_missing: 1,
+            entries_missing: 1
+        }
+    );
+    let stats = a.matcher.final_stats();
+    assert_eq!((stats.matched, stats.unmatched), (2, 0));
+    // Rank 0's 5 ms is work (its send returned), and rank 1 waited for it.
+    let CriticalEnd { tid, path } = a.critical().unwrap();
+    assert_eq!((tid, path.longest), (101, 6 * ms));
+}

@@ -25,6 +25,7 @@ use crate::analysis::matcher::{MatchStats, MatchedMessage};
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Analyzer;
 use crate::format::calls::{self, split_call_field, Family, Role};
+use crate::format::pairing::close_call;
 use crate::format::recording::{Item, ItemSource};
 use crate::format::records::{kind_name, Record};
 use crate::graph::cpm::Schedule;
@@ -206,8 +207,12 @@ impl<'s, S: TableSink> StreamPass<'s, S> {
             Record::CallEnter(c) => self.open.entry(h.tid).or_default().push(*c),
             Record::CallExit(x) => {
                 let stack = self.open.entry(h.tid).or_default();
-                let depth = stack.len().saturating_sub(1) as u32;
-                if let Some(e) = stack.pop() {
+                // Paired by call id: a missing exit or entry costs that call alone.
+                let closed = close_call(stack, split_call_field(h.call).id, |e| {
+                    split_call_field(e.header.call).id
+                });
+                if let Some(e) = closed.map(|c| c.entry) {
+                    let depth = stack.len() as u32;
                     let name = self.call_name(split_call_field(e.header.call).id);
                     self.sink.call(call_row(&e, x, depth, name))?;
                     self.counts.calls += 1;

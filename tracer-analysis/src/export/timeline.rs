@@ -22,6 +22,7 @@ use crate::analysis::futex_waits;
 use crate::analysis::ordered::{read_ordered, Ordered};
 use crate::analysis::workclock::ClockKind;
 use crate::format::calls::{self, split_call_field, Family, Role};
+use crate::format::pairing::close_call;
 use crate::format::recording::{Item, ItemSource, RecordingError, RecordingReader};
 use crate::format::records::Record;
 use crate::format::summary::Summary;
@@ -585,10 +586,15 @@ impl Timeline {
                 t.calls.push(*c);
                 (true, None)
             }
-            Record::CallExit(x) => match t.calls.pop() {
-                Some(e) => (true, Some(call_slice(&e, x))),
-                None => (false, None),
-            },
+            // Paired by call id: a missing exit or entry costs that call alone.
+            Record::CallExit(x) => {
+                match close_call(&mut t.calls, split_call_field(h.call).id, |e| {
+                    split_call_field(e.header.call).id
+                }) {
+                    Some(closed) => (true, Some(call_slice(&closed.entry, x))),
+                    None => (false, None),
+                }
+            }
             Record::FuncEnter(_) if self.probe_names.contains_key(&h.call) => {
                 t.procedures.push((h.call, ts));
                 (true, None)

@@ -48,6 +48,62 @@ pub fn failures_line(named: &BTreeMap<String, u64>) -> Option<String> {
     Some(format!("probe failures: {}", parts.join(", ")))
 }
 
+/// What a failure of `name` (`ProbeFailure::name`) `count` times means for the results,
+/// in words; None for `ring_full` (the lost records, warned of on their own).
+fn what_failed(name: &str, count: u64) -> Option<String> {
+    let depth = tracer_common::MAX_CALL_DEPTH;
+    Some(match name {
+        "ring_full" => return None,
+        "user_read" => format!(
+            "{count} reads of the program's memory failed: records went out with a field \
+             unset, so messages among them may be unmatched or mis-sized"
+        ),
+        "tracepoint_field" => format!(
+            "{count} kernel events not recorded (a tracepoint's field could not be read): \
+             waits, wake-ups and switches among them are missing"
+        ),
+        "map_insert" => format!(
+            "{count} processes or threads not traced (a probe map was full): their calls, \
+             messages and work are missing"
+        ),
+        "call_too_deep" => format!(
+            "{count} call exits not recorded: calls nested deeper than {depth} probed \
+             calls; their durations and messages may be wrong"
+        ),
+        "signal" => format!(
+            "{count} held processes could not be stopped: they may have run before they \
+             were probed, so their first calls may be missing"
+        ),
+        "tail_call" => format!(
+            "{count} calls' records not written (their arrays of handles, ranks or \
+             statuses could not be handed on): their messages and requests are missing"
+        ),
+        "hold_expired" => format!(
+            "{count} held processes let go at the hold's deadline before they were \
+             probed: their first calls may be missing"
+        ),
+        other => format!("{count} probe failures of kind {other}"),
+    })
+}
+
+/// The warning that probe failures (other than lost records) may have touched the
+/// results, one clause per reason that happened, saying what it means for them; None when
+/// none happened.
+pub fn failures_warning(named: &BTreeMap<String, u64>) -> Option<String> {
+    let parts: Vec<String> = named
+        .iter()
+        .filter(|&(_, &count)| count > 0)
+        .filter_map(|(name, &count)| what_failed(name, count))
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "probes failed, so the results may be wrong: {}",
+        parts.join("; ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +135,31 @@ mod tests {
             failures_line(&counts.named()).as_deref(),
             Some("probe failures: map_insert 1, ring_full 7, user_read 2")
         );
+    }
+
+    #[test]
+    fn the_failures_warning_says_what_each_failure_means_and_leaves_lost_records_out() {
+        let named = |pairs: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            pairs.iter().map(|&(k, v)| (k.to_string(), v)).collect()
+        };
+        assert_eq!(failures_warning(&named(&[])), None);
+        // Lost records have a warning of their own.
+        assert_eq!(failures_warning(&named(&[("ring_full", 5)])), None);
+        assert_eq!(
+            failures_warning(&named(&[("call_too_deep", 3834), ("ring_full", 5)])).as_deref(),
+            Some(
+                "probes failed, so the results may be wrong: 3834 call exits not recorded: \
+                 calls nested deeper than 4 probed calls; their durations and messages may \
+                 be wrong"
+            )
+        );
+        // Every reason but ring_full has words of its own, not the fallback's.
+        for f in &ProbeFailure::ALL[1..] {
+            let warning = failures_warning(&named(&[(f.name(), 1)])).unwrap();
+            assert!(!warning.contains("of kind"), "{warning}");
+        }
+        assert!(failures_warning(&named(&[("new_reason", 2)]))
+            .unwrap()
+            .ends_with("2 probe failures of kind new_reason"));
     }
 }

@@ -1,10 +1,11 @@
 //! The data the analyses read: decoded probe records, the recording file, process
-//! metadata, the call table, the probes' failure counts, and the summary of a stream of
-//! records.
+//! metadata, the call table, the pairing of calls' entries with their exits, the probes'
+//! failure counts, and the summary of a stream of records.
 
 pub mod calls;
 pub mod failures;
 pub mod openmp;
+pub mod pairing;
 pub mod process;
 pub mod read_ahead;
 pub mod recording;

@@ -361,18 +361,36 @@ pub struct RecordingReader {
 /// that checks them and counts the records without decoding them, for a command to say
 /// so before it reads the recording with its own readers.
 pub fn condition_of(path: &Path) -> Result<Condition, RecordingError> {
+    Ok(skim(RecordingReader::open(path)?)?.condition)
+}
+
+/// What one skim of a recording ([`skim_of`]) found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Skimmed {
+    pub condition: Condition,
+    /// The recording's totals ([`RecordingReader::totals`]): lost records and the probes'
+    /// failures.
+    pub totals: Trailer,
+}
+
+/// [`condition_of`], with the recording's totals, for a command that says both before
+/// and after it reads the recording with its own readers.
+pub fn skim_of(path: &Path) -> Result<Skimmed, RecordingError> {
     skim(RecordingReader::open(path)?)
 }
 
 /// [`condition_of`] a recording held in memory.
 pub fn condition_of_bytes(bytes: Vec<u8>) -> Result<Condition, RecordingError> {
-    skim(RecordingReader::from_bytes(bytes)?)
+    Ok(skim(RecordingReader::from_bytes(bytes)?)?.condition)
 }
 
-fn skim(mut r: RecordingReader) -> Result<Condition, RecordingError> {
+fn skim(mut r: RecordingReader) -> Result<Skimmed, RecordingError> {
     r.skim = true;
     while r.next_item()?.is_some() {}
-    Ok(r.condition())
+    Ok(Skimmed {
+        condition: r.condition(),
+        totals: r.totals(),
+    })
 }
 
 /// Where a reader's bytes come from: a file (what the commands read), or bytes in memory

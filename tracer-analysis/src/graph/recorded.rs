@@ -3,7 +3,7 @@
 //! once, it keeps the events and arcs. It sees the same calls in the same order, so the
 //! longest path of its graph is the online engine's critical path.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rustc_hash::FxHashMap;
 use tracer_common::EventHeader;
@@ -16,7 +16,7 @@ use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Analyzer, Clocks, Milestone, PathModel, Pipeline};
 #[cfg(test)]
 use crate::format::recording::ItemIter;
-use crate::format::recording::{Item, ItemSource, RecordingError};
+use crate::format::recording::{Item, ItemSource, RecordingError, Trailer};
 use crate::format::records::Record;
 
 /// Which operation made a thread's latest vertex, at which record.
@@ -334,6 +334,9 @@ pub struct RecordedGraph {
     pub vertex_clocks: Vec<Clocks>,
     pub events: u64,
     pub lost: u64,
+    /// The probes' failures by reason name (the recording's trailer), lost records
+    /// included.
+    pub probe_failures: BTreeMap<String, u64>,
     pub first_ts: u64,
     pub last_ts: u64,
 }
@@ -366,7 +369,7 @@ impl RecordedGraph {
             b.ordered(entry);
             Ok::<(), RecordingError>(())
         })?;
-        Ok(b.finish(ending.totals.events_lost))
+        Ok(b.finish(&ending.totals))
     }
 
     /// [`Self::read`], showing `observer` every item as the analysis takes it (see
@@ -408,10 +411,10 @@ impl RecordedGraph {
             Ok(())
         });
         match read {
-            Ok(ending) => Ok(b.finish(ending.totals.events_lost)),
+            Ok(ending) => Ok(b.finish(&ending.totals)),
             Err(Stop::Recording(e)) => Err(e),
             // The observer has its error; the graph of what was read goes with it.
-            Err(Stop::Observer) => Ok(b.finish(0)),
+            Err(Stop::Observer) => Ok(b.finish(&Trailer::default())),
         }
     }
 
@@ -442,7 +445,7 @@ impl RecordedGraph {
         for item in items {
             b.item(item);
         }
-        b.finish(0)
+        b.finish(&Trailer::default())
     }
 
     fn builder(clock: ClockKind, model: GraphModel) -> RecordedGraphBuilder {
@@ -506,7 +509,7 @@ impl RecordedGraphBuilder {
         }
     }
 
-    fn finish(mut self, lost: u64) -> RecordedGraph {
+    fn finish(mut self, totals: &Trailer) -> RecordedGraph {
         let (clock, mut processes) = (self.clock, self.processes);
         self.pipeline.flush();
         let mut a = self.pipeline.analyzer;
@@ -562,7 +565,8 @@ impl RecordedGraphBuilder {
             milestones,
             vertex_clocks,
             events,
-            lost,
+            lost: totals.events_lost,
+            probe_failures: totals.probe_failures.clone(),
             first_ts,
             last_ts,
         }

@@ -677,3 +677,31 @@ fn a_thread_created_while_traced_works_from_its_creation_even_with_a_reused_id()
     assert_eq!(graph_work(&g.items, 401), 5_000_000);
     assert_eq!(graph_work(&g.items, 400), 30_000);
 }
+
+/// A call whose exit the probes did not write (nested too deep, or its return probe came
+/// late) is dropped at its caller's exit: the later calls keep their own durations.
+#[test]
+fn a_missing_exit_leaves_later_calls_their_durations() {
+    let mut g = Gen::default();
+    g.rank(100, 0, 1);
+    let p = 100;
+    g.enter(1_000, 0, p, call::MPI_SEND, |c| c.peer = 0);
+    g.enter(1_500, 0, p, call::MPI_COMM_RANK, |_| {}); // its exit is missing
+    g.exit(2_000, 0, p, call::MPI_SEND, |_| {});
+    g.enter(10_000, 100, p, call::MPI_RECV, |c| {
+        c.peer = 0;
+        c.tag = 1;
+    });
+    g.exit(20_000, 200, p, call::MPI_RECV, |_| {});
+    g.enter(21_000, 300, p, call::MPI_ALLREDUCE, |_| {});
+    g.exit(26_000, 400, p, call::MPI_ALLREDUCE, |_| {});
+    g.thread_exit(30_000, 500, p, p);
+    let m = g.metrics();
+    let recv = call_row(&m, "MPI_Recv");
+    assert_eq!((recv.blocked.count, recv.blocked.max_ns), (1, 10_000));
+    let allreduce = call_row(&m, "MPI_Allreduce");
+    assert_eq!(
+        (allreduce.blocked.count, allreduce.blocked.max_ns),
+        (1, 5_000)
+    );
+}

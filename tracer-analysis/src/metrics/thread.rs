@@ -10,7 +10,8 @@ use serde::Serialize;
 use tracer_common::CallRecord;
 
 use crate::analysis::poll_loop_went_on;
-use crate::format::calls::{self, Role};
+use crate::format::calls::{self, split_call_field, Role};
+use crate::format::pairing::close_call;
 use crate::format::records::Record;
 
 /// Why a thread was blocked.
@@ -316,7 +317,14 @@ impl ThreadAcc {
     /// calls that can block).
     pub fn call_exit(&mut self, x: &CallRecord) -> Option<Blocking> {
         let (ts, cpu) = (x.header.ts_ns, x.header.cpu_ns);
-        let mut open = self.calls.pop()?;
+        // Paired by call id, as the analyzer pairs them: a missing exit or entry costs
+        // that call alone (`pairing`).
+        let exit_id = split_call_field(x.header.call).id;
+        let mut open = close_call(&mut self.calls, exit_id, |c| match c.kind {
+            Kind::Call(id) => id,
+            Kind::Futex => u16::MAX,
+        })?
+        .entry;
         if !self.calls.is_empty() {
             return None; // a call made by the library itself
         }

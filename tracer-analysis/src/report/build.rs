@@ -157,6 +157,7 @@ impl Report {
                 arcs: g.arcs.len(),
                 events: rg.events,
                 lost: rg.lost,
+                probe_failures: rg.probe_failures.clone(),
             },
             activities: acts,
             totals,

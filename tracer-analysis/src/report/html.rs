@@ -9,6 +9,7 @@ use super::markup::{escape, ms, Palette};
 use super::timeline::{timeline_svg, MAX_ACTIVITIES};
 use super::types::*;
 use crate::analysis::profile::messages_line;
+use crate::format::failures::failures_warning;
 
 /// What the page shows besides the report.
 pub struct HtmlPage<'a> {
@@ -90,6 +91,9 @@ impl Report {
                 cp.lost,
                 cp.events + cp.lost
             );
+        }
+        if let Some(warning) = failures_warning(&cp.probe_failures) {
+            let _ = writeln!(s, r#"<p class="warning">{}.</p>"#, escape(&warning));
         }
         s
     }
@@ -312,6 +316,21 @@ mod tests {
             escape(&r.diagnosis[0].text)
         )));
         assert!(html.contains("<svg id=\"flame\"></svg>"));
+    }
+
+    #[test]
+    fn the_page_warns_of_probe_failures_beside_lost_events() {
+        let mut r = pipeline();
+        assert!(!r.html(&page("p")).contains("class=\"warning\""));
+        r.critical_path.probe_failures = [("call_too_deep".to_string(), 3)].into();
+        let html = r.html(&page("p"));
+        assert!(
+            html.contains(
+                "<p class=\"warning\">probes failed, so the results may be wrong: 3 call exits \
+                 not recorded"
+            ),
+            "{html}"
+        );
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub struct PathHeader {
     pub arcs: usize,
     pub events: u64,
     pub lost: u64,
+    /// The probes' failures by reason name, lost records included: absent when none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub probe_failures: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -56,6 +56,7 @@ pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", profile.text());
     }
+    super::warn_probe_failures(&trailer.probe_failures);
     super::warn_lost(trailer.events_total, trailer.events_lost);
     Ok(ExitCode::SUCCESS)
 }

@@ -108,6 +108,7 @@ pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
     }
     // Known once the whole recording is read (not after a closed pipe).
     if let Some(t) = &r.trailer {
+        super::warn_probe_failures(&t.probe_failures);
         super::warn_lost(t.events_total, t.events_lost);
     }
     Ok(ExitCode::SUCCESS)

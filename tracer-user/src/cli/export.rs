@@ -65,7 +65,7 @@ pub struct ExportArgs {
 }
 
 pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
-    super::tell_condition(&a.file);
+    let totals = super::tell_condition(&a.file);
     let clock = ClockKind::from(a.clock);
     let reading = || format!("reading {}", a.file.display());
     let writing = || format!("writing {}", a.output.display());
@@ -166,6 +166,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             (profile.events_recorded, profile.events_lost)
         }
     };
+    super::warn_probe_failures(&totals.probe_failures);
     super::warn_lost(recorded, lost);
     Ok(ExitCode::SUCCESS)
 }

@@ -16,7 +16,7 @@ pub struct MetricsArgs {
 }
 
 pub fn run(a: MetricsArgs) -> anyhow::Result<ExitCode> {
-    super::tell_condition(&a.file);
+    let totals = super::tell_condition(&a.file);
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     // Streamed: memory follows the program's shape, not the recording's length.
@@ -27,6 +27,7 @@ pub fn run(a: MetricsArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", m.text());
     }
+    super::warn_probe_failures(&totals.probe_failures);
     super::warn_lost(m.events.analyzed, m.events.lost);
     Ok(ExitCode::SUCCESS)
 }

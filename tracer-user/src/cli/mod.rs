@@ -15,4 +15,4 @@ mod top;
 mod whatif;
 
 pub use commands::{run, Cli};
-use print::{print_summary, tell_condition, warn_lost};
+use print::{print_summary, tell_condition, warn_lost, warn_probe_failures};

@@ -1,19 +1,28 @@
-//! What several subcommands print on stderr: the lost-events warning, how a recording
-//! ended, the summary.
+//! What several subcommands print on stderr: the lost-events and probe-failures
+//! warnings, how a recording ended, the summary.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use tracer_analysis::format::{failures, recording};
+use tracer_analysis::format::failures;
+use tracer_analysis::format::recording::{self, Trailer};
 
 /// Says on stderr, once, before a command reads a recording, that it was cut short (no
 /// END chunk: the tracer was killed) or has damaged chunks: the command then reads every
 /// sound chunk. A file that cannot be read at all is left to the command's reader to
 /// report.
-pub(super) fn tell_condition(path: &Path) {
-    if let Ok(c) = recording::condition_of(path) {
-        for m in c.messages() {
-            eprintln!("tracer: warning: {m}");
+///
+/// Returns the recording's totals as the same pass read them (nothing lost nor failed if
+/// it cannot be read), for [`warn_probe_failures`] at the command's end.
+pub(super) fn tell_condition(path: &Path) -> Trailer {
+    match recording::skim_of(path) {
+        Ok(skimmed) => {
+            for m in skimmed.condition.messages() {
+                eprintln!("tracer: warning: {m}");
+            }
+            skimmed.totals
         }
+        Err(_) => Trailer::default(),
     }
 }
 
@@ -29,6 +38,16 @@ pub(super) fn warn_lost(recorded: u64, lost: u64) {
              are missing, so the results are incomplete",
             lost as f64 * 100.0 / produced as f64
         );
+    }
+}
+
+/// Says on stderr, as loudly as [`warn_lost`] and just before it (the lost-events
+/// warning stays a command's last line), that the probes failed in ways that may have
+/// touched the results (`failures`: the recording's or the session's failure counts by
+/// name), and what each failure means for them; lost records are `warn_lost`'s.
+pub(super) fn warn_probe_failures(failures: &BTreeMap<String, u64>) {
+    if let Some(warning) = failures::failures_warning(failures) {
+        eprintln!("tracer: warning: {warning}");
     }
 }
 

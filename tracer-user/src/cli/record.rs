@@ -242,6 +242,7 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
             eprintln!("recording written to {}", o.display());
         }
     }
+    super::warn_probe_failures(&outcome.summary.events.failures);
     super::warn_lost(outcome.summary.events.total, outcome.summary.events.lost);
     if let Some(Err(e)) = outcome.whatif {
         bail!("what-if: {e}");

@@ -44,7 +44,7 @@ pub struct ReportArgs {
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
-    super::tell_condition(&a.file);
+    let totals = super::tell_condition(&a.file);
     if a.paths == 0 {
         anyhow::bail!("--paths must be at least 1");
     }
@@ -88,6 +88,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {} (HTML report)", path.display());
     }
+    super::warn_probe_failures(&totals.probe_failures);
     super::warn_lost(rg.events, rg.lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

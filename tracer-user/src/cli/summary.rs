@@ -25,6 +25,7 @@ pub fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
     } else {
         super::print_summary(&s);
     }
+    super::warn_probe_failures(&trailer.probe_failures);
     super::warn_lost(trailer.events_total, trailer.events_lost);
     Ok(ExitCode::SUCCESS)
 }

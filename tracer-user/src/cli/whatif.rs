@@ -66,6 +66,7 @@ fn online(
     }
     let p = w.finish()?;
     let trailer = reader.totals();
+    super::warn_probe_failures(&trailer.probe_failures);
     super::warn_lost(trailer.events_total, trailer.events_lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
@@ -162,7 +163,7 @@ pub(super) fn online_line(p: &OnlinePrediction) -> String {
 }
 
 pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
-    super::tell_condition(&a.file);
+    let totals = super::tell_condition(&a.file);
     if !(a.slice_ms >= 0.0 && a.slice_ms.is_finite()) {
         anyhow::bail!("--slice-ms must be a number of milliseconds >= 0");
     }
@@ -207,6 +208,7 @@ pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
         predicted_path: PathProfile::of(&p, &run.cpu),
         path: p.path.clone(),
     };
+    super::warn_probe_failures(&totals.probe_failures);
     super::warn_lost(run.cpu.events, run.events_lost);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
