@@ -120,9 +120,9 @@ fn drain(
     copy.bytes.clear();
     copy.ends.clear();
     // At most one ring's worth a drain: the probes write on while it reads, and a
-    // flood that writes as fast as this loop copies would keep it here for ever, the
-    // copy growing without bound (a futex flood: 1 GB/s, nothing recorded, no signal
-    // seen). What it leaves is read by the next drain, at once.
+    // flood that writes as fast as this loop copies would keep it here, the copy
+    // growing, with no signal, deadline or flush seen. What it leaves is read by the
+    // next drain, at once.
     let mut left = RingLeft::Nothing;
     while let Some(item) = ring.next() {
         copy.bytes.extend_from_slice(&item);

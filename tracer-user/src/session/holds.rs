@@ -13,8 +13,8 @@ use std::time::Duration;
 use super::record::monotonic_ns;
 use crate::probes::HeldProcesses;
 
-/// How long a process may stay held. Probing a rank's program at exec takes 10-50 ms
-/// here (`ldd`, then attaching the MPI library's probes the first time), far under it.
+/// How long a process may stay held. Probing a program at its exec (`ldd`, then the
+/// probes it needs) took at most 58 ms in `whole_machine`'s test, far under it.
 pub const HOLD_DEADLINE: Duration = Duration::from_secs(3);
 
 /// How often the held set is checked.
