@@ -71,6 +71,17 @@ pub(super) fn wakeup_bytes(ring_bytes: u32) -> u32 {
     1 << bytes.ilog2()
 }
 
+/// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a local struct.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::record::monotonic_ns;
-use crate::probes::HeldProcesses;
+use crate::probes::{monotonic_ns, HeldProcesses};
 
 /// How long a process may stay held. Probing a program at its exec (`ldd`, then the
 /// probes it needs) took at most 58 ms in `whole_machine`'s test, far under it.

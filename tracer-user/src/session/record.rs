@@ -20,7 +20,7 @@ use super::watchdog::Watchdog;
 use super::{
     Analysis, Detaching, Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason,
 };
-use crate::probes::{ProbeOptions, Probes};
+use crate::probes::{monotonic_ns, ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
 use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet, NeededLibraries};
 use crate::target::procfs;
@@ -365,15 +365,4 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
-}
-
-/// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
-pub(super) fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a local struct.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
