@@ -19,6 +19,25 @@ pub enum SymbolError {
         path: PathBuf,
         source: object::Error,
     },
+    #[error("{path} is not an ELF file (not a regular file, or no ELF magic)")]
+    NotElf { path: PathBuf },
+}
+
+impl SymbolError {
+    /// What [`read_elf`] of `path` failed with: not an ELF file, or not readable.
+    pub fn reading(path: &Path, source: std::io::Error) -> Self {
+        match source.kind() {
+            std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput => {
+                SymbolError::NotElf {
+                    path: path.to_path_buf(),
+                }
+            }
+            _ => SymbolError::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,10 +62,7 @@ pub struct SymbolTable {
 
 impl SymbolTable {
     pub fn read(path: &Path) -> Result<Self, SymbolError> {
-        let data = read_elf(path).map_err(|source| SymbolError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let data = read_elf(path).map_err(|source| SymbolError::reading(path, source))?;
         let file = object::File::parse(&*data).map_err(|source| SymbolError::Parse {
             path: path.to_path_buf(),
             source,

@@ -46,10 +46,7 @@ impl ThreadLibrary {
     /// Reads `path`; None if it defines no pthread call of `set`.
     pub fn open(path: &Path, set: ThreadCallSet) -> Result<Option<ThreadLibrary>, SymbolError> {
         let table = SymbolTable::read(path)?;
-        let data = read_elf(path).map_err(|source| SymbolError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let data = read_elf(path).map_err(|source| SymbolError::reading(path, source))?;
         let defaults = default_version_addresses(path, &data)?;
         let mut calls = Vec::new();
         for c in set.calls() {
