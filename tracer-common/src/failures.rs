@@ -32,11 +32,15 @@ pub enum ProbeFailure {
     /// deadline before userspace had probed what it needs; its first calls may be
     /// missing.
     HoldExpired = 7,
+    /// A call returned without its exit probe (a return probe attached while the
+    /// thread was inside the call, a longjmp out of it): its end is not known, and the
+    /// probes dropped it from the thread's calls (`CALLS_UNWOUND`).
+    ExitMissed = 8,
 }
 
 impl ProbeFailure {
     /// Entries of the `FAILURES` map.
-    pub const COUNT: u32 = 8;
+    pub const COUNT: u32 = 9;
     /// Every reason, by index.
     pub const ALL: [ProbeFailure; Self::COUNT as usize] = [
         ProbeFailure::RingFull,
@@ -47,6 +51,7 @@ impl ProbeFailure {
         ProbeFailure::Signal,
         ProbeFailure::TailCall,
         ProbeFailure::HoldExpired,
+        ProbeFailure::ExitMissed,
     ];
 
     /// The counter's index in `FAILURES`.
@@ -74,6 +79,7 @@ impl ProbeFailure {
             ProbeFailure::Signal => "signal",
             ProbeFailure::TailCall => "tail_call",
             ProbeFailure::HoldExpired => "hold_expired",
+            ProbeFailure::ExitMissed => "exit_missed",
         }
     }
 }

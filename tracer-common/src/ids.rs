@@ -112,6 +112,10 @@ record_kinds! {
     /// A switch between two traced threads, out and in in one: [`crate::SwitchPairRecord`]
     /// (ring only, as [`RecordKind::CallPair`]).
     SwitchPair = 24, SWITCH_PAIR, "switch_pair", crate::SwitchPairRecord;
+    /// Calls of a thread that returned without their exit probe (a return probe
+    /// attached while the thread was inside the call, a longjmp): the probes dropped
+    /// them from the thread's open calls, innermost first: [`crate::UnwoundRecord`].
+    CallsUnwound = 25, CALLS_UNWOUND, "calls_unwound", crate::UnwoundRecord;
 }
 
 /// MPI, PVM and pthread call ids. Part of the recording format: never renumber, never
@@ -340,7 +344,8 @@ mod tests {
         assert_eq!(RecordKind::from_id(16), None);
         assert_eq!(RecordKind::from_id(17), None);
         // The first id past the table.
-        assert_eq!(RecordKind::from_id(25), None);
+        assert_eq!(RecordKind::from_id(26), None);
+        assert_eq!(crate::record_size(kind::CALLS_UNWOUND), Some(40));
         assert_eq!(crate::record_size(kind::SWITCH_PAIR), Some(56));
         assert_eq!(crate::record_size(kind::PROCESS_END), Some(40));
         assert_eq!(kind::FORK, 13);

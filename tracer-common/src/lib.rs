@@ -54,6 +54,7 @@ const _: () = {
     assert!(size_of::<ExecRecord>() == 168);
     assert!(size_of::<ExitRecord>() == 40);
     assert!(size_of::<ProcessEndRecord>() == 40);
+    assert!(size_of::<UnwoundRecord>() == 40);
     assert!(size_of::<CallLayout>() == 20);
     assert!(size_of::<FlavorConfig>() == 56);
     assert!(size_of::<ProbeConfig>() == 76);
@@ -61,11 +62,11 @@ const _: () = {
     assert!(size_of::<CallPairRecord>() <= SLOT_BYTES);
     // Map values: no padding either (the kernel copies them byte for byte).
     assert!(size_of::<ThreadClock>() == 40);
-    assert!(size_of::<CallFrame>() == 64);
+    assert!(size_of::<CallFrame>() == 72);
     assert!(size_of::<CallResult>() == 48);
     assert!(size_of::<CallReturnRecord>() == 80);
     assert!(size_of::<CallPairRecord>() == 136);
     assert!(size_of::<FutexPairRecord>() == 96);
     assert!(size_of::<SwitchPairRecord>() == 56);
-    assert!(size_of::<ThreadState>() == 56 + 64 * MAX_CALL_DEPTH + 104 + 64 + 8 + 8 * ARRAY_CHUNK);
+    assert!(size_of::<ThreadState>() == 56 + 72 * MAX_CALL_DEPTH + 104 + 64 + 8 + 8 * ARRAY_CHUNK);
 };

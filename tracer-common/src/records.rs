@@ -208,6 +208,20 @@ pub struct ExitRecord {
 
 /// How a traced process ended, written with the EXIT record of its last thread (added in
 /// recording format 3 as a kind of its own: EXIT's layout is frozen).
+/// Calls the probes found returned without their exit (see
+/// [`crate::RecordKind::CallsUnwound`]). The header is the thread's, stamped when the
+/// probes found out: at the entry of a call made from the frame the lost ones had
+/// left, or at the exit of a call around them; `call` is the innermost lost call's
+/// (flavor in the high byte, as in [`CallRecord`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnwoundRecord {
+    pub header: EventHeader,
+    /// How many of the thread's open calls, innermost first, have no exit to come.
+    pub calls: u32,
+    pub _reserved: u32,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcessEndRecord {

@@ -48,6 +48,10 @@ pub struct CallFrame {
     /// the others): where a futex wait inside the call comes from. The stack no longer
     /// says once the return probe has put its trampoline's address there.
     pub site: u64,
+    /// The stack pointer at the entry probe (the address of the return address). A
+    /// call entered at or above it, or a return above it, means this call has returned
+    /// without its exit probe: the probes then drop the frame (`CALLS_UNWOUND`).
+    pub sp: u64,
 }
 
 /// Slots of the probes' direct-mapped table of thread states (`THREAD_SLOTS`, indexed by

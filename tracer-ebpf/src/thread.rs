@@ -25,6 +25,7 @@ pub const EMPTY_FRAME: CallFrame = CallFrame {
     out: 0,
     status: [0; 3],
     site: 0,
+    sp: 0,
 };
 /// A thread new to the probes: its clock starts at its first event (`cpu_clock`).
 static NEW_THREAD: ThreadState = ThreadState {

@@ -274,3 +274,53 @@ fn tests_write_requests_they_complete_openmpi() {
 fn tests_write_requests_they_complete_mpich() {
     tests_write_requests_they_complete("mpich");
 }
+
+/// Calls that never return through their return probe (an error handler longjmps out of
+/// each of N receives, `mpi_longjmp`): the probes drop each one's frame at the next call
+/// entered at or above its stack pointer (a `calls_unwound` record, `exit_missed` in the
+/// failures), so the thread's later calls are outermost again and pair: the barrier is
+/// complete and every ring message matched. Before, each lost exit stayed on the thread's
+/// stack for good, and the ring's calls counted as made inside a receive.
+fn calls_without_exits_are_unwound(mpi: &str) {
+    let (n, jumps) = (2u64, 5u64);
+    let t = record(
+        &format!("longjmp-{mpi}"),
+        &[],
+        &launcher(mpi)(n as usize, "mpi_longjmp", &[&jumps.to_string()]),
+    );
+    assert_eq!(t.lost, 0);
+    let unwound: u64 = t
+        .records()
+        .filter_map(|r| match r {
+            Record::CallsUnwound(u) => Some(u.calls as u64),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(unwound, n * jumps, "calls unwound");
+    assert_eq!(
+        t.summary["events"]["failures"]["exit_missed"],
+        n * jumps,
+        "{}",
+        t.summary["events"]
+    );
+    let receives_completed = t.calls_of(call::MPI_RECV).len();
+    assert_eq!(receives_completed, 0, "no receive returned");
+    let m = Metrics::from_items(&t.items, &t.meta);
+    let s = &m.traffic.matching;
+    assert_eq!(
+        (s.sent, s.matched, s.unmatched),
+        (n * jumps, n * jumps, 0),
+        "{s:?}"
+    );
+    assert_eq!(s.collectives, n, "the barrier, at every rank: {s:?}");
+}
+
+#[test]
+fn calls_without_exits_are_unwound_openmpi() {
+    calls_without_exits_are_unwound("openmpi");
+}
+
+#[test]
+fn calls_without_exits_are_unwound_mpich() {
+    calls_without_exits_are_unwound("mpich");
+}

@@ -17,7 +17,7 @@ use super::sync::{futex_wakes, SyncTracker};
 use super::workclock::{self, ClockKind, WorkClock};
 use crate::format::calls::{self, split_call_field, CallField, Family, Role};
 use crate::format::openmp::RegionKey;
-use crate::format::pairing::{close_call, Resynchronised};
+use crate::format::pairing::{close_call, drop_unwound, Resynchronised};
 use crate::format::recording::{FunctionProbe, Item};
 use crate::format::records::Record;
 use crate::format::ProcessInfo;
@@ -384,6 +384,7 @@ impl<M: PathModel> Analyzer<M> {
                 }
             }
             Record::CallExit(x) => self.call_exit(x),
+            Record::CallsUnwound(u) => self.calls_unwound(&h, u.calls),
             Record::FuncEnter(_) | Record::FuncExit(_) => {
                 if let Some(&p) = self.procedures.by_probe.get(&h.call) {
                     let active = &mut self.thread(&h).active;
@@ -649,6 +650,23 @@ impl<M: PathModel> Analyzer<M> {
             .map(|b| b as u64);
         for incoming in self.matcher.on_exit(pid, &open.entry, &open.handles, x) {
             self.engine.merge_message(h.tid, &incoming, bytes);
+        }
+    }
+
+    /// The probes found the thread's `calls` innermost open calls returned without their
+    /// exits (`CALLS_UNWOUND`): they are dropped, as the probes dropped them, so that the
+    /// thread's later calls pair and count as outermost again. A dropped outermost call
+    /// that waited ends its wait here, when it was found out: its true end is unknown.
+    fn calls_unwound(&mut self, h: &EventHeader, calls: u32) {
+        let t = thread_state(&mut self.threads, &mut self.thread_pids, self.clock, h);
+        let outermost = (t.open.len() <= calls as usize)
+            .then(|| t.open.first().map(|o| o.entry))
+            .flatten();
+        self.resynchronised.exits_missing += drop_unwound(&mut t.open, calls);
+        if let Some(entry) = outermost {
+            if calls::waits(split_call_field(entry.header.call).id) {
+                t.clock.end_blocking(h.ts_ns, h.cpu_ns);
+            }
         }
     }
 

@@ -1,12 +1,13 @@
 //! Property tests on synthetic event streams: the online engine against an exhaustive
 //! longest-path computation over the same event graph, and the memory bound.
 
-use tracer_common::call;
+use tracer_common::{call, kind};
 
 use super::engine::CriticalEnd;
 use super::workclock::ClockKind;
 use super::{analyze, Analyzer};
 use crate::format::recording::Item;
+use crate::format::records::Record;
 use crate::format::synth::SyntheticRun;
 use crate::graph::cpm::Schedule;
 use crate::graph::recorded::RecordedGraph;
@@ -299,6 +300,42 @@ fn uncontended_lock_handoffs_order_critical_sections() {
 /// An exit the probes did not write (a call nested too deep, a return probe attached
 /// while the thread was inside the call) or an entry they did not write costs that call
 /// alone: the thread's later calls pair up, and their messages and waits count.
+#[test]
+fn calls_the_probes_unwound_are_dropped_and_later_calls_are_outermost_again() {
+    let ms = 1_000_000;
+    let mut s = SyntheticRun::new(2, &[]);
+    // Rank 0 enters a barrier whose exit never comes (its return probe was attached
+    // while it was inside), then the probes find it returned, at its next call's entry.
+    s.call(0, call::MPI_BARRIER, 0, 0, false);
+    let h = s.header(0, kind::CALLS_UNWOUND, call::MPI_BARRIER);
+    s.items.push(Item::Record(Record::CallsUnwound(
+        tracer_common::UnwoundRecord {
+            header: h,
+            calls: 1,
+            _reserved: 0,
+        },
+    )));
+    // Then rank 0's work reaches rank 1 through a message: the send is outermost (it
+    // would be a call made inside the barrier without the unwinding), so it matches.
+    s.cpu[0] += 5 * ms;
+    s.send(0, 1, 8);
+    s.recv(1, 0, 8);
+    s.cpu[1] += ms;
+    s.compute(1, 0, None);
+    let a = analyze(&s.items, ClockKind::Cpu);
+    assert_eq!(
+        a.resynchronised,
+        crate::format::pairing::Resynchronised {
+            exits_missing: 1,
+            entries_missing: 0
+        }
+    );
+    let stats = a.matcher.final_stats();
+    assert_eq!((stats.matched, stats.unmatched), (1, 0));
+    let CriticalEnd { tid, path } = a.critical().unwrap();
+    assert_eq!((tid, path.longest), (101, 6 * ms));
+}
+
 #[test]
 fn a_missing_exit_or_entry_does_not_shift_later_pairings() {
     let ms = 1_000_000;

@@ -25,7 +25,7 @@ use crate::analysis::matcher::{MatchStats, MatchedMessage};
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::Analyzer;
 use crate::format::calls::{self, split_call_field, Family, Role};
-use crate::format::pairing::close_call;
+use crate::format::pairing::{close_call, drop_unwound};
 use crate::format::recording::{Item, ItemSource};
 use crate::format::records::{kind_name, Record};
 use crate::graph::cpm::Schedule;
@@ -205,6 +205,9 @@ impl<'s, S: TableSink> StreamPass<'s, S> {
         self.counts.events += 1;
         match r {
             Record::CallEnter(c) => self.open.entry(h.tid).or_default().push(*c),
+            Record::CallsUnwound(u) => {
+                drop_unwound(self.open.entry(h.tid).or_default(), u.calls);
+            }
             Record::CallExit(x) => {
                 let stack = self.open.entry(h.tid).or_default();
                 // Paired by call id: a missing exit or entry costs that call alone.

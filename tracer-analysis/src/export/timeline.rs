@@ -22,7 +22,7 @@ use crate::analysis::futex_waits;
 use crate::analysis::ordered::{read_ordered, Ordered};
 use crate::analysis::workclock::ClockKind;
 use crate::format::calls::{self, split_call_field, Family, Role};
-use crate::format::pairing::close_call;
+use crate::format::pairing::{close_call, drop_unwound};
 use crate::format::recording::{Item, ItemSource, RecordingError, RecordingReader};
 use crate::format::records::Record;
 use crate::format::summary::Summary;
@@ -585,6 +585,10 @@ impl Timeline {
             Record::CallEnter(c) => {
                 t.calls.push(*c);
                 (true, None)
+            }
+            Record::CallsUnwound(u) => {
+                drop_unwound(&mut t.calls, u.calls);
+                (false, None)
             }
             // Paired by call id: a missing exit or entry costs that call alone.
             Record::CallExit(x) => {

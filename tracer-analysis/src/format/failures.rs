@@ -82,6 +82,11 @@ fn what_failed(name: &str, count: u64) -> Option<String> {
             "{count} held processes let go at the hold's deadline before they were \
              probed: their first calls may be missing"
         ),
+        "exit_missed" => format!(
+            "{count} calls returned without their exit probe (a return probe attached \
+             while a thread was inside the call, or a longjmp): their ends, durations and \
+             results are not known"
+        ),
         other => format!("{count} probe failures of kind {other}"),
     })
 }

@@ -33,6 +33,16 @@ pub fn close_call<T>(
     })
 }
 
+/// Drops the `calls` innermost open calls that the probes found returned without their
+/// exits (a `CALLS_UNWOUND` record), as the probes dropped them; returns how many there
+/// were.
+pub fn drop_unwound<T>(open: &mut Vec<T>, calls: u32) -> u64 {
+    let keep = open.len().saturating_sub(calls as usize);
+    let dropped = (open.len() - keep) as u64;
+    open.truncate(keep);
+    dropped
+}
+
 /// How often a stream's calls did not pair up, and the pairing resynchronised.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Resynchronised {

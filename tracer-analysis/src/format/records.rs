@@ -5,8 +5,8 @@ use std::mem::size_of;
 use tracer_common::{
     kind, record_size, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader,
     ExecRecord, ExitRecord, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
-    ProcessEndRecord, RecordKind, StatusArrayRecord, SwitchPairRecord, SwitchRecord, WakeRecord,
-    UNSET, UNSET32,
+    ProcessEndRecord, RecordKind, StatusArrayRecord, SwitchPairRecord, SwitchRecord, UnwoundRecord,
+    WakeRecord, UNSET, UNSET32,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -41,6 +41,7 @@ pub enum Record {
     Exec(Box<ExecRecord>),
     Exit(ExitRecord),
     ProcessEnd(ProcessEndRecord),
+    CallsUnwound(UnwoundRecord),
 }
 
 // Keep the common records small (see `Record`): box a new long kind.
@@ -247,6 +248,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         RecordKind::Exec => Record::Exec(Box::new(read(bytes))),
         RecordKind::Exit => Record::Exit(read(bytes)),
         RecordKind::ProcessEnd => Record::ProcessEnd(read(bytes)),
+        RecordKind::CallsUnwound => Record::CallsUnwound(read(bytes)),
         // Ring-only forms: `unpair` expands them before anything decodes, and recordings
         // never hold them.
         RecordKind::CallPair
@@ -272,6 +274,7 @@ impl Record {
             Record::Exec(r) => &r.header,
             Record::Exit(r) => &r.header,
             Record::ProcessEnd(r) => &r.header,
+            Record::CallsUnwound(r) => &r.header,
         }
     }
 
@@ -295,6 +298,7 @@ impl Record {
             Record::Exec(r) => image(&**r),
             Record::Exit(r) => image(r),
             Record::ProcessEnd(r) => image(r),
+            Record::CallsUnwound(r) => image(r),
         }
     }
 }

@@ -271,6 +271,7 @@ impl Accounts {
         match (r, procedure) {
             (Record::CallEnter(e), _) => t.call_enter(split_call_field(h.call).id, e),
             (Record::CallExit(x), _) => blocking = t.call_exit(x),
+            (Record::CallsUnwound(u), _) => t.calls_unwound(u.calls),
             (Record::FutexEnter(f), _) if futex_waits(f.op) => t.futex_wait(ts, h.cpu_ns, f.site),
             (Record::FutexExit(_), _) => blocking = t.futex_exit(ts, h.cpu_ns),
             (Record::FuncEnter(_), Some(p)) => t.enter(p, ts, h.cpu_ns),

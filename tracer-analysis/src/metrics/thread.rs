@@ -11,7 +11,7 @@ use tracer_common::CallRecord;
 
 use crate::analysis::poll_loop_went_on;
 use crate::format::calls::{self, split_call_field, Role};
-use crate::format::pairing::close_call;
+use crate::format::pairing::{close_call, drop_unwound};
 use crate::format::records::Record;
 
 /// Why a thread was blocked.
@@ -310,6 +310,12 @@ impl ThreadAcc {
             ts: e.header.ts_ns,
             cpu: e.header.cpu_ns,
         });
+    }
+
+    /// Calls the probes found returned without their exits: dropped, as the analyzer
+    /// drops them (their blocking intervals are not known).
+    pub fn calls_unwound(&mut self, calls: u32) {
+        drop_unwound(&mut self.calls, calls);
     }
 
     /// A call's exit; the outermost one ends a blocking interval. Exit records carry the

@@ -24,8 +24,8 @@ use aya_ebpf::{
 };
 use tracer_common::{
     array_when, dtype_mode, flavor, held, kind, status_mode, CallFrame, CallPairRecord, CallRecord,
-    CallReturnRecord, EventHeader, FlavorConfig, ProbeFailure, ThreadState, ARG_IP, ARRAY_CHUNK,
-    MAX_CALL_DEPTH, NO_ARG, UNSET32,
+    CallReturnRecord, EventHeader, FlavorConfig, ProbeFailure, ThreadState, UnwoundRecord, ARG_IP,
+    ARRAY_CHUNK, MAX_CALL_DEPTH, NO_ARG, UNSET32,
 };
 
 /// `*rec = CallRecord::unset(h)`, without a `memset` ([`copy_words`]).
@@ -123,6 +123,9 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
     // file is where the library is loaded.
     let bias = regs.rip.wrapping_sub(cookie >> 32);
 
+    // A call entered at or above an open call's return address is made from a frame
+    // that call has left: it returned without its exit probe.
+    unwind_returned(thread, |f| f.sp <= regs.rsp, tgid, tid);
     // Call records carry the flavor in the high byte of `call`.
     let h = header(
         thread,
@@ -197,6 +200,7 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
     }
 
     let mut frame = EMPTY_FRAME;
+    frame.sp = regs.rsp;
     frame.call = call_id;
     frame.flavor = flavor_id as u16;
     frame.count = count;
@@ -259,6 +263,49 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
     Ok(AfterCall::Done)
 }
 
+/// Drops the thread's innermost open calls for which `returned` holds (they returned
+/// without their exit probe: a return probe attached while the thread was inside the
+/// call, a longjmp out of it) and says so in one `CALLS_UNWOUND` record, so that the
+/// analysis drops them too; each is counted as `ProbeFailure::ExitMissed`. Without this,
+/// every such call stayed on the thread's stack for good, until every later exit was
+/// past `MAX_CALL_DEPTH` and not written (`call_too_deep`). Frames past the depth limit
+/// have no stack pointer kept: the unwinding stops at them.
+fn unwind_returned(
+    t: &mut ThreadState,
+    returned: impl Fn(&CallFrame) -> bool,
+    tgid: u32,
+    tid: u32,
+) {
+    let mut calls = 0u32;
+    let mut innermost = 0u16;
+    for _ in 0..MAX_CALL_DEPTH {
+        // `get`, not indexing: a bounds check's panic is code the verifier refuses.
+        let Some(top) = t.frames.get((t.depth as usize).wrapping_sub(1)) else {
+            break; // no open call, or past the depth limit
+        };
+        if top.sp == 0 || !returned(top) {
+            break;
+        }
+        if calls == 0 {
+            innermost = top.call | (top.flavor << 8);
+        }
+        t.depth -= 1;
+        calls += 1;
+        count_failure(ProbeFailure::ExitMissed);
+    }
+    if calls == 0 {
+        return;
+    }
+    if t.tested_frame > t.depth {
+        t.tested_frame = 0;
+    }
+    emit(&UnwoundRecord {
+        header: header(t, kind::CALLS_UNWOUND, innermost, tgid, tid),
+        calls,
+        _reserved: 0,
+    });
+}
+
 fn push_frame(t: &mut ThreadState, frame: &CallFrame) {
     let depth = t.depth as usize;
     if depth < MAX_CALL_DEPTH {
@@ -298,9 +345,14 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
     // Only threads of traced processes have frames (the entry probe admitted them), so
     // the thread's state is the filter: no lookup in TRACED.
     let thread = known_thread(tid).ok_or(())?;
-    let frame = pop_frame(thread).ok_or(())?;
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     let call_id = cookie as u16 & 0xff;
+    // Open calls inside this one whose return address is below the stack pointer now
+    // have returned without their exit probe (this call's own frame is just below it
+    // too, and has its id).
+    let rsp = unsafe { (*ctx.regs).rsp };
+    unwind_returned(thread, |f| f.call != call_id && f.sp < rsp, tgid, tid);
+    let frame = pop_frame(thread).ok_or(())?;
     if frame.call != call_id {
         return Err(());
     }
