@@ -6,8 +6,11 @@
 //! through wakeups, creation and joins. Tolerance: 5 % or 10 ms, whichever is larger.
 //! Every run also checks online == offline == report (see `tracer_tests::profile`).
 
+use std::collections::BTreeMap;
+
+use tracer_analysis::format::records::Record;
 use tracer_tests::profile::{assert_near, length, ms, proc_row, profile, profile_with};
-use tracer_tests::{mpich, openmpi, program};
+use tracer_tests::{mpich, openmpi, program, record};
 
 /// Expected share on the path and zeroing gain of a procedure, in ms.
 fn assert_procedure(p: &serde_json::Value, name: &str, share: f64, zeroing: f64) {
@@ -438,4 +441,90 @@ fn contended_mutex_with_locks_gives_the_same_path() {
     let p = &run.online;
     assert_near("critical path", length(p), 330.0);
     assert_procedure(p, "critical_section", 320.0, 290.0);
+}
+
+/// `--func` on an OpenMP outlined function (issue 38), which the tracer probes itself for
+/// the OpenMP lowering: the procedure gets probes of its own beside the lowering's (which
+/// once took the point for theirs, and the procedure recorded 0 entries). Every thread of
+/// each of the `regions` teams of `threads` enters and leaves it once; the lowering
+/// still sees every region end.
+fn outlined_function_selected(
+    program_name: &str,
+    outlined: &str,
+    program_args: &[&str],
+    threads: usize,
+    regions: u64,
+) {
+    let dir = std::env::temp_dir().join(format!(
+        "tracer-omp-func-{}-{program_name}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile_json = dir.join("profile.json");
+    let traced = record(
+        &format!("omp-func-{program_name}"),
+        &[
+            "--func",
+            outlined,
+            "--profile-json",
+            profile_json.to_str().unwrap(),
+        ],
+        &args(program_name, program_args),
+    );
+    let profile: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&profile_json).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let summary = &traced.summary;
+    assert_eq!(
+        summary["functions"][outlined],
+        threads as u64 * regions,
+        "{summary}"
+    );
+    assert_eq!(summary["calls"]["omp_join"], regions, "{summary}");
+    // Entries and exits by thread.
+    let mut by_thread: BTreeMap<u32, [u64; 2]> = BTreeMap::new();
+    for r in traced.records() {
+        match r {
+            Record::FuncEnter(h) => by_thread.entry(h.tid).or_default()[0] += 1,
+            Record::FuncExit(h) => by_thread.entry(h.tid).or_default()[1] += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(by_thread.len(), threads, "threads: {by_thread:?}");
+    assert!(
+        by_thread.values().all(|&n| n == [regions, regions]),
+        "(entries, exits) by thread: {by_thread:?}"
+    );
+    let row = proc_row(&profile, outlined);
+    assert!(row["cpu_ns"].as_u64().unwrap() > 0, "{row}");
+}
+
+#[test]
+fn func_selects_a_gfortran_outlined_function() {
+    // NPB CG's name: a subroutine's region, 5 regions of 2 threads.
+    outlined_function_selected("omp_conj_grad_f", "conj_grad_._omp_fn.0", &["2", "5"], 2, 5);
+}
+
+#[test]
+fn func_selects_a_gcc_outlined_function() {
+    // One region of 2 threads.
+    outlined_function_selected(
+        "omp_barrier_phases",
+        "main._omp_fn.0",
+        &["2", "4", "10", "5"],
+        2,
+        1,
+    );
+}
+
+#[test]
+fn func_selects_a_clang_outlined_function() {
+    // 6 regions of 3 threads (the 5th argument sets the team's size).
+    outlined_function_selected(
+        "omp_slow_iteration.libomp",
+        ".omp_outlined.",
+        &["12", "6", "5", "10", "3"],
+        3,
+        6,
+    );
 }

@@ -8,6 +8,7 @@ use tracer_common::{
 };
 
 use crate::format::calls::MPICH_COMM_WORLD;
+use crate::format::openmp::RegionKey;
 use crate::format::recording::{FunctionProbe, Item};
 use crate::format::records::Record;
 use crate::format::ProcessInfo;
@@ -275,6 +276,37 @@ impl SyntheticThreads {
         } else {
             c.handle = addr;
             c.comm = mutex;
+        }
+        self.items.push(Item::Record(if exit {
+            Record::CallExit(c)
+        } else {
+            Record::CallEnter(c)
+        }));
+    }
+
+    /// Entry or exit of lowered OpenMP call `id` (a barrier, `omp_join`, `omp_idle`) of
+    /// `region`; a barrier's `index` within it.
+    pub(crate) fn omp_call(
+        &mut self,
+        tid: u32,
+        id: u16,
+        region: RegionKey,
+        index: i32,
+        exit: bool,
+    ) {
+        let k = if exit {
+            kind::CALL_EXIT
+        } else {
+            kind::CALL_ENTER
+        };
+        let h = self.header(tid, k, id | ((flavor::GLIBC_PTHREAD as u16) << 8));
+        let mut c = CallRecord::unset(h);
+        c.comm = region.function;
+        c.handle = region.data;
+        c.tag = index;
+        c.peer = 0;
+        if exit {
+            c.ret = 0;
         }
         self.items.push(Item::Record(if exit {
             Record::CallExit(c)

@@ -17,6 +17,8 @@ pub const OUTSIDE: &str = "(outside selected procedures)";
 
 /// What a new thread "waits in" for its creator.
 pub(crate) const THREAD_START: &str = "thread start";
+/// What a thread waited in when a futex wait returned (no probed call around it).
+pub(crate) const FUTEX_WAIT: &str = "futex wait";
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -66,7 +68,7 @@ pub(crate) fn event_name(v: &Vertex) -> String {
         kind::CALL_ENTER | kind::CALL_EXIT | kind::HANDLE_ARRAY | kind::STATUS_ARRAY => {
             calls::name(split_call_field(c).id)
         }
-        kind::FUTEX_ENTER | kind::FUTEX_EXIT => "futex wait".into(),
+        kind::FUTEX_ENTER | kind::FUTEX_EXIT => FUTEX_WAIT.into(),
         _ => THREAD_START.into(),
     }
 }

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::types::{Finding, FindingKind, Report};
-use crate::graph::path::{Activity, OUTSIDE};
+use crate::format::calls::{self, Role};
+use crate::graph::path::{Activity, FUTEX_WAIT, OUTSIDE, THREAD_START};
 use crate::metrics::{Cause, Metrics};
 
 fn ms(ns: u64) -> f64 {
@@ -170,45 +171,204 @@ fn procedures_on_path(r: &Report, out: &mut Vec<Finding>) {
     }
 }
 
-/// The pair of processes whose messages the path waits for longest.
+/// What a wait on the path was, by what the waiting thread was in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum WaitKind {
+    /// An MPI/PVM receive, wait or collective.
+    Message,
+    /// An OpenMP team barrier or a pthread barrier.
+    Barrier,
+    /// The end of an OpenMP region (the master waits for its team) or a pthread join.
+    Join,
+    /// An OpenMP worker waiting for its master to start the next region.
+    Fork,
+    Lock,
+    Condition,
+    Semaphore,
+    /// A futex wait with no probed call around it (a lock, a condition variable or a
+    /// runtime's own wait: the futex does not say which).
+    Futex,
+    /// A thread's first event, after its creator's clone.
+    ThreadStart,
+}
+
+impl WaitKind {
+    fn of(call: &str) -> WaitKind {
+        if call == FUTEX_WAIT {
+            return WaitKind::Futex;
+        }
+        if call == THREAD_START {
+            return WaitKind::ThreadStart;
+        }
+        match calls::CALLS
+            .iter()
+            .find(|c| c.symbol == call)
+            .map(|c| c.role)
+        {
+            Some(Role::OmpBarrier | Role::BarrierWait) => WaitKind::Barrier,
+            Some(Role::OmpJoin | Role::ThreadJoin) => WaitKind::Join,
+            Some(Role::OmpIdle) => WaitKind::Fork,
+            Some(Role::LockAcquire) => WaitKind::Lock,
+            Some(Role::CondWait) => WaitKind::Condition,
+            Some(Role::SemWait) => WaitKind::Semaphore,
+            // MPI and PVM calls (and any name the table does not know).
+            _ => WaitKind::Message,
+        }
+    }
+
+    /// What one such wait is called ("futex wait"), `count` of them.
+    fn waits(self, count: u64) -> String {
+        let what = match self {
+            WaitKind::Message => "message",
+            WaitKind::Barrier => "barrier",
+            WaitKind::Join => "join",
+            WaitKind::Fork => "fork",
+            WaitKind::Lock => "lock",
+            WaitKind::Condition => "condition variable",
+            WaitKind::Semaphore => "semaphore",
+            WaitKind::Futex => "futex",
+            WaitKind::ThreadStart => "thread start",
+        };
+        let s = if count == 1 { "" } else { "s" };
+        format!("{count} {what} wait{s}")
+    }
+
+    /// How a sentence says waiting for this: "waiting {phrase}".
+    fn phrase(self) -> &'static str {
+        match self {
+            WaitKind::Message => "for messages",
+            WaitKind::Barrier => "at barriers",
+            WaitKind::Join => "at joins",
+            WaitKind::Fork => "for forks",
+            WaitKind::Lock => "for locks",
+            WaitKind::Condition => "on condition variables",
+            WaitKind::Semaphore => "on semaphores",
+            WaitKind::Futex => "in futex waits",
+            WaitKind::ThreadStart => "for thread starts",
+        }
+    }
+}
+
+/// Waits on the path of one kind from one thread (or, for messages, process) to
+/// another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct WaitGroup {
+    kind: WaitKind,
+    from_pid: u32,
+    /// 0 for messages: they are between processes.
+    from_tid: u32,
+    to_pid: u32,
+    to_tid: u32,
+}
+
+#[derive(Clone, Copy, Default)]
+struct WaitTotal {
+    count: u64,
+    latency_ns: u64,
+}
+
+/// The waits the path spends long in: messages between processes, or a program's
+/// synchronization (OpenMP barriers, joins and forks, locks, futex waits) between its
+/// threads, named for what they are, with the pair that waits longest.
 fn communication(r: &Report, out: &mut Vec<Finding>) {
     let t = &r.totals;
     let whole = t.length_ns + t.dependency_latency_ns;
     if pct(t.dependency_latency_ns, whole) < NOTABLE_PCT {
         return;
     }
-    let mut pairs: BTreeMap<(u32, u32), (u64, u64)> = BTreeMap::new();
+    let mut groups: BTreeMap<WaitGroup, WaitTotal> = BTreeMap::new();
     for a in &r.activities {
         if let Activity::Wait {
             from_pid,
+            from_tid,
             to_pid,
+            to_tid,
+            call,
             latency_ns,
-            ..
         } = a
         {
-            let e = pairs.entry((*from_pid, *to_pid)).or_default();
-            e.0 += 1;
-            e.1 += latency_ns;
+            let kind = WaitKind::of(call);
+            let by_thread = kind != WaitKind::Message;
+            let group = WaitGroup {
+                kind,
+                from_pid: *from_pid,
+                from_tid: if by_thread { *from_tid } else { 0 },
+                to_pid: *to_pid,
+                to_tid: if by_thread { *to_tid } else { 0 },
+            };
+            let e = groups.entry(group).or_default();
+            e.count += 1;
+            e.latency_ns += latency_ns;
         }
     }
-    let Some((&(from, to), &(n, ns))) = pairs.iter().max_by_key(|(_, v)| v.1) else {
+    let Some((&top, &top_total)) = groups.iter().max_by_key(|(_, v)| v.latency_ns) else {
         return;
     };
+    let mut by_kind: BTreeMap<WaitKind, u64> = BTreeMap::new();
+    for (g, total) in &groups {
+        *by_kind.entry(g.kind).or_default() += total.latency_ns;
+    }
+    let latency_pct = pct(t.dependency_latency_ns, whole);
+    let n = top_total.count;
+    let messages_only = by_kind.keys().all(|k| *k == WaitKind::Message);
+    let (kind, text) = if messages_only && top.from_pid != top.to_pid {
+        (
+            FindingKind::CommunicationOnPath,
+            format!(
+                "the critical path spends {latency_pct:.1} % of its time waiting for messages ({:.1} ms measured latency); most of it ({:.1} ms in {n} waits) between {} and {}",
+                ms(t.dependency_latency_ns),
+                ms(top_total.latency_ns),
+                who(r, top.from_pid),
+                who(r, top.to_pid)
+            ),
+        )
+    } else {
+        let mut kinds: Vec<(WaitKind, u64)> = by_kind.into_iter().collect();
+        kinds.sort_by_key(|(k, ns)| (std::cmp::Reverse(*ns), *k));
+        // Kinds below 0.05 ms (a thread's start, say) would read as 0.0 ms: left out.
+        let parts: Vec<String> = kinds
+            .iter()
+            .filter(|(_, ns)| ms(*ns) > 0.0)
+            .map(|(k, ns)| format!("{} {:.1} ms", k.phrase(), ms(*ns)))
+            .collect();
+        let pair = if top.from_pid == top.to_pid {
+            format!(
+                "thread {} waiting for thread {} of {}",
+                top.to_tid,
+                top.from_tid,
+                who(r, top.to_pid)
+            )
+        } else {
+            format!(
+                "{} waiting for {}",
+                who(r, top.to_pid),
+                who(r, top.from_pid)
+            )
+        };
+        let kind = if top.kind == WaitKind::Message {
+            FindingKind::CommunicationOnPath
+        } else {
+            FindingKind::SynchronizationOnPath
+        };
+        (
+            kind,
+            format!(
+                "the critical path spends {latency_pct:.1} % of its time waiting ({:.1} ms measured latency): {}; most of it ({:.1} ms in {}) {pair}",
+                ms(t.dependency_latency_ns),
+                parts.join(", "),
+                ms(top_total.latency_ns),
+                top.kind.waits(n),
+            ),
+        )
+    };
     out.push(Finding {
-        kind: FindingKind::CommunicationOnPath,
-        text: format!(
-            "the critical path spends {:.1} % of its time waiting for messages ({:.1} ms measured latency); most of it ({:.1} ms in {n} waits) between {} and {}",
-            pct(t.dependency_latency_ns, whole),
-            ms(t.dependency_latency_ns),
-            ms(ns),
-            who(r, from),
-            who(r, to)
-        ),
+        kind,
+        text,
         impact_ns: t.dependency_latency_ns,
         figures: figures(&[
             ("latency_ms", ms(t.dependency_latency_ns)),
-            ("latency_pct", pct(t.dependency_latency_ns, whole)),
-            ("pair_latency_ms", ms(ns)),
+            ("latency_pct", latency_pct),
+            ("pair_latency_ms", ms(top_total.latency_ns)),
             ("pair_waits", n as f64),
         ]),
     });
@@ -369,6 +529,7 @@ mod tests {
     use crate::format::synth::SyntheticRun;
     use crate::graph::recorded::RecordedGraph;
     use crate::report::ReportOptions;
+    use tracer_common::call;
 
     /// A three-stage pipeline whose middle stage is slow, and a busy procedure on the
     /// first rank that nothing waits for.
@@ -402,5 +563,94 @@ mod tests {
             .unwrap();
         // Without `slow` the longest path is rank 0's: 3 x 10 ms, then busy's 200 ms.
         assert_eq!(slow.figures["zeroing_ms"], 320.0 - 230.0, "{d:#?}");
+    }
+
+    fn report_of(items: &[crate::format::recording::Item]) -> Report {
+        let rg = RecordedGraph::from_items(items, ClockKind::Cpu);
+        Report::new(&rg, &ReportOptions::default(), None)
+    }
+
+    fn finding(r: &Report, kind: FindingKind) -> &Finding {
+        r.diagnosis
+            .iter()
+            .find(|f| f.kind == kind)
+            .unwrap_or_else(|| panic!("no {kind:?}: {:#?}", r.diagnosis))
+    }
+
+    /// An OpenMP team of two threads in one process (master 500, worker 501) whose path
+    /// crosses between them at two barriers and at the region's end. The waits are
+    /// barriers and a join between two threads, not messages, and no process waits for
+    /// itself.
+    #[test]
+    fn openmp_barrier_waits_are_named_with_their_threads() {
+        use crate::format::openmp::RegionKey;
+        use crate::format::synth::SyntheticThreads;
+        let mut s = SyntheticThreads::new(&["slow", "fast"]);
+        s.clone(500, 501);
+        let region = RegionKey {
+            function: 0x1000,
+            data: 0x2000,
+        };
+        // The worker waits for the region; the master forks it.
+        s.omp_call(501, call::OMP_IDLE, region, 0, false);
+        s.omp_call(500, call::OMP_FORK, region, 0, false);
+        s.omp_call(500, call::OMP_FORK, region, 0, true);
+        s.omp_call(501, call::OMP_IDLE, region, 0, true);
+        // Two phases ending at barriers, the worker slow in the first, the master in
+        // the second; the waiting thread is released 50 ms after the last arrival.
+        for (index, (slow, fast)) in [(501, 500), (500, 501)].into_iter().enumerate() {
+            let index = index as i32;
+            s.compute(slow, 100_000_000, Some(0));
+            s.compute(fast, 10_000_000, Some(1));
+            s.omp_call(fast, call::GOMP_BARRIER, region, index, false);
+            s.omp_call(slow, call::GOMP_BARRIER, region, index, false);
+            s.omp_call(slow, call::GOMP_BARRIER, region, index, true);
+            s.ts += 50_000_000;
+            s.omp_call(fast, call::GOMP_BARRIER, region, index, true);
+        }
+        // The region's end: the master is released 80 ms after the worker's arrival.
+        s.compute(501, 40_000_000, Some(0));
+        s.omp_call(500, call::OMP_JOIN, region, 0, false);
+        s.omp_call(501, call::OMP_IDLE, region, 0, false);
+        s.ts += 80_000_000;
+        s.omp_call(500, call::OMP_JOIN, region, 0, true);
+        s.compute(500, 50_000_000, Some(1));
+        let r = report_of(&s.items);
+        let f = finding(&r, FindingKind::SynchronizationOnPath);
+        assert_eq!(
+            f.text,
+            "the critical path spends 38.3 % of its time waiting (180.0 ms measured latency): at barriers 100.0 ms, at joins 80.0 ms; most of it (80.0 ms in 1 join wait) thread 500 waiting for thread 501 of pid 500",
+            "{:#?}",
+            r.diagnosis
+        );
+        assert!(r
+            .diagnosis
+            .iter()
+            .all(|f| f.kind != FindingKind::CommunicationOnPath));
+    }
+
+    /// Threads that hand work over through futex waits (no probed call): the waits are
+    /// named futex waits.
+    #[test]
+    fn futex_waits_are_named_with_their_threads() {
+        use crate::format::synth::SyntheticThreads;
+        let mut s = SyntheticThreads::new(&["produce", "consume"]);
+        s.clone(500, 501);
+        for _ in 0..3 {
+            s.wait(500);
+            s.compute(501, 40_000_000, Some(0));
+            s.wake(501, 500);
+            s.ts += 20_000_000;
+            s.resume(500);
+            s.compute(500, 10_000_000, Some(1));
+        }
+        let r = report_of(&s.items);
+        let f = finding(&r, FindingKind::SynchronizationOnPath);
+        assert_eq!(
+            f.text,
+            "the critical path spends 13.3 % of its time waiting (20.0 ms measured latency): in futex waits 20.0 ms; most of it (20.0 ms in 1 futex wait) thread 500 waiting for thread 501 of pid 500",
+            "{:#?}",
+            r.diagnosis
+        );
     }
 }

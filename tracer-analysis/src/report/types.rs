@@ -164,6 +164,9 @@ pub enum FindingKind {
     ProcedureOnPath,
     /// The path waits long for messages between a pair of processes.
     CommunicationOnPath,
+    /// The path waits long in a program's synchronization (OpenMP barriers, joins and
+    /// forks, locks, futex waits) between a pair of threads.
+    SynchronizationOnPath,
     /// Another path is close behind: tuning the critical path alone gains little.
     ClosePaths,
     /// A procedure takes much work but never limits the run.

@@ -10,7 +10,7 @@ use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink,
 use aya::programs::UProbe;
 use tracer_common::maps;
 
-use super::load::{LinkKind, ProcessLink, ProgramPair, LIBRARY_LOADED};
+use super::load::{AttachedPoint, LinkKind, ProcessLink, ProgramPair, LIBRARY_LOADED};
 use super::maps::{map, program};
 use super::{ProbeError, Probes};
 use tracer_analysis::format::calls::Flavor;
@@ -37,7 +37,7 @@ impl Probes {
     /// with a `pid`, ones that fire in that process only (all its threads: they share its
     /// address space; also after it execs; the kernel puts the breakpoints in that
     /// process's copy of the library's pages, so other processes never trap), else in
-    /// every process (the probes keep only traced ones). Points probed before are left
+    /// every process (the probes keep only traced ones). Points the call programs probed before are left
     /// as they are. Returns the number of points newly probed.
     pub fn attach_calls(
         &mut self,
@@ -57,7 +57,7 @@ impl Probes {
         let Some(links) = self.process_links.remove(&pid) else {
             return out;
         };
-        self.attached.retain(|(_, _, p)| *p != Some(pid));
+        self.attached.retain(|a| a.pid != Some(pid));
         for link in links {
             if let Ok(p) = program::<UProbe>(&mut self.ebpf, link.program) {
                 if let Ok(taken) = p.take_link(link.id) {
@@ -125,10 +125,17 @@ impl Probes {
         })
     }
 
-    /// Whether the probes of a new point at `file_offset` of `path` would be new
-    /// (`attach_calls` and `attach_functions` skip the others).
-    pub fn is_new_point(&self, path: &Path, file_offset: u64, pid: Option<u32>) -> bool {
-        !self.attached.contains(&(canonical(path), file_offset, pid))
+    /// Whether a selected procedure at `file_offset` of `path` is not probed yet
+    /// (`attach_functions` skips the others). A call probe there (an OpenMP outlined
+    /// function's) does not count: the procedure gets probes of its own.
+    pub fn is_new_function_point(&self, path: &Path, file_offset: u64) -> bool {
+        let point = AttachedPoint {
+            file: canonical(path),
+            file_offset,
+            pid: None,
+            entry_program: self.programs.procedures.entry,
+        };
+        !self.attached.contains(&point)
     }
 
     /// Attaches the selected-procedure probes at `points` (each point's cookie is its
@@ -156,9 +163,15 @@ impl Probes {
         pid: Option<u32>,
     ) -> Result<usize, ProbeError> {
         let file = canonical(path);
+        let attached = |p: &ProbePoint<'_>| AttachedPoint {
+            file: file.clone(),
+            file_offset: p.file_offset,
+            pid,
+            entry_program: programs.entry,
+        };
         let new: Vec<&ProbePoint<'_>> = points
             .iter()
-            .filter(|p| self.attached.insert((file.clone(), p.file_offset, pid)))
+            .filter(|p| self.attached.insert(attached(p)))
             .collect();
         let batch_result = match new.as_slice() {
             [] => return Ok(0),
@@ -171,8 +184,7 @@ impl Probes {
         for (i, point) in new.iter().enumerate() {
             if let Err(source) = self.link_pair(programs, path, &[*point], pid) {
                 for refused in &new[i..] {
-                    self.attached
-                        .remove(&(file.clone(), refused.file_offset, pid));
+                    self.attached.remove(&attached(refused));
                 }
                 return Err(ProbeError::Attach {
                     symbol: point.symbol.to_string(),

@@ -115,6 +115,21 @@ impl UprobePrograms {
     }
 }
 
+/// A point probed by one program pair: the call programs and the procedure programs
+/// (`--func`) may both probe a function (an OpenMP outlined function is one of the
+/// lowering's calls and may be selected too), each with its own records; the floor's
+/// programs, the same for both, probe a point once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct AttachedPoint {
+    /// The file's canonical path.
+    pub(super) file: PathBuf,
+    pub(super) file_offset: u64,
+    /// None for probes that fire in every process.
+    pub(super) pid: Option<u32>,
+    /// The pair's entry program.
+    pub(super) entry_program: &'static str,
+}
+
 /// The dlopen return probe (`Probes::attach_load_probe`).
 pub(super) const LIBRARY_LOADED: &str = "library_loaded";
 
@@ -137,9 +152,8 @@ pub(super) struct ProcessLink {
 /// per binary) well under a second. Sessions write their outputs first.
 pub struct Probes {
     pub(super) ebpf: Ebpf,
-    /// (file, offset, process) already probed, so a file seen twice is probed once;
-    /// the process is None for probes that fire in every process.
-    pub(super) attached: HashSet<(PathBuf, u64, Option<u32>)>,
+    /// The points already probed, so a file seen twice is probed once.
+    pub(super) attached: HashSet<AttachedPoint>,
     /// Probes that fire in one process only (`--locks`), by process.
     pub(super) process_links: HashMap<u32, Vec<ProcessLink>>,
     /// Files whose dlopen carries the `library_loaded` probe.

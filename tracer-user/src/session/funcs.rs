@@ -85,7 +85,7 @@ impl FunctionProbes {
             // Past a leading `endbr64` or load the kernel would single-step; the recording
             // keeps the symbol's own address.
             let at = probe_point_in(file, sym, ArgumentsRead::NONE).file_offset;
-            if !probes.is_new_point(file, at, None) || !offsets.insert(at) {
+            if !probes.is_new_function_point(file, at) || !offsets.insert(at) {
                 continue;
             }
             let id = self.next_id;
