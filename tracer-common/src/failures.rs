@@ -36,11 +36,14 @@ pub enum ProbeFailure {
     /// thread was inside the call, a longjmp out of it): its end is not known, and the
     /// probes dropped it from the thread's calls (`CALLS_UNWOUND`).
     ExitMissed = 8,
+    /// Counted by userspace, not by a probe: a record the tracer read but dropped, its
+    /// memory being over `--memory-limit-mib`. A lost record, as `RingFull`'s are.
+    MemoryLimit = 9,
 }
 
 impl ProbeFailure {
     /// Entries of the `FAILURES` map.
-    pub const COUNT: u32 = 9;
+    pub const COUNT: u32 = 10;
     /// Every reason, by index.
     pub const ALL: [ProbeFailure; Self::COUNT as usize] = [
         ProbeFailure::RingFull,
@@ -52,6 +55,7 @@ impl ProbeFailure {
         ProbeFailure::TailCall,
         ProbeFailure::HoldExpired,
         ProbeFailure::ExitMissed,
+        ProbeFailure::MemoryLimit,
     ];
 
     /// The counter's index in `FAILURES`.
@@ -80,6 +84,7 @@ impl ProbeFailure {
             ProbeFailure::TailCall => "tail_call",
             ProbeFailure::HoldExpired => "hold_expired",
             ProbeFailure::ExitMissed => "exit_missed",
+            ProbeFailure::MemoryLimit => "memory_limit",
         }
     }
 }

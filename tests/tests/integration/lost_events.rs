@@ -30,8 +30,8 @@ fn final_warning(recorded: u64, lost: u64) -> String {
     let produced = recorded + lost;
     format!(
         "tracer: warning: {lost} of {produced} events ({:.1} %) were lost (the tracer fell \
-         behind and the probes' buffers filled up): calls and messages among them are \
-         missing, so the results are incomplete",
+         behind and the probes' buffers filled up, or it passed its memory limit): calls \
+         and messages among them are missing, so the results are incomplete",
         lost as f64 * 100.0 / produced as f64
     )
 }

@@ -260,3 +260,45 @@ fn a_futex_flood_ends_with_its_program_in_bounded_memory() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Past `--memory-limit-mib` the tracer drops what it reads, counts it as lost and says
+/// so on every command; the session ends with its program and its recording is whole.
+/// A limit of 1 MiB is passed at the first check, before the first record is read (the
+/// tracer alone takes more), so every record is dropped, whatever the rate.
+#[test]
+fn past_its_memory_limit_the_tracer_drops_and_counts() {
+    let dir = scratch("memlimit");
+    let rec = dir.join("rec.trace");
+    let child = Command::new(tracer())
+        .args(["record", "--memory-limit-mib", "1", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(tracer_tests::program("threads_pingpong"))
+        .arg("20000")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (status, err) = wait_or_kill(child, SESSION_LIMIT, "memory limit");
+    assert!(status.success(), "tracer failed: {status}\n{err}");
+    assert!(
+        err.contains("passed --memory-limit-mib (1 MiB)"),
+        "not said while tracing: {err}"
+    );
+    let t = read_recording(&rec);
+    assert_eq!(t.records().count(), 0, "records kept past the limit");
+    assert!(t.lost > 0, "nothing counted as lost");
+    assert!(err.contains("records dropped by the tracer"), "{err}");
+    assert!(err.contains("were lost"), "{err}");
+    // Every command that reads the recording says it too.
+    let out = Command::new(tracer())
+        .arg("summary")
+        .arg(&rec)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("records dropped by the tracer"), "{said}");
+    assert!(said.contains("were lost"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -22,9 +22,11 @@ impl FailureCounts {
         self.by_reason[reason.index() as usize]
     }
 
-    /// Records the probes could not write: the ring buffer was full.
+    /// Records lost: the probes could not write them (the ring buffer was full), or the
+    /// tracer dropped them past its memory limit.
     pub fn lost(&self) -> u64 {
         self.get(ProbeFailure::RingFull)
+            .saturating_add(self.get(ProbeFailure::MemoryLimit))
     }
 
     /// The reasons that happened, by name: empty when nothing failed, so that outputs
@@ -81,6 +83,10 @@ fn what_failed(name: &str, count: u64) -> Option<String> {
         "hold_expired" => format!(
             "{count} held processes let go at the hold's deadline before they were \
              probed: their first calls may be missing"
+        ),
+        "memory_limit" => format!(
+            "{count} records dropped by the tracer, its memory over --memory-limit-mib: \
+             calls and messages among them are missing"
         ),
         "exit_missed" => format!(
             "{count} calls returned without their exit probe (a return probe attached \

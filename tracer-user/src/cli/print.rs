@@ -27,15 +27,15 @@ pub(super) fn tell_condition(path: &Path) -> Trailer {
 }
 
 /// Says on stderr that a recording is incomplete, when it is: `recorded` events are in
-/// it, `lost` more were dropped by the probes (every command that reads or writes a
+/// it, `lost` more were dropped by the probes or past the tracer's memory limit (every command that reads or writes a
 /// recording ends with this, so that no result from an incomplete one goes unflagged).
 pub(super) fn warn_lost(recorded: u64, lost: u64) {
     if lost > 0 {
         let produced = recorded + lost;
         eprintln!(
             "tracer: warning: {lost} of {produced} events ({:.1} %) were lost (the tracer \
-             fell behind and the probes' buffers filled up): calls and messages among them \
-             are missing, so the results are incomplete",
+             fell behind and the probes' buffers filled up, or it passed its memory limit): \
+             calls and messages among them are missing, so the results are incomplete",
             lost as f64 * 100.0 / produced as f64
         );
     }

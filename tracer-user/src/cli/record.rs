@@ -45,6 +45,11 @@ pub struct RecordArgs {
     /// rounded up to a power of two, at least 16 and at most 256.
     #[arg(long, value_name = "MIB")]
     buffer_mib: Option<u32>,
+    /// The tracer's memory bound in MiB: past it, it drops the records it reads (counted
+    /// and warned of as lost) and goes on. Default: a quarter of the machine's memory, at
+    /// most 8 GiB.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    memory_limit_mib: Option<u64>,
     /// Write the critical path profile as JSON here (schema: docs/profile-json.md).
     #[arg(long, value_name = "FILE")]
     profile_json: Option<PathBuf>,
@@ -203,6 +208,9 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         libs: a.libs,
         locks: a.locks,
         ring_mib: a.buffer_mib,
+        memory_limit_bytes: a
+            .memory_limit_mib
+            .map_or_else(session::default_limit_bytes, |mib| mib << 20),
         floor_probes: a.probes == ProbeSet::Floor,
         uprobe_links: a.uprobe_links,
         command_stdin_null: live_view,

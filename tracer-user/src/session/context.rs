@@ -9,6 +9,7 @@ use super::funcs::FunctionProbes;
 use super::holds::HoldDeadline;
 use super::launch::reap;
 use super::libraries::probe_libraries;
+use super::memory::MemoryLimit;
 use super::openmp::OpenMpProbes;
 use super::sink::{from_traced_thread, Sink};
 use super::thread_calls::ThreadCallProbes;
@@ -49,6 +50,8 @@ pub(super) struct LoopContext {
     pub(super) watchdog: Option<Watchdog>,
     /// Lets go the processes held past the hold's deadline.
     pub(super) hold_deadline: Option<HoldDeadline>,
+    /// Past it, records are dropped rather than recorded and analyzed.
+    pub(super) memory: MemoryLimit,
 }
 
 impl LoopContext {
@@ -75,7 +78,11 @@ impl LoopContext {
                     .region_started(&mut self.probes, c.header.tgid, parallel_call, c.comm);
             }
         }
-        if lowering::concerns(&rec) {
+        if self.memory.over() {
+            // Held and exec'd processes are still probed and let go below; only the
+            // record goes.
+            self.memory.dropped += 1;
+        } else if lowering::concerns(&rec) {
             let mut lowered = Vec::with_capacity(2);
             self.lowering.lower(&rec, |r| lowered.push(r));
             for r in &lowered {
@@ -196,24 +203,36 @@ impl LoopContext {
         Ok(())
     }
 
-    /// How often the probes failed, by reason, with the holds let go at their deadline.
+    /// How often the probes failed, by reason, with what the tracer counts itself: the
+    /// holds let go at their deadline and the records dropped past the memory limit.
     pub(super) fn failures(
         probes: &mut Probes,
         hold_deadline: Option<&HoldDeadline>,
+        memory: &MemoryLimit,
     ) -> Result<FailureCounts, ProbeError> {
         let mut failures = probes.failures()?;
         if let Some(d) = hold_deadline {
             failures.add(tracer_common::ProbeFailure::HoldExpired, d.expired());
         }
+        failures.add(tracer_common::ProbeFailure::MemoryLimit, memory.dropped);
         Ok(failures)
+    }
+
+    /// Records lost so far: those the probes could not write, and those dropped past
+    /// the memory limit.
+    pub(super) fn lost(&mut self) -> Result<u64, ProbeError> {
+        Ok(self.probes.lost()? + self.memory.dropped)
     }
 
     /// Tells `on_loss` if the probes lost events since it was last told.
     pub(super) fn check_loss(&mut self) -> Result<(), SessionError> {
+        if self.on_loss.is_none() {
+            return Ok(());
+        }
+        let lost = self.lost()?;
         let Some(hook) = &mut self.on_loss else {
             return Ok(());
         };
-        let lost = self.probes.lost()?;
         if lost > self.lost_reported {
             self.lost_reported = lost;
             hook(&EventsSoFar {

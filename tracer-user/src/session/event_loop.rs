@@ -183,6 +183,8 @@ pub(super) async fn event_loop(
     loss_checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loss_checks.tick().await;
     let watch_loss = ctx.on_loss.is_some();
+    // Before the first record: a tracer over its limit from the start keeps none.
+    ctx.memory.check();
     let stop = loop {
         tokio::select! {
             guard = ring.readable_mut() => {
@@ -196,15 +198,18 @@ pub(super) async fn event_loop(
                 // Drain first: a fork or exec still in the ring may add targets.
                 drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
                 // A tracer killed now leaves a recording at most a second behind.
+                ctx.memory.check();
                 let (probes, deadline) = (&mut ctx.probes, ctx.hold_deadline.as_ref());
-                ctx.sink.flush_if_due(|| LoopContext::failures(probes, deadline))?;
+                let memory = &ctx.memory;
+                ctx.sink
+                    .flush_if_due(|| LoopContext::failures(probes, deadline, memory))?;
                 if !ctx.system_wide && ctx.targets_gone()? {
                     break StopReason::TargetsExited;
                 }
             }
             _ = samples.tick(), if interval.is_some() => {
                 drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
-                let lost = ctx.probes.lost()?;
+                let lost = ctx.lost()?;
                 if let (Some(profile), Some(hook)) = (ctx.sink.profile(lost), &mut ctx.on_sample) {
                     hook(&profile);
                 }

@@ -11,6 +11,7 @@ mod funcs;
 mod holds;
 mod launch;
 mod libraries;
+mod memory;
 mod openmp;
 mod options;
 mod output;
@@ -21,6 +22,7 @@ mod thread_calls;
 mod watchdog;
 
 pub use error::SessionError;
+pub use memory::default_limit_bytes;
 pub use options::{
     Analysis, CommandStatus, Detaching, EventsSoFar, LossHook, Ready, ReadyHook, RecordOptions,
     RecordOutcome, SampleHook, StopReason, LOSS_CHECK_PERIOD,

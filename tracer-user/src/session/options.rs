@@ -31,6 +31,9 @@ pub struct RecordOptions {
     /// The ring's size in MiB; None sizes it for the machine
     /// ([`crate::probes::default_ring_bytes`]).
     pub ring_mib: Option<u32>,
+    /// Past this much resident memory the tracer drops the records it reads
+    /// (`session::memory`).
+    pub memory_limit_bytes: u64,
     /// Benchmarks only: empty programs instead of the per-call probes (`ProbeOptions::floor`).
     pub floor_probes: bool,
     /// The launched command reads /dev/null, not the tracer's standard input.

@@ -12,6 +12,7 @@ use super::funcs::FunctionProbes;
 use super::holds::HoldDeadline;
 use super::launch::{find_in_path, launch, reap_within, COMMAND_GRACE};
 use super::libraries::probe_libraries;
+use super::memory::MemoryLimit;
 use super::openmp::OpenMpProbes;
 use super::output::write_private;
 use super::sink::{Sink, SinkResults};
@@ -222,6 +223,7 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         unprobed_mpi_calls: BTreeMap::new(),
         watchdog,
         hold_deadline,
+        memory: MemoryLimit::new(opts.memory_limit_bytes),
     };
     let mut priority = ReaderPriority::of_this_thread();
     let stop = runtime.block_on(event_loop(
@@ -241,9 +243,10 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         unprobed_mpi_calls,
         watchdog,
         hold_deadline,
+        memory,
         ..
     } = ctx;
-    let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref())?;
+    let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref(), &memory)?;
     // Every output is complete before the probes go: detaching takes seconds.
     let SinkResults {
         mut summary,
