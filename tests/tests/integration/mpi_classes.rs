@@ -94,6 +94,27 @@ fn into_wildcards_mpich() {
     into_wildcards("mpich");
 }
 
+/// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) on one machine, keys reversing the world:
+/// w->w-1 40 B; 1 Bcast per rank.
+fn split_type(mpi: &str) {
+    let want = (0..N).map(|w| (w, (w + N - 1) % N, 1, 40)).collect();
+    let t = phase(mpi, "splittype", want, N as u64);
+    assert_eq!(
+        t.summary["calls"]["MPI_Comm_split_type"], N,
+        "MPI_Comm_split_type"
+    );
+}
+
+#[test]
+fn split_type_openmpi() {
+    split_type("openmpi");
+}
+
+#[test]
+fn split_type_mpich() {
+    split_type("mpich");
+}
+
 /// A communicator through MPI_Comm_c2f and back through MPI_Comm_f2c: w->w+1 12 B; 1
 /// Allreduce per rank.
 fn fortran_handle_and_back(mpi: &str) {

@@ -201,6 +201,23 @@ struct SplitMember {
 /// `MPI_UNDEFINED` (both libraries): a split color that yields `MPI_COMM_NULL`.
 const MPI_UNDEFINED: i32 = -32766;
 
+/// The color of an MPI_Comm_split_type member whose type groups processes by what the
+/// tracer cannot see (a socket, a cache, a NUMA node): its communicator stays unknown.
+const UNKNOWN_SPLIT_TYPE: i32 = i32::MIN + 1;
+
+/// MPI_Comm_split_type as a split: `MPI_COMM_TYPE_SHARED` groups the processes that can
+/// share memory, and the tracer sees one machine, so every member passing it has one
+/// color; MPI_UNDEFINED stays itself (MPI_COMM_NULL); other types are not followed.
+fn split_type_color(split_type: i32, flavor: Option<Flavor>) -> i32 {
+    if split_type == MPI_UNDEFINED {
+        MPI_UNDEFINED
+    } else if flavor.and_then(Flavor::comm_type_shared) == Some(split_type) {
+        0
+    } else {
+        UNKNOWN_SPLIT_TYPE
+    }
+}
+
 /// Who is who: processes, their ranks and task ids, and their communicator handles.
 #[derive(Default)]
 pub struct Directory {
@@ -263,6 +280,7 @@ impl Directory {
             id,
             call::MPI_COMM_DUP
                 | call::MPI_COMM_SPLIT
+                | call::MPI_COMM_SPLIT_TYPE
                 | call::MPI_COMM_CREATE
                 | call::MPI_CART_CREATE
                 | call::MPI_WIN_CREATE
@@ -275,13 +293,18 @@ impl Directory {
         let counter = self.creation_seq.entry((pid, parent)).or_default();
         let seq = *counter;
         *counter += 1;
-        if id == call::MPI_COMM_SPLIT {
+        let color = match id {
+            call::MPI_COMM_SPLIT => Some(entry.peer),
+            call::MPI_COMM_SPLIT_TYPE => Some(split_type_color(entry.peer, flavor)),
+            _ => None,
+        };
+        if let Some(color) = color {
             self.splits
                 .entry((parent, seq))
                 .or_default()
                 .push(SplitMember {
                     pid,
-                    color: entry.peer,
+                    color,
                     key: entry.peer2,
                 });
             self.members_cache.clear();
@@ -316,6 +339,7 @@ impl Directory {
             }
             call::MPI_COMM_DUP
             | call::MPI_COMM_SPLIT
+            | call::MPI_COMM_SPLIT_TYPE
             | call::MPI_COMM_CREATE
             | call::MPI_CART_CREATE
             | call::MPI_WIN_CREATE => {
@@ -443,6 +467,15 @@ impl Directory {
                 seq,
                 color: entry.peer,
             }),
+            call::MPI_COMM_SPLIT_TYPE => {
+                let flavor = Flavor::from_id(split_call_field(entry.header.call).flavor);
+                let color = split_type_color(entry.peer, flavor);
+                (color != MPI_UNDEFINED && color != UNKNOWN_SPLIT_TYPE).then_some(CommDef::Split {
+                    parent,
+                    seq,
+                    color,
+                })
+            }
             call::MPI_COMM_CREATE => {
                 let members = self.groups.get(&(pid, entry.handle))?.clone();
                 let leader = *members.first()?;
