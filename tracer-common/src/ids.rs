@@ -284,6 +284,8 @@ pub mod call {
     pub const MPI_IMPROBE: u16 = 176;
     pub const MPI_MRECV: u16 = 177;
     pub const MPI_IMRECV: u16 = 178;
+    /// As MPI_Comm_split: the split type in `peer` (its color), the key in `peer2`.
+    pub const MPI_COMM_SPLIT_TYPE: u16 = 179;
     /// OpenMP (libgomp). A parallel region's start (`GOMP_parallel` and its combined
     /// loop/sections forms): `comm` = the outlined function, `handle` = its data
     /// argument, `peer` = the requested number of threads. These and the outlined

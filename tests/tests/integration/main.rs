@@ -18,6 +18,7 @@ mod lost_events;
 mod metrics;
 mod mpi;
 mod mpi_calls;
+mod mpi_classes;
 mod mpi_comms;
 mod network;
 mod pvm;

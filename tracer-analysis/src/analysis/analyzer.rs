@@ -11,7 +11,7 @@ use tracer_common::{call, futex_waits, CallRecord, EventHeader};
 
 use super::engine::{CriticalEnd, CriticalPathEngine};
 use super::faults::{signal_name, Death, Killed};
-use super::matcher::{Directory, MessageMatcher};
+use super::matcher::{Directory, MessageMatcher, ReceivedStatus};
 use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
 use super::sync::{futex_wakes, SyncTracker};
 use super::workclock::{self, ClockKind, WorkClock};
@@ -25,6 +25,9 @@ use crate::format::ProcessInfo;
 struct OpenCall {
     entry: CallRecord,
     handles: Vec<u64>,
+    /// The statuses the call wrote per request (MPI_Waitall, MPI_Testall), which the
+    /// probes emit before its exit.
+    statuses: Vec<ReceivedStatus>,
 }
 
 /// What the analysis keeps per live thread.
@@ -383,6 +386,24 @@ impl<M: PathModel> Analyzer<M> {
                     self.matcher.on_startall(pid, &entry, vals, &state);
                 }
             }
+            Record::StatusArray(a) => {
+                let Some(open) = self.threads.get_mut(&h.tid).and_then(|t| t.open.last_mut())
+                else {
+                    return;
+                };
+                let first = a.first as usize;
+                let n = (a.total.saturating_sub(a.first) as usize).min(a.source.len());
+                if open.statuses.len() < first + n {
+                    open.statuses.resize(first + n, ReceivedStatus::UNSET);
+                }
+                for j in 0..n {
+                    open.statuses[first + j] = ReceivedStatus {
+                        source: a.source[j],
+                        tag: a.tag[j],
+                        bytes: a.bytes[j],
+                    };
+                }
+            }
             Record::CallExit(x) => self.call_exit(x),
             Record::CallsUnwound(u) => self.calls_unwound(&h, u.calls),
             Record::FuncEnter(_) | Record::FuncExit(_) => {
@@ -490,6 +511,7 @@ impl<M: PathModel> Analyzer<M> {
         t.open.push(OpenCall {
             entry: *e,
             handles: Vec::new(),
+            statuses: Vec::new(),
         });
         if !outermost {
             return; // a call made by the library itself
@@ -648,7 +670,10 @@ impl<M: PathModel> Analyzer<M> {
             .into_iter()
             .find(|&b| b >= 0)
             .map(|b| b as u64);
-        for incoming in self.matcher.on_exit(pid, &open.entry, &open.handles, x) {
+        for incoming in self
+            .matcher
+            .on_exit(pid, &open.entry, &open.handles, &open.statuses, x)
+        {
             self.engine.merge_message(h.tid, &incoming, bytes);
         }
     }

@@ -201,6 +201,23 @@ struct SplitMember {
 /// `MPI_UNDEFINED` (both libraries): a split color that yields `MPI_COMM_NULL`.
 const MPI_UNDEFINED: i32 = -32766;
 
+/// The color of an MPI_Comm_split_type member whose type groups processes by what the
+/// tracer cannot see (a socket, a cache, a NUMA node): its communicator stays unknown.
+const UNKNOWN_SPLIT_TYPE: i32 = i32::MIN + 1;
+
+/// MPI_Comm_split_type as a split: `MPI_COMM_TYPE_SHARED` groups the processes that can
+/// share memory, and the tracer sees one machine, so every member passing it has one
+/// color; MPI_UNDEFINED stays itself (MPI_COMM_NULL); other types are not followed.
+fn split_type_color(split_type: i32, flavor: Option<Flavor>) -> i32 {
+    if split_type == MPI_UNDEFINED {
+        MPI_UNDEFINED
+    } else if flavor.and_then(Flavor::comm_type_shared) == Some(split_type) {
+        0
+    } else {
+        UNKNOWN_SPLIT_TYPE
+    }
+}
+
 /// Who is who: processes, their ranks and task ids, and their communicator handles.
 #[derive(Default)]
 pub struct Directory {
@@ -263,6 +280,7 @@ impl Directory {
             id,
             call::MPI_COMM_DUP
                 | call::MPI_COMM_SPLIT
+                | call::MPI_COMM_SPLIT_TYPE
                 | call::MPI_COMM_CREATE
                 | call::MPI_CART_CREATE
                 | call::MPI_WIN_CREATE
@@ -275,13 +293,18 @@ impl Directory {
         let counter = self.creation_seq.entry((pid, parent)).or_default();
         let seq = *counter;
         *counter += 1;
-        if id == call::MPI_COMM_SPLIT {
+        let color = match id {
+            call::MPI_COMM_SPLIT => Some(entry.peer),
+            call::MPI_COMM_SPLIT_TYPE => Some(split_type_color(entry.peer, flavor)),
+            _ => None,
+        };
+        if let Some(color) = color {
             self.splits
                 .entry((parent, seq))
                 .or_default()
                 .push(SplitMember {
                     pid,
-                    color: entry.peer,
+                    color,
                     key: entry.peer2,
                 });
             self.members_cache.clear();
@@ -316,6 +339,7 @@ impl Directory {
             }
             call::MPI_COMM_DUP
             | call::MPI_COMM_SPLIT
+            | call::MPI_COMM_SPLIT_TYPE
             | call::MPI_COMM_CREATE
             | call::MPI_CART_CREATE
             | call::MPI_WIN_CREATE => {
@@ -443,6 +467,15 @@ impl Directory {
                 seq,
                 color: entry.peer,
             }),
+            call::MPI_COMM_SPLIT_TYPE => {
+                let flavor = Flavor::from_id(split_call_field(entry.header.call).flavor);
+                let color = split_type_color(entry.peer, flavor);
+                (color != MPI_UNDEFINED && color != UNKNOWN_SPLIT_TYPE).then_some(CommDef::Split {
+                    parent,
+                    seq,
+                    color,
+                })
+            }
             call::MPI_COMM_CREATE => {
                 let members = self.groups.get(&(pid, entry.handle))?.clone();
                 let leader = *members.first()?;
@@ -688,6 +721,24 @@ struct Sent<S> {
     bytes: Option<u64>,
 }
 
+/// One status a completion call wrote into its array of statuses (MPI_Waitall,
+/// MPI_Testall), at the index of its request. UNSET fields were not read (the call was
+/// given MPI_STATUSES_IGNORE, or the array was longer than the probes read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReceivedStatus {
+    pub source: i32,
+    pub tag: i32,
+    pub bytes: i64,
+}
+
+impl ReceivedStatus {
+    pub(crate) const UNSET: ReceivedStatus = ReceivedStatus {
+        source: UNSET32,
+        tag: UNSET32,
+        bytes: tracer_common::UNSET,
+    };
+}
+
 fn known_bytes(v: i64) -> Option<u64> {
     u64::try_from(v).ok()
 }
@@ -697,6 +748,13 @@ struct IrecvInfo {
     source: i32,
     tag: i32,
     flavor: Option<Flavor>,
+}
+
+impl IrecvInfo {
+    /// A receive from MPI_ANY_SOURCE: its source is only known from its status.
+    fn is_wildcard(&self) -> bool {
+        self.flavor.is_some_and(|f| self.source == f.any_source())
+    }
 }
 
 /// Whom a member's exit from a collective depends on.
@@ -1061,13 +1119,15 @@ impl<S: Clone> MessageMatcher<S> {
         Some(sent.state)
     }
 
-    /// An outermost call's exit; `handles` are the request handles its entry named.
+    /// An outermost call's exit; `handles` are the request handles its entry named,
+    /// `statuses` the statuses it wrote per request (MPI_Waitall, MPI_Testall).
     /// Returns the path states the caller now depends on.
     pub(crate) fn on_exit(
         &mut self,
         pid: u32,
         e: &CallRecord,
         handles: &[u64],
+        statuses: &[ReceivedStatus],
         x: &CallRecord,
     ) -> Vec<S> {
         let CallField {
@@ -1122,27 +1182,40 @@ impl<S: Clone> MessageMatcher<S> {
                 }
             }
             call::MPI_WAITALL | call::MPI_TESTALL | call::MPI_WAITSOME | call::MPI_TESTSOME => {
-                // No status per request: wildcard receives are matched when unambiguous.
-                let none = CallRecord {
-                    peer: UNSET32,
-                    tag: UNSET32,
-                    ..*x
-                };
                 let n = usize::try_from(e.count).unwrap_or(0).min(handles.len());
                 let (requests, indices) = handles.split_at(n);
-                let done: Vec<u64> = match id {
-                    call::MPI_WAITALL => requests.to_vec(),
-                    call::MPI_TESTALL if x.out == 1 => requests.to_vec(),
+                // Each request with the status written at its index (Waitall and Testall
+                // with an array of statuses; none with MPI_STATUSES_IGNORE, nor for
+                // Waitsome/Testsome, whose probes read the indices only).
+                let status_of = |i: usize| {
+                    let s = statuses.get(i).copied().unwrap_or(ReceivedStatus::UNSET);
+                    CallRecord {
+                        peer: s.source,
+                        tag: s.tag,
+                        bytes: s.bytes,
+                        ..*x
+                    }
+                };
+                let done: Vec<(u64, CallRecord)> = match id {
+                    call::MPI_WAITALL => requests
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &h)| (h, status_of(i)))
+                        .collect(),
+                    call::MPI_TESTALL if x.out == 1 => requests
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &h)| (h, status_of(i)))
+                        .collect(),
                     // Waitsome/Testsome: the indices written before the exit.
                     call::MPI_WAITSOME | call::MPI_TESTSOME if x.out > 0 => indices
                         .iter()
                         .filter_map(|&i| requests.get(i as u32 as usize).copied())
+                        .map(|h| (h, status_of(usize::MAX)))
                         .collect(),
                     _ => Vec::new(),
                 };
-                for h in done {
-                    out.extend(self.complete(pid, h, &none));
-                }
+                out.extend(self.complete_together(pid, &done, x));
             }
             call::PVM_RECV | call::PVM_NRECV | call::PVM_TRECV | call::PVM_PRECV if x.ret >= 0 => {
                 // pvm_nrecv/trecv return 0 when nothing arrived; pvm_precv returns 0 on success.
@@ -1187,12 +1260,97 @@ impl<S: Clone> MessageMatcher<S> {
         let Some(info) = self.irecvs.remove(&(pid, handle)) else {
             return Vec::new();
         };
-        let wildcard = info.flavor.is_some_and(|f| info.source == f.any_source());
-        let source = set(status.peer).or((!wildcard).then_some(info.source));
+        let source = set(status.peer).or((!info.is_wildcard()).then_some(info.source));
         let tag = set(status.tag).or((info.tag != -1).then_some(info.tag));
         self.take_mpi(pid, info.gid, source, tag, status)
             .into_iter()
             .collect()
+    }
+
+    /// Requests completed by one call (Waitall, Testall, Waitsome, Testsome), each with
+    /// its status. Receives whose source is known take their messages first; the
+    /// wildcard receives whose status was ignored then take theirs together: which of
+    /// them got which message is unknown, but the call's exit depends on all of them, so
+    /// only the set matters. It is certain when the messages that could match (sent to
+    /// this process on the communicator with a tag the receives accept, and not yet
+    /// received) are exactly as many as the receives, every one then taken; or when they
+    /// all come from one sender, whose messages arrive in order. Otherwise each is
+    /// counted as unmatched, never guessed.
+    fn complete_together(
+        &mut self,
+        pid: u32,
+        done: &[(u64, CallRecord)],
+        x: &CallRecord,
+    ) -> Vec<S> {
+        let mut out = Vec::new();
+        // Wildcard receives of unknown source, by communicator: their tags (None: any).
+        let mut blind: Vec<(Option<u32>, Option<i32>)> = Vec::new();
+        for (h, status) in done {
+            match self.irecvs.get(&(pid, *h)) {
+                Some(info) if set(status.peer).is_none() && info.is_wildcard() => {
+                    let info = self.irecvs.remove(&(pid, *h)).expect("just seen");
+                    let tag = set(status.tag).or((info.tag != -1).then_some(info.tag));
+                    blind.push((info.gid, tag));
+                }
+                _ => out.extend(self.complete(pid, *h, status)),
+            }
+        }
+        let mut gids: Vec<Option<u32>> = blind.iter().map(|b| b.0).collect();
+        gids.sort_unstable();
+        gids.dedup();
+        for gid in gids {
+            let tags: Vec<Option<i32>> = blind.iter().filter(|b| b.0 == gid).map(|b| b.1).collect();
+            out.extend(self.take_together(pid, gid, &tags, x));
+        }
+        out
+    }
+
+    /// The messages `tags.len()` wildcard receives of `pid` on `gid` took together (see
+    /// [`Self::complete_together`]).
+    fn take_together(
+        &mut self,
+        pid: u32,
+        gid: Option<u32>,
+        tags: &[Option<i32>],
+        x: &CallRecord,
+    ) -> Vec<S> {
+        let wanted = tags.len();
+        self.stats.received += wanted as u64;
+        let accepts = |t: i32| tags.iter().any(|w| w.is_none_or(|w| w == t));
+        let queues: Vec<(P2pKey, usize)> = match gid {
+            Some(gid) => self
+                .p2p
+                .iter()
+                .filter(|((_, d, g, t), q)| *d == pid && *g == gid && !q.is_empty() && accepts(*t))
+                .map(|(k, q)| (*k, q.len()))
+                .collect(),
+            None => Vec::new(),
+        };
+        let candidates: usize = queues.iter().map(|q| q.1).sum();
+        // One queue: one sender's messages, received in the order they were sent.
+        let certain = candidates == wanted || (queues.len() == 1 && candidates > wanted);
+        if !certain {
+            log::debug!(
+                "{wanted} wildcard receives of pid {pid} completed together with \
+                 {candidates} messages in {} queues that could match: unmatched",
+                queues.len()
+            );
+            return (0..wanted)
+                .filter_map(|_| self.count(None, pid, x))
+                .collect();
+        }
+        let mut out = Vec::new();
+        let mut left = wanted;
+        for (key, _) in queues {
+            while left > 0 {
+                let Some(sent) = self.p2p.get_mut(&key).and_then(|q| q.pop_front()) else {
+                    break;
+                };
+                left -= 1;
+                out.extend(self.count(Some(sent), pid, x));
+            }
+        }
+        out
     }
 
     fn collective_enter(
@@ -1442,6 +1600,7 @@ mod tests {
             102,
             &recv,
             &[],
+            &[],
             &rec(2, call::MPI_RECV, kind::CALL_EXIT, 400),
         );
         assert_eq!(got, vec![3], "the message of world rank 3");
@@ -1501,6 +1660,71 @@ mod tests {
         m.directory.setup_call(100, &entries[0], &x, &[]);
         let gid = m.directory.comm_of(100, NEW, Some(Flavor::Mpich)).unwrap();
         assert!(m.directory.members(gid).is_empty());
+    }
+
+    /// Rank 0 posts `receives` Irecv(MPI_ANY_SOURCE, tag 5) on world; each rank of
+    /// `senders` sends it one message; a Waitall with MPI_STATUSES_IGNORE completes them.
+    fn wildcards_completed_together(receives: u64, senders: &[u32]) -> MessageMatcher<u32> {
+        let mut m = four_ranks();
+        let any = Flavor::Mpich.any_source();
+        let requests: Vec<u64> = (0..receives).map(|i| 0xac00_0000 + i).collect();
+        for &r in &requests {
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                peer: any,
+                tag: 5,
+                ..rec(0, call::MPI_IRECV, kind::CALL_ENTER, 10)
+            };
+            m.on_exit(100, &e, &[], &[], &exit_with_handle(&e, r));
+        }
+        for (i, &s) in senders.iter().enumerate() {
+            let send = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                peer: 0,
+                tag: 5,
+                ..rec(s, call::MPI_RSEND, kind::CALL_ENTER, 20 + i as u64)
+            };
+            m.on_enter(100 + s, &send, Some(s));
+        }
+        let wait = CallRecord {
+            count: receives as i32,
+            ..rec(0, call::MPI_WAITALL, kind::CALL_ENTER, 30)
+        };
+        let got = m.on_exit(
+            100,
+            &wait,
+            &requests,
+            &[],
+            &rec(0, call::MPI_WAITALL, kind::CALL_EXIT, 40),
+        );
+        assert_eq!(got.len() as u64, m.stats.matched);
+        m
+    }
+
+    /// Three wildcard receives, three messages from three senders: which receive took
+    /// which is unknown, but the three together took all three.
+    #[test]
+    fn wildcard_receives_completed_together_take_as_many_messages() {
+        let m = wildcards_completed_together(3, &[1, 2, 3]);
+        let s = m.final_stats();
+        assert_eq!((s.matched, s.unmatched, s.received), (3, 0, 3), "{s:?}");
+    }
+
+    /// Two wildcard receives, one sender's three messages: its first two, in order.
+    #[test]
+    fn wildcard_receives_of_one_sender_take_its_first_messages() {
+        let m = wildcards_completed_together(2, &[2, 2, 2]);
+        let s = m.final_stats();
+        assert_eq!((s.matched, s.unmatched), (2, 1), "{s:?}");
+    }
+
+    /// Two wildcard receives, three senders: which two messages is unknown; nothing is
+    /// guessed (2 receives and 3 sends unmatched).
+    #[test]
+    fn wildcard_receives_fewer_than_their_candidates_are_unmatched() {
+        let m = wildcards_completed_together(2, &[1, 2, 3]);
+        let s = m.final_stats();
+        assert_eq!((s.matched, s.unmatched), (0, 5), "{s:?}");
     }
 
     #[test]

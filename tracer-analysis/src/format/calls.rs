@@ -120,6 +120,11 @@ pub static CALLS: &[CallSpec] = &[
     // color in `peer`, key in `peer2`
     spec!(call::MPI_COMM_SPLIT, "MPI_Comm_split", Mpi, Setup,
         { comm: 0, peer: 1, peer2: 2, handle_out: 3 }),
+    // The split type in `peer`, key in `peer2` (the info argument is not read).
+    on_demand(
+        spec!(call::MPI_COMM_SPLIT_TYPE, "MPI_Comm_split_type", Mpi, Setup,
+        { comm: 0, peer: 1, peer2: 2, handle_out: 4 }),
+    ),
     // The group, passed by value, in `handle`.
     spec!(call::MPI_COMM_CREATE, "MPI_Comm_create", Mpi, Setup,
         { comm: 0, handle_in: 1, handle_in_by_value: 1, handle_out: 2 }),
@@ -561,6 +566,15 @@ impl Flavor {
         match self {
             Flavor::OpenMpi => Some(-2),
             Flavor::Mpich => Some(-1),
+            Flavor::Pvm | Flavor::Glibc => None,
+        }
+    }
+
+    /// `MPI_COMM_TYPE_SHARED` (Open MPI 0, the first of its enum; MPICH 1).
+    pub(crate) fn comm_type_shared(self) -> Option<i32> {
+        match self {
+            Flavor::OpenMpi => Some(0),
+            Flavor::Mpich => Some(1),
             Flavor::Pvm | Flavor::Glibc => None,
         }
     }
