@@ -39,9 +39,10 @@ int main(int argc, char **argv) {
             jumped++;
         }
     }
-    /* The probes find the last receive returned at the next call entered at or above
-     * its stack pointer: a call with fewer arguments on the stack than MPI_Recv (the
-     * ring's Sendrecv_replace has more, so its stack pointer is lower). */
+    /* The probes find each receive returned at the next one (the same call site at the
+     * same stack pointer), and the last at the next call entered above its stack
+     * pointer: a call with fewer arguments on the stack than MPI_Recv (the ring's
+     * Sendrecv_replace has more, so its stack pointer is lower). */
     MPI_Barrier(MPI_COMM_WORLD);
     int token = 0;
     for (int i = 0; i < n; i++) {

@@ -18,6 +18,7 @@ use tracer_tests::{program, tracer};
 
 const SIGSTOP: i32 = 19;
 const SIGCONT: i32 = 18;
+const SIGKILL: i32 = 9;
 
 unsafe extern "C" {
     #[link_name = "kill"]
@@ -59,12 +60,12 @@ fn live_warning(line: &str) -> Option<LiveWarning> {
 
 /// Waits until the command `tracer` launched runs `program` (it is held, stopped, at
 /// its exec until the tracer has probed what it needs).
-fn wait_until_running(tracer: u32, program: &str) {
+fn wait_until_running(tracer: u32, program: &str) -> u32 {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let children = std::fs::read_to_string(format!("/proc/{tracer}/task/{tracer}/children"))
             .unwrap_or_default();
-        let running = children.split_whitespace().any(|pid| {
+        let running = children.split_whitespace().find(|pid| {
             let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
             // The state is the field after the parenthesized command name.
             exe == std::path::Path::new(program)
@@ -73,8 +74,8 @@ fn wait_until_running(tracer: u32, program: &str) {
                         .is_some_and(|(_, rest)| !rest.starts_with('T'))
                 })
         });
-        if running {
-            return;
+        if let Some(pid) = running {
+            return pid.parse().unwrap();
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -113,7 +114,7 @@ fn losing_events_warns_while_recording_and_after_every_command() {
     });
     // The tracer holds the program at its exec until it has looked at it: stopping the
     // tracer before then would stop the flood too.
-    wait_until_running(t.id(), &program("threads_pingpong"));
+    let _ = wait_until_running(t.id(), &program("threads_pingpong"));
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: plain kill(2) to our own child.
     assert_eq!(unsafe { libc_kill(t.id() as i32, SIGSTOP) }, 0);
@@ -259,7 +260,10 @@ fn a_recording_cut_short_says_what_was_lost_before_the_cut() {
             rec.to_str().unwrap(),
             "--",
         ])
-        .args([program("threads_pingpong"), "400000".into()])
+        // Far more rounds than the 4 s the test takes (400,000 took as little as 1.5 s
+        // while the tracer was stopped, and the session ended before the kill): the
+        // program is killed at the end.
+        .args([program("threads_pingpong"), "100000000".into()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -273,7 +277,7 @@ fn a_recording_cut_short_says_what_was_lost_before_the_cut() {
         );
     }
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    wait_until_running(t.id(), &program("threads_pingpong"));
+    let flood = wait_until_running(t.id(), &program("threads_pingpong"));
     std::thread::sleep(Duration::from_millis(300));
     // Stopped for 2 s the tracer loses events; resumed, it writes what it read and the
     // totals so far within a second; then it is killed before it can finish.
@@ -284,6 +288,9 @@ fn a_recording_cut_short_says_what_was_lost_before_the_cut() {
     std::thread::sleep(Duration::from_millis(1500));
     t.kill().unwrap();
     t.wait().unwrap();
+    // The watchdog let it go on; it would flood the tests that follow.
+    // SAFETY: plain kill(2) of the program this test started, still running.
+    assert_eq!(unsafe { libc_kill(flood as i32, SIGKILL) }, 0);
 
     let mut reader = recording::RecordingReader::open(&rec).unwrap();
     while reader.next_item().unwrap().is_some() {}

@@ -277,7 +277,7 @@ fn tests_write_requests_they_complete_mpich() {
 
 /// Calls that never return through their return probe (an error handler longjmps out of
 /// each of N receives, `mpi_longjmp`): the probes drop each one's frame at the next call
-/// entered at or above its stack pointer (a `calls_unwound` record, `exit_missed` in the
+/// from its call site or entered above its stack pointer (a `calls_unwound` record, `exit_missed` in the
 /// failures), so the thread's later calls are outermost again and pair: the barrier is
 /// complete and every ring message matched. Before, each lost exit stayed on the thread's
 /// stack for good, and the ring's calls counted as made inside a receive.

@@ -123,9 +123,20 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
     // file is where the library is loaded.
     let bias = regs.rip.wrapping_sub(cookie >> 32);
 
-    // A call entered at or above an open call's return address is made from a frame
-    // that call has left: it returned without its exit probe.
-    unwind_returned(thread, |f| f.sp <= regs.rsp, tgid, tid);
+    // A call entered above an open call's return address is made from a frame that
+    // call has left: it returned without its exit probe. At the very same address it
+    // may be the open call's tail call (a jump to another probed function, whose return
+    // address is then still the return probe's trampoline), so only a call from the
+    // open call's own call site (its loop's next turn) shows that it returned.
+    if thread.depth > 0 {
+        let return_address = read_user::<u64>(regs.rsp).unwrap_or(0);
+        unwind_returned(
+            thread,
+            |f| f.sp < regs.rsp || (f.sp == regs.rsp && f.site != 0 && f.site == return_address),
+            tgid,
+            tid,
+        );
+    }
     // Call records carry the flavor in the high byte of `call`.
     let h = header(
         thread,

@@ -221,6 +221,11 @@ pub(super) async fn event_loop(
         }
     };
     drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
+    // Losses not told yet (the targets may end within a second of them) are told now,
+    // while recording, as every other loss was.
+    if watch_loss {
+        ctx.check_loss()?;
+    }
     Ok(stop)
 }
 
