@@ -13,7 +13,7 @@
  * then posted again and completed with Testall, a message to r + 1 (8 bytes, tag 4) that
  * the receiver finds with MPI_Probe before receiving it, and a ring of Isend/Irecv (8
  * bytes, tag 5) completed with a Testsome loop.
- * Once at start, MPI_Comm_split_type (not probed: the tracer reports it as such).
+ * Once at start, MPI_Comm_split_type (probed since issue 38: a split by type).
  * Known answer: 5 messages per rank and round, all matched (world rank r to r + 1:
  * 64 bytes per round); 20 collective exits per rank and round, none incomplete. */
 #include <mpi.h>
