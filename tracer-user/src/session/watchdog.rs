@@ -226,7 +226,8 @@ fn is_marked(told: &[u64], pid: u32) -> bool {
 
 /// Marks the descendants of the told processes (a process stopped at its exec before the
 /// tracer read the record is a child of a told one), then sends SIGCONT to every marked
-/// process.
+/// process that is stopped: one that runs is left alone (mpirun forwards every SIGCONT
+/// it gets to its job and says so on the terminal, over the tracer's last lines).
 fn sweep(told: &mut [u64]) {
     // A pass marks the children of marked processes; a few passes reach grandchildren
     // whose ids are lower than their parents'.
@@ -240,8 +241,11 @@ fn sweep(told: &mut [u64]) {
         while w != 0 {
             let bit = w.trailing_zeros();
             w &= w - 1;
-            // SAFETY: plain kill(2).
-            unsafe { libc::kill((i * 64) as i32 + bit as i32, libc::SIGCONT) };
+            let pid = (i * 64) as u32 + bit;
+            if stat_of(pid).is_some_and(|s| s.state == b'T') {
+                // SAFETY: plain kill(2).
+                unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+            }
         }
     }
 }
@@ -282,7 +286,8 @@ fn mark_children(told: &mut [u64]) -> bool {
             }
             let name = &entries[at + 19..(at + reclen).min(n as usize)];
             if let Some(pid) = parse_u32(name) {
-                if !is_marked(told, pid) && parent_of(pid).is_some_and(|p| is_marked(told, p)) {
+                if !is_marked(told, pid) && stat_of(pid).is_some_and(|s| is_marked(told, s.parent))
+                {
                     mark(told, pid);
                     marked = true;
                 }
@@ -295,8 +300,15 @@ fn mark_children(told: &mut [u64]) -> bool {
     marked
 }
 
-/// The parent of `pid`, from /proc/PID/stat ("pid (comm) state ppid ...").
-fn parent_of(pid: u32) -> Option<u32> {
+/// What the watchdog reads of a process in /proc/PID/stat.
+struct ProcessStat {
+    /// 'R', 'S', 'T' (stopped), ...
+    state: u8,
+    parent: u32,
+}
+
+/// The state and parent of `pid`, from /proc/PID/stat ("pid (comm) state ppid ...").
+fn stat_of(pid: u32) -> Option<ProcessStat> {
     let mut path = [0u8; 32];
     let mut len = 0;
     for &b in b"/proc/" {
@@ -329,8 +341,9 @@ fn parent_of(pid: u32) -> Option<u32> {
     let mut fields = stat[close + 1..]
         .split(|&b| b == b' ')
         .filter(|f| !f.is_empty());
-    fields.next()?; // state
-    parse_u32(fields.next()?)
+    let state = *fields.next()?.first()?;
+    let parent = parse_u32(fields.next()?)?;
+    Some(ProcessStat { state, parent })
 }
 
 /// A decimal number that is the whole of `s` (up to a NUL).
