@@ -316,3 +316,22 @@ pub fn tracer_fails(args: &[&str]) -> (i32, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The message matrix by world rank: (from, to, messages, bytes), sorted.
+pub fn world_pairs(m: &tracer_analysis::metrics::Metrics) -> Vec<(i32, i32, u64, u64)> {
+    let mut v: Vec<(i32, i32, u64, u64)> = m
+        .traffic
+        .processes
+        .iter()
+        .map(|p| {
+            (
+                p.from_rank.expect("sender's world rank"),
+                p.to_rank.expect("receiver's world rank"),
+                p.messages,
+                p.bytes,
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}

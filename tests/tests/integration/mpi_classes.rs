@@ -4,29 +4,10 @@
 //! counts follow from the program's construction (its header comment).
 
 use tracer_analysis::metrics::Metrics;
-use tracer_tests::{mpich, openmpi, record, Traced};
+use tracer_tests::{mpich, openmpi, record, world_pairs, Traced};
 
 const N: i32 = 4;
 const ROUNDS: u64 = 6;
-
-/// The message matrix by world rank: (from, to, messages, bytes), sorted.
-fn world_pairs(m: &Metrics) -> Vec<(i32, i32, u64, u64)> {
-    let mut v: Vec<(i32, i32, u64, u64)> = m
-        .traffic
-        .processes
-        .iter()
-        .map(|p| {
-            (
-                p.from_rank.expect("sender's world rank"),
-                p.to_rank.expect("receiver's world rank"),
-                p.messages,
-                p.bytes,
-            )
-        })
-        .collect();
-    v.sort();
-    v
-}
 
 /// Traces `mpi_classes PHASE ROUNDS` and checks what every phase must give: no lost
 /// events, the matrix `want` (per round; sorted here), every message matched and

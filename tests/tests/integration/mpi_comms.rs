@@ -4,7 +4,7 @@
 //! program's construction (see each program's header comment).
 
 use tracer_analysis::metrics::Metrics;
-use tracer_tests::{mpich, openmpi, record, Traced};
+use tracer_tests::{mpich, openmpi, record, world_pairs, Traced};
 
 const N: usize = 4;
 
@@ -14,25 +14,6 @@ fn launcher(mpi: &str) -> fn(usize, &str, &[&str]) -> Vec<String> {
     } else {
         mpich
     }
-}
-
-/// The message matrix by world rank: (from, to, messages, bytes), sorted.
-fn world_pairs(m: &Metrics) -> Vec<(i32, i32, u64, u64)> {
-    let mut v: Vec<(i32, i32, u64, u64)> = m
-        .traffic
-        .processes
-        .iter()
-        .map(|p| {
-            (
-                p.from_rank.expect("sender's world rank"),
-                p.to_rank.expect("receiver's world rank"),
-                p.messages,
-                p.bytes,
-            )
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 fn traced(tag: &str, mpi: &str, program: &str, args: &[&str]) -> (Traced, Metrics) {
