@@ -31,6 +31,7 @@ const PACKAGES: &[&str] = &[
     "tmux",
     // Real applications the tests trace (tests/tests/integration/applications.rs).
     "lammps",
+    "gromacs",
     "hpcc",
     "python3-mpi4py",
     // A futex and mutex flood the tracer must survive in bounded memory

@@ -363,6 +363,14 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
     // too, and has its id).
     let rsp = unsafe { (*ctx.regs).rsp };
     unwind_returned(thread, |f| f.call != call_id && f.sp < rsp, tgid, tid);
+    // An exit whose entry was never seen (its return probe went in while the thread was
+    // inside the call, before the entry probe did) has no frame: the open frame, if any,
+    // is a caller's (another call, or above this call's return address), and stays.
+    if let Some(top) = thread.frames.get((thread.depth as usize).wrapping_sub(1)) {
+        if top.call != call_id || (top.sp != 0 && top.sp >= rsp) {
+            return Err(());
+        }
+    }
     let frame = pop_frame(thread).ok_or(())?;
     if frame.call != call_id {
         return Err(());

@@ -98,7 +98,11 @@ pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
                     Record::Exec(e) => records::exec_filename(e),
                     Record::Exit(e) => format!("group_dead={}", e.group_dead),
                     Record::ProcessEnd(e) => format!("status={:#x}", e.status),
-                    Record::CallsUnwound(u) => format!("calls={}", u.calls),
+                    Record::CallsUnwound(u) => format!(
+                        "calls={} innermost={}",
+                        u.calls,
+                        calls::name(calls::split_call_field(h.call).id)
+                    ),
                 };
                 format!("{head} {body}")
             }

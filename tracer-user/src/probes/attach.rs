@@ -198,7 +198,12 @@ impl Probes {
 
     /// Attaches the entry and the exit program of `programs` at `points`, both or
     /// neither: an entry probe without its exit probe would leave a frame behind at
-    /// every call (a process can exit while we attach to it).
+    /// every call (a process can exit while we attach to it). The exit goes in first:
+    /// in a running process (an outlined function probed at its region's start) a thread
+    /// that enters the call between the two attachments then leaves an exit without an
+    /// entry, which the probes ignore, instead of an entry whose exit never comes (seen
+    /// on GROMACS: a large library's return probe took milliseconds to go in, and every
+    /// region started meanwhile lost its end).
     fn link_pair(
         &mut self,
         programs: ProgramPair,
@@ -217,17 +222,17 @@ impl Probes {
                 cookie: Some(p.cookie),
             })
             .collect();
-        let entry = program::<UProbe>(&mut self.ebpf, programs.entry)
+        let exit = program::<UProbe>(&mut self.ebpf, programs.exit)
             .map_err(|_| aya::programs::ProgramError::NotLoaded)?
             .attach(attach_points.iter(), path, scope)?;
-        let exit = match program::<UProbe>(&mut self.ebpf, programs.exit)
+        let entry = match program::<UProbe>(&mut self.ebpf, programs.entry)
             .map_err(|_| aya::programs::ProgramError::NotLoaded)
             .and_then(|p| p.attach(attach_points.iter(), path, scope))
         {
-            Ok(exit) => exit,
+            Ok(entry) => entry,
             Err(e) => {
-                if let Ok(p) = program::<UProbe>(&mut self.ebpf, programs.entry) {
-                    let _ = p.detach(entry);
+                if let Ok(p) = program::<UProbe>(&mut self.ebpf, programs.exit) {
+                    let _ = p.detach(exit);
                 }
                 return Err(e);
             }
