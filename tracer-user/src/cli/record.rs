@@ -41,8 +41,9 @@ pub struct RecordArgs {
     #[arg(long)]
     locks: bool,
     /// Ring buffer size in MiB (a power of two); the per-CPU slots get as much, shared out
-    /// among the CPUs (256 to 16,384 slots of 136 bytes each). Default: 4 MiB per CPU,
-    /// rounded up to a power of two, at least 16 and at most 256.
+    /// among the CPUs (256 to 16,384 slots of 136 bytes each). Default: 4 MiB per CPU
+    /// (rounded up to a power of two) or a 256th of the machine's memory (rounded down),
+    /// whichever is more, at least 16 and at most 256.
     #[arg(long, value_name = "MIB")]
     buffer_mib: Option<u32>,
     /// The tracer's memory bound in MiB: past it, it drops the records it reads (counted

@@ -12,7 +12,7 @@ use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, maps, ProbeConfig};
 
-use super::machine::{default_ring_bytes, kernel_clock_lag_ns, wakeup_bytes};
+use super::machine::{default_ring_bytes, kernel_clock_lag_ns, machine_memory_bytes, wakeup_bytes};
 use super::maps::{map, program};
 use super::{btf, slots, tracefs, BtfError, ProbeError};
 use tracer_analysis::format::calls::CALLS;
@@ -24,7 +24,7 @@ pub struct ProbeOptions {
     pub system_wide: bool,
     pub hold_on_exec: bool,
     /// The ring's size (a power of two, at least a page); None sizes it for the
-    /// machine's CPUs ([`default_ring_bytes`]).
+    /// machine's CPUs and memory ([`default_ring_bytes`]).
     pub ring_bytes: Option<u32>,
     /// Benchmarks only: attach empty programs (the floor) wherever the probes that fire
     /// per call attach (MPI/PVM/pthread calls, procedures, futex, scheduler switches and
@@ -178,7 +178,9 @@ impl Probes {
         let cpus = aya::util::nr_cpus()
             .map_err(|(what, source)| ProbeError::Cpus { what, source })?
             .get() as usize;
-        let ring_bytes = opts.ring_bytes.unwrap_or_else(|| default_ring_bytes(cpus));
+        let ring_bytes = opts
+            .ring_bytes
+            .unwrap_or_else(|| default_ring_bytes(cpus, machine_memory_bytes()));
         let slots_per_cpu = slots::slots_per_cpu(ring_bytes, cpus);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries(maps::EVENTS, ring_bytes)

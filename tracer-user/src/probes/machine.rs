@@ -49,16 +49,45 @@ fn config_hz(config: &str) -> Option<u32> {
         .filter(|hz| (24..=10_000).contains(hz))
 }
 
-/// The ring's default size: 4 MiB per CPU the kernel may run on, rounded up to a power
-/// of two, between 16 MiB and 256 MiB. The slots are a share of the ring per CPU
-/// ([`slots::slots_per_cpu`](super::slots::slots_per_cpu)): a fixed ring gave each CPU of a big machine fewer slots
-/// (64 CPUs: 1,024, 3 ms of a CPU writing 330,000 records a second, against 50 ms with
-/// 16,384), and 4 MiB per CPU keeps the most (16,384, 2.1 MiB) up to 64 CPUs. The bounds keep small machines as
-/// they were and the locked memory of big ones (ring and slots) at most 0.5 GiB.
-pub fn default_ring_bytes(cpus: usize) -> u32 {
+/// The ring's default size, from the machine: 4 MiB per CPU the kernel may run on, or
+/// a 256th of its memory if that is more, rounded to a power of two (up for the CPUs,
+/// down for the memory), between 16 MiB and 256 MiB.
+///
+/// The CPUs: the slots are a share of the ring per CPU
+/// ([`slots::slots_per_cpu`](super::slots::slots_per_cpu)): a fixed ring gave each CPU of
+/// a big machine fewer slots (64 CPUs: 1,024, 3 ms of a CPU writing 330,000 records a
+/// second, against 50 ms with 16,384), and 4 MiB per CPU keeps the most (16,384, 2.1 MiB)
+/// up to 64 CPUs.
+///
+/// The memory: what the ring holds is how long the reader may fall behind (starved of
+/// CPU by the ranks it traces) before records are lost. 16 MiB and the slots of 2 CPUs
+/// hold about 390,000 records, 1.6 s of GROMACS at 2 ranks of 2 threads (240,000 records
+/// a second); 64 MiB, the size on a machine of 16 GiB, holds 1.3 million (5 s).
+/// A 256th keeps the locked memory of ring and slots under 0.5 % of the machine's; the
+/// bounds keep a small machine's ring as it was and a big one's at most 0.5 GiB with
+/// its slots.
+pub fn default_ring_bytes(cpus: usize, memory_bytes: Option<u64>) -> u32 {
     const MIB: u64 = 1 << 20;
-    let wanted = (cpus.max(1) as u64 * 4 * MIB).next_power_of_two();
-    wanted.clamp(16 * MIB, 256 * MIB) as u32
+    let for_cpus = (cpus.max(1) as u64 * 4 * MIB).next_power_of_two();
+    let for_memory = memory_bytes.map_or(0, |m| {
+        let share = m / 256;
+        if share == 0 {
+            0
+        } else {
+            1 << share.ilog2()
+        }
+    });
+    for_cpus.max(for_memory).clamp(16 * MIB, 256 * MIB) as u32
+}
+
+/// The machine's memory (`MemTotal` of /proc/meminfo), if it says.
+pub fn machine_memory_bytes() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
 }
 
 /// How many bytes of records a CPU writes between two wakeups of the reader: a sixteenth
@@ -86,7 +115,7 @@ pub fn monotonic_ns() -> u64 {
 mod tests {
     #[test]
     fn the_default_ring_grows_with_the_cpus_within_bounds() {
-        let mib = |cpus| super::default_ring_bytes(cpus) >> 20;
+        let mib = |cpus| super::default_ring_bytes(cpus, None) >> 20;
         assert_eq!(mib(0), 16);
         assert_eq!(mib(1), 16);
         assert_eq!(mib(2), 16);
@@ -98,13 +127,27 @@ mod tests {
         assert_eq!(mib(4096), 256);
         // Every CPU keeps the most slots up to 64 CPUs.
         for cpus in [1, 2, 8, 24, 64] {
-            let ring = super::default_ring_bytes(cpus);
+            let ring = super::default_ring_bytes(cpus, None);
             assert_eq!(
                 crate::probes::slots::slots_per_cpu(ring, cpus),
                 16384,
                 "{cpus} CPUs"
             );
         }
+    }
+
+    #[test]
+    fn the_default_ring_grows_with_the_memory_within_bounds() {
+        const GIB: u64 = 1 << 30;
+        let mib = |cpus, memory| super::default_ring_bytes(cpus, Some(memory)) >> 20;
+        assert_eq!(mib(2, 0), 16);
+        assert_eq!(mib(2, 4 * GIB), 16);
+        assert_eq!(mib(2, 8 * GIB), 32);
+        // This machine: 2 CPUs, 24 GiB (a 256th is 96 MiB, down to a power of two).
+        assert_eq!(mib(2, 24 * GIB), 64);
+        assert_eq!(mib(2, 1024 * GIB), 256);
+        // The CPUs' size when it is more.
+        assert_eq!(mib(16, 8 * GIB), 64);
     }
 
     #[test]

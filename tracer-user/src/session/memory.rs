@@ -7,18 +7,12 @@
 //! state (threads, open calls, messages not yet matched); the buffers the probes write
 //! are fixed at load time (docs/reliability.md).
 
+use crate::probes::machine_memory_bytes;
+
 /// Default: a quarter of the machine's memory, at most 8 GiB.
 pub fn default_limit_bytes() -> u64 {
     const MAX: u64 = 8 << 30;
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map(|kib| kib * 1024);
-    total.map_or(MAX, |t| (t / 4).min(MAX))
+    machine_memory_bytes().map_or(MAX, |t| (t / 4).min(MAX))
 }
 
 /// The tracer's resident memory now (/proc/self/statm's resident pages).
