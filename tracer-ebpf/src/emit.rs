@@ -3,7 +3,7 @@
 //! every other failure of the probes is counted too.
 
 use crate::{
-    maps::{config, CURSORS, EVENTS, FAILURES, SLOTS, WRITTEN},
+    maps::{config, count_failure, CURSORS, EVENTS, SLOTS, WRITTEN},
     mem::copy_words,
 };
 use aya_ebpf::helpers::{bpf_get_smp_processor_id, generated};
@@ -36,13 +36,6 @@ pub const NO_FUTEX: FutexRecord = FutexRecord {
     ret: 0,
     site: 0,
 };
-
-/// Counts a failure of this CPU's probes (userspace sums the CPUs' counts).
-pub fn count_failure(reason: ProbeFailure) {
-    if let Some(n) = FAILURES.get_ptr_mut(reason.index()) {
-        unsafe { *n += 1 };
-    }
-}
 
 const BPF_RB_NO_WAKEUP: u64 = 1;
 pub const BPF_RB_FORCE_WAKEUP: u64 = 2;

@@ -14,6 +14,7 @@ mod emit;
 mod maps;
 mod mem;
 mod probes;
+mod scratch;
 mod thread;
 
 #[cfg(not(test))]

@@ -1,7 +1,7 @@
 //! The maps the probes share with userspace (names in `tracer_common::maps`) and their
 //! own per-CPU scratch space.
 
-use crate::probes::{arrays::ArrayScratch, futex::SCAN_WORDS};
+use crate::scratch::{ArrayScratch, SCAN_WORDS};
 use aya_ebpf::{
     bindings::BPF_F_MMAPABLE,
     macros::map,
@@ -70,4 +70,11 @@ pub static ARRAY_SCRATCH: PerCpuArray<ArrayScratch> = PerCpuArray::with_max_entr
 /// The settings userspace wrote at load time.
 pub fn config() -> Option<&'static ProbeConfig> {
     CONFIG.get(0)
+}
+
+/// Counts a failure of this CPU's probes (userspace sums the CPUs' counts).
+pub fn count_failure(reason: ProbeFailure) {
+    if let Some(n) = FAILURES.get_ptr_mut(reason.index()) {
+        unsafe { *n += 1 };
+    }
 }

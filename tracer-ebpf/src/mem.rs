@@ -1,6 +1,6 @@
 //! Copies that stay word-sized, and reads of user memory.
 
-use crate::emit::count_failure;
+use crate::maps::count_failure;
 use aya_ebpf::helpers::{bpf_probe_read_user, generated};
 use core::ffi::c_void;
 use tracer_common::ProbeFailure;

@@ -2,8 +2,8 @@
 //! (`THREAD_SLOTS` or `THREADS`).
 
 use crate::{
-    emit::{count_failure, EMPTY_HEADER, NO_FUTEX},
-    maps::{config, SLOT_OWNERS, THREADS, THREAD_SLOTS, TRACED},
+    emit::{EMPTY_HEADER, NO_FUTEX},
+    maps::{config, count_failure, SLOT_OWNERS, THREADS, THREAD_SLOTS, TRACED},
     mem::copy_words,
 };
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;

@@ -189,28 +189,97 @@ fn imports(at: &[String], text: &str, known: &BTreeSet<Vec<String>>) -> Vec<Vec<
             let end = text[i..]
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
                 .map_or(text.len(), |e| i + e);
-            let segments: Vec<&str> = text[i..end].split("::").filter(|s| !s.is_empty()).collect();
-            let mut path: Vec<String> = Vec::new();
-            let mut rest = &segments[..];
-            match rest.first() {
-                Some(&"crate") => rest = &rest[1..],
-                Some(&"self") => {
-                    path = at.to_vec();
-                    rest = &rest[1..];
+            // `use crate::a::{b, c::{d, e}}`: every path of the group, each from the prefix.
+            let written = match text[i..end].strip_suffix("::") {
+                Some(prefix) if text[end..].starts_with('{') => {
+                    let group = braced(&text[end..]);
+                    from = end + group.len();
+                    expand_group(prefix, group)
                 }
-                _ => {
-                    path = at.to_vec();
-                    while rest.first() == Some(&"super") {
-                        path.pop();
-                        rest = &rest[1..];
-                    }
-                }
+                _ => vec![text[i..end].to_string()],
+            };
+            for written in written {
+                out.push(module_of(at, &written, known));
             }
-            path.extend(rest.iter().map(|s| s.to_string()));
-            while !path.is_empty() && !known.contains(&path) {
+        }
+    }
+    out
+}
+
+/// The module a path written in module `at` names: the longest prefix of it that is a
+/// module (the crate root if none).
+fn module_of(at: &[String], written: &str, known: &BTreeSet<Vec<String>>) -> Vec<String> {
+    let segments: Vec<&str> = written.split("::").filter(|s| !s.is_empty()).collect();
+    let mut path: Vec<String> = Vec::new();
+    let mut rest = &segments[..];
+    match rest.first() {
+        Some(&"crate") => rest = &rest[1..],
+        Some(&"self") => {
+            path = at.to_vec();
+            rest = &rest[1..];
+        }
+        _ => {
+            path = at.to_vec();
+            while rest.first() == Some(&"super") {
                 path.pop();
+                rest = &rest[1..];
             }
-            out.push(path);
+        }
+    }
+    path.extend(rest.iter().map(|s| s.to_string()));
+    while !path.is_empty() && !known.contains(&path) {
+        path.pop();
+    }
+    path
+}
+
+/// The brace group `text` starts with, braces included (to the end of `text` if it is
+/// not closed).
+fn braced(text: &str) -> &str {
+    let mut depth = 0usize;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &text[..=i];
+                }
+            }
+            _ => {}
+        }
+    }
+    text
+}
+
+/// The paths a use group stands for, each written from `prefix`: `{b, c::{d, e as f},
+/// self, *}` after `a` gives `a::b`, `a::c::d`, `a::c::e`, `a`, `a`.
+fn expand_group(prefix: &str, group: &str) -> Vec<String> {
+    let inner = &group[1..group.len() - usize::from(group.ends_with('}'))];
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[start..]);
+    let mut out = Vec::new();
+    for item in items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()) {
+        let item = item.split(" as ").next().unwrap_or(item).trim();
+        if let Some(open) = item.find('{') {
+            let head = item[..open].trim().trim_end_matches("::");
+            out.extend(expand_group(&format!("{prefix}::{head}"), &item[open..]));
+        } else if item == "self" || item == "*" {
+            out.push(prefix.to_string());
+        } else {
+            out.push(format!("{prefix}::{item}"));
         }
     }
     out
@@ -276,4 +345,60 @@ fn strongly_connected(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<Str
         }
     }
     search.found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{circles, expand_group, Module};
+
+    fn module(path: &str, text: &str) -> Module {
+        Module {
+            path: path
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            text: text.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_use_group_stands_for_each_of_its_paths() {
+        assert_eq!(
+            expand_group("crate::a", "{b, c::{d, e as f}, self, *}"),
+            [
+                "crate::a::b",
+                "crate::a::c::d",
+                "crate::a::c::e",
+                "crate::a",
+                "crate::a"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_circle_through_braced_imports_is_found() {
+        // maps names a probe inside a group; the probe names maps plainly.
+        let tree = [
+            module("", "mod maps; mod probes;"),
+            module(
+                "maps",
+                "use crate::{probes::arrays::Scratch, x};\nuse super::{y};",
+            ),
+            module("probes", "mod arrays; mod futex;"),
+            module("probes::arrays", "use crate::maps::EVENTS;"),
+            module("probes::futex", "use crate::maps;"),
+        ];
+        assert_eq!(
+            circles("k", &tree),
+            [
+                "k: import circle among modules: maps <-> probes::arrays",
+                "k: import circle among folders: maps <-> probes",
+            ]
+        );
+        // Without the group, no circle.
+        let mut tree = tree;
+        tree[1] = module("maps", "use crate::x;");
+        assert!(circles("k", &tree).is_empty());
+    }
 }

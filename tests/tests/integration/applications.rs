@@ -28,6 +28,9 @@ struct AppRun {
     recording: PathBuf,
     online: Value,
     summary: Value,
+    /// What `tracer record` printed on stderr (with the application's own output), for
+    /// the failure messages.
+    printed: String,
 }
 
 /// Runs `command` (an `mpirun.openmpi` job) under `tracer record` in `cwd`.
@@ -61,6 +64,7 @@ fn record_app(tag: &str, funcs: &[&str], command: &[String], cwd: &Path) -> AppR
     AppRun {
         online: read(&online),
         summary: read(&summary),
+        printed: String::from_utf8_lossy(&out.stderr).into_owned(),
         dir,
         recording,
     }
@@ -414,8 +418,9 @@ fn gromacs_water_box() {
     // The OpenMP regions are seen: the masters join their teams.
     assert!(
         run.online["sync"]["omp_joins"].as_u64() >= Some(2 * 500),
-        "{}",
-        run.online["sync"]
+        "{}\n{}",
+        run.online["sync"],
+        run.printed
     );
     let _ = std::fs::remove_dir_all(&work);
     let _ = std::fs::remove_dir_all(&run.dir);

@@ -6,56 +6,17 @@
 
 use super::uprobe_twins;
 use crate::{
-    emit::{count_failure, reserve},
-    maps::{ARRAY_PROGS, ARRAY_SCRATCH, FLAVORS},
+    emit::reserve,
+    maps::{count_failure, ARRAY_PROGS, ARRAY_SCRATCH, FLAVORS},
     mem::{copy_of, copy_words, read_user_prefix},
-    probes::status::{emit_status_array, STATUS_CHUNK_BYTES},
+    probes::status::emit_status_array,
+    scratch::{array_kind, ArrayJob},
 };
 use aya_ebpf::{programs::ProbeContext, EbpfContext};
 use core::ptr::{read_volatile, write_volatile};
 use tracer_common::{
     kind, EventHeader, HandleArrayRecord, ProbeFailure, ThreadState, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
 };
-
-/// What an [`ArrayJob`] writes.
-pub mod array_kind {
-    /// `HandleArrayRecord`s of 4-byte elements.
-    pub const HANDLES_4: u32 = 0;
-    /// `HandleArrayRecord`s of 8-byte elements.
-    pub const HANDLES_8: u32 = 1;
-    /// `StatusArrayRecord`s, laid out as the job's flavor says.
-    pub const STATUSES: u32 = 2;
-}
-
-/// An array for `call_arrays` to write, left by a call program in its CPU's
-/// [`ArrayScratch`] (a tail call stays on the CPU and keeps no registers).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ArrayJob {
-    /// The call record's header: the array's records carry it with their own kind.
-    pub header: EventHeader,
-    /// The array's address in the traced process.
-    pub base: u64,
-    /// Its length in elements.
-    pub total: u32,
-    /// One of [`array_kind`].
-    pub kind: u32,
-    /// The call's flavor (`FLAVORS` index): the layout of a status.
-    pub flavor: u32,
-    pub _pad: u32,
-}
-
-/// A CPU's room for the array being written (`ARRAY_SCRATCH`).
-#[repr(C)]
-pub struct ArrayScratch {
-    /// 1 from [`stage_array`] until `call_arrays` is done with `job` and `statuses`. A
-    /// uprobe program can be preempted: another task's call on this CPU meanwhile finds
-    /// the room taken and does without its array (counted), rather than overwrite ours.
-    pub busy: u64,
-    pub job: ArrayJob,
-    /// A chunk of statuses read at once ([`emit_status_array`]).
-    pub statuses: [u8; STATUS_CHUNK_BYTES],
-}
 
 /// What a call program does after its `try_*` function.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -4,16 +4,16 @@
 use super::uprobe_twins;
 use crate::{
     clock::header,
-    emit::{count_failure, emit, reserve, UNSET_CALL},
-    maps::{FLAVORS, LAYOUTS},
+    emit::{emit, reserve, UNSET_CALL},
+    maps::{count_failure, FLAVORS, LAYOUTS},
     mem::{copy_words, read_user},
     probes::{
         arrays::{
-            array_kind, emit_handle_array, emit_tested_array, read_chunk, stage_array, write_array,
-            AfterCall, ArrayJob,
+            emit_handle_array, emit_tested_array, read_chunk, stage_array, write_array, AfterCall,
         },
         status::{call_result, ExitSeen},
     },
+    scratch::{array_kind, ArrayJob},
     thread::{current_ids, known_thread, traced_thread, uprobe_thread, EMPTY_FRAME},
 };
 use aya_ebpf::{

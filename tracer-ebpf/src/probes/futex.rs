@@ -10,6 +10,7 @@ use crate::{
     maps::{config, STACK_WORDS},
     mem::{copy_of, copy_words, probe_user, MIN_POINTER},
     probes::field,
+    scratch::SCAN_WORDS,
     thread::{current_ids, traced_thread},
 };
 use aya_ebpf::{
@@ -91,9 +92,6 @@ fn try_futex(ctx: &TracePointContext, kind: u16) -> Result<(), ()> {
     Ok(())
 }
 
-/// 64-bit words of user stack scanned above the stack pointer for a call site (glibc's
-/// condition-variable wait needs between 16 and 32).
-pub const SCAN_WORDS: usize = 64;
 /// Without the stack's mapping, words closer than this to the stack pointer are taken to
 /// point into the stack (saved frame pointers, addresses of locals), not at code.
 const STACK_SPAN: u64 = 1 << 20;

@@ -2,8 +2,8 @@
 
 use crate::{
     clock::header,
-    emit::{count_failure, emit, BPF_RB_FORCE_WAKEUP},
-    maps::{config, EVENTS, HELD, HOLD_ON_LOAD, TRACED},
+    emit::{emit, BPF_RB_FORCE_WAKEUP},
+    maps::{config, count_failure, EVENTS, HELD, HOLD_ON_LOAD, TRACED},
     probes::{arg, kernel_field, task_tid},
     thread::{current_ids, new_thread, traced_thread},
 };

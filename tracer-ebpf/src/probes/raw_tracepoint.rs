@@ -10,7 +10,7 @@
 use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::RawTracePointContext};
 use tracer_common::ProbeFailure;
 
-use crate::emit::count_failure;
+use crate::maps::count_failure;
 
 /// Argument `n` of the tracepoint (its `TP_PROTO`'s n-th parameter, widened to 64 bits).
 #[inline(always)]

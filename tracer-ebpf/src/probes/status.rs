@@ -4,19 +4,12 @@
 use crate::{
     emit::reserve,
     mem::{copy_words, read_user, read_user_into, read_user_prefix, MIN_POINTER},
+    scratch::{MAX_STATUS_BYTES, STATUS_CHUNK_BYTES},
 };
 use tracer_common::{
     count_mode, kind, status_mode, CallFrame, CallLayout, CallResult, EventHeader, FlavorConfig,
     StatusArrayRecord, ARRAY_CHUNK, ARRAY_MAX_CHUNKS, UNSET, UNSET32,
 };
-
-/// The largest status struct the chunked read of [`emit_status_array`] allows (Open MPI's
-/// is 24 bytes, MPICH's 20).
-pub const MAX_STATUS_BYTES: u32 = 32;
-/// A chunk of statuses read at once, with room for the widest field at any offset below
-/// 256.
-pub const STATUS_CHUNK_BYTES: usize = 256 + 8;
-const _: () = assert!(ARRAY_CHUNK * MAX_STATUS_BYTES as usize <= 256);
 
 /// What a call's exit probe has read before it fills the record.
 pub struct ExitSeen {

@@ -6,7 +6,7 @@ use aya_ebpf::{
 use core::{ffi::c_void, mem::MaybeUninit};
 use tracer_common::ProbeFailure;
 
-use crate::emit::count_failure;
+use crate::maps::count_failure;
 
 /// A field of a tracepoint's record, at its offset from tracefs (in CONFIG); a field that
 /// cannot be read is counted as `ProbeFailure::TracepointField`. The value starts zeroed:

@@ -79,6 +79,7 @@ impl OpenMpProbes {
             return;
         }
         let Some(lib) = outlined_function_at(pid, address, parallel_call) else {
+            log::debug!("pid {pid}: no mapped file holds the outlined function at {address:#x}");
             return;
         };
         match attach_thread_calls(probes, &lib, None) {
