@@ -75,6 +75,104 @@ fn into_wildcards_mpich() {
     into_wildcards("mpich");
 }
 
+/// `calls` were probed, each called once per rank, `times` times.
+fn probed(t: &Traced, calls: &[(&str, u64)]) {
+    for &(call, times) in calls {
+        assert_eq!(t.summary["calls"][call], times * N as u64, "{call}");
+        assert!(t.summary["unprobed_mpi_calls"][call].is_null(), "{call}");
+    }
+}
+
+/// Messages (from, to, bytes) per round as one matrix row per pair of world ranks.
+fn matrix(messages: &[(i32, i32, u64)]) -> Vec<(i32, i32, u64, u64)> {
+    let mut pairs = std::collections::BTreeMap::<(i32, i32), (u64, u64)>::new();
+    for &(from, to, bytes) in messages {
+        let p = pairs.entry((from, to)).or_default();
+        *p = (p.0 + 1, p.1 + bytes);
+    }
+    pairs
+        .into_iter()
+        .map(|((f, t), (n, b))| (f, t, n, b))
+        .collect()
+}
+
+/// MPI_Cart_create (reorder allowed, ranks kept) and MPI_Cart_sub of it (rows, columns)
+/// and of a row: w->w^1 24 B, w->w^2 32 B; an Allreduce on a row and on a column.
+fn cart_sub(mpi: &str) {
+    let want = (0..N)
+        .flat_map(|w| [(w, w ^ 1, 1, 24), (w, w ^ 2, 1, 32)])
+        .collect();
+    let t = phase(mpi, "cartsub", want, 2 * N as u64);
+    probed(&t, &[("MPI_Cart_create", 1), ("MPI_Cart_sub", 3)]);
+}
+
+#[test]
+fn cart_sub_openmpi() {
+    cart_sub("openmpi");
+}
+
+#[test]
+fn cart_sub_mpich() {
+    cart_sub("mpich");
+}
+
+/// Point-to-point on an intercommunicator between the even and the odd ranks (ranks name
+/// the remote group), then on the two merged, odd group first (world 1, 3, 0, 2), with
+/// an Allreduce on the merged one.
+fn intercomm(mpi: &str) {
+    let want = matrix(&[
+        (0, 1, 20),
+        (2, 3, 20),
+        (1, 2, 28),
+        (3, 0, 28),
+        (1, 3, 36),
+        (3, 0, 36),
+        (0, 2, 36),
+        (2, 1, 36),
+    ]);
+    let t = phase(mpi, "intercomm", want, N as u64);
+    probed(
+        &t,
+        &[("MPI_Intercomm_create", 1), ("MPI_Intercomm_merge", 1)],
+    );
+}
+
+#[test]
+fn intercomm_openmpi() {
+    intercomm("openmpi");
+}
+
+#[test]
+fn intercomm_mpich() {
+    intercomm("mpich");
+}
+
+/// Communicators of distributed graphs (adjacent: a ring; general: w -> w + 2), ranks
+/// kept: w->w+1 44 B, w->w+2 52 B; a Bcast on the ring and an Allreduce on the other.
+fn dist_graph(mpi: &str) {
+    let want = (0..N)
+        .flat_map(|w| [(w, (w + 1) % N, 1, 44), (w, (w + 2) % N, 1, 52)])
+        .collect();
+    let t = phase(mpi, "distgraph", want, 2 * N as u64);
+    probed(
+        &t,
+        &[
+            ("MPI_Dist_graph_create_adjacent", 1),
+            ("MPI_Dist_graph_create", 1),
+        ],
+    );
+}
+
+#[test]
+fn dist_graph_openmpi() {
+    dist_graph("openmpi");
+}
+
+#[test]
+fn dist_graph_mpich() {
+    dist_graph("mpich");
+}
+
 /// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) on one machine, keys reversing the world:
 /// w->w-1 40 B; 1 Bcast per rank.
 fn split_type(mpi: &str) {

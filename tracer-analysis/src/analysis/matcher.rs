@@ -68,6 +68,74 @@ enum CommDef {
         parent: u32,
         seq: u32,
     },
+    /// MPI_Cart_sub of cartesian communicator `parent`: its members whose coordinates in
+    /// the dimensions not kept (`remain`: a bit per dimension kept) have linear index
+    /// `color` there, by their rank in `parent` (which orders them as their coordinates
+    /// in the kept dimensions do: both are row-major).
+    CartSub {
+        parent: u32,
+        seq: u32,
+        remain: u64,
+        color: u32,
+    },
+    /// MPI_Intercomm_create: two groups, each knowing the other only through its leader.
+    /// Known by what both leaders know (see [`Directory::intercomm_leader_enters`]): the
+    /// peer communicator, the two leaders (the lower process first), the tag, and the
+    /// place among the creations with the same three.
+    Inter {
+        peer: u32,
+        leaders: (u32, u32),
+        tag: i32,
+        seq: u32,
+    },
+    /// MPI_Intercomm_merge of intercommunicator `parent`: the group that passed `high`
+    /// false, then the other.
+    Merge {
+        parent: u32,
+        seq: u32,
+    },
+    /// MPI_Dist_graph_create(_adjacent) without reordering: the parent's members in their
+    /// order (the graph matters to neighbourhood collectives only, which are not probed).
+    DistGraph {
+        parent: u32,
+        seq: u32,
+    },
+}
+
+/// The two groups of an intercommunicator: the side of its lower leader, then the other
+/// (each learned at its leader's entry into MPI_Intercomm_create).
+type InterGroups = [Option<Vec<u32>>; 2];
+
+/// The linear index, row-major, of the coordinates of `rank` in a cartesian grid of
+/// `dims` over the dimensions whose `remain` is 0 (MPI_Cart_sub's color: the processes
+/// sharing it form one new communicator), with the kept dimensions as a bit mask. None
+/// when a dimension is not positive, there are more than 64, or `rank` is off the grid.
+fn cart_sub_color(dims: &[u32], remain: &[u64], rank: usize) -> Option<(u64, u32)> {
+    if dims.len() > 64 || dims.contains(&0) || remain.len() < dims.len() {
+        return None;
+    }
+    let size = dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize))?;
+    if rank >= size {
+        return None;
+    }
+    let mut coords = vec![0u32; dims.len()];
+    let mut left = rank;
+    for (c, &d) in coords.iter_mut().zip(dims).rev() {
+        *c = (left % d as usize) as u32;
+        left /= d as usize;
+    }
+    let mut mask = 0u64;
+    let mut color = 0u32;
+    for (i, (&c, &d)) in coords.iter().zip(dims).enumerate() {
+        if remain[i] as u32 != 0 {
+            mask |= 1 << i;
+        } else {
+            color = color * d + c;
+        }
+    }
+    Some((mask, color))
 }
 
 /// A creating call in progress: its parent and its place in the parent's creation
@@ -237,6 +305,18 @@ pub struct Directory {
     group_members: FxHashMap<u32, Vec<u32>>,
     /// (pid, parent, group leader, tag) -> MPI_Comm_create_group calls so far.
     create_group_seq: FxHashMap<(u32, u32, u32, i32), u32>,
+    /// Dimensions of the cartesian communicators (Cart_create, Cart_sub).
+    cart_dims: FxHashMap<u32, Vec<u32>>,
+    /// Intercommunicators by their two groups.
+    inter_groups: FxHashMap<u32, InterGroups>,
+    /// (local communicator, seq) of an MPI_Intercomm_create -> the intercommunicator its
+    /// leader's entry made known: where the other members learn which one they are in.
+    inter_pending: FxHashMap<(u32, u32), u32>,
+    /// (peer communicator, leader, remote leader, tag) -> the leader's
+    /// MPI_Intercomm_create calls so far.
+    inter_seq: FxHashMap<(u32, u32, u32, i32), u32>,
+    /// (intercommunicator, seq) of an MPI_Intercomm_merge -> members' `high`, by process.
+    merge_highs: FxHashMap<(u32, u32), Vec<(u32, bool)>>,
     members_cache: FxHashMap<u32, Vec<u32>>,
     pvm_pids: FxHashMap<i32, u32>,
 }
@@ -283,6 +363,11 @@ impl Directory {
                 | call::MPI_COMM_SPLIT_TYPE
                 | call::MPI_COMM_CREATE
                 | call::MPI_CART_CREATE
+                | call::MPI_CART_SUB
+                | call::MPI_INTERCOMM_CREATE
+                | call::MPI_INTERCOMM_MERGE
+                | call::MPI_DIST_GRAPH_CREATE_ADJACENT
+                | call::MPI_DIST_GRAPH_CREATE
                 | call::MPI_WIN_CREATE
         ) {
             return;
@@ -309,8 +394,64 @@ impl Directory {
                 });
             self.members_cache.clear();
         }
+        match id {
+            call::MPI_INTERCOMM_CREATE => self.intercomm_leader_enters(pid, parent, seq, entry),
+            // Every member's `high` is in before any member leaves: the groups exchange
+            // theirs through their leaders first.
+            call::MPI_INTERCOMM_MERGE => self
+                .merge_highs
+                .entry((parent, seq))
+                .or_default()
+                .push((pid, entry.peer != 0)),
+            _ => {}
+        }
         self.creating
             .insert(entry.header.tid, Creation { parent, seq });
+    }
+
+    /// A member enters MPI_Intercomm_create on local communicator `local`: if it is the
+    /// local leader (only there are the peer communicator and the remote leader
+    /// significant), the intercommunicator becomes known, with this side's group. The
+    /// other members leave the call only after their leader entered (it tells them the
+    /// remote group), so at their exits `inter_pending` names it; and no member leaves
+    /// before both leaders entered (they exchange their groups), so both groups are known
+    /// before any traffic on it.
+    fn intercomm_leader_enters(&mut self, pid: u32, local: u32, seq: u32, entry: &CallRecord) {
+        let flavor = Flavor::from_id(split_call_field(entry.header.call).flavor);
+        let group = self.members(local);
+        let leader = usize::try_from(entry.peer)
+            .ok()
+            .and_then(|r| group.get(r).copied());
+        if leader != Some(pid) {
+            return;
+        }
+        let Some(peer) = self.comm_of(pid, entry.handle, flavor) else {
+            return;
+        };
+        let remote = usize::try_from(entry.peer2)
+            .ok()
+            .and_then(|r| self.members(peer).get(r).copied());
+        let Some(remote) = remote.filter(|&r| r != pid) else {
+            return;
+        };
+        // Both leaders count the creations between them on this peer communicator and
+        // tag alike: the n-th of one pairs with the n-th of the other.
+        let counter = self
+            .inter_seq
+            .entry((peer, pid, remote, entry.tag))
+            .or_default();
+        let n = *counter;
+        *counter += 1;
+        let leaders = (pid.min(remote), pid.max(remote));
+        let gid = self.intern(CommDef::Inter {
+            peer,
+            leaders,
+            tag: entry.tag,
+            seq: n,
+        });
+        let side = usize::from(pid != leaders.0);
+        self.inter_groups.entry(gid).or_default()[side] = Some(group);
+        self.inter_pending.insert((local, seq), gid);
     }
 
     /// Facts learned from setup calls (init, rank, task id, groups, communicator
@@ -342,6 +483,11 @@ impl Directory {
             | call::MPI_COMM_SPLIT_TYPE
             | call::MPI_COMM_CREATE
             | call::MPI_CART_CREATE
+            | call::MPI_CART_SUB
+            | call::MPI_INTERCOMM_CREATE
+            | call::MPI_INTERCOMM_MERGE
+            | call::MPI_DIST_GRAPH_CREATE_ADJACENT
+            | call::MPI_DIST_GRAPH_CREATE
             | call::MPI_WIN_CREATE => {
                 let Some(creation) = self.creating.remove(&entry.header.tid) else {
                     return;
@@ -488,11 +634,43 @@ impl Directory {
             }
             call::MPI_CART_CREATE => {
                 let dims = values.get(..usize::try_from(entry.count).ok()?)?;
-                let size = dims.iter().try_fold(1u32, |n, &d| {
-                    n.checked_mul(u32::try_from(d as u32 as i32).ok()?)
-                })?;
+                let dims: Vec<u32> = dims
+                    .iter()
+                    .map(|&d| u32::try_from(d as u32 as i32).ok())
+                    .collect::<Option<_>>()?;
+                let size = dims.iter().try_fold(1u32, |n, &d| n.checked_mul(d))?;
                 let rank = self.members(parent).iter().position(|&p| p == pid)?;
-                ((rank as u32) < size).then_some(CommDef::Cart { parent, seq, size })
+                let def = ((rank as u32) < size).then_some(CommDef::Cart { parent, seq, size })?;
+                let gid = self.intern(def);
+                self.cart_dims.insert(gid, dims);
+                Some(def)
+            }
+            // Every member derives its own communicator from the grid: remain_dims is
+            // the same at all of them (MPI requires it).
+            call::MPI_CART_SUB => {
+                let dims = self.cart_dims_of(parent)?.clone();
+                let rank = self.members(parent).iter().position(|&p| p == pid)?;
+                let (remain, color) = cart_sub_color(&dims, values, rank)?;
+                let def = CommDef::CartSub {
+                    parent,
+                    seq,
+                    remain,
+                    color,
+                };
+                let gid = self.intern(def);
+                let kept = (0..dims.len()).filter(|i| remain >> i & 1 != 0);
+                self.cart_dims.insert(gid, kept.map(|i| dims[i]).collect());
+                Some(def)
+            }
+            call::MPI_INTERCOMM_CREATE => {
+                let gid = *self.inter_pending.get(&(parent, seq))?;
+                self.comms.get(gid as usize).copied()
+            }
+            call::MPI_INTERCOMM_MERGE => Some(CommDef::Merge { parent, seq }),
+            // A library may reorder the ranks when asked (Open MPI's topo/treematch does):
+            // then they are not known.
+            call::MPI_DIST_GRAPH_CREATE_ADJACENT | call::MPI_DIST_GRAPH_CREATE => {
+                (entry.peer == 0).then_some(CommDef::DistGraph { parent, seq })
             }
             _ => None,
         }
@@ -527,6 +705,37 @@ impl Directory {
         self.comms.push(def);
         self.interned.insert(def, id);
         id
+    }
+
+    /// The dimensions of cartesian communicator `gid` (or of the one it duplicates).
+    fn cart_dims_of(&self, gid: u32) -> Option<&Vec<u32>> {
+        match self.comms.get(gid as usize)? {
+            CommDef::Dup { parent, .. } => self.cart_dims_of(*parent),
+            _ => self.cart_dims.get(&gid),
+        }
+    }
+
+    /// The intercommunicator `gid` is (or duplicates), if it is one.
+    fn inter_of(&self, gid: u32) -> Option<u32> {
+        match self.comms.get(gid as usize)? {
+            CommDef::Inter { .. } => Some(gid),
+            CommDef::Dup { parent, .. } => self.inter_of(*parent),
+            _ => None,
+        }
+    }
+
+    /// The processes that point-to-point ranks on communicator `gid` name for process
+    /// `pid`, by rank: its members, or on an intercommunicator the group `pid` is not
+    /// in (ranks there name the remote group). Empty while unknown.
+    pub(crate) fn peers(&mut self, pid: u32, gid: u32) -> Vec<u32> {
+        let Some(inter) = self.inter_of(gid) else {
+            return self.members(gid);
+        };
+        match self.inter_groups.get(&inter) {
+            Some([Some(a), Some(b)]) if a.contains(&pid) => b.clone(),
+            Some([Some(a), Some(b)]) if b.contains(&pid) => a.clone(),
+            _ => Vec::new(),
+        }
     }
 
     fn is_world(&self, pid: u32, handle: u64, flavor: Option<Flavor>) -> bool {
@@ -637,6 +846,57 @@ impl Directory {
                 m.truncate(size as usize);
                 m
             }
+            Some(CommDef::CartSub {
+                parent,
+                remain,
+                color,
+                ..
+            }) => {
+                let m = self.members(parent);
+                let Some(dims) = self.cart_dims_of(parent) else {
+                    return Vec::new();
+                };
+                // The grid whole, or unresolved (and uncached) until it is.
+                if m.len() != dims.iter().map(|&d| d as usize).product::<usize>() {
+                    return Vec::new();
+                }
+                let remain: Vec<u64> = (0..dims.len()).map(|i| remain >> i & 1).collect();
+                m.iter()
+                    .enumerate()
+                    .filter(|&(r, _)| {
+                        cart_sub_color(dims, &remain, r).is_some_and(|(_, c)| c == color)
+                    })
+                    .map(|(_, &p)| p)
+                    .collect()
+            }
+            // Not an intracommunicator: its ranks name a group of their own per side
+            // (`peers`), and its collectives are not followed.
+            Some(CommDef::Inter { .. }) => Vec::new(),
+            Some(CommDef::Merge { parent, seq }) => {
+                // Known once a `high` of each group is in (causally so before any member
+                // leaves, see `setup_enter`); until then unresolved and uncached. Groups
+                // that passed the same `high` are ordered as the library likes: unknown.
+                let groups = self
+                    .inter_of(parent)
+                    .and_then(|g| self.inter_groups.get(&g));
+                let Some([Some(a), Some(b)]) = groups else {
+                    return Vec::new();
+                };
+                let highs = self.merge_highs.get(&(parent, seq));
+                let high_of = |side: &[u32]| {
+                    highs
+                        .into_iter()
+                        .flatten()
+                        .find(|(p, _)| side.contains(p))
+                        .map(|&(_, h)| h)
+                };
+                match (high_of(a), high_of(b)) {
+                    (Some(false), Some(true)) => [&a[..], &b[..]].concat(),
+                    (Some(true), Some(false)) => [&b[..], &a[..]].concat(),
+                    _ => return Vec::new(),
+                }
+            }
+            Some(CommDef::DistGraph { parent, .. }) => self.members(parent),
             None => Vec::new(),
         };
         self.members_cache.insert(gid, m.clone());
@@ -665,6 +925,25 @@ impl Directory {
             }
             Some(CommDef::Window { parent, seq }) => {
                 format!("MPI_Win_create #{seq} of comm {parent}")
+            }
+            Some(CommDef::CartSub {
+                parent, seq, color, ..
+            }) => {
+                format!("MPI_Cart_sub #{seq} of comm {parent}, color {color}")
+            }
+            Some(CommDef::Inter {
+                leaders: (a, b),
+                tag,
+                seq,
+                ..
+            }) => {
+                format!("MPI_Intercomm_create #{seq} of leaders {a} and {b}, tag {tag}")
+            }
+            Some(CommDef::Merge { parent, seq }) => {
+                format!("MPI_Intercomm_merge #{seq} of comm {parent}")
+            }
+            Some(CommDef::DistGraph { parent, seq }) => {
+                format!("MPI_Dist_graph_create #{seq} of comm {parent}")
             }
             None => format!("comm {gid}"),
         }
@@ -1041,7 +1320,7 @@ impl<S: Clone> MessageMatcher<S> {
         let Some(gid) = self.directory.comm_of(pid, comm, flavor) else {
             return;
         };
-        let Some(&dst) = self.directory.members(gid).get(dest as usize) else {
+        let Some(&dst) = self.directory.peers(pid, gid).get(dest as usize) else {
             return;
         };
         self.p2p
@@ -1075,7 +1354,7 @@ impl<S: Clone> MessageMatcher<S> {
         let found = (|| {
             let gid = gid?;
             let src = match source {
-                Some(r) => Some(*self.directory.members(gid).get(r as usize)?),
+                Some(r) => Some(*self.directory.peers(pid, gid).get(r as usize)?),
                 None => None,
             };
             let key = match (src, tag) {
@@ -1762,6 +2041,153 @@ mod tests {
             apply_group_op(&world, GroupOp::Difference(&a)),
             Some(vec![100, 102, 104, 105])
         );
+    }
+
+    /// A 2 x 3 grid, ranks row-major: keeping dimension 1 groups each row, keeping
+    /// dimension 0 each column; keeping none leaves each rank alone, keeping all the grid.
+    #[test]
+    fn cart_sub_groups_the_ranks_sharing_the_dropped_coordinates() {
+        let dims = [2, 3];
+        let color = |remain: [u64; 2], r| cart_sub_color(&dims, &remain, r).unwrap();
+        // Rank 4 is at (1, 1).
+        assert_eq!(color([0, 1], 4), (0b10, 1));
+        assert_eq!(color([1, 0], 4), (0b01, 1));
+        assert_eq!(color([0, 0], 4), (0, 4));
+        assert_eq!(color([1, 1], 4), (0b11, 0));
+        let row: Vec<usize> = (0..6).filter(|&r| color([0, 1], r).1 == 1).collect();
+        assert_eq!(row, [3, 4, 5]);
+        let column: Vec<usize> = (0..6).filter(|&r| color([1, 0], r).1 == 1).collect();
+        assert_eq!(column, [1, 4]);
+        assert_eq!(cart_sub_color(&dims, &[0, 1], 6), None, "off the grid");
+        assert_eq!(
+            cart_sub_color(&dims, &[0], 1),
+            None,
+            "remain_dims read short"
+        );
+    }
+
+    /// The creating call `e` enters and leaves, its exit giving `handle`.
+    fn create(m: &mut MessageMatcher<u32>, e: CallRecord, handle: u64, values: &[u64]) {
+        let pid = e.header.tgid;
+        m.on_enter(pid, &e, None);
+        let x = exit_with_handle(&e, handle);
+        m.directory.setup_call(pid, &e, &x, values);
+    }
+
+    /// Even and odd world ranks split apart, joined by MPI_Intercomm_create (leaders world
+    /// 0 and 1, over world; the non-leaders pass garbage where only the leaders' values
+    /// count), then merged with the odd group first: on the intercommunicator ranks name
+    /// the other group, on the merged one the odd ranks come first.
+    #[test]
+    fn an_intercommunicator_names_the_remote_group_and_merges_by_high() {
+        const HALF: u64 = 0x8400_0001;
+        const INTER: u64 = 0x8400_0002;
+        const MERGED: u64 = 0x8400_0003;
+        let mut m = four_ranks();
+        let entries: Vec<CallRecord> = (0..4).map(|r| split_entry(r, r as i32 % 2, 0)).collect();
+        for e in &entries {
+            m.on_enter(e.header.tgid, e, None);
+        }
+        for e in &entries {
+            let x = exit_with_handle(e, HALF);
+            m.directory.setup_call(e.header.tgid, e, &x, &[]);
+        }
+        for r in 0..4u32 {
+            let leader = r < 2;
+            let e = CallRecord {
+                comm: HALF,
+                peer: 0,
+                handle: if leader { MPICH_COMM_WORLD } else { 0 },
+                peer2: if leader { 1 - r as i32 } else { 99 },
+                tag: if leader { 7 } else { 0 },
+                ..rec(r, call::MPI_INTERCOMM_CREATE, kind::CALL_ENTER, 20)
+            };
+            create(&mut m, e, INTER, &[]);
+        }
+        let gid = |m: &mut MessageMatcher<u32>, r: u32, h| {
+            m.directory
+                .comm_of(100 + r, h, Some(Flavor::Mpich))
+                .unwrap()
+        };
+        let inter = gid(&mut m, 0, INTER);
+        assert!((1..4).all(|r| gid(&mut m, r, INTER) == inter));
+        assert_eq!(m.directory.peers(100, inter), vec![101, 103]);
+        assert_eq!(m.directory.peers(103, inter), vec![100, 102]);
+        // World 2 (even local rank 1) sends to remote rank 0 (world 1), which receives
+        // from its remote rank 1.
+        let send = CallRecord {
+            comm: INTER,
+            peer: 0,
+            tag: 3,
+            ..rec(2, call::MPI_SEND, kind::CALL_ENTER, 30)
+        };
+        m.on_enter(102, &send, Some(2));
+        let recv = CallRecord {
+            comm: INTER,
+            peer: 1,
+            tag: 3,
+            ..rec(1, call::MPI_RECV, kind::CALL_ENTER, 31)
+        };
+        let got = m.on_exit(
+            101,
+            &recv,
+            &[],
+            &[],
+            &rec(1, call::MPI_RECV, kind::CALL_EXIT, 40),
+        );
+        assert_eq!(got, vec![2]);
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                peer: (r % 2 == 0) as i32,
+                ..rec(r, call::MPI_INTERCOMM_MERGE, kind::CALL_ENTER, 50)
+            };
+            create(&mut m, e, MERGED, &[]);
+        }
+        let merged = gid(&mut m, 2, MERGED);
+        assert_eq!(m.directory.members(merged), vec![101, 103, 100, 102]);
+        assert_eq!(m.final_stats().unmatched, 0);
+    }
+
+    /// The same `high` in both groups: the order is the library's, the members unknown.
+    #[test]
+    fn a_merge_with_one_high_everywhere_is_unknown() {
+        const HALF: u64 = 0x8400_0001;
+        const INTER: u64 = 0x8400_0002;
+        const MERGED: u64 = 0x8400_0003;
+        let mut m = four_ranks();
+        let entries: Vec<CallRecord> = (0..4).map(|r| split_entry(r, r as i32 % 2, 0)).collect();
+        for e in &entries {
+            m.on_enter(e.header.tgid, e, None);
+        }
+        for e in &entries {
+            let x = exit_with_handle(e, HALF);
+            m.directory.setup_call(e.header.tgid, e, &x, &[]);
+        }
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: HALF,
+                peer: 0,
+                handle: MPICH_COMM_WORLD,
+                peer2: if r % 2 == 0 { 1 } else { 0 },
+                tag: 7,
+                ..rec(r, call::MPI_INTERCOMM_CREATE, kind::CALL_ENTER, 20)
+            };
+            create(&mut m, e, INTER, &[]);
+        }
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                peer: 0,
+                ..rec(r, call::MPI_INTERCOMM_MERGE, kind::CALL_ENTER, 50)
+            };
+            create(&mut m, e, MERGED, &[]);
+        }
+        let merged = m
+            .directory
+            .comm_of(100, MERGED, Some(Flavor::Mpich))
+            .unwrap();
+        assert!(m.directory.members(merged).is_empty());
     }
 
     /// MPI_Comm_create from a group of ranks {3, 1, 2} of the world: rank 0 of the new
