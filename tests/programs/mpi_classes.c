@@ -21,10 +21,12 @@
  *   Intercomm_create(half, leader 0, world, remote leader 1 or 0, tag 7). On inter, ranks
  *   name the remote group: even local rank r sends 20 B to remote rank r, odd local rank
  *   r sends 28 B to remote rank 1 - r (one Sendrecv each): 0->1 20 B, 2->3 20 B,
- *   1->2 28 B, 3->0 28 B. merged = Intercomm_merge(inter, high = even) puts the odd
- *   group first: ranks 0..3 are world 1, 3, 0, 2 (checked); a ring on it to merged rank
- *   m + 1 (36 B): 1->3, 3->0, 0->2, 2->1 36 B; an Allreduce on merged: 1 collective exit
- *   per rank.
+ *   1->2 28 B, 3->0 28 B; collectives on inter: a Barrier, an Allreduce, a Bcast from
+ *   the even group's rank 1 (world 2: MPI_ROOT there, MPI_PROC_NULL at world 0, root 1
+ *   in the odd group) and a Reduce to the odd group's rank 0 (world 1). merged =
+ *   Intercomm_merge(inter, high = even) puts the odd group first: ranks 0..3 are world
+ *   1, 3, 0, 2 (checked); a ring on it to merged rank m + 1 (36 B): 1->3, 3->0, 0->2,
+ *   2->1 36 B; an Allreduce on merged: 5 collective exits per rank.
  * distgraph: ring = Dist_graph_create_adjacent(world, in {w - 1}, out {w + 1}, no
  *   reorder), skip = Dist_graph_create(world, edge w -> w + 2, no reorder) (ranks kept,
  *   checked); a Sendrecv along each (44 B on ring, 52 B on skip), a Bcast from rank 1 on
@@ -140,6 +142,11 @@ int main(int argc, char **argv) {
             int x = w, y;
             MPI_Sendrecv(out, even ? 20 : 28, MPI_BYTE, even ? r : 1 - r, 1, in[0], 28,
                          MPI_BYTE, even ? 1 - r : r, 1, inter, MPI_STATUS_IGNORE);
+            MPI_Barrier(inter);
+            MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, inter);
+            MPI_Bcast(in[1], 4, MPI_BYTE, even ? (r == 1 ? MPI_ROOT : MPI_PROC_NULL) : 1, inter);
+            MPI_Reduce(&x, &y, 1, MPI_INT, MPI_SUM, even ? 0 : (r == 0 ? MPI_ROOT : MPI_PROC_NULL),
+                       inter);
             MPI_Sendrecv(out, 36, MPI_BYTE, (m + 1) % N, 2, in[0], 36, MPI_BYTE,
                          (m + N - 1) % N, 2, merged, MPI_STATUS_IGNORE);
             MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, merged);

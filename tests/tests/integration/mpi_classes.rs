@@ -117,8 +117,9 @@ fn cart_sub_mpich() {
 }
 
 /// Point-to-point on an intercommunicator between the even and the odd ranks (ranks name
-/// the remote group), then on the two merged, odd group first (world 1, 3, 0, 2), with
-/// an Allreduce on the merged one.
+/// the remote group), a Barrier, an Allreduce, a Bcast and a Reduce on it, then
+/// point-to-point on the two merged, odd group first (world 1, 3, 0, 2), with an
+/// Allreduce on the merged one.
 fn intercomm(mpi: &str) {
     let want = matrix(&[
         (0, 1, 20),
@@ -130,7 +131,7 @@ fn intercomm(mpi: &str) {
         (0, 2, 36),
         (2, 1, 36),
     ]);
-    let t = phase(mpi, "intercomm", want, N as u64);
+    let t = phase(mpi, "intercomm", want, 5 * N as u64);
     probed(
         &t,
         &[("MPI_Intercomm_create", 1), ("MPI_Intercomm_merge", 1)],

@@ -728,13 +728,21 @@ impl Directory {
     /// `pid`, by rank: its members, or on an intercommunicator the group `pid` is not
     /// in (ranks there name the remote group). Empty while unknown.
     pub(crate) fn peers(&mut self, pid: u32, gid: u32) -> Vec<u32> {
-        let Some(inter) = self.inter_of(gid) else {
+        if self.inter_of(gid).is_none() {
             return self.members(gid);
-        };
-        match self.inter_groups.get(&inter) {
-            Some([Some(a), Some(b)]) if a.contains(&pid) => b.clone(),
-            Some([Some(a), Some(b)]) if b.contains(&pid) => a.clone(),
-            _ => Vec::new(),
+        }
+        self.inter_sides(pid, gid)
+            .map(|(_, remote)| remote.to_vec())
+            .unwrap_or_default()
+    }
+
+    /// On an intercommunicator (or a dup of one) whose groups are known: the group of
+    /// `pid` and the other one.
+    pub(crate) fn inter_sides(&self, pid: u32, gid: u32) -> Option<(&[u32], &[u32])> {
+        match self.inter_groups.get(&self.inter_of(gid)?)? {
+            [Some(a), Some(b)] if a.contains(&pid) => Some((a, b)),
+            [Some(a), Some(b)] if b.contains(&pid) => Some((b, a)),
+            _ => None,
         }
     }
 
@@ -1105,6 +1113,39 @@ fn collective_call(id: u16) -> Option<CollectiveCall> {
         _ => return None,
     };
     Some(CollectiveCall { shape, nonblocking })
+}
+
+/// The root argument of a rooted collective as the matcher keeps it: a rank, or on an
+/// intercommunicator [`ROOT_HERE`] for the root itself (its library's `MPI_ROOT`).
+fn root_arg(root: i32, flavor: Option<Flavor>) -> i32 {
+    if flavor.and_then(Flavor::mpi_root) == Some(root) {
+        ROOT_HERE
+    } else {
+        root
+    }
+}
+
+/// The root of a rooted collective on an intercommunicator, at the root (`MPI_ROOT`).
+const ROOT_HERE: i32 = i32::MIN;
+
+/// Whose entries a member's exit from a collective on an intercommunicator depends on
+/// (MPI-3.1 5.2.2): every one of the other group (`remote`) for the all-to-all shapes
+/// (each group's results are the other's data); a bcast or scatter's root in the other
+/// group (which the members there name by its rank in it; the root passes `MPI_ROOT`,
+/// the rest of its group `MPI_PROC_NULL` and depend on nobody); the whole other group
+/// for a reduce or gather's root. Scans are not defined on intercommunicators.
+fn inter_collective_deps(shape: CollectiveShape, root: i32, remote: &[u32]) -> Vec<u32> {
+    match shape {
+        CollectiveShape::Everyone => remote.to_vec(),
+        CollectiveShape::FromRoot => usize::try_from(root)
+            .ok()
+            .and_then(|r| remote.get(r))
+            .map_or_else(Vec::new, |&p| vec![p]),
+        CollectiveShape::ToRoot if root == ROOT_HERE => remote.to_vec(),
+        CollectiveShape::ToRoot | CollectiveShape::NoData | CollectiveShape::Prefix { .. } => {
+            Vec::new()
+        }
+    }
 }
 
 /// A member's arrival at a collective: the communicator and the collective's sequence
@@ -1518,7 +1559,7 @@ impl<S: Clone> MessageMatcher<S> {
                         let pending = PendingCollective {
                             arrival,
                             shape: c.shape,
-                            root: e.peer,
+                            root: root_arg(e.peer, flavor),
                         };
                         self.icollectives.insert((pid, x.handle), pending);
                     }
@@ -1678,7 +1719,7 @@ impl<S: Clone> MessageMatcher<S> {
         } else {
             shape
         };
-        self.collective_complete(pid, Arrival { gid, seq }, shape, e.peer)
+        self.collective_complete(pid, Arrival { gid, seq }, shape, root_arg(e.peer, flavor))
     }
 
     /// Member `pid` leaves (or completes) the collective it arrived at: the entries it
@@ -1690,33 +1731,43 @@ impl<S: Clone> MessageMatcher<S> {
         shape: CollectiveShape,
         root: i32,
     ) -> Vec<S> {
-        let members = self.directory.members(gid);
-        let Some(rank) = members.iter().position(|&p| p == pid) else {
-            return Vec::new();
+        let (deps, members) = if let Some((local, remote)) = self.directory.inter_sides(pid, gid) {
+            (
+                inter_collective_deps(shape, root, remote),
+                local.len() + remote.len(),
+            )
+        } else {
+            let members = self.directory.members(gid);
+            let Some(rank) = members.iter().position(|&p| p == pid) else {
+                return Vec::new();
+            };
+            let root = usize::try_from(root).ok();
+            let deps: &[u32] = match shape {
+                CollectiveShape::Everyone => &members,
+                CollectiveShape::FromRoot if root != Some(rank) => {
+                    root.and_then(|r| members.get(r..=r)).unwrap_or(&[])
+                }
+                CollectiveShape::ToRoot if root == Some(rank) => &members,
+                CollectiveShape::FromRoot | CollectiveShape::ToRoot | CollectiveShape::NoData => {
+                    &[]
+                }
+                CollectiveShape::Prefix { inclusive } => &members[..rank + inclusive as usize],
+            };
+            (deps.to_vec(), members.len())
         };
         let Some(inst) = self.collectives.get_mut(&(gid, seq)) else {
             return Vec::new();
         };
-        let root = usize::try_from(root).ok();
-        let deps: &[u32] = match shape {
-            CollectiveShape::Everyone => &members,
-            CollectiveShape::FromRoot if root != Some(rank) => {
-                root.and_then(|r| members.get(r..=r)).unwrap_or(&[])
-            }
-            CollectiveShape::ToRoot if root == Some(rank) => &members,
-            CollectiveShape::FromRoot | CollectiveShape::ToRoot | CollectiveShape::NoData => &[],
-            CollectiveShape::Prefix { inclusive } => &members[..rank + inclusive as usize],
-        };
         let mut out = Vec::new();
         let mut incomplete = false;
-        for d in deps {
+        for d in &deps {
             match inst.entries.get(d) {
                 Some(s) => out.push(s.clone()),
                 None => incomplete = true,
             }
         }
         inst.exits += 1;
-        if inst.exits >= members.len() {
+        if inst.exits >= members {
             self.collectives.remove(&(gid, seq));
         }
         self.stats.collectives += 1;
@@ -1724,7 +1775,7 @@ impl<S: Clone> MessageMatcher<S> {
         if incomplete {
             log::debug!(
                 "collective {seq} of communicator {gid}: pid {pid} left without every \
-                 entry it depends on (members {members:?}, {shape:?})"
+                 entry it depends on ({deps:?}, {shape:?})"
             );
         }
         out
@@ -1754,7 +1805,10 @@ impl<S: Clone> MessageMatcher<S> {
             .map(|(&(gid, _), c)| (gid, c.entries.contains_key(&pid)))
             .collect();
         for (gid, entered) in open {
-            if entered || self.directory.members(gid).contains(&pid) {
+            if entered
+                || self.directory.members(gid).contains(&pid)
+                || self.directory.inter_sides(pid, gid).is_some()
+            {
                 u.collectives_incomplete += 1;
             }
         }
@@ -2136,6 +2190,51 @@ mod tests {
             &rec(1, call::MPI_RECV, kind::CALL_EXIT, 40),
         );
         assert_eq!(got, vec![2]);
+        // A barrier on it: each member's exit depends on the other group's entries.
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                ..rec(r, call::MPI_BARRIER, kind::CALL_ENTER, 41)
+            };
+            m.on_enter(100 + r, &e, Some(r));
+        }
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                ..rec(r, call::MPI_BARRIER, kind::CALL_ENTER, 41)
+            };
+            let x = rec(r, call::MPI_BARRIER, kind::CALL_EXIT, 42);
+            let mut got = m.on_exit(100 + r, &e, &[], &[], &x);
+            got.sort();
+            let other = if r % 2 == 0 { [1, 3] } else { [0, 2] };
+            assert_eq!(got, other, "world {r}");
+        }
+        // A Bcast from the even group's rank 1 (world 2): the odd group names it by its
+        // rank there, world 0 passes MPI_PROC_NULL and world 2 MPI_ROOT.
+        let root = [Flavor::Mpich.proc_null().unwrap(), 1, -3, 1];
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                peer: root[r as usize],
+                count: 1,
+                ..rec(r, call::MPI_BCAST, kind::CALL_ENTER, 43)
+            };
+            m.on_enter(100 + r, &e, Some(r));
+        }
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                peer: root[r as usize],
+                count: 1,
+                ..rec(r, call::MPI_BCAST, kind::CALL_ENTER, 43)
+            };
+            let x = rec(r, call::MPI_BCAST, kind::CALL_EXIT, 44);
+            let got = m.on_exit(100 + r, &e, &[], &[], &x);
+            let want: &[u32] = if r % 2 == 1 { &[2] } else { &[] };
+            assert_eq!(got, want, "world {r}");
+        }
+        assert_eq!(m.stats.collectives, 8);
+        assert_eq!(m.stats.collectives_incomplete, 0);
         for r in 0..4u32 {
             let e = CallRecord {
                 comm: INTER,

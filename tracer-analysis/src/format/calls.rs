@@ -595,6 +595,16 @@ impl Flavor {
         }
     }
 
+    /// `MPI_ROOT` (Open MPI -4, MPICH -3): the root of a rooted collective on an
+    /// intercommunicator, as the root passes it.
+    pub(crate) fn mpi_root(self) -> Option<i32> {
+        match self {
+            Flavor::OpenMpi => Some(-4),
+            Flavor::Mpich => Some(-3),
+            Flavor::Pvm | Flavor::Glibc => None,
+        }
+    }
+
     /// `MPI_COMM_TYPE_SHARED` (Open MPI 0, the first of its enum; MPICH 1).
     pub(crate) fn comm_type_shared(self) -> Option<i32> {
         match self {
