@@ -14,8 +14,10 @@
  *   56 B.
  * cartsub: cart = Cart_create(world, 2 x 2, reorder allowed; both libraries keep every
  *   rank, checked), row = Cart_sub(cart, {0, 1}) ({0, 1}, {2, 3}), col = Cart_sub(cart,
- *   {1, 0}) ({0, 2}, {1, 3}), line = Cart_sub(row, {1}) (row again, through a Cart_sub
- *   of a Cart_sub); a Sendrecv with the other member of line (24 B) and of col (32 B), an
+ *   {1, 0}) ({0, 2}, {1, 3}; its remain_dims are the last two ints of a page followed
+ *   by an inaccessible one, where the probe's read of 8 ints fails and it reads to the
+ *   page's end), line = Cart_sub(row, {1}) (row again, through a Cart_sub of a
+ *   Cart_sub); a Sendrecv with the other member of line (24 B) and of col (32 B), an
  *   Allreduce on row and on col: w->w^1 24 B, w->w^2 32 B; 2 collective exits per rank.
  * intercomm: half = Comm_split(world, w % 2, w) (even {0, 2}, odd {1, 3}), inter =
  *   Intercomm_create(half, leader 0, world, remote leader 1 or 0, tag 7). On inter, ranks
@@ -41,6 +43,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define N 4
 
@@ -115,7 +119,13 @@ int main(int argc, char **argv) {
         MPI_Comm_rank(cart, &c);
         if (c != w) MPI_Abort(MPI_COMM_WORLD, 5);
         MPI_Cart_sub(cart, keep_col, &row);
-        MPI_Cart_sub(cart, keep_row, &col);
+        long page = sysconf(_SC_PAGESIZE);
+        char *two = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+        if (two == MAP_FAILED || mprotect(two + page, page, PROT_NONE)) MPI_Abort(MPI_COMM_WORLD, 8);
+        int *edge = (int *)(two + page) - 2;
+        memcpy(edge, keep_row, sizeof keep_row);
+        MPI_Cart_sub(cart, edge, &col);
         MPI_Cart_sub(row, keep_all, &line);
         for (int i = 0; i < rounds; i++) {
             int r, x = w, y;

@@ -3,7 +3,10 @@
 //! every message matched, the exact message matrix, every collective complete. The
 //! counts follow from the program's construction (its header comment).
 
+use std::collections::BTreeMap;
+use tracer_analysis::format::records::Record;
 use tracer_analysis::metrics::Metrics;
+use tracer_common::{call, ProbeFailure};
 use tracer_tests::{mpich, openmpi, record, world_pairs, Traced};
 
 const N: i32 = 4;
@@ -104,6 +107,30 @@ fn cart_sub(mpi: &str) {
         .collect();
     let t = phase(mpi, "cartsub", want, 2 * N as u64);
     probed(&t, &[("MPI_Cart_create", 1), ("MPI_Cart_sub", 3)]);
+    // remain_dims as the probes read them, per rank in call order (row, col, line: 2, 2
+    // and 1 dimensions): 8 ints from the stack; from the page's last two ints, the
+    // page's end (the chunk's read fails there, and is no failure of the probes).
+    let mut read: BTreeMap<u32, Vec<(u32, Vec<u64>)>> = BTreeMap::new();
+    for r in t.records() {
+        if let Record::HandleArray(a) = r {
+            if a.header.call & 0xff == call::MPI_CART_SUB {
+                let calls = read.entry(a.header.tgid).or_default();
+                let ndims = if calls.len() == 2 { 1 } else { 2 };
+                calls.push((a.total, a.values[..ndims].to_vec()));
+            }
+        }
+    }
+    let want = vec![(8, vec![0, 1]), (2, vec![1, 0]), (8, vec![1])];
+    assert_eq!(read.len(), N as usize);
+    for (pid, calls) in read {
+        assert_eq!(calls, want, "pid {pid}");
+    }
+    assert_eq!(
+        t.probe_failures.get(ProbeFailure::UserRead.name()),
+        None,
+        "{:?}",
+        t.probe_failures
+    );
 }
 
 #[test]
