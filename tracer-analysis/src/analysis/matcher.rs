@@ -1125,8 +1125,9 @@ fn root_arg(root: i32, flavor: Option<Flavor>) -> i32 {
     }
 }
 
-/// The root of a rooted collective on an intercommunicator, at the root (`MPI_ROOT`).
-const ROOT_HERE: i32 = i32::MIN;
+/// The root of a rooted collective on an intercommunicator, at the root (`MPI_ROOT`);
+/// not [`UNSET32`], a root argument the probes did not read.
+const ROOT_HERE: i32 = i32::MIN + 1;
 
 /// Whose entries a member's exit from a collective on an intercommunicator depends on
 /// (MPI-3.1 5.2.2): every one of the other group (`remote`) for the all-to-all shapes
