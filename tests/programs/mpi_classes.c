@@ -34,6 +34,10 @@
  *   checked); a Sendrecv along each (44 B on ring, 52 B on skip), a Bcast from rank 1 on
  *   ring and an Allreduce on skip: w->w+1 mod 4 44 B, w->w+2 mod 4 52 B; 2 collective
  *   exits per rank.
+ * distreorder: ring = Dist_graph_create_adjacent(world, in {w - 1}, out {w + 1}, reorder
+ *   allowed); a Sendrecv to ring rank r + 1 from r - 1 (48 B). MPICH keeps the ranks
+ *   (checked): w->w+1 mod 4 48 B. Open MPI may permute them (topo/treematch): one
+ *   message to and from each rank, 4 receives per round, pairs unknown.
  * splittype: node = Comm_split_type(world, MPI_COMM_TYPE_SHARED, key -w) (one machine:
  *   world reversed), a ring on it to new rank r + 1 (40 B), a Bcast from new rank 0
  *   (world 3): w->w-1 mod 4 40 B; 1 collective exit per rank.
@@ -180,6 +184,18 @@ int main(int argc, char **argv) {
                          MPI_STATUS_IGNORE);
             MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, skip);
         }
+    } else if (!strcmp(phase, "distreorder")) {
+        MPI_Comm ring;
+        int from = (w + N - 1) % N, to = (w + 1) % N, r;
+        MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &from, MPI_UNWEIGHTED, 1, &to,
+                                       MPI_UNWEIGHTED, MPI_INFO_NULL, 1, &ring);
+        MPI_Comm_rank(ring, &r);
+#ifdef MPICH_VERSION
+        if (r != w) MPI_Abort(MPI_COMM_WORLD, 9);
+#endif
+        for (int i = 0; i < rounds; i++)
+            MPI_Sendrecv(out, 48, MPI_BYTE, (r + 1) % N, 1, in[0], 48, MPI_BYTE, (r + N - 1) % N,
+                         1, ring, MPI_STATUS_IGNORE);
     } else if (!strcmp(phase, "splittype")) {
         MPI_Comm node;
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, -w, MPI_INFO_NULL, &node);

@@ -94,8 +94,8 @@ enum CommDef {
         parent: u32,
         seq: u32,
     },
-    /// MPI_Dist_graph_create(_adjacent) without reordering: the parent's members in their
-    /// order (the graph matters to neighbourhood collectives only, which are not probed).
+    /// MPI_Dist_graph_create(_adjacent) without reordering (not asked to, or MPICH): the
+    /// parent's members in their order (the graph matters to neighbourhood collectives only, which are not probed).
     DistGraph {
         parent: u32,
         seq: u32,
@@ -667,10 +667,13 @@ impl Directory {
                 self.comms.get(gid as usize).copied()
             }
             call::MPI_INTERCOMM_MERGE => Some(CommDef::Merge { parent, seq }),
-            // A library may reorder the ranks when asked (Open MPI's topo/treematch does):
-            // then they are not known.
+            // Asked to, Open MPI may reorder the ranks (its topo/treematch does): then they
+            // are not known. MPICH never does (both its implementations copy the old
+            // communicator's ranks, `reorder` unused).
             call::MPI_DIST_GRAPH_CREATE_ADJACENT | call::MPI_DIST_GRAPH_CREATE => {
-                (entry.peer == 0).then_some(CommDef::DistGraph { parent, seq })
+                let flavor = Flavor::from_id(split_call_field(entry.header.call).flavor);
+                (entry.peer == 0 || flavor == Some(Flavor::Mpich))
+                    .then_some(CommDef::DistGraph { parent, seq })
             }
             _ => None,
         }
