@@ -32,8 +32,9 @@
  * distgraph: ring = Dist_graph_create_adjacent(world, in {w - 1}, out {w + 1}, no
  *   reorder), skip = Dist_graph_create(world, edge w -> w + 2, no reorder) (ranks kept,
  *   checked); a Sendrecv along each (44 B on ring, 52 B on skip), a Bcast from rank 1 on
- *   ring and an Allreduce on skip: w->w+1 mod 4 44 B, w->w+2 mod 4 52 B; 2 collective
- *   exits per rank.
+ *   ring, an Allreduce on skip, a Neighbor_allgather and a Neighbor_alltoall on ring
+ *   (each rank's in-neighbour is w - 1): w->w+1 mod 4 44 B, w->w+2 mod 4 52 B; 4
+ *   collective exits per rank.
  * distreorder: ring = Dist_graph_create_adjacent(world, in {w - 1}, out {w + 1}, reorder
  *   allowed); a Sendrecv to ring rank r + 1 from r - 1 (48 B). MPICH keeps the ranks
  *   (checked): w->w+1 mod 4 48 B. Open MPI may permute them (topo/treematch): one
@@ -183,6 +184,9 @@ int main(int argc, char **argv) {
             MPI_Sendrecv(out, 52, MPI_BYTE, far, 1, in[0], 52, MPI_BYTE, far, 1, skip,
                          MPI_STATUS_IGNORE);
             MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, skip);
+            MPI_Neighbor_allgather(&x, 1, MPI_INT, &y, 1, MPI_INT, ring);
+            if (y != from) MPI_Abort(MPI_COMM_WORLD, 10);
+            MPI_Neighbor_alltoall(&x, 1, MPI_INT, &y, 1, MPI_INT, ring);
         }
     } else if (!strcmp(phase, "distreorder")) {
         MPI_Comm ring;

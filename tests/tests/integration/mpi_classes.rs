@@ -182,17 +182,21 @@ fn intercomm_mpich() {
 }
 
 /// Communicators of distributed graphs (adjacent: a ring; general: w -> w + 2), ranks
-/// kept: w->w+1 44 B, w->w+2 52 B; a Bcast on the ring and an Allreduce on the other.
+/// kept: w->w+1 44 B, w->w+2 52 B; a Bcast, a Neighbor_allgather and a
+/// Neighbor_alltoall on the ring (each depending on the rank before), an Allreduce on the
+/// other.
 fn dist_graph(mpi: &str) {
     let want = (0..N)
         .flat_map(|w| [(w, (w + 1) % N, 1, 44), (w, (w + 2) % N, 1, 52)])
         .collect();
-    let t = phase(mpi, "distgraph", want, 2 * N as u64);
+    let t = phase(mpi, "distgraph", want, 4 * N as u64);
     probed(
         &t,
         &[
             ("MPI_Dist_graph_create_adjacent", 1),
             ("MPI_Dist_graph_create", 1),
+            ("MPI_Neighbor_allgather", ROUNDS),
+            ("MPI_Neighbor_alltoall", ROUNDS),
         ],
     );
 }

@@ -317,6 +317,9 @@ pub struct Directory {
     inter_seq: FxHashMap<(u32, u32, u32, i32), u32>,
     /// (intercommunicator, seq) of an MPI_Intercomm_merge -> members' `high`, by process.
     merge_highs: FxHashMap<(u32, u32), Vec<(u32, bool)>>,
+    /// (distributed graph communicator, member) -> its in-neighbours' ranks, as it gave
+    /// them to MPI_Dist_graph_create_adjacent.
+    in_neighbors: FxHashMap<(u32, u32), Vec<i32>>,
     members_cache: FxHashMap<u32, Vec<u32>>,
     pvm_pids: FxHashMap<i32, u32>,
 }
@@ -672,8 +675,19 @@ impl Directory {
             // communicator's ranks, `reorder` unused).
             call::MPI_DIST_GRAPH_CREATE_ADJACENT | call::MPI_DIST_GRAPH_CREATE => {
                 let flavor = Flavor::from_id(split_call_field(entry.header.call).flavor);
-                (entry.peer == 0 || flavor == Some(Flavor::Mpich))
-                    .then_some(CommDef::DistGraph { parent, seq })
+                let def = (entry.peer == 0 || flavor == Some(Flavor::Mpich))
+                    .then_some(CommDef::DistGraph { parent, seq })?;
+                // The sources whole (the probes read up to 64), else the neighbourhood
+                // collectives' dependencies stay unknown.
+                let sources = usize::try_from(entry.count)
+                    .ok()
+                    .and_then(|n| values.get(..n));
+                if let (call::MPI_DIST_GRAPH_CREATE_ADJACENT, Some(sources)) = (id, sources) {
+                    let gid = self.intern(def);
+                    let ranks = sources.iter().map(|&r| r as u32 as i32).collect();
+                    self.in_neighbors.insert((gid, pid), ranks);
+                }
+                Some(def)
             }
             _ => None,
         }
@@ -716,6 +730,26 @@ impl Directory {
             CommDef::Dup { parent, .. } => self.cart_dims_of(*parent),
             _ => self.cart_dims.get(&gid),
         }
+    }
+
+    /// The in-neighbours of `pid` on distributed graph communicator `gid` (or a dup of
+    /// one), by process; None when unknown (a graph from MPI_Dist_graph_create, whose
+    /// edges any member may give, or a cartesian one).
+    pub(crate) fn in_neighbors(&mut self, pid: u32, gid: u32) -> Option<Vec<u32>> {
+        let mut topo = gid;
+        while let Some(CommDef::Dup { parent, .. }) = self.comms.get(topo as usize) {
+            topo = *parent;
+        }
+        let ranks = self.in_neighbors.get(&(topo, pid))?.clone();
+        let members = self.members(gid);
+        ranks
+            .iter()
+            .map(|&r| {
+                usize::try_from(r)
+                    .ok()
+                    .and_then(|r| members.get(r).copied())
+            })
+            .collect()
     }
 
     /// The intercommunicator `gid` is (or duplicates), if it is one.
@@ -1059,6 +1093,8 @@ enum CollectiveShape {
     ToRoot,
     /// The entries of ranks 0..=r (scan) or 0..r (exscan) for rank r.
     Prefix { inclusive: bool },
+    /// The member's in-neighbours' (neighbourhood collectives on a distributed graph).
+    Neighbors,
     /// Nobody's: a collective of zero elements moves no data, and MPI libraries return
     /// from one at once (Open MPI's MPI_Bcast of 0 elements: a member left before the
     /// root arrived, in hpcc).
@@ -1111,6 +1147,11 @@ fn collective_call(id: u16) -> Option<CollectiveCall> {
         call::MPI_IBARRIER | call::MPI_IALLREDUCE | call::MPI_IALLGATHER | call::MPI_IALLTOALL => {
             (Everyone, true)
         }
+        call::MPI_NEIGHBOR_ALLGATHER
+        | call::MPI_NEIGHBOR_ALLGATHERV
+        | call::MPI_NEIGHBOR_ALLTOALL
+        | call::MPI_NEIGHBOR_ALLTOALLV
+        | call::MPI_NEIGHBOR_ALLTOALLW => (Neighbors, false),
         call::MPI_IBCAST | call::MPI_ISCATTER => (FromRoot, true),
         call::MPI_IREDUCE | call::MPI_IGATHER => (ToRoot, true),
         _ => return None,
@@ -1146,9 +1187,10 @@ fn inter_collective_deps(shape: CollectiveShape, root: i32, remote: &[u32]) -> V
             .and_then(|r| remote.get(r))
             .map_or_else(Vec::new, |&p| vec![p]),
         CollectiveShape::ToRoot if root == ROOT_HERE => remote.to_vec(),
-        CollectiveShape::ToRoot | CollectiveShape::NoData | CollectiveShape::Prefix { .. } => {
-            Vec::new()
-        }
+        CollectiveShape::ToRoot
+        | CollectiveShape::NoData
+        | CollectiveShape::Prefix { .. }
+        | CollectiveShape::Neighbors => Vec::new(),
     }
 }
 
@@ -1735,11 +1777,21 @@ impl<S: Clone> MessageMatcher<S> {
         shape: CollectiveShape,
         root: i32,
     ) -> Vec<S> {
+        let mut incomplete = false;
         let (deps, members) = if let Some((local, remote)) = self.directory.inter_sides(pid, gid) {
             (
                 inter_collective_deps(shape, root, remote),
                 local.len() + remote.len(),
             )
+        } else if shape == CollectiveShape::Neighbors {
+            let members = self.directory.members(gid);
+            if !members.contains(&pid) {
+                return Vec::new();
+            }
+            // Unknown in-neighbours: counted incomplete, never guessed.
+            let deps = self.directory.in_neighbors(pid, gid);
+            incomplete = deps.is_none();
+            (deps.unwrap_or_default(), members.len())
         } else {
             let members = self.directory.members(gid);
             let Some(rank) = members.iter().position(|&p| p == pid) else {
@@ -1752,9 +1804,10 @@ impl<S: Clone> MessageMatcher<S> {
                     root.and_then(|r| members.get(r..=r)).unwrap_or(&[])
                 }
                 CollectiveShape::ToRoot if root == Some(rank) => &members,
-                CollectiveShape::FromRoot | CollectiveShape::ToRoot | CollectiveShape::NoData => {
-                    &[]
-                }
+                CollectiveShape::FromRoot
+                | CollectiveShape::ToRoot
+                | CollectiveShape::NoData
+                | CollectiveShape::Neighbors => &[],
                 CollectiveShape::Prefix { inclusive } => &members[..rank + inclusive as usize],
             };
             (deps.to_vec(), members.len())
@@ -1763,7 +1816,6 @@ impl<S: Clone> MessageMatcher<S> {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let mut incomplete = false;
         for d in &deps {
             match inst.entries.get(d) {
                 Some(s) => out.push(s.clone()),
@@ -2250,6 +2302,60 @@ mod tests {
         let merged = gid(&mut m, 2, MERGED);
         assert_eq!(m.directory.members(merged), vec![101, 103, 100, 102]);
         assert_eq!(m.final_stats().unmatched, 0);
+    }
+
+    /// A ring by MPI_Dist_graph_create_adjacent (world rank w's in-neighbour w - 1): a
+    /// member leaving a Neighbor_allgather depends on its in-neighbour's entry alone; on a
+    /// graph whose in-neighbours are unknown (MPI_Dist_graph_create) it is incomplete.
+    #[test]
+    fn a_neighbourhood_collective_depends_on_the_in_neighbours() {
+        const RING: u64 = 0x8400_0001;
+        const GRAPH: u64 = 0x8400_0002;
+        let mut m = four_ranks();
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                count: 1,
+                peer: 0,
+                ..rec(
+                    r,
+                    call::MPI_DIST_GRAPH_CREATE_ADJACENT,
+                    kind::CALL_ENTER,
+                    10,
+                )
+            };
+            create(&mut m, e, RING, &[(r as u64 + 3) % 4]);
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                peer: 0,
+                ..rec(r, call::MPI_DIST_GRAPH_CREATE, kind::CALL_ENTER, 11)
+            };
+            create(&mut m, e, GRAPH, &[]);
+        }
+        for comm in [RING, GRAPH] {
+            let e = |r| CallRecord {
+                comm,
+                count: 1,
+                ..rec(r, call::MPI_NEIGHBOR_ALLGATHER, kind::CALL_ENTER, 20)
+            };
+            for r in 0..4u32 {
+                m.on_enter(100 + r, &e(r), Some(r));
+            }
+            for r in 0..4u32 {
+                let x = rec(r, call::MPI_NEIGHBOR_ALLGATHER, kind::CALL_EXIT, 30);
+                let got = m.on_exit(100 + r, &e(r), &[], &[], &x);
+                let want = if comm == RING {
+                    vec![(r + 3) % 4]
+                } else {
+                    vec![]
+                };
+                assert_eq!(got, want, "world {r}");
+            }
+        }
+        assert_eq!(
+            (m.stats.collectives, m.stats.collectives_incomplete),
+            (8, 4)
+        );
     }
 
     /// The same `high` in both groups: the order is the library's, the members unknown.

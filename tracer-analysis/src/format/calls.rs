@@ -151,16 +151,37 @@ pub static CALLS: &[CallSpec] = &[
         spec!(call::MPI_INTERCOMM_MERGE, "MPI_Intercomm_merge", Mpi, Setup,
         { comm: 0, peer: 1, handle_out: 2 }),
     ),
-    // `reorder` in `peer`; the graph is not read (no neighbourhood collective is probed).
+    // `reorder` in `peer`; the in-neighbours (indegree, sources) in the handle array, for
+    // the neighbourhood collectives (their outgoing edges are the other members' sources).
     on_demand(
         spec!(call::MPI_DIST_GRAPH_CREATE_ADJACENT, "MPI_Dist_graph_create_adjacent", Mpi, Setup,
-        { comm: 0, peer: 8, handle_out: 9 }),
+        { comm: 0, count: 1, array: 2, array_elem: 4, peer: 8, handle_out: 9 }),
     ),
     on_demand(
         spec!(call::MPI_DIST_GRAPH_CREATE, "MPI_Dist_graph_create", Mpi, Setup,
         { comm: 0, peer: 7, handle_out: 8 }),
     ),
     on_demand(spec!(call::MPI_COMM_FREE, "MPI_Comm_free", Mpi, Setup, { handle_in: 0 })),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLGATHER, "MPI_Neighbor_allgather", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 6 }),
+    ),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLGATHERV, "MPI_Neighbor_allgatherv", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 7 }),
+    ),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLTOALL, "MPI_Neighbor_alltoall", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 6 }),
+    ),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLTOALLV, "MPI_Neighbor_alltoallv", Mpi, Collective,
+        { comm: 8 }),
+    ),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLTOALLW, "MPI_Neighbor_alltoallw", Mpi, Collective,
+        { comm: 8 }),
+    ),
     // Groups: local calls. The input group (by value) in `comm`, ranks in the array.
     on_demand(spec!(call::MPI_COMM_GROUP, "MPI_Comm_group", Mpi, Setup,
         { comm: 0, handle_out: 1, cannot_block: 1 })),
