@@ -132,6 +132,8 @@ pub struct Traced {
     pub meta: RecordingMeta,
     pub items: Vec<Item>,
     pub lost: u64,
+    /// The probes' failures by reason (the recording's trailer).
+    pub probe_failures: std::collections::BTreeMap<String, u64>,
 }
 
 fn scratch(tag: &str) -> PathBuf {
@@ -175,6 +177,7 @@ pub fn record(tag: &str, args: &[&str], command: &[String]) -> Traced {
         meta,
         items,
         lost: trailer.events_lost,
+        probe_failures: trailer.probe_failures,
     }
 }
 
@@ -269,6 +272,7 @@ pub fn read_recording(path: &Path) -> Traced {
         meta,
         items,
         lost: trailer.events_lost,
+        probe_failures: trailer.probe_failures,
     }
 }
 

@@ -97,7 +97,12 @@ pub struct CallLayout {
     pub array_per_count: u8,
     /// When `array` is written: one of [`array_when`].
     pub array_when: u8,
-    pub _reserved: u8,
+    /// Nonzero: `array` is an array of ints whose length no argument gives (MPI_Cart_sub's
+    /// `remain_dims` has the cartesian communicator's ndims, which only userspace knows):
+    /// the probes write a chunk of it ([`crate::ARRAY_CHUNK`] ints), or what of the chunk
+    /// lies in the array's first page when the next page is not mapped (the array then
+    /// ends in its first page), and userspace takes the values it needs.
+    pub array_unsized: u8,
 }
 
 impl CallLayout {
@@ -121,7 +126,7 @@ impl CallLayout {
         handle_in_by_value: 0,
         array_per_count: 0,
         array_when: array_when::ENTRY,
-        _reserved: 0,
+        array_unsized: 0,
     };
 
     /// The arguments the call probes read at entry, a bit per argument index (bit 0:

@@ -210,6 +210,29 @@ pub mod call {
     /// function itself between these two. Dropped by the lowering.
     pub const KMPC_SERIALIZED_PARALLEL: u16 = 216;
     pub const KMPC_END_SERIALIZED_PARALLEL: u16 = 217;
+    /// MPI_Cart_sub: the cartesian communicator in `comm`, `remain_dims` in a handle
+    /// array of as many ints as the probes could read (its length, the communicator's
+    /// ndims, is no argument: `CallLayout::array_unsized`).
+    pub const MPI_CART_SUB: u16 = 218;
+    /// MPI_Intercomm_create: the local communicator in `comm`, the local leader in `peer`,
+    /// the peer communicator in `handle`, the remote leader in `peer2`, the tag in `tag`
+    /// (the last three significant at the local leader only).
+    pub const MPI_INTERCOMM_CREATE: u16 = 219;
+    /// MPI_Intercomm_merge: the intercommunicator in `comm`, `high` in `peer`.
+    pub const MPI_INTERCOMM_MERGE: u16 = 220;
+    /// MPI_Dist_graph_create_adjacent and MPI_Dist_graph_create: the old communicator in
+    /// `comm`, `reorder` in `peer`; _adjacent: `sources` (the in-neighbours) in a handle
+    /// array (`count` = indegree); the rest of the graph is not read.
+    pub const MPI_DIST_GRAPH_CREATE_ADJACENT: u16 = 221;
+    pub const MPI_DIST_GRAPH_CREATE: u16 = 222;
+    /// Neighbourhood collectives: as the other collectives (`comm`; `count` and
+    /// `bytes` for allgather and alltoall); a member's exit depends on its in-neighbours'
+    /// entries (MPI_Dist_graph_create_adjacent's `sources`).
+    pub const MPI_NEIGHBOR_ALLGATHER: u16 = 223;
+    pub const MPI_NEIGHBOR_ALLGATHERV: u16 = 224;
+    pub const MPI_NEIGHBOR_ALLTOALL: u16 = 225;
+    pub const MPI_NEIGHBOR_ALLTOALLV: u16 = 226;
+    pub const MPI_NEIGHBOR_ALLTOALLW: u16 = 227;
     // Groups and the communicators made from them (the matcher follows the group algebra
     // to learn a new communicator's members). Group calls: the input group is in `comm`,
     // a second one in `handle`, the ranks in a handle array, the new group at exit in

@@ -79,6 +79,20 @@ pub fn read_user_prefix<T>(dst: &mut T, addr: u64, len: u32) -> bool {
     true
 }
 
+/// As [`read_user_prefix`], where a failed read is expected (an array of unknown length
+/// read past its end): not a failure to count.
+#[inline(always)]
+pub fn probe_user_prefix<T>(dst: &mut T, addr: u64, len: u32) -> bool {
+    let len = len.min(core::mem::size_of::<T>() as u32);
+    if addr < MIN_POINTER {
+        return false;
+    }
+    let ret = unsafe {
+        generated::bpf_probe_read_user(dst as *mut T as *mut c_void, len, addr as *const c_void)
+    };
+    ret == 0
+}
+
 /// `*addr` from user memory: None for a sentinel below [`MIN_POINTER`], or (counted as
 /// `ProbeFailure::UserRead`) when the read fails.
 pub fn read_user<T>(addr: u64) -> Option<T> {

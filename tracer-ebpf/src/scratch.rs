@@ -20,6 +20,9 @@ pub mod array_kind {
     pub const HANDLES_8: u32 = 1;
     /// `StatusArrayRecord`s, laid out as the job's flavor says.
     pub const STATUSES: u32 = 2;
+    /// One `HandleArrayRecord` of 4-byte elements whose number is unknown
+    /// (`CallLayout::array_unsized`): as many as can be read, up to a chunk.
+    pub const UNSIZED_INTS: u32 = 3;
 }
 
 /// An array for `call_arrays` to write, left by a call program in its CPU's

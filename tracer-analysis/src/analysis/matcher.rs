@@ -68,6 +68,74 @@ enum CommDef {
         parent: u32,
         seq: u32,
     },
+    /// MPI_Cart_sub of cartesian communicator `parent`: its members whose coordinates in
+    /// the dimensions not kept (`remain`: a bit per dimension kept) have linear index
+    /// `color` there, by their rank in `parent` (which orders them as their coordinates
+    /// in the kept dimensions do: both are row-major).
+    CartSub {
+        parent: u32,
+        seq: u32,
+        remain: u64,
+        color: u32,
+    },
+    /// MPI_Intercomm_create: two groups, each knowing the other only through its leader.
+    /// Known by what both leaders know (see [`Directory::intercomm_leader_enters`]): the
+    /// peer communicator, the two leaders (the lower process first), the tag, and the
+    /// place among the creations with the same three.
+    Inter {
+        peer: u32,
+        leaders: (u32, u32),
+        tag: i32,
+        seq: u32,
+    },
+    /// MPI_Intercomm_merge of intercommunicator `parent`: the group that passed `high`
+    /// false, then the other.
+    Merge {
+        parent: u32,
+        seq: u32,
+    },
+    /// MPI_Dist_graph_create(_adjacent) without reordering (not asked to, or MPICH): the
+    /// parent's members in their order (the graph matters to neighbourhood collectives only, which are not probed).
+    DistGraph {
+        parent: u32,
+        seq: u32,
+    },
+}
+
+/// The two groups of an intercommunicator: the side of its lower leader, then the other
+/// (each learned at its leader's entry into MPI_Intercomm_create).
+type InterGroups = [Option<Vec<u32>>; 2];
+
+/// The linear index, row-major, of the coordinates of `rank` in a cartesian grid of
+/// `dims` over the dimensions whose `remain` is 0 (MPI_Cart_sub's color: the processes
+/// sharing it form one new communicator), with the kept dimensions as a bit mask. None
+/// when a dimension is not positive, there are more than 64, or `rank` is off the grid.
+fn cart_sub_color(dims: &[u32], remain: &[u64], rank: usize) -> Option<(u64, u32)> {
+    if dims.len() > 64 || dims.contains(&0) || remain.len() < dims.len() {
+        return None;
+    }
+    let size = dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize))?;
+    if rank >= size {
+        return None;
+    }
+    let mut coords = vec![0u32; dims.len()];
+    let mut left = rank;
+    for (c, &d) in coords.iter_mut().zip(dims).rev() {
+        *c = (left % d as usize) as u32;
+        left /= d as usize;
+    }
+    let mut mask = 0u64;
+    let mut color = 0u32;
+    for (i, (&c, &d)) in coords.iter().zip(dims).enumerate() {
+        if remain[i] as u32 != 0 {
+            mask |= 1 << i;
+        } else {
+            color = color * d + c;
+        }
+    }
+    Some((mask, color))
 }
 
 /// A creating call in progress: its parent and its place in the parent's creation
@@ -237,6 +305,21 @@ pub struct Directory {
     group_members: FxHashMap<u32, Vec<u32>>,
     /// (pid, parent, group leader, tag) -> MPI_Comm_create_group calls so far.
     create_group_seq: FxHashMap<(u32, u32, u32, i32), u32>,
+    /// Dimensions of the cartesian communicators (Cart_create, Cart_sub).
+    cart_dims: FxHashMap<u32, Vec<u32>>,
+    /// Intercommunicators by their two groups.
+    inter_groups: FxHashMap<u32, InterGroups>,
+    /// (local communicator, seq) of an MPI_Intercomm_create -> the intercommunicator its
+    /// leader's entry made known: where the other members learn which one they are in.
+    inter_pending: FxHashMap<(u32, u32), u32>,
+    /// (peer communicator, leader, remote leader, tag) -> the leader's
+    /// MPI_Intercomm_create calls so far.
+    inter_seq: FxHashMap<(u32, u32, u32, i32), u32>,
+    /// (intercommunicator, seq) of an MPI_Intercomm_merge -> members' `high`, by process.
+    merge_highs: FxHashMap<(u32, u32), Vec<(u32, bool)>>,
+    /// (distributed graph communicator, member) -> its in-neighbours' ranks, as it gave
+    /// them to MPI_Dist_graph_create_adjacent.
+    in_neighbors: FxHashMap<(u32, u32), Vec<i32>>,
     members_cache: FxHashMap<u32, Vec<u32>>,
     pvm_pids: FxHashMap<i32, u32>,
 }
@@ -283,6 +366,11 @@ impl Directory {
                 | call::MPI_COMM_SPLIT_TYPE
                 | call::MPI_COMM_CREATE
                 | call::MPI_CART_CREATE
+                | call::MPI_CART_SUB
+                | call::MPI_INTERCOMM_CREATE
+                | call::MPI_INTERCOMM_MERGE
+                | call::MPI_DIST_GRAPH_CREATE_ADJACENT
+                | call::MPI_DIST_GRAPH_CREATE
                 | call::MPI_WIN_CREATE
         ) {
             return;
@@ -309,8 +397,64 @@ impl Directory {
                 });
             self.members_cache.clear();
         }
+        match id {
+            call::MPI_INTERCOMM_CREATE => self.intercomm_leader_enters(pid, parent, seq, entry),
+            // Every member's `high` is in before any member leaves: the groups exchange
+            // theirs through their leaders first.
+            call::MPI_INTERCOMM_MERGE => self
+                .merge_highs
+                .entry((parent, seq))
+                .or_default()
+                .push((pid, entry.peer != 0)),
+            _ => {}
+        }
         self.creating
             .insert(entry.header.tid, Creation { parent, seq });
+    }
+
+    /// A member enters MPI_Intercomm_create on local communicator `local`: if it is the
+    /// local leader (only there are the peer communicator and the remote leader
+    /// significant), the intercommunicator becomes known, with this side's group. The
+    /// other members leave the call only after their leader entered (it tells them the
+    /// remote group), so at their exits `inter_pending` names it; and no member leaves
+    /// before both leaders entered (they exchange their groups), so both groups are known
+    /// before any traffic on it.
+    fn intercomm_leader_enters(&mut self, pid: u32, local: u32, seq: u32, entry: &CallRecord) {
+        let flavor = Flavor::from_id(split_call_field(entry.header.call).flavor);
+        let group = self.members(local);
+        let leader = usize::try_from(entry.peer)
+            .ok()
+            .and_then(|r| group.get(r).copied());
+        if leader != Some(pid) {
+            return;
+        }
+        let Some(peer) = self.comm_of(pid, entry.handle, flavor) else {
+            return;
+        };
+        let remote = usize::try_from(entry.peer2)
+            .ok()
+            .and_then(|r| self.members(peer).get(r).copied());
+        let Some(remote) = remote.filter(|&r| r != pid) else {
+            return;
+        };
+        // Both leaders count the creations between them on this peer communicator and
+        // tag alike: the n-th of one pairs with the n-th of the other.
+        let counter = self
+            .inter_seq
+            .entry((peer, pid, remote, entry.tag))
+            .or_default();
+        let n = *counter;
+        *counter += 1;
+        let leaders = (pid.min(remote), pid.max(remote));
+        let gid = self.intern(CommDef::Inter {
+            peer,
+            leaders,
+            tag: entry.tag,
+            seq: n,
+        });
+        let side = usize::from(pid != leaders.0);
+        self.inter_groups.entry(gid).or_default()[side] = Some(group);
+        self.inter_pending.insert((local, seq), gid);
     }
 
     /// Facts learned from setup calls (init, rank, task id, groups, communicator
@@ -342,6 +486,11 @@ impl Directory {
             | call::MPI_COMM_SPLIT_TYPE
             | call::MPI_COMM_CREATE
             | call::MPI_CART_CREATE
+            | call::MPI_CART_SUB
+            | call::MPI_INTERCOMM_CREATE
+            | call::MPI_INTERCOMM_MERGE
+            | call::MPI_DIST_GRAPH_CREATE_ADJACENT
+            | call::MPI_DIST_GRAPH_CREATE
             | call::MPI_WIN_CREATE => {
                 let Some(creation) = self.creating.remove(&entry.header.tid) else {
                     return;
@@ -488,11 +637,57 @@ impl Directory {
             }
             call::MPI_CART_CREATE => {
                 let dims = values.get(..usize::try_from(entry.count).ok()?)?;
-                let size = dims.iter().try_fold(1u32, |n, &d| {
-                    n.checked_mul(u32::try_from(d as u32 as i32).ok()?)
-                })?;
+                let dims: Vec<u32> = dims
+                    .iter()
+                    .map(|&d| u32::try_from(d as u32 as i32).ok())
+                    .collect::<Option<_>>()?;
+                let size = dims.iter().try_fold(1u32, |n, &d| n.checked_mul(d))?;
                 let rank = self.members(parent).iter().position(|&p| p == pid)?;
-                ((rank as u32) < size).then_some(CommDef::Cart { parent, seq, size })
+                let def = ((rank as u32) < size).then_some(CommDef::Cart { parent, seq, size })?;
+                let gid = self.intern(def);
+                self.cart_dims.insert(gid, dims);
+                Some(def)
+            }
+            // Every member derives its own communicator from the grid: remain_dims is
+            // the same at all of them (MPI requires it).
+            call::MPI_CART_SUB => {
+                let dims = self.cart_dims_of(parent)?.clone();
+                let rank = self.members(parent).iter().position(|&p| p == pid)?;
+                let (remain, color) = cart_sub_color(&dims, values, rank)?;
+                let def = CommDef::CartSub {
+                    parent,
+                    seq,
+                    remain,
+                    color,
+                };
+                let gid = self.intern(def);
+                let kept = (0..dims.len()).filter(|i| remain >> i & 1 != 0);
+                self.cart_dims.insert(gid, kept.map(|i| dims[i]).collect());
+                Some(def)
+            }
+            call::MPI_INTERCOMM_CREATE => {
+                let gid = *self.inter_pending.get(&(parent, seq))?;
+                self.comms.get(gid as usize).copied()
+            }
+            call::MPI_INTERCOMM_MERGE => Some(CommDef::Merge { parent, seq }),
+            // Asked to, Open MPI may reorder the ranks (its topo/treematch does): then they
+            // are not known. MPICH never does (both its implementations copy the old
+            // communicator's ranks, `reorder` unused).
+            call::MPI_DIST_GRAPH_CREATE_ADJACENT | call::MPI_DIST_GRAPH_CREATE => {
+                let flavor = Flavor::from_id(split_call_field(entry.header.call).flavor);
+                let def = (entry.peer == 0 || flavor == Some(Flavor::Mpich))
+                    .then_some(CommDef::DistGraph { parent, seq })?;
+                // The sources whole (the probes read up to 64), else the neighbourhood
+                // collectives' dependencies stay unknown.
+                let sources = usize::try_from(entry.count)
+                    .ok()
+                    .and_then(|n| values.get(..n));
+                if let (call::MPI_DIST_GRAPH_CREATE_ADJACENT, Some(sources)) = (id, sources) {
+                    let gid = self.intern(def);
+                    let ranks = sources.iter().map(|&r| r as u32 as i32).collect();
+                    self.in_neighbors.insert((gid, pid), ranks);
+                }
+                Some(def)
             }
             _ => None,
         }
@@ -527,6 +722,65 @@ impl Directory {
         self.comms.push(def);
         self.interned.insert(def, id);
         id
+    }
+
+    /// The dimensions of cartesian communicator `gid` (or of the one it duplicates).
+    fn cart_dims_of(&self, gid: u32) -> Option<&Vec<u32>> {
+        match self.comms.get(gid as usize)? {
+            CommDef::Dup { parent, .. } => self.cart_dims_of(*parent),
+            _ => self.cart_dims.get(&gid),
+        }
+    }
+
+    /// The in-neighbours of `pid` on distributed graph communicator `gid` (or a dup of
+    /// one), by process; None when unknown (a graph from MPI_Dist_graph_create, whose
+    /// edges any member may give, or a cartesian one).
+    pub(crate) fn in_neighbors(&mut self, pid: u32, gid: u32) -> Option<Vec<u32>> {
+        let mut topo = gid;
+        while let Some(CommDef::Dup { parent, .. }) = self.comms.get(topo as usize) {
+            topo = *parent;
+        }
+        let ranks = self.in_neighbors.get(&(topo, pid))?.clone();
+        let members = self.members(gid);
+        ranks
+            .iter()
+            .map(|&r| {
+                usize::try_from(r)
+                    .ok()
+                    .and_then(|r| members.get(r).copied())
+            })
+            .collect()
+    }
+
+    /// The intercommunicator `gid` is (or duplicates), if it is one.
+    fn inter_of(&self, gid: u32) -> Option<u32> {
+        match self.comms.get(gid as usize)? {
+            CommDef::Inter { .. } => Some(gid),
+            CommDef::Dup { parent, .. } => self.inter_of(*parent),
+            _ => None,
+        }
+    }
+
+    /// The processes that point-to-point ranks on communicator `gid` name for process
+    /// `pid`, by rank: its members, or on an intercommunicator the group `pid` is not
+    /// in (ranks there name the remote group). Empty while unknown.
+    pub(crate) fn peers(&mut self, pid: u32, gid: u32) -> Vec<u32> {
+        if self.inter_of(gid).is_none() {
+            return self.members(gid);
+        }
+        self.inter_sides(pid, gid)
+            .map(|(_, remote)| remote.to_vec())
+            .unwrap_or_default()
+    }
+
+    /// On an intercommunicator (or a dup of one) whose groups are known: the group of
+    /// `pid` and the other one.
+    pub(crate) fn inter_sides(&self, pid: u32, gid: u32) -> Option<(&[u32], &[u32])> {
+        match self.inter_groups.get(&self.inter_of(gid)?)? {
+            [Some(a), Some(b)] if a.contains(&pid) => Some((a, b)),
+            [Some(a), Some(b)] if b.contains(&pid) => Some((b, a)),
+            _ => None,
+        }
     }
 
     fn is_world(&self, pid: u32, handle: u64, flavor: Option<Flavor>) -> bool {
@@ -637,6 +891,57 @@ impl Directory {
                 m.truncate(size as usize);
                 m
             }
+            Some(CommDef::CartSub {
+                parent,
+                remain,
+                color,
+                ..
+            }) => {
+                let m = self.members(parent);
+                let Some(dims) = self.cart_dims_of(parent) else {
+                    return Vec::new();
+                };
+                // The grid whole, or unresolved (and uncached) until it is.
+                if m.len() != dims.iter().map(|&d| d as usize).product::<usize>() {
+                    return Vec::new();
+                }
+                let remain: Vec<u64> = (0..dims.len()).map(|i| remain >> i & 1).collect();
+                m.iter()
+                    .enumerate()
+                    .filter(|&(r, _)| {
+                        cart_sub_color(dims, &remain, r).is_some_and(|(_, c)| c == color)
+                    })
+                    .map(|(_, &p)| p)
+                    .collect()
+            }
+            // Not an intracommunicator: its ranks name a group of their own per side
+            // (`peers`), and its collectives are not followed.
+            Some(CommDef::Inter { .. }) => Vec::new(),
+            Some(CommDef::Merge { parent, seq }) => {
+                // Known once a `high` of each group is in (causally so before any member
+                // leaves, see `setup_enter`); until then unresolved and uncached. Groups
+                // that passed the same `high` are ordered as the library likes: unknown.
+                let groups = self
+                    .inter_of(parent)
+                    .and_then(|g| self.inter_groups.get(&g));
+                let Some([Some(a), Some(b)]) = groups else {
+                    return Vec::new();
+                };
+                let highs = self.merge_highs.get(&(parent, seq));
+                let high_of = |side: &[u32]| {
+                    highs
+                        .into_iter()
+                        .flatten()
+                        .find(|(p, _)| side.contains(p))
+                        .map(|&(_, h)| h)
+                };
+                match (high_of(a), high_of(b)) {
+                    (Some(false), Some(true)) => [&a[..], &b[..]].concat(),
+                    (Some(true), Some(false)) => [&b[..], &a[..]].concat(),
+                    _ => return Vec::new(),
+                }
+            }
+            Some(CommDef::DistGraph { parent, .. }) => self.members(parent),
             None => Vec::new(),
         };
         self.members_cache.insert(gid, m.clone());
@@ -665,6 +970,25 @@ impl Directory {
             }
             Some(CommDef::Window { parent, seq }) => {
                 format!("MPI_Win_create #{seq} of comm {parent}")
+            }
+            Some(CommDef::CartSub {
+                parent, seq, color, ..
+            }) => {
+                format!("MPI_Cart_sub #{seq} of comm {parent}, color {color}")
+            }
+            Some(CommDef::Inter {
+                leaders: (a, b),
+                tag,
+                seq,
+                ..
+            }) => {
+                format!("MPI_Intercomm_create #{seq} of leaders {a} and {b}, tag {tag}")
+            }
+            Some(CommDef::Merge { parent, seq }) => {
+                format!("MPI_Intercomm_merge #{seq} of comm {parent}")
+            }
+            Some(CommDef::DistGraph { parent, seq }) => {
+                format!("MPI_Dist_graph_create #{seq} of comm {parent}")
             }
             None => format!("comm {gid}"),
         }
@@ -769,6 +1093,8 @@ enum CollectiveShape {
     ToRoot,
     /// The entries of ranks 0..=r (scan) or 0..r (exscan) for rank r.
     Prefix { inclusive: bool },
+    /// The member's in-neighbours' (neighbourhood collectives on a distributed graph).
+    Neighbors,
     /// Nobody's: a collective of zero elements moves no data, and MPI libraries return
     /// from one at once (Open MPI's MPI_Bcast of 0 elements: a member left before the
     /// root arrived, in hpcc).
@@ -821,11 +1147,51 @@ fn collective_call(id: u16) -> Option<CollectiveCall> {
         call::MPI_IBARRIER | call::MPI_IALLREDUCE | call::MPI_IALLGATHER | call::MPI_IALLTOALL => {
             (Everyone, true)
         }
+        call::MPI_NEIGHBOR_ALLGATHER
+        | call::MPI_NEIGHBOR_ALLGATHERV
+        | call::MPI_NEIGHBOR_ALLTOALL
+        | call::MPI_NEIGHBOR_ALLTOALLV
+        | call::MPI_NEIGHBOR_ALLTOALLW => (Neighbors, false),
         call::MPI_IBCAST | call::MPI_ISCATTER => (FromRoot, true),
         call::MPI_IREDUCE | call::MPI_IGATHER => (ToRoot, true),
         _ => return None,
     };
     Some(CollectiveCall { shape, nonblocking })
+}
+
+/// The root argument of a rooted collective as the matcher keeps it: a rank, or on an
+/// intercommunicator [`ROOT_HERE`] for the root itself (its library's `MPI_ROOT`).
+fn root_arg(root: i32, flavor: Option<Flavor>) -> i32 {
+    if flavor.and_then(Flavor::mpi_root) == Some(root) {
+        ROOT_HERE
+    } else {
+        root
+    }
+}
+
+/// The root of a rooted collective on an intercommunicator, at the root (`MPI_ROOT`);
+/// not [`UNSET32`], a root argument the probes did not read.
+const ROOT_HERE: i32 = i32::MIN + 1;
+
+/// Whose entries a member's exit from a collective on an intercommunicator depends on
+/// (MPI-3.1 5.2.2): every one of the other group (`remote`) for the all-to-all shapes
+/// (each group's results are the other's data); a bcast or scatter's root in the other
+/// group (which the members there name by its rank in it; the root passes `MPI_ROOT`,
+/// the rest of its group `MPI_PROC_NULL` and depend on nobody); the whole other group
+/// for a reduce or gather's root. Scans are not defined on intercommunicators.
+fn inter_collective_deps(shape: CollectiveShape, root: i32, remote: &[u32]) -> Vec<u32> {
+    match shape {
+        CollectiveShape::Everyone => remote.to_vec(),
+        CollectiveShape::FromRoot => usize::try_from(root)
+            .ok()
+            .and_then(|r| remote.get(r))
+            .map_or_else(Vec::new, |&p| vec![p]),
+        CollectiveShape::ToRoot if root == ROOT_HERE => remote.to_vec(),
+        CollectiveShape::ToRoot
+        | CollectiveShape::NoData
+        | CollectiveShape::Prefix { .. }
+        | CollectiveShape::Neighbors => Vec::new(),
+    }
 }
 
 /// A member's arrival at a collective: the communicator and the collective's sequence
@@ -1041,7 +1407,7 @@ impl<S: Clone> MessageMatcher<S> {
         let Some(gid) = self.directory.comm_of(pid, comm, flavor) else {
             return;
         };
-        let Some(&dst) = self.directory.members(gid).get(dest as usize) else {
+        let Some(&dst) = self.directory.peers(pid, gid).get(dest as usize) else {
             return;
         };
         self.p2p
@@ -1075,7 +1441,7 @@ impl<S: Clone> MessageMatcher<S> {
         let found = (|| {
             let gid = gid?;
             let src = match source {
-                Some(r) => Some(*self.directory.members(gid).get(r as usize)?),
+                Some(r) => Some(*self.directory.peers(pid, gid).get(r as usize)?),
                 None => None,
             };
             let key = match (src, tag) {
@@ -1239,7 +1605,7 @@ impl<S: Clone> MessageMatcher<S> {
                         let pending = PendingCollective {
                             arrival,
                             shape: c.shape,
-                            root: e.peer,
+                            root: root_arg(e.peer, flavor),
                         };
                         self.icollectives.insert((pid, x.handle), pending);
                     }
@@ -1399,7 +1765,7 @@ impl<S: Clone> MessageMatcher<S> {
         } else {
             shape
         };
-        self.collective_complete(pid, Arrival { gid, seq }, shape, e.peer)
+        self.collective_complete(pid, Arrival { gid, seq }, shape, root_arg(e.peer, flavor))
     }
 
     /// Member `pid` leaves (or completes) the collective it arrived at: the entries it
@@ -1411,33 +1777,53 @@ impl<S: Clone> MessageMatcher<S> {
         shape: CollectiveShape,
         root: i32,
     ) -> Vec<S> {
-        let members = self.directory.members(gid);
-        let Some(rank) = members.iter().position(|&p| p == pid) else {
-            return Vec::new();
+        let mut incomplete = false;
+        let (deps, members) = if let Some((local, remote)) = self.directory.inter_sides(pid, gid) {
+            (
+                inter_collective_deps(shape, root, remote),
+                local.len() + remote.len(),
+            )
+        } else if shape == CollectiveShape::Neighbors {
+            let members = self.directory.members(gid);
+            if !members.contains(&pid) {
+                return Vec::new();
+            }
+            // Unknown in-neighbours: counted incomplete, never guessed.
+            let deps = self.directory.in_neighbors(pid, gid);
+            incomplete = deps.is_none();
+            (deps.unwrap_or_default(), members.len())
+        } else {
+            let members = self.directory.members(gid);
+            let Some(rank) = members.iter().position(|&p| p == pid) else {
+                return Vec::new();
+            };
+            let root = usize::try_from(root).ok();
+            let deps: &[u32] = match shape {
+                CollectiveShape::Everyone => &members,
+                CollectiveShape::FromRoot if root != Some(rank) => {
+                    root.and_then(|r| members.get(r..=r)).unwrap_or(&[])
+                }
+                CollectiveShape::ToRoot if root == Some(rank) => &members,
+                CollectiveShape::FromRoot
+                | CollectiveShape::ToRoot
+                | CollectiveShape::NoData
+                | CollectiveShape::Neighbors => &[],
+                CollectiveShape::Prefix { inclusive } => &members[..rank + inclusive as usize],
+            };
+            (deps.to_vec(), members.len())
         };
         let Some(inst) = self.collectives.get_mut(&(gid, seq)) else {
             return Vec::new();
         };
-        let root = usize::try_from(root).ok();
-        let deps: &[u32] = match shape {
-            CollectiveShape::Everyone => &members,
-            CollectiveShape::FromRoot if root != Some(rank) => {
-                root.and_then(|r| members.get(r..=r)).unwrap_or(&[])
-            }
-            CollectiveShape::ToRoot if root == Some(rank) => &members,
-            CollectiveShape::FromRoot | CollectiveShape::ToRoot | CollectiveShape::NoData => &[],
-            CollectiveShape::Prefix { inclusive } => &members[..rank + inclusive as usize],
-        };
         let mut out = Vec::new();
-        let mut incomplete = false;
-        for d in deps {
+        for d in &deps {
             match inst.entries.get(d) {
                 Some(s) => out.push(s.clone()),
                 None => incomplete = true,
             }
         }
         inst.exits += 1;
-        if inst.exits >= members.len() {
+        if inst.exits >= members {
             self.collectives.remove(&(gid, seq));
         }
         self.stats.collectives += 1;
@@ -1445,7 +1831,7 @@ impl<S: Clone> MessageMatcher<S> {
         if incomplete {
             log::debug!(
                 "collective {seq} of communicator {gid}: pid {pid} left without every \
-                 entry it depends on (members {members:?}, {shape:?})"
+                 entry it depends on ({deps:?}, {shape:?})"
             );
         }
         out
@@ -1475,7 +1861,10 @@ impl<S: Clone> MessageMatcher<S> {
             .map(|(&(gid, _), c)| (gid, c.entries.contains_key(&pid)))
             .collect();
         for (gid, entered) in open {
-            if entered || self.directory.members(gid).contains(&pid) {
+            if entered
+                || self.directory.members(gid).contains(&pid)
+                || self.directory.inter_sides(pid, gid).is_some()
+            {
                 u.collectives_incomplete += 1;
             }
         }
@@ -1762,6 +2151,252 @@ mod tests {
             apply_group_op(&world, GroupOp::Difference(&a)),
             Some(vec![100, 102, 104, 105])
         );
+    }
+
+    /// A 2 x 3 grid, ranks row-major: keeping dimension 1 groups each row, keeping
+    /// dimension 0 each column; keeping none leaves each rank alone, keeping all the grid.
+    #[test]
+    fn cart_sub_groups_the_ranks_sharing_the_dropped_coordinates() {
+        let dims = [2, 3];
+        let color = |remain: [u64; 2], r| cart_sub_color(&dims, &remain, r).unwrap();
+        // Rank 4 is at (1, 1).
+        assert_eq!(color([0, 1], 4), (0b10, 1));
+        assert_eq!(color([1, 0], 4), (0b01, 1));
+        assert_eq!(color([0, 0], 4), (0, 4));
+        assert_eq!(color([1, 1], 4), (0b11, 0));
+        let row: Vec<usize> = (0..6).filter(|&r| color([0, 1], r).1 == 1).collect();
+        assert_eq!(row, [3, 4, 5]);
+        let column: Vec<usize> = (0..6).filter(|&r| color([1, 0], r).1 == 1).collect();
+        assert_eq!(column, [1, 4]);
+        assert_eq!(cart_sub_color(&dims, &[0, 1], 6), None, "off the grid");
+        assert_eq!(
+            cart_sub_color(&dims, &[0], 1),
+            None,
+            "remain_dims read short"
+        );
+    }
+
+    /// The creating call `e` enters and leaves, its exit giving `handle`.
+    fn create(m: &mut MessageMatcher<u32>, e: CallRecord, handle: u64, values: &[u64]) {
+        let pid = e.header.tgid;
+        m.on_enter(pid, &e, None);
+        let x = exit_with_handle(&e, handle);
+        m.directory.setup_call(pid, &e, &x, values);
+    }
+
+    /// Even and odd world ranks split apart, joined by MPI_Intercomm_create (leaders world
+    /// 0 and 1, over world; the non-leaders pass garbage where only the leaders' values
+    /// count), then merged with the odd group first: on the intercommunicator ranks name
+    /// the other group, on the merged one the odd ranks come first.
+    #[test]
+    fn an_intercommunicator_names_the_remote_group_and_merges_by_high() {
+        const HALF: u64 = 0x8400_0001;
+        const INTER: u64 = 0x8400_0002;
+        const MERGED: u64 = 0x8400_0003;
+        let mut m = four_ranks();
+        let entries: Vec<CallRecord> = (0..4).map(|r| split_entry(r, r as i32 % 2, 0)).collect();
+        for e in &entries {
+            m.on_enter(e.header.tgid, e, None);
+        }
+        for e in &entries {
+            let x = exit_with_handle(e, HALF);
+            m.directory.setup_call(e.header.tgid, e, &x, &[]);
+        }
+        for r in 0..4u32 {
+            let leader = r < 2;
+            let e = CallRecord {
+                comm: HALF,
+                peer: 0,
+                handle: if leader { MPICH_COMM_WORLD } else { 0 },
+                peer2: if leader { 1 - r as i32 } else { 99 },
+                tag: if leader { 7 } else { 0 },
+                ..rec(r, call::MPI_INTERCOMM_CREATE, kind::CALL_ENTER, 20)
+            };
+            create(&mut m, e, INTER, &[]);
+        }
+        let gid = |m: &mut MessageMatcher<u32>, r: u32, h| {
+            m.directory
+                .comm_of(100 + r, h, Some(Flavor::Mpich))
+                .unwrap()
+        };
+        let inter = gid(&mut m, 0, INTER);
+        assert!((1..4).all(|r| gid(&mut m, r, INTER) == inter));
+        assert_eq!(m.directory.peers(100, inter), vec![101, 103]);
+        assert_eq!(m.directory.peers(103, inter), vec![100, 102]);
+        // World 2 (even local rank 1) sends to remote rank 0 (world 1), which receives
+        // from its remote rank 1.
+        let send = CallRecord {
+            comm: INTER,
+            peer: 0,
+            tag: 3,
+            ..rec(2, call::MPI_SEND, kind::CALL_ENTER, 30)
+        };
+        m.on_enter(102, &send, Some(2));
+        let recv = CallRecord {
+            comm: INTER,
+            peer: 1,
+            tag: 3,
+            ..rec(1, call::MPI_RECV, kind::CALL_ENTER, 31)
+        };
+        let got = m.on_exit(
+            101,
+            &recv,
+            &[],
+            &[],
+            &rec(1, call::MPI_RECV, kind::CALL_EXIT, 40),
+        );
+        assert_eq!(got, vec![2]);
+        // A barrier on it: each member's exit depends on the other group's entries.
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                ..rec(r, call::MPI_BARRIER, kind::CALL_ENTER, 41)
+            };
+            m.on_enter(100 + r, &e, Some(r));
+        }
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                ..rec(r, call::MPI_BARRIER, kind::CALL_ENTER, 41)
+            };
+            let x = rec(r, call::MPI_BARRIER, kind::CALL_EXIT, 42);
+            let mut got = m.on_exit(100 + r, &e, &[], &[], &x);
+            got.sort();
+            let other = if r % 2 == 0 { [1, 3] } else { [0, 2] };
+            assert_eq!(got, other, "world {r}");
+        }
+        // A Bcast from the even group's rank 1 (world 2): the odd group names it by its
+        // rank there, world 0 passes MPI_PROC_NULL and world 2 MPI_ROOT.
+        let root = [Flavor::Mpich.proc_null().unwrap(), 1, -3, 1];
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                peer: root[r as usize],
+                count: 1,
+                ..rec(r, call::MPI_BCAST, kind::CALL_ENTER, 43)
+            };
+            m.on_enter(100 + r, &e, Some(r));
+        }
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                peer: root[r as usize],
+                count: 1,
+                ..rec(r, call::MPI_BCAST, kind::CALL_ENTER, 43)
+            };
+            let x = rec(r, call::MPI_BCAST, kind::CALL_EXIT, 44);
+            let got = m.on_exit(100 + r, &e, &[], &[], &x);
+            let want: &[u32] = if r % 2 == 1 { &[2] } else { &[] };
+            assert_eq!(got, want, "world {r}");
+        }
+        assert_eq!(m.stats.collectives, 8);
+        assert_eq!(m.stats.collectives_incomplete, 0);
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                peer: (r % 2 == 0) as i32,
+                ..rec(r, call::MPI_INTERCOMM_MERGE, kind::CALL_ENTER, 50)
+            };
+            create(&mut m, e, MERGED, &[]);
+        }
+        let merged = gid(&mut m, 2, MERGED);
+        assert_eq!(m.directory.members(merged), vec![101, 103, 100, 102]);
+        assert_eq!(m.final_stats().unmatched, 0);
+    }
+
+    /// A ring by MPI_Dist_graph_create_adjacent (world rank w's in-neighbour w - 1): a
+    /// member leaving a Neighbor_allgather depends on its in-neighbour's entry alone; on a
+    /// graph whose in-neighbours are unknown (MPI_Dist_graph_create) it is incomplete.
+    #[test]
+    fn a_neighbourhood_collective_depends_on_the_in_neighbours() {
+        const RING: u64 = 0x8400_0001;
+        const GRAPH: u64 = 0x8400_0002;
+        let mut m = four_ranks();
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                count: 1,
+                peer: 0,
+                ..rec(
+                    r,
+                    call::MPI_DIST_GRAPH_CREATE_ADJACENT,
+                    kind::CALL_ENTER,
+                    10,
+                )
+            };
+            create(&mut m, e, RING, &[(r as u64 + 3) % 4]);
+            let e = CallRecord {
+                comm: MPICH_COMM_WORLD,
+                peer: 0,
+                ..rec(r, call::MPI_DIST_GRAPH_CREATE, kind::CALL_ENTER, 11)
+            };
+            create(&mut m, e, GRAPH, &[]);
+        }
+        for comm in [RING, GRAPH] {
+            let e = |r| CallRecord {
+                comm,
+                count: 1,
+                ..rec(r, call::MPI_NEIGHBOR_ALLGATHER, kind::CALL_ENTER, 20)
+            };
+            for r in 0..4u32 {
+                m.on_enter(100 + r, &e(r), Some(r));
+            }
+            for r in 0..4u32 {
+                let x = rec(r, call::MPI_NEIGHBOR_ALLGATHER, kind::CALL_EXIT, 30);
+                let got = m.on_exit(100 + r, &e(r), &[], &[], &x);
+                let want = if comm == RING {
+                    vec![(r + 3) % 4]
+                } else {
+                    vec![]
+                };
+                assert_eq!(got, want, "world {r}");
+            }
+        }
+        assert_eq!(
+            (m.stats.collectives, m.stats.collectives_incomplete),
+            (8, 4)
+        );
+    }
+
+    /// The same `high` in both groups: the order is the library's, the members unknown.
+    #[test]
+    fn a_merge_with_one_high_everywhere_is_unknown() {
+        const HALF: u64 = 0x8400_0001;
+        const INTER: u64 = 0x8400_0002;
+        const MERGED: u64 = 0x8400_0003;
+        let mut m = four_ranks();
+        let entries: Vec<CallRecord> = (0..4).map(|r| split_entry(r, r as i32 % 2, 0)).collect();
+        for e in &entries {
+            m.on_enter(e.header.tgid, e, None);
+        }
+        for e in &entries {
+            let x = exit_with_handle(e, HALF);
+            m.directory.setup_call(e.header.tgid, e, &x, &[]);
+        }
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: HALF,
+                peer: 0,
+                handle: MPICH_COMM_WORLD,
+                peer2: if r % 2 == 0 { 1 } else { 0 },
+                tag: 7,
+                ..rec(r, call::MPI_INTERCOMM_CREATE, kind::CALL_ENTER, 20)
+            };
+            create(&mut m, e, INTER, &[]);
+        }
+        for r in 0..4u32 {
+            let e = CallRecord {
+                comm: INTER,
+                peer: 0,
+                ..rec(r, call::MPI_INTERCOMM_MERGE, kind::CALL_ENTER, 50)
+            };
+            create(&mut m, e, MERGED, &[]);
+        }
+        let merged = m
+            .directory
+            .comm_of(100, MERGED, Some(Flavor::Mpich))
+            .unwrap();
+        assert!(m.directory.members(merged).is_empty());
     }
 
     /// MPI_Comm_create from a group of ranks {3, 1, 2} of the world: rank 0 of the new

@@ -135,7 +135,53 @@ pub static CALLS: &[CallSpec] = &[
     // ndims in `count`, dims[] in the handle array.
     on_demand(spec!(call::MPI_CART_CREATE, "MPI_Cart_create", Mpi, Setup,
         { comm: 0, count: 1, array: 2, array_elem: 4, handle_out: 5 })),
+    // remain_dims (as many ints as the cartesian communicator has dimensions) in the
+    // handle array.
+    on_demand(spec!(call::MPI_CART_SUB, "MPI_Cart_sub", Mpi, Setup,
+        { comm: 0, array: 1, array_elem: 4, array_unsized: 1, handle_out: 2 })),
+    // The local leader in `peer`, the peer communicator (by value) in `handle`, the
+    // remote leader in `peer2`.
+    on_demand(
+        spec!(call::MPI_INTERCOMM_CREATE, "MPI_Intercomm_create", Mpi, Setup,
+        { comm: 0, peer: 1, handle_in: 2, handle_in_by_value: 1, peer2: 3, tag: 4,
+          handle_out: 5 }),
+    ),
+    // `high` in `peer`.
+    on_demand(
+        spec!(call::MPI_INTERCOMM_MERGE, "MPI_Intercomm_merge", Mpi, Setup,
+        { comm: 0, peer: 1, handle_out: 2 }),
+    ),
+    // `reorder` in `peer`; the in-neighbours (indegree, sources) in the handle array, for
+    // the neighbourhood collectives (their outgoing edges are the other members' sources).
+    on_demand(
+        spec!(call::MPI_DIST_GRAPH_CREATE_ADJACENT, "MPI_Dist_graph_create_adjacent", Mpi, Setup,
+        { comm: 0, count: 1, array: 2, array_elem: 4, peer: 8, handle_out: 9 }),
+    ),
+    on_demand(
+        spec!(call::MPI_DIST_GRAPH_CREATE, "MPI_Dist_graph_create", Mpi, Setup,
+        { comm: 0, peer: 7, handle_out: 8 }),
+    ),
     on_demand(spec!(call::MPI_COMM_FREE, "MPI_Comm_free", Mpi, Setup, { handle_in: 0 })),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLGATHER, "MPI_Neighbor_allgather", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 6 }),
+    ),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLGATHERV, "MPI_Neighbor_allgatherv", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 7 }),
+    ),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLTOALL, "MPI_Neighbor_alltoall", Mpi, Collective,
+        { count: 1, dtype: 2, comm: 6 }),
+    ),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLTOALLV, "MPI_Neighbor_alltoallv", Mpi, Collective,
+        { comm: 8 }),
+    ),
+    on_demand(
+        spec!(call::MPI_NEIGHBOR_ALLTOALLW, "MPI_Neighbor_alltoallw", Mpi, Collective,
+        { comm: 8 }),
+    ),
     // Groups: local calls. The input group (by value) in `comm`, ranks in the array.
     on_demand(spec!(call::MPI_COMM_GROUP, "MPI_Comm_group", Mpi, Setup,
         { comm: 0, handle_out: 1, cannot_block: 1 })),
@@ -566,6 +612,16 @@ impl Flavor {
         match self {
             Flavor::OpenMpi => Some(-2),
             Flavor::Mpich => Some(-1),
+            Flavor::Pvm | Flavor::Glibc => None,
+        }
+    }
+
+    /// `MPI_ROOT` (Open MPI -4, MPICH -3): the root of a rooted collective on an
+    /// intercommunicator, as the root passes it.
+    pub(crate) fn mpi_root(self) -> Option<i32> {
+        match self {
+            Flavor::OpenMpi => Some(-4),
+            Flavor::Mpich => Some(-3),
             Flavor::Pvm | Flavor::Glibc => None,
         }
     }

@@ -8,7 +8,7 @@ use super::uprobe_twins;
 use crate::{
     emit::reserve,
     maps::{count_failure, ARRAY_PROGS, ARRAY_SCRATCH, FLAVORS},
-    mem::{copy_of, copy_words, read_user_prefix},
+    mem::{copy_of, copy_words, probe_user_prefix, read_user_prefix},
     probes::status::emit_status_array,
     scratch::{array_kind, ArrayJob},
 };
@@ -77,6 +77,7 @@ fn call_arrays_body(_ctx: &ProbeContext) {
     match job.kind {
         array_kind::HANDLES_4 => emit_handle_array(&job.header, job.base, job.total, 4),
         array_kind::HANDLES_8 => emit_handle_array(&job.header, job.base, job.total, 8),
+        array_kind::UNSIZED_INTS => emit_unsized_ints(&job.header, job.base),
         array_kind::STATUSES => {
             if let Some(flavor) = FLAVORS.get(job.flavor) {
                 emit_status_array(
@@ -122,6 +123,38 @@ pub fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
         );
         place.submit();
     }
+}
+
+/// A chunk of ints at `base` whose array's length is unknown (`CallLayout::array_unsized`),
+/// in one `HandleArrayRecord` whose `total` says how many were read: the whole chunk, or,
+/// when its end is not mapped, the ints up to the end of `base`'s page. The array's first
+/// element is mapped, hence its whole page; an array going on past that page would have
+/// the next page mapped, so a failed whole read means the array ends in the first page
+/// and nothing of it is lost.
+fn emit_unsized_ints(h: &EventHeader, base: u64) {
+    const CHUNK_BYTES: u32 = 4 * ARRAY_CHUNK as u32;
+    let Some(mut place) = reserve::<HandleArrayRecord>() else {
+        return;
+    };
+    let r = place.record();
+    copy_words(&mut r.header, h);
+    r.header.kind = kind::HANDLE_ARRAY;
+    r.first = 0;
+    copy_words(&mut r.values, &NO_VALUES);
+    let mut words = copy_of(&NO_WORDS);
+    let in_page = 4096 - (base & 4095) as u32;
+    let read = if probe_user_prefix(&mut words, base, CHUNK_BYTES) {
+        CHUNK_BYTES
+    } else if read_user_prefix(&mut words, base, in_page) {
+        in_page.min(CHUNK_BYTES)
+    } else {
+        0
+    };
+    r.total = read / 4;
+    for j in 0..ARRAY_CHUNK {
+        r.values[j] = words[j] as u64;
+    }
+    place.submit();
 }
 
 /// Up to a chunk of `left` elements of `elem` bytes (4 or 8) at `addr`, widened, in one

@@ -251,6 +251,16 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
         );
         return Ok(AfterCall::Done);
     }
+    if layout.array != NO_ARG && layout.array_unsized != 0 {
+        return Ok(stage_array(&ArrayJob {
+            header,
+            base: arg(regs, layout.array),
+            total: ARRAY_CHUNK as u32,
+            kind: array_kind::UNSIZED_INTS,
+            flavor: flavor_id as u32,
+            _pad: 0,
+        }));
+    }
     if layout.array != NO_ARG && count > 0 {
         // Group_range_incl/excl: `count` triples of ints.
         let per_count = if layout.array_per_count == 0 {

@@ -472,7 +472,9 @@ mod tests {
                 "mpi_send",
                 "mpi_wtime",
                 "mpi_neighbor_alltoall",
+                "mpi_ineighbor_alltoall",
                 "mpi_intercomm_create",
+                "mpi_graph_create",
                 "mpi_comm_f2c",
                 "mpi_comm_c2f",
             ]
@@ -481,7 +483,7 @@ mod tests {
         );
         assert_eq!(
             imports.unprobed(),
-            ["MPI_Intercomm_create", "MPI_Neighbor_alltoall"]
+            ["MPI_Graph_create", "MPI_Ineighbor_alltoall"]
         );
         assert!(ImportedCalls::All.unprobed().is_empty());
     }
