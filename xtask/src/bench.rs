@@ -43,7 +43,7 @@ pub enum Stage {
     Exports,
     StartStop,
     Real,
-    /// The offline graph analyses (tracer-user/examples/graph_bench.rs).
+    /// The offline graph analyses (tracer-analysis/examples/graph_bench.rs).
     Graph,
 }
 
@@ -131,7 +131,7 @@ pub fn graph_bench() -> Result<()> {
         "run",
         "--release",
         "-p",
-        "tracer-user",
+        "tracer-analysis",
         "--example",
         "graph_bench",
         "--",

@@ -19,6 +19,16 @@ pub struct ElfLayout {
     pub text: Vec<Range<u64>>,
 }
 
+/// Virtual address of file offset 0 before relocation: the lowest of the segments'
+/// address minus file offset (wrapping: a malformed file gives a nonsense address, not a
+/// panic).
+pub fn base_vaddr<'data, R: object::ReadRef<'data>>(elf: &object::File<'data, R>) -> u64 {
+    elf.segments()
+        .map(|s| s.address().wrapping_sub(s.file_range().0))
+        .min()
+        .unwrap_or(0)
+}
+
 impl ElfLayout {
     /// Reads the program headers only (large files with debug info are not read whole).
     pub fn read(path: &Path) -> Result<Self, ElfLayoutError> {
@@ -31,11 +41,7 @@ impl ElfLayout {
             path: path.to_path_buf(),
             error,
         })?;
-        let base_vaddr = elf
-            .segments()
-            .map(|s| s.address().wrapping_sub(s.file_range().0))
-            .min()
-            .unwrap_or(0);
+        let base_vaddr = base_vaddr(&elf);
         let text = elf
             .segments()
             .filter(|s| matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & PF_X != 0))

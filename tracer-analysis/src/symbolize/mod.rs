@@ -12,6 +12,6 @@ mod layout;
 mod locator;
 mod types;
 
-pub use layout::ElfLayout;
+pub use layout::{base_vaddr, ElfLayout};
 pub use locator::CodeLocator;
 pub use types::CodeLocation;

@@ -11,7 +11,7 @@ use tracer_analysis::predict::network::{NetworkTable, Scope};
 use tracer_user::session::{self, RunAs};
 
 /// The ping-pong program, compiled at run time with the MPI the user picks.
-const PINGPONG_C: &str = include_str!("pingpong.c");
+const PINGPONG_C: &str = include_str!("../../assets/calibrate_pingpong.c");
 
 const DEFAULT_SIZES: &str = "0,8,64,512,4096,32768,65536,262144,1048576";
 

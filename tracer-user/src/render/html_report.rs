@@ -12,7 +12,7 @@ use super::flame_graph::inline_flame_graph;
 /// Why the page could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum HtmlReportError {
-    #[error("drawing the flame graph: {0}")]
+    #[error("drawing the flame graph")]
     FlameGraph(#[from] io::Error),
 }
 

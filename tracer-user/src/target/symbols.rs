@@ -67,11 +67,7 @@ impl SymbolTable {
             path: path.to_path_buf(),
             source,
         })?;
-        let base_vaddr = file
-            .segments()
-            .map(|s| s.address() - s.file_range().0)
-            .min()
-            .unwrap_or(0);
+        let base_vaddr = tracer_analysis::symbolize::base_vaddr(&file);
         let segments: Vec<(u64, u64, u64)> = file
             .segments()
             .map(|s| {

@@ -3,12 +3,12 @@
 //! One phase per process, so that the peak memory printed is that phase's:
 //!
 //! ```sh
-//! cargo run --release -p tracer-user --example graph_bench -- build
-//! cargo run --release -p tracer-user --example graph_bench -- cpm
-//! cargo run --release -p tracer-user --example graph_bench -- search --k 100000
-//! cargo run --release -p tracer-user --example graph_bench -- baseline --k 100 --budget-s 60
-//! cargo run --release -p tracer-user --example graph_bench -- mbm --k 100000
-//! cargo run --release -p tracer-user --example graph_bench -- suite
+//! cargo run --release -p tracer-analysis --example graph_bench -- build
+//! cargo run --release -p tracer-analysis --example graph_bench -- cpm
+//! cargo run --release -p tracer-analysis --example graph_bench -- search --k 100000
+//! cargo run --release -p tracer-analysis --example graph_bench -- baseline --k 100 --budget-s 60
+//! cargo run --release -p tracer-analysis --example graph_bench -- mbm --k 100000
+//! cargo run --release -p tracer-analysis --example graph_bench -- suite
 //! ```
 //!
 //! `suite` runs every step of docs/benchmarks.md, each in a process of its own.
