@@ -22,8 +22,8 @@ use tracer_common::{kind, EventHeader};
 use super::placement::{CpuSet, PlacementSpec};
 use super::replay::ReplayError;
 use super::sim::{
-    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate, Phase,
-    Shape, DEFAULT_SLICE_NS,
+    crowded, held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate,
+    Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
@@ -116,6 +116,10 @@ struct Step {
 struct StepDep {
     mark: Mark,
     latency: f64,
+    /// The part of `latency` other work held the thread back (see [`Shape::latency_held`]).
+    held: f64,
+    /// The CPU hand-off after it (see [`Shape::handoff`]).
+    handoff: f64,
     rendezvous: bool,
 }
 
@@ -372,10 +376,12 @@ impl OnlineReplay {
         for (d, lat) in o.deps.into_iter().zip(lats) {
             let rendezvous = is_rendezvous(o.label, d.bytes);
             let mut latency = shape.as_ref().map_or(lat as f64, |s| s.latency(lat));
+            let mut held = shape.as_ref().map_or(0.0, |s| s.latency_held(lat));
+            let mut handoff = shape.as_ref().map_or(0.0, |s| s.handoff(lat));
             if let (Some(bytes), true) = (d.bytes, self.cost.is_some()) {
                 let remote = self.node(d.mark.pid) != self.node(pid);
                 match (self.cost.as_ref().unwrap())(remote, bytes.unwrap_or(0)) {
-                    Some(l) => latency = l as f64,
+                    Some(l) => (latency, held, handoff) = (l as f64, 0.0, 0.0),
                     None => {
                         self.error.get_or_insert(ReplayError::NoCost {
                             scope: if remote { "remote" } else { "local" },
@@ -388,6 +394,8 @@ impl OnlineReplay {
             deps.push(StepDep {
                 mark: d.mark,
                 latency,
+                held,
+                handoff,
                 rendezvous,
             });
         }
@@ -486,9 +494,16 @@ impl OnlineReplay {
         let step = c.queue.front()?;
         let mut ready = f64::NEG_INFINITY;
         let group = self.group_of.get(&c.pid).copied().flatten();
+        // As offline: the processes placed with this one so far.
+        let crowded = group.is_some_and(|g| {
+            let members = self.group_of.values().filter(|&&q| q == Some(g)).count();
+            crowded(members, self.groups[g].1)
+        });
         let mut rendezvous_beside = false;
         for d in &step.deps {
-            let t = d.mark.at.get()? + d.latency;
+            let held = if c.keep { 0.0 } else { d.held };
+            let handoff = if crowded { d.handoff } else { 0.0 };
+            let t = d.mark.at.get()? + d.latency - held + handoff;
             if t > ready {
                 ready = t;
                 rendezvous_beside =

@@ -27,8 +27,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::placement::{GroupId, Placement};
 use super::sim::{
-    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate, Phase,
-    Shape, DEFAULT_SLICE_NS,
+    crowded, held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate,
+    Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::Milestone;
 use crate::graph::recorded::RecordedGraph;
@@ -61,6 +61,12 @@ struct Dep {
     arc: ArcId,
     from: VertexId,
     latency: f64,
+    /// The part of `latency` the waiting thread was held back by other work (dropped
+    /// where the placement drops that work: see [`keeps_other_work`]).
+    held: f64,
+    /// The CPU hand-off after it (see [`Shape::handoff`]), where the thread's CPU set is
+    /// [`crowded`].
+    handoff: f64,
     /// A message sent by rendezvous (see [`is_rendezvous`]).
     rendezvous: bool,
 }
@@ -220,6 +226,8 @@ impl<'g> Replay<'g> {
                         arc,
                         from,
                         latency: ts(v).saturating_sub(ts(from)) as f64,
+                        held: 0.0,
+                        handoff: 0.0,
                         rendezvous: false,
                     })
                     .collect();
@@ -246,6 +254,8 @@ impl<'g> Replay<'g> {
                     arc,
                     from,
                     latency: shape.latency(lat),
+                    held: shape.latency_held(lat),
+                    handoff: shape.handoff(lat),
                     rendezvous: is_rendezvous(
                         vertex.label,
                         cpu.message_arcs.get(&(from, v)).copied(),
@@ -297,7 +307,7 @@ impl<'g> Replay<'g> {
                     from: from_pid,
                     to: to_pid,
                 })?;
-                d.latency = latency as f64;
+                (d.latency, d.held, d.handoff) = (latency as f64, 0.0, 0.0);
             }
         }
         Ok(())
@@ -408,6 +418,8 @@ struct Simulation<'r, 'g> {
     group: Vec<Option<GroupId>>,
     /// Whether each chain keeps the time other work held it back.
     keep: Vec<bool>,
+    /// Whether each chain's CPU set is [`crowded`].
+    crowded: Vec<bool>,
     capacity: Vec<f64>,
     /// Index in its chain of each chain's next event.
     next: Vec<usize>,
@@ -456,6 +468,16 @@ impl<'r, 'g> Simulation<'r, 'g> {
                         .filter(|(_, &g)| Some(g) == group)
                         .map(|(q, _)| r.ran_on.get(q));
                     keeps_other_work(placed, members)
+                })
+                .collect(),
+            crowded: r
+                .chain_pid
+                .iter()
+                .map(|p| {
+                    placement.of_pid.get(p).is_some_and(|&g| {
+                        let members = placement.of_pid.values().filter(|&&q| q == g).count();
+                        crowded(members, placement.capacity(g))
+                    })
                 })
                 .collect(),
             capacity: (0..placement.groups.len())
@@ -517,7 +539,9 @@ impl<'r, 'g> Simulation<'r, 'g> {
             if !self.passed[d.from as usize] {
                 return None;
             }
-            let t = self.out.at[d.from as usize] + d.latency;
+            let held = if self.keep[c] { 0.0 } else { d.held };
+            let handoff = if self.crowded[c] { d.handoff } else { 0.0 };
+            let t = self.out.at[d.from as usize] + d.latency - held + handoff;
             if t > best.at {
                 best = Ready {
                     at: t,
