@@ -22,8 +22,8 @@ use tracer_common::{kind, EventHeader};
 use super::placement::{CpuSet, PlacementSpec};
 use super::replay::ReplayError;
 use super::sim::{
-    crowded, held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate,
-    Phase, Shape, DEFAULT_SLICE_NS,
+    crowded, held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay,
+    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
@@ -104,6 +104,8 @@ struct Step {
     other: f64,
     spun: f64,
     off: f64,
+    /// See [`Shape::other_off`]: added to `off` when the step begins, if kept.
+    other_off: f64,
     deps: Vec<StepDep>,
     spins: bool,
     source: Option<Mark>,
@@ -372,6 +374,7 @@ impl OnlineReplay {
             let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls);
             (shape.work, shape.other, shape.spun, shape.off, Some(shape))
         };
+        let other_off = shape.as_ref().map_or(0.0, |s| s.other_off);
         let mut deps = Vec::with_capacity(o.deps.len());
         for (d, lat) in o.deps.into_iter().zip(lats) {
             let rendezvous = is_rendezvous(o.label, d.bytes);
@@ -405,6 +408,7 @@ impl OnlineReplay {
             other,
             spun,
             off,
+            other_off,
             deps,
             spins: mpi_wait && polls,
             source: o.source,
@@ -542,6 +546,8 @@ impl OnlineReplay {
                     let c = self.chains.get_mut(&tid).unwrap();
                     c.keep = keep;
                     let step = c.queue.front_mut().unwrap();
+                    step.off = off_time(step.off, step.other_off, keep);
+                    step.other_off = 0.0;
                     step.off = (step.off - late).max(0.0);
                     c.phase = if step.first {
                         Phase::Off(step.off + late)

@@ -27,8 +27,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::placement::{GroupId, Placement};
 use super::sim::{
-    crowded, held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate,
-    Phase, Shape, DEFAULT_SLICE_NS,
+    crowded, held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay,
+    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::Milestone;
 use crate::graph::recorded::RecordedGraph;
@@ -78,6 +78,7 @@ struct Step {
     other: f64,
     spun: f64,
     off: f64,
+    other_off: f64,
     deps: Vec<Dep>,
     /// The thread waits inside an MPI/PVM call of a busy-polling process.
     spins: bool,
@@ -247,6 +248,7 @@ impl<'g> Replay<'g> {
             let polls = is_mpi_or_pvm_exit(vertex.label) && polling.contains(&cpu.pid_of(tid));
             let shape = Shape::new(ts(v).saturating_sub(ts(u)), &clocks, &lats, polls);
             (s.work, s.other, s.spun, s.off) = (shape.work, shape.other, shape.spun, shape.off);
+            s.other_off = shape.other_off;
             s.deps = deps
                 .into_iter()
                 .zip(lats)
@@ -390,7 +392,7 @@ impl<'g> Replay<'g> {
                         work_ns: s.work,
                         // Time held back by other work is time waiting for a CPU too.
                         running_ns: sim.running[v as usize] + sim.held[v as usize],
-                        off_ns: s.off,
+                        off_ns: sim.off[v as usize],
                     });
                     v = u;
                 }
@@ -409,6 +411,8 @@ struct Outcome {
     running: Vec<f64>,
     /// Time each event was held (spinning, or behind other work).
     held: Vec<f64>,
+    /// Time each event was off CPU.
+    off: Vec<f64>,
     chain_of: Vec<usize>,
 }
 
@@ -493,6 +497,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 cause: vec![Cause::Start; n],
                 running: vec![0.0; n],
                 held: vec![0.0; n],
+                off: vec![0.0; n],
                 chain_of,
             },
         };
@@ -510,12 +515,17 @@ impl<'r, 'g> Simulation<'r, 'g> {
         };
         let s = &self.r.steps[v as usize];
         self.since[c] = t;
-        self.phase[c] = Phase::start(s.work, self.held(c, s), s.off, t);
+        self.phase[c] = Phase::start(s.work, self.held(c, s), self.off(c, s), t);
     }
 
     /// Time chain `c` is held before its event `s`.
     fn held(&self, c: usize, s: &Step) -> f64 {
         held_time(s.spun, s.other, self.keep[c])
+    }
+
+    /// Time chain `c` is off CPU before its event `s`.
+    fn off(&self, c: usize, s: &Step) -> f64 {
+        off_time(s.off, s.other_off, self.keep[c])
     }
 
     fn head(&self, c: usize) -> VertexId {
@@ -612,10 +622,11 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 _ => self.head(c),
             };
             let s = &self.r.steps[v as usize];
-            if let Some(next) = self.phase[c].ended(self.held(c, s), s.off, t) {
+            if let Some(next) = self.phase[c].ended(self.held(c, s), self.off(c, s), t) {
                 if let Phase::Work(_) = self.phase[c] {
                     self.out.running[v as usize] = t - self.since[c];
                     self.out.held[v as usize] = self.held(c, s);
+                    self.out.off[v as usize] = self.off(c, s);
                 }
                 self.phase[c] = next;
                 continue;
@@ -654,7 +665,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
             return s.off;
         }
         let prev = self.r.chains[c][self.next[c] - 1] as usize;
-        (self.out.at[prev] + self.out.running[v] + self.held(c, s) + s.off).min(t)
+        (self.out.at[prev] + self.out.running[v] + self.held(c, s) + self.off(c, s)).min(t)
     }
 }
 
