@@ -22,8 +22,8 @@ use tracer_common::{kind, EventHeader};
 use super::placement::{CpuSet, PlacementSpec};
 use super::replay::ReplayError;
 use super::sim::{
-    crowded, held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay,
-    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
+    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, off_time, rate,
+    Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
@@ -498,15 +498,10 @@ impl OnlineReplay {
         let step = c.queue.front()?;
         let mut ready = f64::NEG_INFINITY;
         let group = self.group_of.get(&c.pid).copied().flatten();
-        // As offline: the processes placed with this one so far.
-        let crowded = group.is_some_and(|g| {
-            let members = self.group_of.values().filter(|&&q| q == Some(g)).count();
-            crowded(members, self.groups[g].1)
-        });
         let mut rendezvous_beside = false;
         for d in &step.deps {
             let held = if c.keep { 0.0 } else { d.held };
-            let handoff = if crowded { d.handoff } else { 0.0 };
+            let handoff = if c.keep { d.handoff } else { 0.0 };
             let t = d.mark.at.get()? + d.latency - held + handoff;
             if t > ready {
                 ready = t;

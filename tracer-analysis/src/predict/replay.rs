@@ -27,8 +27,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::placement::{GroupId, Placement};
 use super::sim::{
-    crowded, held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay,
-    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
+    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, off_time, rate,
+    Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::Milestone;
 use crate::graph::recorded::RecordedGraph;
@@ -64,8 +64,8 @@ struct Dep {
     /// The part of `latency` the waiting thread was held back by other work (dropped
     /// where the placement drops that work: see [`keeps_other_work`]).
     held: f64,
-    /// The CPU hand-off after it (see [`Shape::handoff`]), where the thread's CPU set is
-    /// [`crowded`].
+    /// The CPU hand-off after it (see [`Shape::handoff`]), kept with the CPU set's
+    /// recorded sharing (see [`keeps_other_work`]).
     handoff: f64,
     /// A message sent by rendezvous (see [`is_rendezvous`]).
     rendezvous: bool,
@@ -422,8 +422,6 @@ struct Simulation<'r, 'g> {
     group: Vec<Option<GroupId>>,
     /// Whether each chain keeps the time other work held it back.
     keep: Vec<bool>,
-    /// Whether each chain's CPU set is [`crowded`].
-    crowded: Vec<bool>,
     capacity: Vec<f64>,
     /// Index in its chain of each chain's next event.
     next: Vec<usize>,
@@ -472,16 +470,6 @@ impl<'r, 'g> Simulation<'r, 'g> {
                         .filter(|(_, &g)| Some(g) == group)
                         .map(|(q, _)| r.ran_on.get(q));
                     keeps_other_work(placed, members)
-                })
-                .collect(),
-            crowded: r
-                .chain_pid
-                .iter()
-                .map(|p| {
-                    placement.of_pid.get(p).is_some_and(|&g| {
-                        let members = placement.of_pid.values().filter(|&&q| q == g).count();
-                        crowded(members, placement.capacity(g))
-                    })
                 })
                 .collect(),
             capacity: (0..placement.groups.len())
@@ -550,7 +538,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 return None;
             }
             let held = if self.keep[c] { 0.0 } else { d.held };
-            let handoff = if self.crowded[c] { d.handoff } else { 0.0 };
+            let handoff = if self.keep[c] { d.handoff } else { 0.0 };
             let t = self.out.at[d.from as usize] + d.latency - held + handoff;
             if t > best.at {
                 best = Ready {

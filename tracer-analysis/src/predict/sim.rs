@@ -124,7 +124,11 @@ impl Shape {
     /// ends its slice. Open MPI ranks that yield while they wait (4 ranks of an
     /// NPB-CG-shaped program on 2 CPUs, 3,000 allreduces and 3,000 exchanges) waited so
     /// after most of their exchanges; without it the replay of the placement they ran
-    /// under was 0.7 to 11 % short (12 recordings), with it within 2 %. (A polling
+    /// under was 0.7 to 11 % short (12 recordings), with it within 1 %. It is kept where
+    /// the CPU set is shared as it was recorded ([`keeps_other_work`]): who hands the CPU
+    /// over, and when, depends on who shares it; in another placement the replay shares
+    /// it equally. (Kept with every rank moved onto one CPU, the recorded hand-offs of
+    /// two CPUs predicted 443 to 569 ms for runs that took 233 to 301 ms.) (A polling
     /// thread's hand-off is [`notice_delay`].)
     pub fn handoff(&self, latency: u64) -> f64 {
         if self.polls {
@@ -166,13 +170,6 @@ pub(super) fn held_time(spun: f64, other: f64, keep_other: bool) -> f64 {
 /// work (see [`Shape::other_off`]).
 pub(super) fn off_time(off: f64, other_off: f64, keep_other: bool) -> f64 {
     off + if keep_other { other_off } else { 0.0 }
-}
-
-/// Whether threads placed on a CPU set wait for hand-offs of its CPUs: when more
-/// processes than CPUs share it (`members` processes on `capacity` CPUs). On a set with
-/// a CPU for each, a thread whose wait ends has one at once.
-pub(super) fn crowded(members: usize, capacity: f64) -> bool {
-    members as f64 > capacity
 }
 
 /// Above this many bytes Open MPI sends a message by rendezvous (its shared-memory
