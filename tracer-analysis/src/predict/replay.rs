@@ -503,7 +503,8 @@ impl<'r, 'g> Simulation<'r, 'g> {
         };
         let s = &self.r.steps[v as usize];
         self.since[c] = t;
-        self.phase[c] = Phase::start(s.work, self.held(c, s), self.off(c, s), t);
+        self.out.off[v as usize] = self.off(c, s);
+        self.phase[c] = Phase::start(s.work, self.held(c, s), self.out.off[v as usize], t);
     }
 
     /// Time chain `c` is held before its event `s`.
@@ -614,7 +615,6 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 if let Phase::Work(_) = self.phase[c] {
                     self.out.running[v as usize] = t - self.since[c];
                     self.out.held[v as usize] = self.held(c, s);
-                    self.out.off[v as usize] = self.off(c, s);
                 }
                 self.phase[c] = next;
                 continue;

@@ -28,13 +28,15 @@ pub(super) struct Shape {
     /// Spinning in a call that waited for nothing traced (always kept).
     pub spun: f64,
     pub off: f64,
-    /// Off CPU in the replay but held back by other work in the recording: the time a
-    /// thread that does not poll was runnable behind other work inside a call that
-    /// waited for nothing traced (kept, off CPU, only where the placement keeps that
-    /// work). It stays off CPU: a held thread claims a share of its CPU set in the
-    /// replay, and a yielding rank's claim there slowed the ranks beside it twice (the
-    /// pipeline of `replay_of_a_pipeline_on_two_shared_cpus_reproduces_the_run`, 2.6 %
-    /// long).
+    /// Off CPU in the replay but runnable in the recording: the time a thread that does
+    /// not poll was runnable inside a call that waited for nothing traced, behind other
+    /// work or behind the program's own threads (kept, off CPU, only where the CPU set
+    /// is shared as recorded, see [`keeps_other_work`]). Carried into every placement,
+    /// it was half of what the CG-shaped program's 4 ranks recorded on 2 CPUs were
+    /// predicted to take on one (226 of 464 ms). It stays off CPU: a held thread claims
+    /// a share of its CPU set in the replay, and a yielding rank's claim there slowed
+    /// the ranks beside it twice (the pipeline of
+    /// `replay_of_a_pipeline_on_two_shared_cpus_reproduces_the_run`, 2.6 % long).
     pub other_off: f64,
     /// Time inside blocking calls before the event: awake (on CPU or asleep), held back
     /// by other work on the machine, and runnable but preempted by the program's own
@@ -78,10 +80,23 @@ impl Shape {
         } else {
             (blocked - held_blocked, held_blocked)
         };
+        // A thread that does not poll was runnable behind the program's own threads for
+        // part of such a call: a hand-off of the CPU (see [`Shape::handoff`]), kept, as
+        // the held part, only where the CPU set is shared as recorded.
+        let unexplained_runnable = if waited {
+            0
+        } else {
+            blocked - awake_blocked - held_blocked
+        };
         let (spun, off, other, other_off) = if polls {
             (unexplained, awake - work, held + unexplained_held, 0)
         } else {
-            (0, awake - work + unexplained, held, unexplained_held)
+            (
+                0,
+                awake - work + unexplained - unexplained_runnable,
+                held,
+                unexplained_held + unexplained_runnable,
+            )
         };
         Shape {
             work: work as f64,
@@ -346,9 +361,12 @@ mod tests {
     fn unexplained_blocked_time_held_by_other_work_is_held_time() {
         // The source came before the thread arrived: nothing explains the 900 ns.
         let s = blocked_step(950, false);
-        assert_eq!(s.other_off, 300.0, "kept only where the other work is");
+        assert_eq!(
+            s.other_off, 800.0,
+            "behind other work or the program's threads: kept where the set is as recorded"
+        );
         assert_eq!(s.other, 0.0, "off CPU: no claim on one");
-        assert_eq!(s.off, 600.0, "on CPU or runnable behind the program: kept");
+        assert_eq!(s.off, 100.0, "on CPU: kept");
         let p = blocked_step(950, true);
         assert_eq!((p.spun, p.other, p.off), (600.0, 300.0, 0.0));
     }
