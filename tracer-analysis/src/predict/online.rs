@@ -22,8 +22,8 @@ use tracer_common::{kind, EventHeader};
 use super::placement::{CpuSet, PlacementSpec};
 use super::replay::ReplayError;
 use super::sim::{
-    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, off_time, rate,
-    Phase, Shape, DEFAULT_SLICE_NS,
+    held_time, is_mpi_or_pvm_exit, is_rendezvous, is_setup_exit, keeps_other_work, notice_delay,
+    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
@@ -371,7 +371,7 @@ impl OnlineReplay {
                 None,
             )
         } else {
-            let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls);
+            let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls, is_setup_exit(o.label));
             (shape.work, shape.other, shape.spun, shape.off, Some(shape))
         };
         let other_off = shape.as_ref().map_or(0.0, |s| s.other_off);

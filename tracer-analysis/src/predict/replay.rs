@@ -27,8 +27,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::placement::{GroupId, Placement};
 use super::sim::{
-    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, off_time, rate,
-    Phase, Shape, DEFAULT_SLICE_NS,
+    held_time, is_mpi_or_pvm_exit, is_rendezvous, is_setup_exit, keeps_other_work, notice_delay,
+    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::Milestone;
 use crate::graph::recorded::RecordedGraph;
@@ -246,7 +246,8 @@ impl<'g> Replay<'g> {
                 .unwrap_or_default();
             let vertex = &g.vertices[v as usize];
             let polls = is_mpi_or_pvm_exit(vertex.label) && polling.contains(&cpu.pid_of(tid));
-            let shape = Shape::new(ts(v).saturating_sub(ts(u)), &clocks, &lats, polls);
+            let setup = is_setup_exit(vertex.label);
+            let shape = Shape::new(ts(v).saturating_sub(ts(u)), &clocks, &lats, polls, setup);
             (s.work, s.other, s.spun, s.off) = (shape.work, shape.other, shape.spun, shape.off);
             s.other_off = shape.other_off;
             s.deps = deps

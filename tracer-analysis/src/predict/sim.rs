@@ -51,7 +51,9 @@ impl Shape {
     /// From the recorded elapsed time between the events, the clocks of the thread over
     /// that time, the recorded latency of each dependency (the target's time minus the
     /// source's), and whether the event ends an MPI/PVM call of a process that polls.
-    pub fn new(elapsed: u64, c: &Clocks, latencies: &[u64], polls: bool) -> Shape {
+    /// `setup`: the event ends a setup call (MPI_Init), whose wait is for the launcher:
+    /// all its unexplained time is kept whatever the placement, as it was recorded.
+    pub fn new(elapsed: u64, c: &Clocks, latencies: &[u64], polls: bool, setup: bool) -> Shape {
         let [work, awake, outside, held] = c.work;
         let work = work.min(elapsed);
         let outside = outside.clamp(work, elapsed);
@@ -77,13 +79,15 @@ impl Shape {
         // the other work predicted 933 ms for a 379 ms run.
         let (unexplained, unexplained_held) = if waited {
             (0, 0)
+        } else if setup {
+            (blocked, 0)
         } else {
             (blocked - held_blocked, held_blocked)
         };
         // A thread that does not poll was runnable behind the program's own threads for
         // part of such a call: a hand-off of the CPU (see [`Shape::handoff`]), kept, as
         // the held part, only where the CPU set is shared as recorded.
-        let unexplained_runnable = if waited {
+        let unexplained_runnable = if waited || setup {
             0
         } else {
             blocked - awake_blocked - held_blocked
@@ -224,6 +228,12 @@ pub(super) fn is_rendezvous(receive_label: u32, bytes: Option<Option<u64>>) -> b
 /// CPUs, 1.5 ms, ends at the next tick).
 pub const DEFAULT_SLICE_NS: f64 = 4e6;
 
+/// Whether a vertex label is the exit of an MPI/PVM setup call (MPI_Init: it waits for
+/// the launcher, not for the program).
+pub(super) fn is_setup_exit(label: u32) -> bool {
+    is_mpi_or_pvm_exit(label) && !super::communication_call(split_call_field(label as u16).id)
+}
+
 /// Whether a vertex label is the exit of an MPI/PVM call.
 pub(super) fn is_mpi_or_pvm_exit(label: u32) -> bool {
     let (k, field) = ((label >> 16) as u16, label as u16);
@@ -337,7 +347,7 @@ mod tests {
             work: [100, 100, 100, 0],
             raw: [200, 200, 1000, 300],
         };
-        Shape::new(1000, &c, &[latency], polls)
+        Shape::new(1000, &c, &[latency], polls, false)
     }
 
     #[test]
