@@ -458,7 +458,7 @@ fn replay_of_an_npb_cg_shaped_run_reproduces_it() {
 /// the real run is the fastest of up to three (other work only slows it down).
 ///
 /// Not within 5 % reliably: on the shared test machine (load 3.5 to 4.4), 11 runs gave
-/// -23.6 to +23.4 % (6 within 5 %). What the 2-CPU recording's messages and
+/// -23.6 to +19.6 % (5 within 5 %). What the 2-CPU recording's messages and
 /// unexplained waits took still carries its contention and the other jobs' (a rank
 /// polling on its CPU while its partner, on the other CPU, was held back), and the
 /// memory-bound product runs slower beside other work than alone (docs/whatif.md,
