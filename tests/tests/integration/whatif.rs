@@ -402,3 +402,89 @@ fn replay_with_an_untraced_cpu_hog_reproduces_the_run() {
         "the hog took half of CPU 0: {measured}"
     );
 }
+
+/// `mpirun` of 4 ranks of mpi_cg_shaped (Open MPI), placed by the scheduler (no binding);
+/// `prefix` runs before mpirun (`taskset -c 0` pins the whole job to one CPU).
+fn cg_shaped(prefix: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+    v.extend(
+        [
+            "mpirun.openmpi",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            "-np",
+            "4",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    v.push(program("mpi_cg_shaped.openmpi"));
+    v
+}
+
+/// An NPB-CG-shaped code (tests/programs/mpi_cg_shaped.c: per CG iteration a sparse
+/// product, a 14 KB Sendrecv with the row partner, a 14 KB Isend/Irecv/Waitall with the
+/// transpose partner and two allreduces; 375 iterations) with 4 Open MPI ranks on this
+/// machine's 2 CPUs, as the issue ran NPB CG class W. Open MPI knows the node is
+/// oversubscribed and yields while it waits: its ranks hand the CPU to each other tens
+/// of thousands of times a second, and on a busy machine spend most of the run behind
+/// other jobs. The replay of the placement the run had reproduces it.
+#[test]
+fn replay_of_an_npb_cg_shaped_run_reproduces_it() {
+    let rec = record("cg-shaped", &cg_shaped(&[]));
+    let unchanged = complete(whatif(&rec.path(), &[]));
+    let (measured, replayed) = (
+        ns(&unchanged, "measured_ns"),
+        ns(&unchanged, "predicted_ns"),
+    );
+    let error = (replayed - measured) / measured;
+    eprintln!(
+        "cg-shaped, 4 ranks on 2 cpus: measured {:.1} ms, replayed {:.1} ms, error {:+.1} %",
+        measured / MS,
+        replayed / MS,
+        100.0 * error
+    );
+    assert!(
+        error.abs() <= 0.05,
+        "replayed {replayed} ns, measured {measured} ns"
+    );
+}
+
+/// The same program recorded with its 4 ranks on the machine's 2 CPUs, predicted with
+/// every rank on CPU 0, and run so for real (`taskset -c 0` on the whole job, as the
+/// issue pinned NPB CG). The prediction is one for a machine that runs only the program;
+/// the real run is the fastest of up to three (other work only slows it down).
+///
+/// Not within 5 % reliably: on the shared test machine (load 3.5 to 4.4), 11 runs gave
+/// -23.6 to +19.6 % (5 within 5 %). What the 2-CPU recording's messages and
+/// unexplained waits took still carries its contention and the other jobs' (a rank
+/// polling on its CPU while its partner, on the other CPU, was held back), and the
+/// memory-bound product runs slower beside other work than alone (docs/whatif.md,
+/// Limits). The bound is what is reliably reached; before the hand-offs and held time
+/// were told apart the prediction was +47 to +111 % (5 runs).
+#[test]
+fn npb_cg_shaped_moved_onto_one_cpu() {
+    let spec = "*@0";
+    let rec = record("cg-shaped-2cpus", &cg_shaped(&[]));
+    let prediction = complete(whatif(&rec.path(), &["--placement", spec]));
+    let predicted = ns(&prediction, "predicted_ns");
+    let real_ns = best_real_run(predicted, || {
+        let rerun = record("cg-shaped-cpu0", &cg_shaped(&["taskset", "-c", "0"]));
+        ns(&complete(whatif(&rerun.path(), &[])), "measured_ns")
+    });
+    let error = (predicted - real_ns) / real_ns;
+    eprintln!(
+        "cg-shaped: recorded on 2 cpus ({:.1} ms), predicted {spec}: {:.1} ms, real on cpu 0: \
+         {:.1} ms, error {:+.1} %",
+        ns(&prediction, "measured_ns") / MS,
+        predicted / MS,
+        real_ns / MS,
+        100.0 * error
+    );
+    assert!(
+        error.abs() <= 0.30,
+        "predicted {spec} {predicted} ns, real run {real_ns} ns"
+    );
+}

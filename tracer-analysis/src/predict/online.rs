@@ -22,8 +22,8 @@ use tracer_common::{kind, EventHeader};
 use super::placement::{CpuSet, PlacementSpec};
 use super::replay::ReplayError;
 use super::sim::{
-    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate, Phase,
-    Shape, DEFAULT_SLICE_NS,
+    held_time, is_mpi_or_pvm_exit, is_rendezvous, is_setup_exit, keeps_other_work, notice_delay,
+    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
@@ -104,6 +104,8 @@ struct Step {
     other: f64,
     spun: f64,
     off: f64,
+    /// See [`Shape::other_off`]: added to `off` when the step begins, if kept.
+    other_off: f64,
     deps: Vec<StepDep>,
     spins: bool,
     source: Option<Mark>,
@@ -116,6 +118,10 @@ struct Step {
 struct StepDep {
     mark: Mark,
     latency: f64,
+    /// The part of `latency` other work held the thread back (see [`Shape::latency_held`]).
+    held: f64,
+    /// The CPU hand-off after it (see [`Shape::handoff`]).
+    handoff: f64,
     rendezvous: bool,
 }
 
@@ -365,17 +371,20 @@ impl OnlineReplay {
                 None,
             )
         } else {
-            let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls);
+            let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls, is_setup_exit(o.label));
             (shape.work, shape.other, shape.spun, shape.off, Some(shape))
         };
+        let other_off = shape.as_ref().map_or(0.0, |s| s.other_off);
         let mut deps = Vec::with_capacity(o.deps.len());
         for (d, lat) in o.deps.into_iter().zip(lats) {
             let rendezvous = is_rendezvous(o.label, d.bytes);
             let mut latency = shape.as_ref().map_or(lat as f64, |s| s.latency(lat));
+            let mut held = shape.as_ref().map_or(0.0, |s| s.latency_held(lat));
+            let mut handoff = shape.as_ref().map_or(0.0, |s| s.handoff(lat));
             if let (Some(bytes), true) = (d.bytes, self.cost.is_some()) {
                 let remote = self.node(d.mark.pid) != self.node(pid);
                 match (self.cost.as_ref().unwrap())(remote, bytes.unwrap_or(0)) {
-                    Some(l) => latency = l as f64,
+                    Some(l) => (latency, held, handoff) = (l as f64, 0.0, 0.0),
                     None => {
                         self.error.get_or_insert(ReplayError::NoCost {
                             scope: if remote { "remote" } else { "local" },
@@ -388,6 +397,8 @@ impl OnlineReplay {
             deps.push(StepDep {
                 mark: d.mark,
                 latency,
+                held,
+                handoff,
                 rendezvous,
             });
         }
@@ -397,6 +408,7 @@ impl OnlineReplay {
             other,
             spun,
             off,
+            other_off,
             deps,
             spins: mpi_wait && polls,
             source: o.source,
@@ -488,7 +500,9 @@ impl OnlineReplay {
         let group = self.group_of.get(&c.pid).copied().flatten();
         let mut rendezvous_beside = false;
         for d in &step.deps {
-            let t = d.mark.at.get()? + d.latency;
+            let held = if c.keep { 0.0 } else { d.held };
+            let handoff = if c.keep { d.handoff } else { 0.0 };
+            let t = d.mark.at.get()? + d.latency - held + handoff;
             if t > ready {
                 ready = t;
                 rendezvous_beside =
@@ -527,6 +541,8 @@ impl OnlineReplay {
                     let c = self.chains.get_mut(&tid).unwrap();
                     c.keep = keep;
                     let step = c.queue.front_mut().unwrap();
+                    step.off = off_time(step.off, step.other_off, keep);
+                    step.other_off = 0.0;
                     step.off = (step.off - late).max(0.0);
                     c.phase = if step.first {
                         Phase::Off(step.off + late)

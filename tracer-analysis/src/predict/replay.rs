@@ -27,8 +27,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::placement::{GroupId, Placement};
 use super::sim::{
-    held_time, is_mpi_or_pvm_exit, is_rendezvous, keeps_other_work, notice_delay, rate, Phase,
-    Shape, DEFAULT_SLICE_NS,
+    held_time, is_mpi_or_pvm_exit, is_rendezvous, is_setup_exit, keeps_other_work, notice_delay,
+    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
 };
 use crate::analysis::Milestone;
 use crate::graph::recorded::RecordedGraph;
@@ -61,6 +61,12 @@ struct Dep {
     arc: ArcId,
     from: VertexId,
     latency: f64,
+    /// The part of `latency` the waiting thread was held back by other work (dropped
+    /// where the placement drops that work: see [`keeps_other_work`]).
+    held: f64,
+    /// The CPU hand-off after it (see [`Shape::handoff`]), kept with the CPU set's
+    /// recorded sharing (see [`keeps_other_work`]).
+    handoff: f64,
     /// A message sent by rendezvous (see [`is_rendezvous`]).
     rendezvous: bool,
 }
@@ -72,6 +78,7 @@ struct Step {
     other: f64,
     spun: f64,
     off: f64,
+    other_off: f64,
     deps: Vec<Dep>,
     /// The thread waits inside an MPI/PVM call of a busy-polling process.
     spins: bool,
@@ -220,6 +227,8 @@ impl<'g> Replay<'g> {
                         arc,
                         from,
                         latency: ts(v).saturating_sub(ts(from)) as f64,
+                        held: 0.0,
+                        handoff: 0.0,
                         rendezvous: false,
                     })
                     .collect();
@@ -237,8 +246,10 @@ impl<'g> Replay<'g> {
                 .unwrap_or_default();
             let vertex = &g.vertices[v as usize];
             let polls = is_mpi_or_pvm_exit(vertex.label) && polling.contains(&cpu.pid_of(tid));
-            let shape = Shape::new(ts(v).saturating_sub(ts(u)), &clocks, &lats, polls);
+            let setup = is_setup_exit(vertex.label);
+            let shape = Shape::new(ts(v).saturating_sub(ts(u)), &clocks, &lats, polls, setup);
             (s.work, s.other, s.spun, s.off) = (shape.work, shape.other, shape.spun, shape.off);
+            s.other_off = shape.other_off;
             s.deps = deps
                 .into_iter()
                 .zip(lats)
@@ -246,6 +257,8 @@ impl<'g> Replay<'g> {
                     arc,
                     from,
                     latency: shape.latency(lat),
+                    held: shape.latency_held(lat),
+                    handoff: shape.handoff(lat),
                     rendezvous: is_rendezvous(
                         vertex.label,
                         cpu.message_arcs.get(&(from, v)).copied(),
@@ -297,7 +310,7 @@ impl<'g> Replay<'g> {
                     from: from_pid,
                     to: to_pid,
                 })?;
-                d.latency = latency as f64;
+                (d.latency, d.held, d.handoff) = (latency as f64, 0.0, 0.0);
             }
         }
         Ok(())
@@ -380,7 +393,7 @@ impl<'g> Replay<'g> {
                         work_ns: s.work,
                         // Time held back by other work is time waiting for a CPU too.
                         running_ns: sim.running[v as usize] + sim.held[v as usize],
-                        off_ns: s.off,
+                        off_ns: sim.off[v as usize],
                     });
                     v = u;
                 }
@@ -399,6 +412,8 @@ struct Outcome {
     running: Vec<f64>,
     /// Time each event was held (spinning, or behind other work).
     held: Vec<f64>,
+    /// Time each event was off CPU.
+    off: Vec<f64>,
     chain_of: Vec<usize>,
 }
 
@@ -471,6 +486,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 cause: vec![Cause::Start; n],
                 running: vec![0.0; n],
                 held: vec![0.0; n],
+                off: vec![0.0; n],
                 chain_of,
             },
         };
@@ -488,12 +504,18 @@ impl<'r, 'g> Simulation<'r, 'g> {
         };
         let s = &self.r.steps[v as usize];
         self.since[c] = t;
-        self.phase[c] = Phase::start(s.work, self.held(c, s), s.off, t);
+        self.out.off[v as usize] = self.off(c, s);
+        self.phase[c] = Phase::start(s.work, self.held(c, s), self.out.off[v as usize], t);
     }
 
     /// Time chain `c` is held before its event `s`.
     fn held(&self, c: usize, s: &Step) -> f64 {
         held_time(s.spun, s.other, self.keep[c])
+    }
+
+    /// Time chain `c` is off CPU before its event `s`.
+    fn off(&self, c: usize, s: &Step) -> f64 {
+        off_time(s.off, s.other_off, self.keep[c])
     }
 
     fn head(&self, c: usize) -> VertexId {
@@ -517,7 +539,9 @@ impl<'r, 'g> Simulation<'r, 'g> {
             if !self.passed[d.from as usize] {
                 return None;
             }
-            let t = self.out.at[d.from as usize] + d.latency;
+            let held = if self.keep[c] { 0.0 } else { d.held };
+            let handoff = if self.keep[c] { d.handoff } else { 0.0 };
+            let t = self.out.at[d.from as usize] + d.latency - held + handoff;
             if t > best.at {
                 best = Ready {
                     at: t,
@@ -588,7 +612,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
                 _ => self.head(c),
             };
             let s = &self.r.steps[v as usize];
-            if let Some(next) = self.phase[c].ended(self.held(c, s), s.off, t) {
+            if let Some(next) = self.phase[c].ended(self.held(c, s), self.off(c, s), t) {
                 if let Phase::Work(_) = self.phase[c] {
                     self.out.running[v as usize] = t - self.since[c];
                     self.out.held[v as usize] = self.held(c, s);
@@ -630,7 +654,7 @@ impl<'r, 'g> Simulation<'r, 'g> {
             return s.off;
         }
         let prev = self.r.chains[c][self.next[c] - 1] as usize;
-        (self.out.at[prev] + self.out.running[v] + self.held(c, s) + s.off).min(t)
+        (self.out.at[prev] + self.out.running[v] + self.held(c, s) + self.off(c, s)).min(t)
     }
 }
 
