@@ -65,18 +65,14 @@ pub fn read_user_into<T: Copy>(dst: &mut T, addr: u64, unset: T) {
 /// arrays (the call entry program took 0.4 M instructions to verify, 0.7 s).
 #[inline(always)]
 pub fn read_user_prefix<T>(dst: &mut T, addr: u64, len: u32) -> bool {
-    let len = len.min(core::mem::size_of::<T>() as u32);
     if addr < MIN_POINTER {
         return false;
     }
-    let ret = unsafe {
-        generated::bpf_probe_read_user(dst as *mut T as *mut c_void, len, addr as *const c_void)
-    };
-    if ret != 0 {
+    let read = probe_user_prefix(dst, addr, len);
+    if !read {
         count_failure(ProbeFailure::UserRead);
-        return false;
     }
-    true
+    read
 }
 
 /// As [`read_user_prefix`], where a failed read is expected (an array of unknown length
