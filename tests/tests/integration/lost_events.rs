@@ -95,7 +95,8 @@ fn losing_events_warns_while_recording_and_after_every_command() {
     let rec = dir.join("lost.trace");
     // 200,000 hand-offs between two threads: several seconds of about 500,000 events a
     // second, into the smallest buffers (1 MiB of ring, 1 MiB of slots): the default
-    // ones hold over a million records on a machine of 16 GiB, more than 2 s of them.
+    // ones hold 750,000 records or more on a machine of 12 GiB or more, over 1.5 s of
+    // them.
     let mut t = Command::new(tracer())
         .args([
             "record",

@@ -62,7 +62,7 @@ fn config_hz(config: &str) -> Option<u32> {
 /// The memory: what the ring holds is how long the reader may fall behind (starved of
 /// CPU by the ranks it traces) before records are lost. 16 MiB and the slots of 2 CPUs
 /// hold about 390,000 records, 1.6 s of GROMACS at 2 ranks of 2 threads (240,000 records
-/// a second); 64 MiB, the size on a machine of 16 GiB, holds 1.3 million (5 s).
+/// a second); 64 MiB, the size from 16 GiB of `MemTotal` up, holds 1.3 million (5 s).
 /// A 256th keeps the locked memory of ring and slots under 0.5 % of the machine's; the
 /// bounds keep a small machine's ring as it was and a big one's at most 0.5 GiB with
 /// its slots.
