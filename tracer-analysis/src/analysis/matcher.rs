@@ -1944,6 +1944,21 @@ mod tests {
         }
     }
 
+    /// Four ranks, and each rank's half of the world split by parity (even world ranks
+    /// in one communicator, odd in the other), known as `half` in every rank.
+    fn even_and_odd(half: u64) -> MessageMatcher<u32> {
+        let mut m = four_ranks();
+        let entries: Vec<CallRecord> = (0..4).map(|r| split_entry(r, r as i32 % 2, 0)).collect();
+        for e in &entries {
+            m.on_enter(e.header.tgid, e, None);
+        }
+        for e in &entries {
+            let x = exit_with_handle(e, half);
+            m.directory.setup_call(e.header.tgid, e, &x, &[]);
+        }
+        m
+    }
+
     fn exit_with_handle(entry: &CallRecord, handle: u64) -> CallRecord {
         let CallField { id, .. } = split_call_field(entry.header.call);
         let rank = entry.header.tgid - 100;
@@ -2193,15 +2208,7 @@ mod tests {
         const HALF: u64 = 0x8400_0001;
         const INTER: u64 = 0x8400_0002;
         const MERGED: u64 = 0x8400_0003;
-        let mut m = four_ranks();
-        let entries: Vec<CallRecord> = (0..4).map(|r| split_entry(r, r as i32 % 2, 0)).collect();
-        for e in &entries {
-            m.on_enter(e.header.tgid, e, None);
-        }
-        for e in &entries {
-            let x = exit_with_handle(e, HALF);
-            m.directory.setup_call(e.header.tgid, e, &x, &[]);
-        }
+        let mut m = even_and_odd(HALF);
         for r in 0..4u32 {
             let leader = r < 2;
             let e = CallRecord {
@@ -2364,15 +2371,7 @@ mod tests {
         const HALF: u64 = 0x8400_0001;
         const INTER: u64 = 0x8400_0002;
         const MERGED: u64 = 0x8400_0003;
-        let mut m = four_ranks();
-        let entries: Vec<CallRecord> = (0..4).map(|r| split_entry(r, r as i32 % 2, 0)).collect();
-        for e in &entries {
-            m.on_enter(e.header.tgid, e, None);
-        }
-        for e in &entries {
-            let x = exit_with_handle(e, HALF);
-            m.directory.setup_call(e.header.tgid, e, &x, &[]);
-        }
+        let mut m = even_and_odd(HALF);
         for r in 0..4u32 {
             let e = CallRecord {
                 comm: HALF,
