@@ -4,6 +4,7 @@
 
 pub mod calls;
 pub mod failures;
+pub mod node;
 pub mod openmp;
 pub mod pairing;
 pub mod process;

@@ -19,13 +19,14 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::format::calls::Flavor;
+use crate::format::node::{implied_node, NodeError, NodeInfo, Relocation};
 use crate::format::records::{self, DecodeError, Record};
 use crate::format::ProcessInfo;
 
 pub const MAGIC: &[u8; 8] = b"CPTRACE\0";
 /// Version 4 added the COUNTS chunk; its framing is version 3's. Version 5 added the
 /// CALLS_UNWOUND record, which a version 4 reader would refuse mid-file.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// What starts every chunk (version 3): a reader that met a damaged chunk finds the next
 /// one by it.
 pub const SYNC: [u8; 4] = [0x8b, 0x1f, 0xe6, 0x5a];
@@ -36,6 +37,8 @@ const TAG_PROCESS: u32 = 3;
 const TAG_PROBE: u32 = 4;
 const TAG_END: u32 = 5;
 const TAG_COUNTS: u32 = 6;
+/// (version 6) The node the chunks after it come from (`format::node`).
+const TAG_NODE: u32 = 7;
 
 /// Largest chunk a reader accepts (a corrupt length must not allocate gigabytes).
 const MAX_CHUNK: u32 = 64 << 20;
@@ -58,6 +61,8 @@ pub enum RecordingError {
     Corrupt(String),
     #[error("recording is corrupt at byte {offset}")]
     BadRecord { offset: u64, source: DecodeError },
+    #[error("recording is corrupt: a NODE chunk")]
+    Node(#[from] NodeError),
 }
 
 /// Facts about the session, written first.
@@ -74,6 +79,31 @@ pub struct RecordingMeta {
     pub start_unix_ns: u128,
     pub start_monotonic_ns: u64,
     pub libraries: Vec<LibraryInfo>,
+    /// (version 6) The machines traced, node 0 first (`format::node`); empty in older
+    /// recordings, which are of one machine: [`RecordingMeta::nodes`] implies it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeInfo>,
+}
+
+impl RecordingMeta {
+    /// The node table: the recorded one, or the one machine an older recording implies.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        if self.nodes.is_empty() {
+            vec![implied_node(
+                &self.hostname,
+                self.start_unix_ns,
+                self.start_monotonic_ns,
+            )]
+        } else {
+            self.nodes.clone()
+        }
+    }
+}
+
+/// A NODE chunk: the node of the chunks that follow.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct NodeChunk {
+    node: u32,
 }
 
 /// An MPI or PVM library the probes were attached to.
@@ -180,6 +210,14 @@ impl RecordingWriter {
     pub fn probe(&mut self, probe: &FunctionProbe) -> Result<(), RecordingError> {
         self.flush_batch()?;
         self.json_chunk(TAG_PROBE, probe)
+    }
+
+    /// The records, processes and probes written next come from node `node` of META's
+    /// node table (with the ids and clock of that node: the reader makes them unique).
+    /// A recording of one machine never calls this: its chunks are node 0's.
+    pub fn begin_node(&mut self, node: u32) -> Result<(), RecordingError> {
+        self.flush_batch()?;
+        self.json_chunk(TAG_NODE, &NodeChunk { node })
     }
 
     /// Whether what was written has waited `FLUSH_AFTER` (then `flush_if_due` flushes).
@@ -356,6 +394,10 @@ pub struct RecordingReader {
     corrupt_bytes: u64,
     /// Only count records and note their times, without decoding them (`condition_of`).
     skim: bool,
+    /// The node table ([`RecordingMeta::nodes`]) and how the current node's chunks are
+    /// made unique (node 0 until a NODE chunk).
+    nodes: Vec<NodeInfo>,
+    relocation: Relocation,
 }
 
 /// How the recording at `path` ended and what in it is damaged: one pass over its chunks
@@ -464,6 +506,8 @@ impl RecordingReader {
             corrupt_chunks: 0,
             corrupt_bytes: 0,
             skim: false,
+            nodes: Vec::new(),
+            relocation: Relocation::NONE,
         };
         match r.chunk_at(16)? {
             Chunk::Read {
@@ -472,6 +516,7 @@ impl RecordingReader {
                 next,
             } => {
                 r.meta = json(&payload, "meta")?;
+                r.nodes = r.meta.nodes();
                 r.offset = next;
             }
             Chunk::Read { .. } | Chunk::Bad => {
@@ -515,9 +560,11 @@ impl RecordingReader {
                         }
                         let raw = &payload[at..at + len];
                         let ts = if self.skim {
-                            u64::from_le_bytes(raw[..8].try_into().unwrap())
+                            self.relocation
+                                .time(u64::from_le_bytes(raw[..8].try_into().unwrap()))
                         } else {
-                            let rec = records::decode(raw).map_err(bad)?;
+                            let mut rec = records::decode(raw).map_err(bad)?;
+                            self.relocation.record(&mut rec);
                             let ts = rec.header().ts_ns;
                             self.pending.push_back(Item::Record(rec));
                             ts
@@ -527,9 +574,11 @@ impl RecordingReader {
                         at += len;
                     }
                 }
-                TAG_PROCESS => self
-                    .pending
-                    .push_back(Item::Process(json(&payload, "process")?)),
+                TAG_PROCESS => {
+                    let mut process: ProcessInfo = json(&payload, "process")?;
+                    self.relocation.process(&mut process);
+                    self.pending.push_back(Item::Process(process));
+                }
                 TAG_PROBE => self
                     .pending
                     .push_back(Item::Probe(json(&payload, "probe")?)),
@@ -538,6 +587,10 @@ impl RecordingReader {
                     self.done = true;
                 }
                 TAG_COUNTS if self.version >= 4 => self.counts = Some(json(&payload, "counts")?),
+                TAG_NODE if self.version >= 6 => {
+                    let chunk: NodeChunk = json(&payload, "node")?;
+                    self.relocation = Relocation::of(&self.nodes, chunk.node)?;
+                }
                 TAG_META => return Err(RecordingError::Corrupt("second META chunk".into())),
                 other => {
                     return Err(RecordingError::Corrupt(format!(

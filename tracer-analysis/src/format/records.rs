@@ -278,6 +278,23 @@ impl Record {
         }
     }
 
+    pub fn header_mut(&mut self) -> &mut EventHeader {
+        match self {
+            Record::CallEnter(r) | Record::CallExit(r) => &mut r.header,
+            Record::HandleArray(r) => &mut r.header,
+            Record::StatusArray(r) => &mut r.header,
+            Record::FuncEnter(h) | Record::FuncExit(h) => h,
+            Record::FutexEnter(r) | Record::FutexExit(r) => &mut r.header,
+            Record::SwitchOut(r) | Record::SwitchIn(r) => &mut r.header,
+            Record::Wakeup(r) | Record::WakeupNew(r) => &mut r.header,
+            Record::Fork(r) => &mut r.header,
+            Record::Exec(r) => &mut r.header,
+            Record::Exit(r) => &mut r.header,
+            Record::ProcessEnd(r) => &mut r.header,
+            Record::CallsUnwound(r) => &mut r.header,
+        }
+    }
+
     /// The raw bytes of the record, as the probes wrote them.
     #[cfg(test)]
     pub(crate) fn to_bytes(&self) -> Vec<u8> {

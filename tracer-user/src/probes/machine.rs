@@ -1,5 +1,8 @@
 //! What the probes are sized and tuned by: the machine's CPUs (the ring, the reader's
-//! wakeups) and its kernel's scheduler tick.
+//! wakeups) and its kernel's scheduler tick; and what the recording's node table says of
+//! it.
+
+use tracer_analysis::format::node::NodeInfo;
 
 /// How far the kernel's count of a running thread's CPU time may lag behind: it is
 /// brought up to date at every scheduler tick, so one tick (`kernel_tick_ns`). This is also
@@ -111,8 +114,69 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// This machine, for the recording's node table: its names and the clocks read together
+/// at `start` (a recording of one machine is node 0).
+pub fn this_node(start: ClockPair) -> NodeInfo {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    NodeInfo {
+        hostname: read("/proc/sys/kernel/hostname"),
+        machine_id: read("/etc/machine-id"),
+        boot_id: read("/proc/sys/kernel/random/boot_id"),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        cpus: cpu_list_len(&read("/sys/devices/system/cpu/possible")),
+        start_unix_ns: start.unix_ns,
+        start_monotonic_ns: start.monotonic_ns,
+    }
+}
+
+/// The wall clock (Unix ns) and the probes' clock (CLOCK_MONOTONIC ns), read together.
+#[derive(Clone, Copy, Debug)]
+pub struct ClockPair {
+    pub unix_ns: u128,
+    pub monotonic_ns: u64,
+}
+
+impl ClockPair {
+    pub fn now() -> ClockPair {
+        ClockPair {
+            unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+            monotonic_ns: monotonic_ns(),
+        }
+    }
+}
+
+/// How many CPUs a kernel CPU list names (`0-3,8`; 0 when it cannot be read).
+fn cpu_list_len(list: &str) -> u32 {
+    list.split(',')
+        .filter(|part| !part.is_empty())
+        .map(|part| match part.split_once('-') {
+            Some((first, last)) => match (first.parse::<u32>(), last.parse::<u32>()) {
+                (Ok(first), Ok(last)) if last >= first => last - first + 1,
+                _ => 0,
+            },
+            None => u32::from(part.parse::<u32>().is_ok()),
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(super::cpu_list_len("0-1"), 2);
+        assert_eq!(super::cpu_list_len("0-3,8,10-11"), 7);
+        assert_eq!(super::cpu_list_len("0"), 1);
+        assert_eq!(super::cpu_list_len(""), 0);
+        assert_eq!(super::cpu_list_len("x"), 0);
+    }
+
     #[test]
     fn the_default_ring_grows_with_the_cpus_within_bounds() {
         let mib = |cpus| super::default_ring_bytes(cpus, None) >> 20;

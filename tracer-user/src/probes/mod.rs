@@ -15,4 +15,4 @@ pub use attach::{ProbePoint, TakenLinks};
 pub use error::{one_line, BtfError, ProbeError, TracefsError};
 pub use holds::HeldProcesses;
 pub use load::{LinkKind, ProbeOptions, Probes, UprobeLinks};
-pub use machine::{default_ring_bytes, machine_memory_bytes, monotonic_ns};
+pub use machine::{default_ring_bytes, machine_memory_bytes, monotonic_ns, this_node, ClockPair};

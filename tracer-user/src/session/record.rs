@@ -21,7 +21,7 @@ use super::watchdog::Watchdog;
 use super::{
     Analysis, Detaching, Ready, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason,
 };
-use crate::probes::{monotonic_ns, ProbeOptions, Probes};
+use crate::probes::{this_node, ClockPair, ProbeOptions, Probes};
 use crate::target::funcs::FunctionSelector;
 use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet, NeededLibraries};
 use crate::target::procfs;
@@ -138,18 +138,18 @@ pub fn record(opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         new_probes.extend(funcs.attach_everywhere(&mut probes)?);
     }
 
+    let start = ClockPair::now();
+    let node = this_node(start);
     let meta = RecordingMeta {
         tracer_version: env!("CARGO_PKG_VERSION").to_string(),
-        hostname: hostname(),
+        hostname: node.hostname.clone(),
         command: opts.command.clone(),
         pids: opts.pids.clone(),
         system_wide,
-        start_unix_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-        start_monotonic_ns: monotonic_ns(),
+        start_unix_ns: start.unix_ns,
+        start_monotonic_ns: start.monotonic_ns,
         libraries: libs.infos(),
+        nodes: vec![node],
     };
     let open_mpi: Vec<LibraryInfo> = meta
         .libraries
@@ -362,10 +362,4 @@ fn write_json<T: serde::Serialize>(
         })?;
     }
     Ok(())
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
 }

@@ -1,0 +1,403 @@
+//! Which machine a record comes from.
+//!
+//! A recording holds the records of one or more nodes (machines). Its META chunk has the
+//! node table ([`NodeInfo`]: host name, machine id, boot id, kernel, CPUs, clock), and a
+//! NODE chunk says which node the chunks after it come from (node 0 until the first;
+//! a recording of one machine has none). Two nodes of one job reuse process ids, thread
+//! ids and CPU numbers, and each has its own monotonic clock, so the reader makes every
+//! record of node `n` unique as it reads it ([`Relocation`]): a process, thread or CPU
+//! id `i` of node `n` becomes `n << 22 | i` (a [`GlobalId`]; Linux never hands out a
+//! pid at or above 2^22, its `PID_MAX_LIMIT`), and its times move onto node 0's clock.
+//! Node 0's ids and times are its own, so a recording of one machine reads as it always
+//! did, and everything downstream keys processes and threads by one `u32` that has the
+//! node in it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::format::records::Record;
+use crate::format::ProcessInfo;
+
+/// Bits of a node's own process, thread or CPU id in a [`GlobalId`].
+pub const LOCAL_ID_BITS: u32 = 22;
+/// How many nodes one recording can hold: ids stay below 2^30, where the timeline
+/// exports number tracks of their own (the critical path's, `export::timeline`).
+pub const MAX_NODES: u32 = 256;
+const LOCAL_MASK: u32 = (1 << LOCAL_ID_BITS) - 1;
+
+/// A node's index in the recording's node table.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub struct NodeId(pub u16);
+
+/// A process, thread or CPU id made unique across the nodes of a recording: the node in
+/// the high bits, the node's own id in the low [`LOCAL_ID_BITS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GlobalId(pub u32);
+
+impl GlobalId {
+    /// `local` of `node`; node 0's ids are unchanged.
+    pub fn new(node: NodeId, local: u32) -> GlobalId {
+        GlobalId(u32::from(node.0) << LOCAL_ID_BITS | (local & LOCAL_MASK))
+    }
+
+    pub fn node(self) -> NodeId {
+        NodeId((self.0 >> LOCAL_ID_BITS) as u16)
+    }
+
+    /// The id the node itself gave (its pid, tid or CPU number).
+    pub fn local(self) -> u32 {
+        self.0 & LOCAL_MASK
+    }
+}
+
+/// What the recording knows of one machine it traced.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub hostname: String,
+    /// /etc/machine-id: one machine across boots (empty when the machine has none).
+    pub machine_id: String,
+    /// /proc/sys/kernel/random/boot_id: one boot (its monotonic clock starts at boot).
+    pub boot_id: String,
+    /// The kernel's release (`uname -r`).
+    pub kernel: String,
+    /// CPUs the kernel may run on (what the machine's records' `cpu` numbers index).
+    pub cpus: u32,
+    /// The node's wall clock (Unix ns) and probe clock (CLOCK_MONOTONIC ns), read
+    /// together when its tracing started: how its records' times map onto node 0's.
+    pub start_unix_ns: u128,
+    pub start_monotonic_ns: u64,
+}
+
+impl NodeInfo {
+    /// Wall clock minus monotonic clock at start: the offset that turns the node's probe
+    /// times into wall-clock times.
+    fn wall_offset_ns(&self) -> i128 {
+        self.start_unix_ns as i128 - i128::from(self.start_monotonic_ns)
+    }
+}
+
+/// The node a recording of one machine holds when its META has no node table (versions
+/// before 6): its host name and clock, from META.
+pub fn implied_node(hostname: &str, start_unix_ns: u128, start_monotonic_ns: u64) -> NodeInfo {
+    NodeInfo {
+        hostname: hostname.to_string(),
+        start_unix_ns,
+        start_monotonic_ns,
+        ..Default::default()
+    }
+}
+
+/// Why a NODE chunk cannot be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NodeError {
+    #[error("node {node} is not in the recording's node table ({nodes} nodes)")]
+    Unknown { node: u32, nodes: usize },
+    #[error("a recording holds at most {MAX_NODES} nodes, node {0} is beyond")]
+    TooMany(u32),
+}
+
+/// How the records of one node are made unique and moved onto node 0's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Relocation {
+    node: NodeId,
+    /// Added to the node's times (ns): the difference of its wall-clock offset from
+    /// node 0's. Issue 41's collector may measure a better one; this is what the clocks
+    /// read at start say.
+    shift_ns: i64,
+}
+
+impl Relocation {
+    /// Node 0: nothing changes.
+    pub const NONE: Relocation = Relocation {
+        node: NodeId(0),
+        shift_ns: 0,
+    };
+
+    /// The relocation of node `node` of table `nodes` (node 0 first).
+    pub fn of(nodes: &[NodeInfo], node: u32) -> Result<Relocation, NodeError> {
+        if node >= MAX_NODES {
+            return Err(NodeError::TooMany(node));
+        }
+        let (Some(first), Some(this)) = (nodes.first(), nodes.get(node as usize)) else {
+            return Err(NodeError::Unknown {
+                node,
+                nodes: nodes.len(),
+            });
+        };
+        let shift = this.wall_offset_ns() - first.wall_offset_ns();
+        Ok(Relocation {
+            node: NodeId(node as u16),
+            shift_ns: shift.clamp(i64::MIN.into(), i64::MAX.into()) as i64,
+        })
+    }
+
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    pub fn is_none(&self) -> bool {
+        *self == Relocation::NONE
+    }
+
+    fn id(&self, local: u32) -> u32 {
+        GlobalId::new(self.node, local).0
+    }
+
+    /// A time of the node's clock on node 0's.
+    pub fn time(&self, ns: u64) -> u64 {
+        ns.saturating_add_signed(self.shift_ns)
+    }
+
+    /// Makes `rec`'s process, thread and CPU ids unique and moves its time.
+    pub fn record(&self, rec: &mut Record) {
+        if self.is_none() {
+            return;
+        }
+        let h = rec.header_mut();
+        h.tgid = self.id(h.tgid);
+        h.tid = self.id(h.tid);
+        h.cpu = self.id(h.cpu);
+        h.ts_ns = self.time(h.ts_ns);
+        match rec {
+            Record::Wakeup(w) | Record::WakeupNew(w) => {
+                w.wakee_tid = self.id(w.wakee_tid);
+                // 0: the probe did not know the wakee's process.
+                if w.wakee_tgid != 0 {
+                    w.wakee_tgid = self.id(w.wakee_tgid);
+                }
+                if w.target_cpu >= 0 {
+                    w.target_cpu = self.id(w.target_cpu as u32) as i32;
+                }
+            }
+            Record::Fork(f) => f.child_tid = self.id(f.child_tid),
+            Record::Exec(e) => e.old_tid = self.id(e.old_tid),
+            _ => {}
+        }
+    }
+
+    /// Makes a process's ids unique (its parent is on the same node).
+    pub fn process(&self, p: &mut ProcessInfo) {
+        if self.is_none() {
+            return;
+        }
+        p.pid = self.id(p.pid);
+        p.ppid = self.id(p.ppid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_common::{kind, EventHeader, WakeRecord};
+
+    fn nodes() -> Vec<NodeInfo> {
+        let node = |name: &str, unix: u128, mono: u64| NodeInfo {
+            hostname: name.into(),
+            cpus: 2,
+            start_unix_ns: unix,
+            start_monotonic_ns: mono,
+            ..Default::default()
+        };
+        // Node b booted 5 s earlier than a (its monotonic clock is 5 s ahead).
+        vec![
+            node("a", 1_000_000_000_000, 10_000_000_000),
+            node("b", 1_000_000_000_000, 15_000_000_000),
+        ]
+    }
+
+    #[test]
+    fn node_zero_is_left_as_it_is() {
+        let r = Relocation::of(&nodes(), 0).unwrap();
+        assert!(r.is_none());
+        let mut rec = Record::FuncEnter(EventHeader {
+            ts_ns: 7,
+            tgid: 100,
+            tid: 101,
+            cpu: 1,
+            ..Default::default()
+        });
+        let before = rec.clone();
+        r.record(&mut rec);
+        assert_eq!(rec, before);
+    }
+
+    #[test]
+    fn another_node_gets_ids_of_its_own_and_node_zeros_clock() {
+        let r = Relocation::of(&nodes(), 1).unwrap();
+        let mut rec = Record::Wakeup(WakeRecord {
+            header: EventHeader {
+                ts_ns: 15_000_000_100,
+                tgid: 100,
+                tid: 101,
+                kind: kind::WAKEUP,
+                cpu: 1,
+                ..Default::default()
+            },
+            wakee_tid: 102,
+            wakee_tgid: 0,
+            target_cpu: 0,
+            _reserved: 0,
+        });
+        r.record(&mut rec);
+        let Record::Wakeup(w) = rec else {
+            unreachable!()
+        };
+        assert_eq!(GlobalId(w.header.tgid).node(), NodeId(1));
+        assert_eq!(GlobalId(w.header.tgid).local(), 100);
+        assert_eq!(w.header.tid, 1 << 22 | 101);
+        assert_eq!(w.header.cpu, 1 << 22 | 1);
+        assert_eq!(w.wakee_tid, 1 << 22 | 102);
+        assert_eq!(w.wakee_tgid, 0, "an unknown process stays unknown");
+        assert_eq!(w.target_cpu, 1 << 22);
+        // 100 ns after b's start is 100 ns after a's start too.
+        assert_eq!(w.header.ts_ns, 10_000_000_100);
+    }
+
+    /// A job of 4 MPICH ranks in a ring, written as two nodes of 2 ranks each whose
+    /// processes have the same pids (100 and 101): read back, it is 4 processes, every
+    /// message matched, and the critical path of the same job recorded on one machine.
+    #[test]
+    fn two_nodes_with_colliding_pids_are_four_processes() {
+        use crate::analysis::analyze;
+        use crate::analysis::profile::Profile;
+        use crate::analysis::workclock::ClockKind;
+        use crate::export::chrome::{ChromeExport, CRITICAL_PID};
+        use crate::format::recording::{Item, RecordingMeta, RecordingReader, RecordingWriter};
+        use crate::format::synth::SyntheticRun;
+        use crate::graph::recorded::RecordedGraph;
+        use crate::report::{Report, ReportOptions};
+        use std::collections::{BTreeSet, HashMap};
+
+        let mut run = SyntheticRun::new(4, &["work"]);
+        for round in 0..3 {
+            for r in 0..4 {
+                run.compute(r, 10_000 + 5_000 * r as u64, Some(0));
+                run.message(r, (r + 1) % 4, round);
+            }
+        }
+        // One job: the launcher's daemons on the two nodes are different parents.
+        for item in &mut run.items {
+            if let Item::Process(p) = item {
+                p.env_job = Some("job".into());
+            }
+        }
+        // Ranks 2 and 3 (pids 102, 103) go to node 1 as pids 100 and 101.
+        let node_of = |pid: u32| u32::from(pid >= 102);
+        let local = |pid: u32| if pid >= 102 { pid - 2 } else { pid };
+        let dir = std::env::temp_dir().join(format!("tracer-nodes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("two-nodes.trace");
+        let meta = RecordingMeta {
+            hostname: "a".into(),
+            nodes: nodes(),
+            start_unix_ns: nodes()[0].start_unix_ns,
+            start_monotonic_ns: nodes()[0].start_monotonic_ns,
+            ..Default::default()
+        };
+        // Node b's clock is 5 s ahead of a's: its records are written with its own times.
+        let shift = 5_000_000_000;
+        let mut w = RecordingWriter::create(&path, &meta).unwrap();
+        let mut current = 0;
+        for item in &run.items {
+            let node = match item {
+                Item::Record(r) => node_of(r.header().tgid),
+                Item::Process(p) => node_of(p.pid),
+                Item::Probe(_) => current,
+            };
+            if node != current {
+                w.begin_node(node).unwrap();
+                current = node;
+            }
+            match item {
+                Item::Record(r) => {
+                    let mut r = r.clone();
+                    if node == 1 {
+                        let h = r.header_mut();
+                        h.tgid = local(h.tgid);
+                        h.tid = local(h.tid);
+                        h.ts_ns += shift;
+                    }
+                    w.record(r.as_bytes()).unwrap();
+                }
+                Item::Process(p) => {
+                    let mut p = p.clone();
+                    p.pid = local(p.pid);
+                    w.process(&p).unwrap();
+                }
+                Item::Probe(f) => w.probe(f).unwrap(),
+            }
+        }
+        w.finish(&Default::default()).unwrap();
+
+        let mut reader = RecordingReader::open(&path).unwrap();
+        let mut items = Vec::new();
+        while let Some(item) = reader.next_item().unwrap() {
+            items.push(item);
+        }
+        let pids: BTreeSet<u32> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Process(p) => Some(p.pid),
+                _ => None,
+            })
+            .collect();
+        let b = |pid| GlobalId::new(NodeId(1), pid).0;
+        assert_eq!(pids, BTreeSet::from([100, 101, b(100), b(101)]));
+
+        // The profile: every message matched, the one-machine critical path.
+        let one = Profile::new(
+            &analyze(&run.items, ClockKind::Cpu),
+            ClockKind::Cpu,
+            0,
+            &HashMap::new(),
+        );
+        let two = Profile::new(
+            &analyze(&items, ClockKind::Cpu),
+            ClockKind::Cpu,
+            0,
+            &HashMap::new(),
+        );
+        assert_eq!(one.messages.matched, 12, "{:?}", one.messages);
+        assert_eq!(two.messages.matched, 12, "{:?}", two.messages);
+        assert_eq!(two.messages.unmatched, 0);
+        assert_eq!(two.critical_path.length_ns, one.critical_path.length_ns);
+        let path_pids: BTreeSet<u32> = two.threads.iter().map(|t| t.pid).collect();
+        assert!(path_pids.iter().all(|p| pids.contains(p)), "{path_pids:?}");
+
+        // The report and the Chrome export: four processes.
+        let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
+        let report = Report::new(&rg, &ReportOptions::default(), None);
+        assert_eq!(
+            report.critical_path.path.length_ns,
+            one.critical_path.length_ns
+        );
+        let (_, bytes) = ChromeExport::read(&path, ClockKind::Cpu)
+            .unwrap()
+            .write(&mut RecordingReader::open(&path).unwrap(), Vec::new())
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let chrome: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let chrome_pids: BTreeSet<u64> = chrome["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .filter_map(|e| e["pid"].as_u64())
+            .filter(|&pid| pid != u64::from(CRITICAL_PID))
+            .collect();
+        assert_eq!(chrome_pids, pids.iter().map(|&p| u64::from(p)).collect());
+    }
+
+    #[test]
+    fn a_node_outside_the_table_is_an_error() {
+        assert_eq!(
+            Relocation::of(&nodes(), 2),
+            Err(NodeError::Unknown { node: 2, nodes: 2 })
+        );
+        assert_eq!(
+            Relocation::of(&nodes(), MAX_NODES),
+            Err(NodeError::TooMany(MAX_NODES))
+        );
+    }
+}
