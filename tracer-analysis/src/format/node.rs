@@ -256,7 +256,8 @@ mod tests {
 
     /// A job of 4 MPICH ranks in a ring, written as two nodes of 2 ranks each whose
     /// processes have the same pids (100 and 101): read back, it is 4 processes, every
-    /// message matched, and the critical path of the same job recorded on one machine.
+    /// message matched, the critical path of the same job recorded on one machine, and a
+    /// machine of two processes per node in the metrics.
     #[test]
     fn two_nodes_with_colliding_pids_are_four_processes() {
         use crate::analysis::analyze;
@@ -266,6 +267,7 @@ mod tests {
         use crate::format::recording::{Item, RecordingMeta, RecordingReader, RecordingWriter};
         use crate::format::synth::SyntheticRun;
         use crate::graph::recorded::RecordedGraph;
+        use crate::metrics::Metrics;
         use crate::report::{Report, ReportOptions};
         use std::collections::{BTreeSet, HashMap};
 
@@ -335,6 +337,22 @@ mod tests {
         while let Some(item) = reader.next_item().unwrap() {
             items.push(item);
         }
+        // The metrics: a machine per node, two processes on each.
+        let metrics = Metrics::from_items(&items, &reader.meta);
+        let machines: Vec<(&str, u32)> = metrics
+            .machines
+            .iter()
+            .map(|m| (m.name.as_str(), m.cpus))
+            .collect();
+        assert_eq!(machines, [("a", 1), ("b", 1)]);
+        let on = |host: &str| {
+            metrics
+                .processes
+                .iter()
+                .filter(|p| p.machine == host)
+                .count()
+        };
+        assert_eq!((on("a"), on("b")), (2, 2));
         let pids: BTreeSet<u32> = items
             .iter()
             .filter_map(|i| match i {

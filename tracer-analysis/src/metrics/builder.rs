@@ -27,6 +27,7 @@ use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{futex_waits, Analyzer, NoPaths, PathModel, REORDER_WINDOW_NS};
 use crate::format::calls::split_call_field;
+use crate::format::node::GlobalId;
 use crate::format::recording::{FunctionProbe, Item, RecordingMeta};
 use crate::format::records::{self, Record};
 use crate::format::ProcessInfo;
@@ -42,15 +43,21 @@ impl MetricsBuilder {
     pub fn new(meta: &RecordingMeta) -> Self {
         let mut analyzer = Analyzer::with_model(ClockKind::Cpu, NoPaths);
         analyzer.matcher.log_matches();
-        let host = if meta.hostname.is_empty() {
-            "localhost".to_string()
-        } else {
-            meta.hostname.clone()
-        };
+        let hosts = meta
+            .nodes()
+            .into_iter()
+            .map(|node| {
+                if node.hostname.is_empty() {
+                    "localhost".to_string()
+                } else {
+                    node.hostname
+                }
+            })
+            .collect();
         MetricsBuilder {
             analyzer,
             reorder: ReorderBuffer::new(REORDER_WINDOW_NS),
-            acc: Accounts::new(host),
+            acc: Accounts::new(hosts),
         }
     }
 
@@ -95,8 +102,7 @@ struct ProcedureAcc {
 
 /// Everything accumulated from records in timestamp order.
 struct Accounts {
-    /// Machine names; a recording is one host, so every process is on machine 0 (see
-    /// `machine_of`). A merged multi-host recording would map processes here.
+    /// Machine names: the recording's nodes, in node order (`machine_of`).
     machines: Vec<String>,
     /// Distinct CPUs seen per machine.
     cpus: Vec<BTreeSet<u32>>,
@@ -126,10 +132,11 @@ struct Accounts {
 }
 
 impl Accounts {
-    fn new(host: String) -> Self {
+    /// `hosts`: the recording's nodes, node 0 first (at least one).
+    fn new(hosts: Vec<String>) -> Self {
         Accounts {
-            machines: vec![host],
-            cpus: vec![BTreeSet::new()],
+            cpus: hosts.iter().map(|_| BTreeSet::new()).collect(),
+            machines: hosts,
             threads: HashMap::new(),
             ended: Vec::new(),
             commands: HashMap::new(),
@@ -149,8 +156,14 @@ impl Accounts {
         }
     }
 
-    fn machine_of(&self, _pid: u32) -> usize {
-        0
+    /// The node a process runs on: its id says (`format::node`).
+    fn machine_of(&self, pid: u32) -> usize {
+        let node = usize::from(GlobalId(pid).node().0);
+        if node < self.machines.len() {
+            node
+        } else {
+            0
+        }
     }
 
     fn process(&mut self, p: &ProcessInfo) {
