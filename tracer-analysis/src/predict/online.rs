@@ -23,7 +23,7 @@ use super::placement::{CpuSet, PlacementSpec};
 use super::replay::ReplayError;
 use super::sim::{
     held_time, is_mpi_or_pvm_exit, is_rendezvous, is_setup_exit, keeps_other_work, notice_delay,
-    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
+    off_time, rate, Phase, Shape, Transport, DEFAULT_SLICE_NS,
 };
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
@@ -123,6 +123,9 @@ struct StepDep {
     /// The CPU hand-off after it (see [`Shape::handoff`]).
     handoff: f64,
     rendezvous: bool,
+    /// A message's size class (see [`Transport::class`]); None for other dependencies
+    /// and where a network table gave the latency.
+    class: Option<u32>,
 }
 
 impl Step {
@@ -177,6 +180,8 @@ pub struct OnlinePrediction {
 pub struct OnlineReplay {
     spec: Option<PlacementSpec>,
     cost: Option<OwnedCost>,
+    /// What the transport costs, from the messages seen so far (offline: from all).
+    transport: Transport,
     /// None: decide from the recording; Some: every process polls, or none.
     polling: Option<bool>,
     groups: Vec<(CpuSet, f64)>,
@@ -220,6 +225,7 @@ impl OnlineReplay {
         OnlineReplay {
             spec,
             cost,
+            transport: Transport::default(),
             polling,
             groups: Vec::new(),
             group_of: HashMap::new(),
@@ -381,7 +387,15 @@ impl OnlineReplay {
             let mut latency = shape.as_ref().map_or(lat as f64, |s| s.latency(lat));
             let mut held = shape.as_ref().map_or(0.0, |s| s.latency_held(lat));
             let mut handoff = shape.as_ref().map_or(0.0, |s| s.handoff(lat));
+            let mut class = d.bytes.map(Transport::class);
+            // As offline: the thread was in its call (entered at its previous event)
+            // when the source happened.
+            let waited = !o.first && d.mark.ts >= o.ts.saturating_sub(o.elapsed);
+            if let (Some(class), true) = (class, waited) {
+                self.transport.note(class, latency);
+            }
             if let (Some(bytes), true) = (d.bytes, self.cost.is_some()) {
+                class = None;
                 let remote = self.node(d.mark.pid) != self.node(pid);
                 match (self.cost.as_ref().unwrap())(remote, bytes.unwrap_or(0)) {
                     Some(l) => (latency, held, handoff) = (l as f64, 0.0, 0.0),
@@ -400,6 +414,7 @@ impl OnlineReplay {
                 held,
                 handoff,
                 rendezvous,
+                class,
             });
         }
         let step = Step {
@@ -502,7 +517,8 @@ impl OnlineReplay {
         for d in &step.deps {
             let held = if c.keep { 0.0 } else { d.held };
             let handoff = if c.keep { d.handoff } else { 0.0 };
-            let t = d.mark.at.get()? + d.latency - held + handoff;
+            let latency = self.transport.latency(d.class, d.latency, c.keep);
+            let t = d.mark.at.get()? + latency - held + handoff;
             if t > ready {
                 ready = t;
                 rendezvous_beside =

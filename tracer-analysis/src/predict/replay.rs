@@ -28,7 +28,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use super::placement::{GroupId, Placement};
 use super::sim::{
     held_time, is_mpi_or_pvm_exit, is_rendezvous, is_setup_exit, keeps_other_work, notice_delay,
-    off_time, rate, Phase, Shape, DEFAULT_SLICE_NS,
+    off_time, rate, Phase, Shape, Transport, DEFAULT_SLICE_NS,
 };
 use crate::analysis::Milestone;
 use crate::graph::recorded::RecordedGraph;
@@ -69,6 +69,11 @@ struct Dep {
     handoff: f64,
     /// A message sent by rendezvous (see [`is_rendezvous`]).
     rendezvous: bool,
+    /// A message's size class (see [`Transport::class`]); None for other dependencies.
+    class: Option<u32>,
+    /// The thread was already waiting in its call when the source happened: the
+    /// latency is the whole time the message took to be noticed.
+    waited: bool,
 }
 
 /// What a thread does before reaching one of its events.
@@ -106,6 +111,8 @@ pub struct Replay<'g> {
     t0: u64,
     /// The scheduler's time slice (see [`DEFAULT_SLICE_NS`]).
     pub slice_ns: f64,
+    /// What the transport itself costs, from the recording's messages.
+    transport: Transport,
 }
 
 /// Which constraint decided when an event happened.
@@ -230,6 +237,8 @@ impl<'g> Replay<'g> {
                         held: 0.0,
                         handoff: 0.0,
                         rendezvous: false,
+                        class: None,
+                        waited: false,
                     })
                     .collect();
                 continue;
@@ -263,6 +272,11 @@ impl<'g> Replay<'g> {
                         vertex.label,
                         cpu.message_arcs.get(&(from, v)).copied(),
                     ),
+                    class: cpu
+                        .message_arcs
+                        .get(&(from, v))
+                        .map(|&b| Transport::class(b)),
+                    waited: ts(from) >= ts(u),
                 })
                 .collect();
             s.spins = !s.deps.is_empty() && polls;
@@ -275,6 +289,12 @@ impl<'g> Replay<'g> {
                 .map(|&(v, _)| v)
                 .collect()
         };
+        let mut transport = Transport::default();
+        for d in steps.iter().flat_map(|s| &s.deps) {
+            if let (Some(class), true) = (d.class, d.waited) {
+                transport.note(class, d.latency);
+            }
+        }
         Ok(Replay {
             g,
             ran_on: HashMap::new(),
@@ -286,6 +306,7 @@ impl<'g> Replay<'g> {
             finalizing: milestones(Milestone::Finalizing),
             slice_ns: DEFAULT_SLICE_NS,
             t0,
+            transport,
         })
     }
 
@@ -311,6 +332,8 @@ impl<'g> Replay<'g> {
                     to: to_pid,
                 })?;
                 (d.latency, d.held, d.handoff) = (latency as f64, 0.0, 0.0);
+                // The table's latency is the transport's.
+                d.class = None;
             }
         }
         Ok(())
@@ -541,7 +564,8 @@ impl<'r, 'g> Simulation<'r, 'g> {
             }
             let held = if self.keep[c] { 0.0 } else { d.held };
             let handoff = if self.keep[c] { d.handoff } else { 0.0 };
-            let t = self.out.at[d.from as usize] + d.latency - held + handoff;
+            let latency = self.r.transport.latency(d.class, d.latency, self.keep[c]);
+            let t = self.out.at[d.from as usize] + latency - held + handoff;
             if t > best.at {
                 best = Ready {
                     at: t,

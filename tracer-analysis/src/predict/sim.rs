@@ -223,6 +223,58 @@ pub(super) fn is_rendezvous(receive_label: u32, bytes: Option<Option<u64>>) -> b
         && matches!(bytes, Some(Some(b)) if b > OPEN_MPI_EAGER_LIMIT_BYTES)
 }
 
+/// What the transport itself costs: per message size class, the least latency a message
+/// of that class had in the recording when its receiver was waiting for it. A receiver
+/// that arrived later found its message there, and its latency is only what its call
+/// still took.
+///
+/// A recorded latency is that cost plus the time the receiver took to notice, which is
+/// scheduling: the CPU sharing the run had (a rank yielding on one CPU while its
+/// partner, on the other, held its message). Where the receiver's CPU set is shared as
+/// recorded, the replay keeps it; elsewhere it works the sharing out anew, and a message
+/// costs no more than its class's least latency. NPB-CG-shaped, 4 ranks on 2 CPUs
+/// predicted on one: the recorded latencies put 159 ms of messages on a 283 ms path,
+/// where a run pinned to one CPU took 236 ms; with this, 242 ms (docs/whatif.md).
+#[derive(Clone, Debug)]
+pub struct Transport {
+    least: [f64; 65],
+}
+
+impl Default for Transport {
+    fn default() -> Self {
+        Transport {
+            least: [f64::INFINITY; 65],
+        }
+    }
+}
+
+impl Transport {
+    /// A message's size class: 0 for no or unknown bytes, else 1 + log2 of its size,
+    /// rounded down.
+    pub fn class(bytes: Option<u64>) -> u32 {
+        match bytes {
+            None | Some(0) => 0,
+            Some(b) => 64 - b.leading_zeros(),
+        }
+    }
+
+    /// A message of `class` whose receiver was waiting took `latency`.
+    pub fn note(&mut self, class: u32, latency: f64) {
+        let least = &mut self.least[class as usize];
+        *least = least.min(latency);
+    }
+
+    /// The latency of a dependency recorded at `recorded` (of a message of `class`, or
+    /// None for another dependency) whose receiver's CPU set is shared as recorded
+    /// (`keep`) or not.
+    pub fn latency(&self, class: Option<u32>, recorded: f64, keep: bool) -> f64 {
+        match class {
+            Some(class) if !keep => recorded.min(self.least[class as usize]),
+            _ => recorded,
+        }
+    }
+}
+
 /// The time slice a thread runs before a thread waiting for the same CPU gets it: the
 /// scheduler tick on this kernel (CONFIG_HZ=250, and the slice EEVDF gives a task on 2
 /// CPUs, 1.5 ms, ends at the next tick).
