@@ -9,9 +9,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use tracer_common::{call, futex_waits, CallRecord, EventHeader};
 
+use super::directory::Directory;
 use super::engine::{CriticalEnd, CriticalPathEngine};
 use super::faults::{signal_name, Death, Killed};
-use super::matcher::{Directory, MessageMatcher, ReceivedStatus};
+use super::matcher::{MessageMatcher, ReceivedStatus};
 use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
 use super::sync::{futex_wakes, SyncTracker};
 use super::workclock::{self, ClockKind, WorkClock};

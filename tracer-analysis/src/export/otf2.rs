@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use tracer_common::{call, CallRecord, UNSET, UNSET32};
 
 use super::ExportError;
-use crate::analysis::matcher::Directory;
+use crate::analysis::directory::Directory;
 use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{futex_waits, REORDER_WINDOW_NS};
