@@ -11,7 +11,10 @@ use rustc_hash::FxHashMap;
 
 use tracer_common::{call, CallRecord, UNSET32};
 
-use crate::format::calls::{split_call_field, CallField, Flavor};
+use crate::format::call_facts::{
+    AskedEnvelope, Collective, CollectiveShape, Receives, RequestsIn, Sends,
+};
+use crate::format::calls::{self, split_call_field, CallField, Family, Flavor};
 
 use super::directory::Directory;
 use super::faults::Undone;
@@ -92,84 +95,6 @@ impl IrecvInfo {
     }
 }
 
-/// Whom a member's exit from a collective depends on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CollectiveShape {
-    /// Every member's entry (barrier, allreduce, alltoall(v/w), allgather(v),
-    /// reduce_scatter, a window fence).
-    Everyone,
-    /// The root's entry, for the other members (bcast, scatter(v)).
-    FromRoot,
-    /// Every member's entry, for the root only (reduce, gather(v)).
-    ToRoot,
-    /// The entries of ranks 0..=r (scan) or 0..r (exscan) for rank r.
-    Prefix { inclusive: bool },
-    /// The member's in-neighbours' (neighbourhood collectives on a distributed graph).
-    Neighbors,
-    /// Nobody's: a collective of zero elements moves no data, and MPI libraries return
-    /// from one at once (Open MPI's MPI_Bcast of 0 elements: a member left before the
-    /// root arrived, in hpcc).
-    NoData,
-}
-
-/// A collective call: its shape and whether it only starts (a nonblocking collective,
-/// completed by a Wait/Test on its request).
-#[derive(Clone, Copy, Debug)]
-struct CollectiveCall {
-    shape: CollectiveShape,
-    nonblocking: bool,
-}
-
-/// Whether the element count a collective's probe reads is the same at every member (so
-/// that 0 at one member is 0 at all): not MPI_Scatter's send count, which only the root's
-/// call gives, nor the v/w collectives' count arrays.
-fn count_at_every_member(id: u16) -> bool {
-    matches!(
-        id,
-        call::MPI_BCAST
-            | call::MPI_REDUCE
-            | call::MPI_ALLREDUCE
-            | call::MPI_GATHER
-            | call::MPI_ALLGATHER
-            | call::MPI_ALLTOALL
-            | call::MPI_SCAN
-            | call::MPI_EXSCAN
-            | call::MPI_REDUCE_SCATTER_BLOCK
-    )
-}
-
-fn collective_call(id: u16) -> Option<CollectiveCall> {
-    use CollectiveShape::*;
-    let (shape, nonblocking) = match id {
-        call::MPI_BARRIER
-        | call::MPI_ALLREDUCE
-        | call::MPI_ALLGATHER
-        | call::MPI_ALLGATHERV
-        | call::MPI_ALLTOALL
-        | call::MPI_ALLTOALLV
-        | call::MPI_ALLTOALLW
-        | call::MPI_REDUCE_SCATTER
-        | call::MPI_REDUCE_SCATTER_BLOCK
-        | call::MPI_WIN_FENCE => (Everyone, false),
-        call::MPI_BCAST | call::MPI_SCATTER | call::MPI_SCATTERV => (FromRoot, false),
-        call::MPI_REDUCE | call::MPI_GATHER | call::MPI_GATHERV => (ToRoot, false),
-        call::MPI_SCAN => (Prefix { inclusive: true }, false),
-        call::MPI_EXSCAN => (Prefix { inclusive: false }, false),
-        call::MPI_IBARRIER | call::MPI_IALLREDUCE | call::MPI_IALLGATHER | call::MPI_IALLTOALL => {
-            (Everyone, true)
-        }
-        call::MPI_NEIGHBOR_ALLGATHER
-        | call::MPI_NEIGHBOR_ALLGATHERV
-        | call::MPI_NEIGHBOR_ALLTOALL
-        | call::MPI_NEIGHBOR_ALLTOALLV
-        | call::MPI_NEIGHBOR_ALLTOALLW => (Neighbors, false),
-        call::MPI_IBCAST | call::MPI_ISCATTER => (FromRoot, true),
-        call::MPI_IREDUCE | call::MPI_IGATHER => (ToRoot, true),
-        _ => return None,
-    };
-    Some(CollectiveCall { shape, nonblocking })
-}
-
 /// The root argument of a rooted collective as the matcher keeps it: a rank, or on an
 /// intercommunicator [`ROOT_HERE`] for the root itself (its library's `MPI_ROOT`).
 fn root_arg(root: i32, flavor: Option<Flavor>) -> i32 {
@@ -221,7 +146,8 @@ struct PendingCollective {
     root: i32,
 }
 
-struct Collective<S> {
+/// A collective some member is still in.
+struct OpenCollective<S> {
     /// Entries by member process (ranks are resolved at exit, when all have entered).
     entries: FxHashMap<u32, S>,
     exits: usize,
@@ -239,7 +165,7 @@ pub struct MessageMatcher<S> {
     /// Persistent requests (Send_init, Recv_init) by (pid, request): their init entry,
     /// which each MPI_Start posts again.
     persistent: FxHashMap<(u32, u64), CallRecord>,
-    collectives: FxHashMap<(u32, u32), Collective<S>>,
+    collectives: FxHashMap<(u32, u32), OpenCollective<S>>,
     coll_seq: FxHashMap<(u32, u32), u32>,
     /// Nonblocking collectives between entry and exit, by thread.
     icoll_entering: FxHashMap<u32, Arrival>,
@@ -309,22 +235,24 @@ impl<S: Clone> MessageMatcher<S> {
             ts: e.header.ts_ns,
             bytes: known_bytes(e.bytes),
         };
-        match id {
-            call::MPI_SEND
-            | call::MPI_SSEND
-            | call::MPI_BSEND
-            | call::MPI_RSEND
-            | call::MPI_ISEND
-            | call::MPI_SENDRECV
-            | call::MPI_SENDRECV_REPLACE => self.post_mpi(pid, e.comm, e.peer, e.tag, flavor, sent),
-            call::MPI_START => self.start_persistent(pid, e.handle, sent),
-            call::PVM_SEND | call::PVM_PSEND => self.post_pvm(pid, e.peer, e.tag, sent),
-            call::PVM_MCAST => {
+        let Some(spec) = calls::spec(id) else { return };
+        // Every send is posted at its entry (`call_facts::SEND_POSTED_AT`).
+        match spec.sends {
+            Some(Sends::Message | Sends::MessageWithRequest) => match spec.family {
+                Family::Pvm => self.post_pvm(pid, e.peer, e.tag, sent),
+                _ => self.post_mpi(pid, e.comm, e.peer, e.tag, flavor, sent),
+            },
+            Some(Sends::Persistent(RequestsIn::Handle)) => {
+                self.start_persistent(pid, e.handle, sent)
+            }
+            // The requests arrive in the handle array (`on_startall`).
+            Some(Sends::Persistent(RequestsIn::HandleArray)) => {}
+            Some(Sends::Multicast) => {
                 // destinations arrive in the handle array
                 self.mcasts.insert(pid, (sent.ts, sent.bytes));
             }
-            _ => {
-                let Some(c) = collective_call(id) else { return };
+            None => {
+                let Some(c) = spec.collective else { return };
                 let arrival = self.collective_enter(pid, e.comm, flavor, sent.state);
                 if let (true, Some(a)) = (c.nonblocking, arrival) {
                     self.icoll_entering.insert(e.header.tid, a);
@@ -512,37 +440,12 @@ impl<S: Clone> MessageMatcher<S> {
             flavor: flavor_id,
         } = split_call_field(e.header.call);
         let flavor = Flavor::from_id(flavor_id);
+        let spec = calls::spec(id);
+        if let Some(receives) = spec.and_then(|s| s.receives) {
+            return self.receive_exit(pid, e, x, flavor, receives);
+        }
         let mut out = Vec::new();
-        let wildcard =
-            |v: i32, f: Option<Flavor>| f.is_some_and(|f| v == f.any_source()) || v == -1;
         match id {
-            call::MPI_RECV | call::MPI_SENDRECV | call::MPI_SENDRECV_REPLACE => {
-                let (req_src, req_tag) = if id == call::MPI_RECV {
-                    (e.peer, e.tag)
-                } else {
-                    (e.peer2, e.tag2)
-                };
-                if flavor.and_then(Flavor::proc_null) == Some(req_src) {
-                    return out; // MPI_PROC_NULL: nothing is received
-                }
-                let source = set(x.peer).or((!wildcard(req_src, flavor)).then_some(req_src));
-                let tag = set(x.tag).or((req_tag != -1).then_some(req_tag));
-                let gid = self.directory.comm_of(pid, e.comm, flavor);
-                out.extend(self.take_mpi(pid, gid, source, tag, x));
-            }
-            // A matched probe that found a message: the receive (see call::MPI_MPROBE).
-            call::MPI_MPROBE | call::MPI_IMPROBE
-                if x.ret == 0 && (id == call::MPI_MPROBE || x.out == 1) =>
-            {
-                if flavor.and_then(Flavor::proc_null) == Some(e.peer) {
-                    return out; // MPI_PROC_NULL: nothing is received
-                }
-                let source = set(x.peer).or((!wildcard(e.peer, flavor)).then_some(e.peer));
-                let tag = set(x.tag).or((e.tag != -1).then_some(e.tag));
-                let gid = self.directory.comm_of(pid, e.comm, flavor);
-                out.extend(self.take_mpi(pid, gid, source, tag, x));
-            }
-            call::MPI_IRECV if x.ret == 0 => self.receive_posted(pid, x.handle, e, flavor),
             call::MPI_SEND_INIT | call::MPI_RECV_INIT if x.ret == 0 => {
                 self.persistent.insert((pid, x.handle), *e);
             }
@@ -594,22 +497,7 @@ impl<S: Clone> MessageMatcher<S> {
                 };
                 out.extend(self.complete_together(pid, &done, x));
             }
-            call::PVM_RECV | call::PVM_NRECV | call::PVM_TRECV | call::PVM_PRECV if x.ret >= 0 => {
-                // pvm_nrecv/trecv return 0 when nothing arrived; pvm_precv returns 0 on success.
-                let got = if id == call::PVM_PRECV {
-                    x.ret == 0
-                } else {
-                    x.ret > 0
-                };
-                if got {
-                    self.stats.received += 1;
-                    let me = self.directory.pvm_tid(pid);
-                    let found =
-                        me.and_then(|me| self.pvm.get_mut(&(x.peer, me, x.tag))?.pop_front());
-                    out.extend(self.count(found, pid, x));
-                }
-            }
-            _ => match collective_call(id) {
+            _ => match spec.and_then(|s| s.collective) {
                 Some(c) if c.nonblocking => {
                     let arrival = self.icoll_entering.remove(&e.header.tid);
                     if let (0, Some(arrival)) = (x.ret, arrival) {
@@ -621,11 +509,58 @@ impl<S: Clone> MessageMatcher<S> {
                         self.icollectives.insert((pid, x.handle), pending);
                     }
                 }
-                Some(c) => out.extend(self.collective_exit(pid, c.shape, e, flavor)),
+                Some(c) => out.extend(self.collective_exit(pid, c, e, flavor)),
                 None => {}
             },
         }
         out
+    }
+
+    /// A receiving call's exit (its message is known there, `call_facts::RECEIVE_KNOWN_AT`):
+    /// the send it took, or the receive request it posted.
+    fn receive_exit(
+        &mut self,
+        pid: u32,
+        e: &CallRecord,
+        x: &CallRecord,
+        flavor: Option<Flavor>,
+        receives: Receives,
+    ) -> Vec<S> {
+        let asked = match receives {
+            Receives::Message { asked } => asked,
+            // A matched probe that found a message: the receive (see call::MPI_MPROBE).
+            Receives::ProbedMessage { polls } if x.ret == 0 && (!polls || x.out == 1) => {
+                AskedEnvelope::First
+            }
+            Receives::Request if x.ret == 0 => {
+                self.receive_posted(pid, x.handle, e, flavor);
+                return Vec::new();
+            }
+            Receives::PvmMessage { received } => {
+                if !received.got_message(x.ret) {
+                    return Vec::new();
+                }
+                self.stats.received += 1;
+                let me = self.directory.pvm_tid(pid);
+                let found = me.and_then(|me| self.pvm.get_mut(&(x.peer, me, x.tag))?.pop_front());
+                return self.count(found, pid, x).into_iter().collect();
+            }
+            Receives::ProbedMessage { .. } | Receives::Request => return Vec::new(),
+        };
+        let (req_src, req_tag) = match asked {
+            AskedEnvelope::First => (e.peer, e.tag),
+            AskedEnvelope::Second => (e.peer2, e.tag2),
+        };
+        if flavor.and_then(Flavor::proc_null) == Some(req_src) {
+            return Vec::new(); // MPI_PROC_NULL: nothing is received
+        }
+        let wildcard = flavor.is_some_and(|f| req_src == f.any_source()) || req_src == -1;
+        let source = set(x.peer).or((!wildcard).then_some(req_src));
+        let tag = set(x.tag).or((req_tag != -1).then_some(req_tag));
+        let gid = self.directory.comm_of(pid, e.comm, flavor);
+        self.take_mpi(pid, gid, source, tag, x)
+            .into_iter()
+            .collect()
     }
 
     /// A request completed: the message a receive request delivered, or the entries a
@@ -744,7 +679,7 @@ impl<S: Clone> MessageMatcher<S> {
         let inst = self
             .collectives
             .entry((gid, this))
-            .or_insert_with(|| Collective {
+            .or_insert_with(|| OpenCollective {
                 entries: FxHashMap::default(),
                 exits: 0,
             });
@@ -757,7 +692,7 @@ impl<S: Clone> MessageMatcher<S> {
     fn collective_exit(
         &mut self,
         pid: u32,
-        shape: CollectiveShape,
+        collective: Collective,
         e: &CallRecord,
         flavor: Option<Flavor>,
     ) -> Vec<S> {
@@ -771,10 +706,10 @@ impl<S: Clone> MessageMatcher<S> {
         else {
             return Vec::new();
         };
-        let shape = if e.count == 0 && count_at_every_member(split_call_field(e.header.call).id) {
+        let shape = if e.count == 0 && collective.count_at_every_member {
             CollectiveShape::NoData
         } else {
-            shape
+            collective.shape
         };
         self.collective_complete(pid, Arrival { gid, seq }, shape, root_arg(e.peer, flavor))
     }
