@@ -1173,6 +1173,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::*;
+    use crate::analysis::{Analyzer, NoPaths};
     use crate::format::synth::{SyntheticRun, SyntheticThreads, THREADS_PID};
     use tracer_common::kind;
 
@@ -1384,5 +1385,112 @@ mod tests {
             vec![&begin, &end]
         );
         assert_eq!(thread[0].ts_ns, clone_ts);
+    }
+
+    /// A message as one side knows it: its sender and receiver (pids), its size, and
+    /// when that side sent or received it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+    struct SeenMessage {
+        from: u32,
+        to: u32,
+        bytes: u64,
+        ts: u64,
+    }
+
+    /// Blocking, nonblocking (MPI_Isend and MPI_Irecv, completed by MPI_Wait) and
+    /// persistent (MPI_Send_init, started twice) sends between three ranks: the export
+    /// writes the messages the matcher pairs, each send at its call's entry as the
+    /// matcher posts it (an MpiIsend, at the exit where its request is known, is the
+    /// send of the call it leaves) and each receive where the matcher completes it.
+    /// Persistent requests are not followed by the export (`send_event_at`): their
+    /// messages' receives are written, their sends not.
+    #[test]
+    fn the_export_writes_the_messages_the_matcher_pairs() {
+        let mut s = SyntheticRun::new(3, &[]);
+        s.message(0, 1, 5);
+        s.irecv(2, 1, 6, 0xa);
+        s.isend(1, 2, 6, 0xb);
+        s.wait(1, 0xb);
+        s.wait(2, 0xa);
+        const PERSISTENT_SENDER: u32 = 102;
+        s.send_init(2, 0, 7, 0xc);
+        for _ in 0..2 {
+            s.start(2, 0xc);
+            s.recv(0, 2, 7);
+            s.wait(2, 0xc);
+        }
+
+        let mut analyzer = Analyzer::with_model(ClockKind::Cpu, NoPaths);
+        analyzer.matcher.log_matches();
+        for item in &s.items {
+            analyzer.item(item);
+        }
+        let matched = analyzer.matcher.take_matches();
+        assert_eq!(matched.len(), 4, "{matched:?}");
+        let seen = |m: &crate::analysis::matcher::MatchedMessage, ts: u64| SeenMessage {
+            from: m.from_pid,
+            to: m.to_pid,
+            bytes: m.bytes.expect("every synthetic message has its size"),
+            ts,
+        };
+        let mut matcher_sends: Vec<SeenMessage> = matched
+            .iter()
+            .filter(|m| m.from_pid != PERSISTENT_SENDER)
+            .map(|m| seen(m, m.send_ts))
+            .collect();
+        let mut matcher_receives: Vec<SeenMessage> =
+            matched.iter().map(|m| seen(m, m.recv_ts)).collect();
+
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let mut events = Events::default();
+        let plan = Otf2Plan::new(&rg, RecordingMeta::default());
+        let trace = plan
+            .stream(s.items.iter().cloned().map(Ok), &mut events)
+            .unwrap();
+        assert_eq!(trace.comms[0].members, vec![0, 1, 2]);
+        // Ranks in MPI_COMM_WORLD are pid - 100.
+        let pid_of_rank = |rank: u32| 100 + rank;
+        let mut export_sends = Vec::new();
+        let mut export_receives = Vec::new();
+        for (&tid, located) in &events.0 {
+            let mut entered_at = 0;
+            for e in located {
+                match &e.event {
+                    Event::Enter { .. } => entered_at = e.ts_ns,
+                    Event::MpiSend(m) | Event::MpiIsend { message: m, .. } => {
+                        export_sends.push(SeenMessage {
+                            from: tid,
+                            to: pid_of_rank(m.peer),
+                            bytes: m.bytes,
+                            ts: entered_at,
+                        })
+                    }
+                    Event::MpiRecv(m) | Event::MpiIrecv { message: m, .. } => {
+                        export_receives.push(SeenMessage {
+                            from: pid_of_rank(m.peer),
+                            to: tid,
+                            bytes: m.bytes,
+                            ts: e.ts_ns,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(
+            count(&events, |e| matches!(e, Event::MpiIsend { .. })),
+            1,
+            "the nonblocking send is one"
+        );
+        for list in [
+            &mut matcher_sends,
+            &mut matcher_receives,
+            &mut export_sends,
+            &mut export_receives,
+        ] {
+            list.sort();
+        }
+        assert_eq!(export_sends, matcher_sends);
+        assert_eq!(export_receives, matcher_receives);
     }
 }
