@@ -9,12 +9,14 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use tracer_common::{call, futex_waits, CallRecord, EventHeader};
 
+use super::directory::Directory;
 use super::engine::{CriticalEnd, CriticalPathEngine};
 use super::faults::{signal_name, Death, Killed};
-use super::matcher::{Directory, MessageMatcher, ReceivedStatus};
+use super::matcher::{MessageMatcher, ReceivedStatus};
 use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
 use super::sync::{futex_wakes, SyncTracker};
 use super::workclock::{self, ClockKind, WorkClock};
+use crate::format::call_facts::{RequestsIn, Sends};
 use crate::format::calls::{self, split_call_field, CallField, Family, Role};
 use crate::format::openmp::RegionKey;
 use crate::format::pairing::{close_call, drop_unwound, Resynchronised};
@@ -376,14 +378,19 @@ impl<M: PathModel> Analyzer<M> {
                 };
                 open.handles.extend_from_slice(vals);
                 let id = split_call_field(open.entry.header.call).id;
-                if outermost && id == call::PVM_MCAST {
-                    let tag = open.entry.tag;
-                    let state = self.engine.snapshot(h.tid);
-                    self.matcher.on_mcast_targets(pid, tag, vals, &state);
-                } else if outermost && id == call::MPI_STARTALL {
-                    let entry = open.entry;
-                    let state = self.engine.snapshot(h.tid);
-                    self.matcher.on_startall(pid, &entry, vals, &state);
+                // The sends whose destinations or requests are in the array.
+                match calls::spec(id).and_then(|s| s.sends) {
+                    Some(Sends::Multicast) if outermost => {
+                        let tag = open.entry.tag;
+                        let state = self.engine.snapshot(h.tid);
+                        self.matcher.on_mcast_targets(pid, tag, vals, &state);
+                    }
+                    Some(Sends::Persistent(RequestsIn::HandleArray)) if outermost => {
+                        let entry = open.entry;
+                        let state = self.engine.snapshot(h.tid);
+                        self.matcher.on_startall(pid, &entry, vals, &state);
+                    }
+                    _ => {}
                 }
             }
             Record::StatusArray(a) => {

@@ -3,6 +3,7 @@
 //! inside `tracer record` and offline in `tracer analyze` on a recording.
 
 mod analyzer;
+pub mod directory;
 pub mod engine;
 pub mod faults;
 pub mod matcher;

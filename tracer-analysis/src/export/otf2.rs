@@ -15,10 +15,13 @@ use rustc_hash::FxHashMap;
 use tracer_common::{call, CallRecord, UNSET, UNSET32};
 
 use super::ExportError;
-use crate::analysis::matcher::Directory;
+use crate::analysis::directory::Directory;
 use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{futex_waits, REORDER_WINDOW_NS};
+use crate::format::call_facts::{
+    AskedEnvelope, CollectiveOp, Moment, Receives, Sends, SEND_POSTED_AT,
+};
 use crate::format::calls::{self, split_call_field, CallField, Family, Flavor, Role};
 use crate::format::recording::{Item, RecordingError, RecordingMeta, RecordingReader};
 use crate::format::records::Record;
@@ -52,29 +55,6 @@ pub enum Paradigm {
     OpenMp = 3,
     Mpi = 4,
     Pthread = 7,
-}
-
-/// `OTF2_CollectiveOp` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum CollectiveOp {
-    Barrier = 0,
-    Bcast = 1,
-    Gather = 2,
-    Gatherv = 3,
-    Scatter = 4,
-    Scatterv = 5,
-    Allgather = 6,
-    Allgatherv = 7,
-    Alltoall = 8,
-    Alltoallv = 9,
-    Alltoallw = 10,
-    Allreduce = 11,
-    Reduce = 12,
-    ReduceScatter = 13,
-    Scan = 14,
-    Exscan = 15,
-    ReduceScatterBlock = 16,
 }
 
 /// `OTF2_COLLECTIVE_ROOT_NONE`: a collective without a root.
@@ -821,21 +801,12 @@ impl Builder {
                 bytes: bytes_of(e.bytes),
             })
         };
-        match id {
-            call::MPI_SEND
-            | call::MPI_SSEND
-            | call::MPI_BSEND
-            | call::MPI_RSEND
-            | call::MPI_SENDRECV
-            | call::MPI_SENDRECV_REPLACE => {
-                if let Some(m) = message(self) {
-                    self.push(h.tid, h.ts_ns, Event::MpiSend(m));
-                }
+        if send_event_at(spec.and_then(|s| s.sends)) == Some(Moment::Entry) {
+            if let Some(m) = message(self) {
+                self.push(h.tid, h.ts_ns, Event::MpiSend(m));
             }
-            _ if collective_op(id).is_some() => {
-                self.push(h.tid, h.ts_ns, Event::MpiCollectiveBegin);
-            }
-            _ => {}
+        } else if blocking_collective_op(id).is_some() {
+            self.push(h.tid, h.ts_ns, Event::MpiCollectiveBegin);
         }
     }
 
@@ -870,12 +841,12 @@ impl Builder {
         let flavor = Flavor::from_id(flavor);
         let (pid, tid, ts) = (x.header.tgid, x.header.tid, x.header.ts_ns);
         let ok = x.ret == 0;
-        match id {
-            call::MPI_RECV | call::MPI_SENDRECV | call::MPI_SENDRECV_REPLACE if ok => {
-                let (req_peer, req_tag) = if id == call::MPI_RECV {
-                    (e.peer, e.tag)
-                } else {
-                    (e.peer2, e.tag2)
+        let spec = calls::spec(id);
+        match spec.and_then(|s| s.receives) {
+            Some(Receives::Message { asked }) if ok => {
+                let (req_peer, req_tag) = match asked {
+                    AskedEnvelope::First => (e.peer, e.tag),
+                    AskedEnvelope::Second => (e.peer2, e.tag2),
                 };
                 let peer = set32(x.peer).or(set32(req_peer).filter(|&p| p >= 0));
                 let tag = set32(x.tag).or(set32(req_tag).filter(|&t| t >= 0));
@@ -891,22 +862,9 @@ impl Builder {
                     };
                     self.push(tid, ts, Event::MpiRecv(m));
                 }
+                return;
             }
-            call::MPI_ISEND if ok => {
-                let comm = self.comm(pid, e.comm, flavor);
-                if let (Some(peer), Some(tag), Some(comm)) = (set32(e.peer), set32(e.tag), comm) {
-                    let message = Message {
-                        peer: peer as u32,
-                        comm,
-                        tag: tag as u32,
-                        bytes: bytes_of(e.bytes),
-                    };
-                    self.pending.insert((pid, x.handle), Pending::Send);
-                    let request = x.handle;
-                    self.push(tid, ts, Event::MpiIsend { message, request });
-                }
-            }
-            call::MPI_IRECV if ok => {
+            Some(Receives::Request) if ok => {
                 if let Some(comm) = self.comm(pid, e.comm, flavor) {
                     // What the receive asked for; the completion's status says what came.
                     let asked = Message {
@@ -919,7 +877,27 @@ impl Builder {
                     let request = x.handle;
                     self.push(tid, ts, Event::MpiIrecvRequest { request });
                 }
+                return;
             }
+            // A matched probe's message is not written (see `send_event_at`).
+            _ => {}
+        }
+        if ok && send_event_at(spec.and_then(|s| s.sends)) == Some(Moment::Exit) {
+            let comm = self.comm(pid, e.comm, flavor);
+            if let (Some(peer), Some(tag), Some(comm)) = (set32(e.peer), set32(e.tag), comm) {
+                let message = Message {
+                    peer: peer as u32,
+                    comm,
+                    tag: tag as u32,
+                    bytes: bytes_of(e.bytes),
+                };
+                self.pending.insert((pid, x.handle), Pending::Send);
+                let request = x.handle;
+                self.push(tid, ts, Event::MpiIsend { message, request });
+            }
+            return;
+        }
+        match id {
             call::MPI_WAIT if ok => {
                 let status = Status {
                     source: x.peer,
@@ -947,7 +925,9 @@ impl Builder {
                 }
             }
             _ => {
-                let Some(op) = collective_op(id) else { return };
+                let Some(op) = blocking_collective_op(id) else {
+                    return;
+                };
                 let Some(comm) = self.comm(pid, e.comm, flavor) else {
                     return;
                 };
@@ -1133,7 +1113,7 @@ impl Builder {
 
 /// The region role of a call, as Score-P gives MPI's.
 fn call_role(id: u16, role: Option<Role>) -> RegionRole {
-    if let Some(op) = collective_op(id) {
+    if let Some(op) = blocking_collective_op(id) {
         return match op {
             CollectiveOp::Barrier => RegionRole::Barrier,
             CollectiveOp::Bcast | CollectiveOp::Scatter | CollectiveOp::Scatterv => {
@@ -1163,29 +1143,28 @@ fn call_role(id: u16, role: Option<Role>) -> RegionRole {
     }
 }
 
-/// The OTF2 operation of a blocking MPI collective.
-fn collective_op(id: u16) -> Option<CollectiveOp> {
-    use CollectiveOp::*;
-    Some(match id {
-        call::MPI_BARRIER => Barrier,
-        call::MPI_BCAST => Bcast,
-        call::MPI_GATHER => Gather,
-        call::MPI_GATHERV => Gatherv,
-        call::MPI_SCATTER => Scatter,
-        call::MPI_SCATTERV => Scatterv,
-        call::MPI_ALLGATHER => Allgather,
-        call::MPI_ALLGATHERV => Allgatherv,
-        call::MPI_ALLTOALL => Alltoall,
-        call::MPI_ALLTOALLV => Alltoallv,
-        call::MPI_ALLTOALLW => Alltoallw,
-        call::MPI_ALLREDUCE => Allreduce,
-        call::MPI_REDUCE => Reduce,
-        call::MPI_REDUCE_SCATTER => ReduceScatter,
-        call::MPI_REDUCE_SCATTER_BLOCK => ReduceScatterBlock,
-        call::MPI_SCAN => Scan,
-        call::MPI_EXSCAN => Exscan,
-        _ => return None,
-    })
+/// The operation of a blocking MPI collective, whose events the export writes at its
+/// entry (`MpiCollectiveBegin`) and exit (`MpiCollectiveEnd`). A nonblocking one ends in
+/// the Wait or Test that completes its request, which the export does not follow: it is
+/// written as a plain region, as are collectives OTF2 has no operation for.
+fn blocking_collective_op(id: u16) -> Option<CollectiveOp> {
+    calls::spec(id)?.collective.filter(|c| !c.nonblocking)?.op
+}
+
+/// At which of its records the export writes a call's send: a message its entry
+/// describes where it leaves (`SEND_POSTED_AT`, as the matcher posts it), but a send that
+/// only starts where its request is known (`Sends::request_known_at`: the exit), because
+/// OTF2's `MpiIsend` carries the request that the `MpiIsendComplete` of the Wait or Test
+/// completing it names. Persistent requests (MPI_Start) are not followed, nor matched
+/// probes' receives: their messages' receives or sends are written without the other
+/// side. PVM's sends are no MPI events (the export writes MPI's only).
+fn send_event_at(sends: Option<Sends>) -> Option<Moment> {
+    match sends? {
+        s @ (Sends::Message | Sends::MessageWithRequest) => {
+            Some(s.request_known_at().unwrap_or(SEND_POSTED_AT))
+        }
+        Sends::Persistent(_) | Sends::Multicast => None,
+    }
 }
 
 #[cfg(test)]
@@ -1194,6 +1173,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::*;
+    use crate::analysis::{Analyzer, NoPaths};
     use crate::format::synth::{SyntheticRun, SyntheticThreads, THREADS_PID};
     use tracer_common::kind;
 
@@ -1405,5 +1385,112 @@ mod tests {
             vec![&begin, &end]
         );
         assert_eq!(thread[0].ts_ns, clone_ts);
+    }
+
+    /// A message as one side knows it: its sender and receiver (pids), its size, and
+    /// when that side sent or received it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+    struct SeenMessage {
+        from: u32,
+        to: u32,
+        bytes: u64,
+        ts: u64,
+    }
+
+    /// Blocking, nonblocking (MPI_Isend and MPI_Irecv, completed by MPI_Wait) and
+    /// persistent (MPI_Send_init, started twice) sends between three ranks: the export
+    /// writes the messages the matcher pairs, each send at its call's entry as the
+    /// matcher posts it (an MpiIsend, at the exit where its request is known, is the
+    /// send of the call it leaves) and each receive where the matcher completes it.
+    /// Persistent requests are not followed by the export (`send_event_at`): their
+    /// messages' receives are written, their sends not.
+    #[test]
+    fn the_export_writes_the_messages_the_matcher_pairs() {
+        let mut s = SyntheticRun::new(3, &[]);
+        s.message(0, 1, 5);
+        s.irecv(2, 1, 6, 0xa);
+        s.isend(1, 2, 6, 0xb);
+        s.wait(1, 0xb);
+        s.wait(2, 0xa);
+        const PERSISTENT_SENDER: u32 = 102;
+        s.send_init(2, 0, 7, 0xc);
+        for _ in 0..2 {
+            s.start(2, 0xc);
+            s.recv(0, 2, 7);
+            s.wait(2, 0xc);
+        }
+
+        let mut analyzer = Analyzer::with_model(ClockKind::Cpu, NoPaths);
+        analyzer.matcher.log_matches();
+        for item in &s.items {
+            analyzer.item(item);
+        }
+        let matched = analyzer.matcher.take_matches();
+        assert_eq!(matched.len(), 4, "{matched:?}");
+        let seen = |m: &crate::analysis::matcher::MatchedMessage, ts: u64| SeenMessage {
+            from: m.from_pid,
+            to: m.to_pid,
+            bytes: m.bytes.expect("every synthetic message has its size"),
+            ts,
+        };
+        let mut matcher_sends: Vec<SeenMessage> = matched
+            .iter()
+            .filter(|m| m.from_pid != PERSISTENT_SENDER)
+            .map(|m| seen(m, m.send_ts))
+            .collect();
+        let mut matcher_receives: Vec<SeenMessage> =
+            matched.iter().map(|m| seen(m, m.recv_ts)).collect();
+
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let mut events = Events::default();
+        let plan = Otf2Plan::new(&rg, RecordingMeta::default());
+        let trace = plan
+            .stream(s.items.iter().cloned().map(Ok), &mut events)
+            .unwrap();
+        assert_eq!(trace.comms[0].members, vec![0, 1, 2]);
+        // Ranks in MPI_COMM_WORLD are pid - 100.
+        let pid_of_rank = |rank: u32| 100 + rank;
+        let mut export_sends = Vec::new();
+        let mut export_receives = Vec::new();
+        for (&tid, located) in &events.0 {
+            let mut entered_at = 0;
+            for e in located {
+                match &e.event {
+                    Event::Enter { .. } => entered_at = e.ts_ns,
+                    Event::MpiSend(m) | Event::MpiIsend { message: m, .. } => {
+                        export_sends.push(SeenMessage {
+                            from: tid,
+                            to: pid_of_rank(m.peer),
+                            bytes: m.bytes,
+                            ts: entered_at,
+                        })
+                    }
+                    Event::MpiRecv(m) | Event::MpiIrecv { message: m, .. } => {
+                        export_receives.push(SeenMessage {
+                            from: pid_of_rank(m.peer),
+                            to: tid,
+                            bytes: m.bytes,
+                            ts: e.ts_ns,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(
+            count(&events, |e| matches!(e, Event::MpiIsend { .. })),
+            1,
+            "the nonblocking send is one"
+        );
+        for list in [
+            &mut matcher_sends,
+            &mut matcher_receives,
+            &mut export_sends,
+            &mut export_receives,
+        ] {
+            list.sort();
+        }
+        assert_eq!(export_sends, matcher_sends);
+        assert_eq!(export_receives, matcher_receives);
     }
 }

@@ -1,6 +1,11 @@
 //! The MPI, PVM and pthread calls we probe: their symbols, where their arguments are (the
-//! layout table the probes read), and the per-library facts (handle sizes, status layouts).
+//! layout table the probes read), what each sends, receives or takes part in (the
+//! columns of `call_facts`), and the per-library facts (handle sizes, status layouts).
 
+use super::call_facts::{
+    AskedEnvelope, Collective, CollectiveOp, CollectiveShape, PvmReceived, Receives, RequestsIn,
+    Sends,
+};
 use tracer_common::{
     array_when, call, count_mode, dtype_mode, flavor, status_mode, CallLayout, CallRecord,
     FlavorConfig, ARG_IP,
@@ -80,6 +85,12 @@ pub struct CallSpec {
     /// probe costs about 0.1 s to remove at the end, and most programs call few of the
     /// less common MPI calls.
     pub on_demand: bool,
+    /// What it sends (`Role::Send` and `Role::SendRecv` calls only).
+    pub sends: Option<Sends>,
+    /// What it receives (`Role::Recv` and `Role::SendRecv` calls only).
+    pub receives: Option<Receives>,
+    /// Its collective (`Role::Collective` calls only).
+    pub collective: Option<Collective>,
 }
 
 const fn layout() -> CallLayout {
@@ -95,6 +106,9 @@ macro_rules! spec {
             role: Role::$role,
             layout: CallLayout { $($field: $val,)* ..layout() },
             on_demand: false,
+            sends: None,
+            receives: None,
+            collective: None,
         }
     };
 }
@@ -107,7 +121,58 @@ const fn on_demand(spec: CallSpec) -> CallSpec {
     }
 }
 
+impl CallSpec {
+    /// Thread creation and joins: probed in every traced program, where the lock calls
+    /// wait for `--locks`.
+    pub fn is_thread_lifecycle(&self) -> bool {
+        matches!(self.role, Role::ThreadCreate | Role::ThreadJoin)
+    }
+
+    /// The call, sending `sends`.
+    const fn sends(self, sends: Sends) -> CallSpec {
+        CallSpec {
+            sends: Some(sends),
+            ..self
+        }
+    }
+
+    /// The call, receiving `receives`.
+    const fn receives(self, receives: Receives) -> CallSpec {
+        CallSpec {
+            receives: Some(receives),
+            ..self
+        }
+    }
+
+    /// The call, a member's part in `collective`.
+    const fn collective(self, collective: Collective) -> CallSpec {
+        CallSpec {
+            collective: Some(collective),
+            ..self
+        }
+    }
+}
+
 const S: u8 = status_mode::MPI_STATUS;
+
+/// Receives the message the status names, of those its `peer` and `tag` accept.
+const RECV: Receives = Receives::Message {
+    asked: AskedEnvelope::First,
+};
+/// MPI_Sendrecv's receive: `peer2` and `tag2` (its first pair is its send's).
+const SENDRECV_RECV: Receives = Receives::Message {
+    asked: AskedEnvelope::Second,
+};
+const PVM_RECV_BUFFER: Receives = Receives::PvmMessage {
+    received: PvmReceived::BufferId,
+};
+
+use CollectiveOp as Op;
+use CollectiveShape::{Everyone, FromRoot, Neighbors, ToRoot};
+/// MPI_Scan's: rank r depends on ranks 0..=r.
+const INCLUSIVE_PREFIX: CollectiveShape = CollectiveShape::Prefix { inclusive: true };
+/// MPI_Exscan's: rank r depends on ranks 0..r.
+const EXCLUSIVE_PREFIX: CollectiveShape = CollectiveShape::Prefix { inclusive: false };
 
 /// Every probed call. Argument positions are 0-based C argument indexes.
 pub static CALLS: &[CallSpec] = &[
@@ -164,23 +229,23 @@ pub static CALLS: &[CallSpec] = &[
     on_demand(spec!(call::MPI_COMM_FREE, "MPI_Comm_free", Mpi, Setup, { handle_in: 0 })),
     on_demand(
         spec!(call::MPI_NEIGHBOR_ALLGATHER, "MPI_Neighbor_allgather", Mpi, Collective,
-        { count: 1, dtype: 2, comm: 6 }),
+        { count: 1, dtype: 2, comm: 6 }).collective(Collective::without_op(Neighbors)),
     ),
     on_demand(
         spec!(call::MPI_NEIGHBOR_ALLGATHERV, "MPI_Neighbor_allgatherv", Mpi, Collective,
-        { count: 1, dtype: 2, comm: 7 }),
+        { count: 1, dtype: 2, comm: 7 }).collective(Collective::without_op(Neighbors)),
     ),
     on_demand(
         spec!(call::MPI_NEIGHBOR_ALLTOALL, "MPI_Neighbor_alltoall", Mpi, Collective,
-        { count: 1, dtype: 2, comm: 6 }),
+        { count: 1, dtype: 2, comm: 6 }).collective(Collective::without_op(Neighbors)),
     ),
     on_demand(
         spec!(call::MPI_NEIGHBOR_ALLTOALLV, "MPI_Neighbor_alltoallv", Mpi, Collective,
-        { comm: 8 }),
+        { comm: 8 }).collective(Collective::without_op(Neighbors)),
     ),
     on_demand(
         spec!(call::MPI_NEIGHBOR_ALLTOALLW, "MPI_Neighbor_alltoallw", Mpi, Collective,
-        { comm: 8 }),
+        { comm: 8 }).collective(Collective::without_op(Neighbors)),
     ),
     // Groups: local calls. The input group (by value) in `comm`, ranks in the array.
     on_demand(spec!(call::MPI_COMM_GROUP, "MPI_Comm_group", Mpi, Setup,
@@ -207,18 +272,25 @@ pub static CALLS: &[CallSpec] = &[
         spec!(call::MPI_GROUP_DIFFERENCE, "MPI_Group_difference", Mpi, Setup,
         { comm: 0, handle_in: 1, handle_in_by_value: 1, handle_out: 2, cannot_block: 1 }),
     ),
-    spec!(call::MPI_SEND, "MPI_Send", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
-    spec!(call::MPI_SSEND, "MPI_Ssend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
-    spec!(call::MPI_BSEND, "MPI_Bsend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
-    spec!(call::MPI_RSEND, "MPI_Rsend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 }),
+    spec!(call::MPI_SEND, "MPI_Send", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 })
+        .sends(Sends::Message),
+    spec!(call::MPI_SSEND, "MPI_Ssend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 })
+        .sends(Sends::Message),
+    spec!(call::MPI_BSEND, "MPI_Bsend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 })
+        .sends(Sends::Message),
+    spec!(call::MPI_RSEND, "MPI_Rsend", Mpi, Send, { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5 })
+        .sends(Sends::Message),
     spec!(call::MPI_ISEND, "MPI_Isend", Mpi, Send,
-        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 }),
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 })
+            .sends(Sends::MessageWithRequest),
     spec!(call::MPI_RECV, "MPI_Recv", Mpi, Recv,
-        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, status: 6, status_mode: S }),
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, status: 6, status_mode: S }).receives(RECV),
     spec!(call::MPI_IRECV, "MPI_Irecv", Mpi, Recv,
-        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 }),
+        { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 })
+            .receives(Receives::Request),
     spec!(call::MPI_SENDRECV, "MPI_Sendrecv", Mpi, SendRecv,
-        { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 8, tag2: 9, comm: 10, status: 11, status_mode: S }),
+        { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 8, tag2: 9, comm: 10, status: 11, status_mode: S })
+            .sends(Sends::Message).receives(SENDRECV_RECV),
     spec!(call::MPI_WAIT, "MPI_Wait", Mpi, Completion, { handle_in: 0, status: 1, status_mode: S }),
     spec!(call::MPI_WAITALL, "MPI_Waitall", Mpi, Completion,
         { count: 0, array: 1, status: 2, status_mode: status_mode::MPI_STATUS_ARRAY }),
@@ -226,37 +298,57 @@ pub static CALLS: &[CallSpec] = &[
         { count: 0, array: 1, out: 2, status: 3, status_mode: S }),
     spec!(call::MPI_TEST, "MPI_Test", Mpi, Completion,
         { handle_in: 0, out: 1, status: 2, status_mode: S, cannot_block: 1 }),
-    spec!(call::MPI_BARRIER, "MPI_Barrier", Mpi, Collective, { comm: 0 }),
-    spec!(call::MPI_BCAST, "MPI_Bcast", Mpi, Collective, { count: 1, dtype: 2, peer: 3, comm: 4 }),
-    spec!(call::MPI_REDUCE, "MPI_Reduce", Mpi, Collective, { count: 2, dtype: 3, peer: 5, comm: 6 }),
-    spec!(call::MPI_ALLREDUCE, "MPI_Allreduce", Mpi, Collective, { count: 2, dtype: 3, comm: 5 }),
-    spec!(call::MPI_GATHER, "MPI_Gather", Mpi, Collective, { count: 1, dtype: 2, peer: 6, comm: 7 }),
-    spec!(call::MPI_SCATTER, "MPI_Scatter", Mpi, Collective, { count: 1, dtype: 2, peer: 6, comm: 7 }),
-    spec!(call::MPI_ALLGATHER, "MPI_Allgather", Mpi, Collective, { count: 1, dtype: 2, comm: 6 }),
-    spec!(call::MPI_ALLTOALL, "MPI_Alltoall", Mpi, Collective, { count: 1, dtype: 2, comm: 6 }),
-    on_demand(spec!(call::MPI_ALLTOALLV, "MPI_Alltoallv", Mpi, Collective, { comm: 8 })),
-    on_demand(spec!(call::MPI_ALLTOALLW, "MPI_Alltoallw", Mpi, Collective, { comm: 8 })),
+    spec!(call::MPI_BARRIER, "MPI_Barrier", Mpi, Collective, { comm: 0 })
+        .collective(Collective::blocking(Everyone, Op::Barrier)),
+    spec!(call::MPI_BCAST, "MPI_Bcast", Mpi, Collective, { count: 1, dtype: 2, peer: 3, comm: 4 })
+        .collective(Collective::blocking(FromRoot, Op::Bcast).same_count_everywhere()),
+    spec!(call::MPI_REDUCE, "MPI_Reduce", Mpi, Collective, { count: 2, dtype: 3, peer: 5, comm: 6 })
+        .collective(Collective::blocking(ToRoot, Op::Reduce).same_count_everywhere()),
+    spec!(call::MPI_ALLREDUCE, "MPI_Allreduce", Mpi, Collective, { count: 2, dtype: 3, comm: 5 })
+        .collective(Collective::blocking(Everyone, Op::Allreduce).same_count_everywhere()),
+    spec!(call::MPI_GATHER, "MPI_Gather", Mpi, Collective, { count: 1, dtype: 2, peer: 6, comm: 7 })
+        .collective(Collective::blocking(ToRoot, Op::Gather).same_count_everywhere()),
+    spec!(call::MPI_SCATTER, "MPI_Scatter", Mpi, Collective, { count: 1, dtype: 2, peer: 6, comm: 7 })
+        .collective(Collective::blocking(FromRoot, Op::Scatter)),
+    spec!(call::MPI_ALLGATHER, "MPI_Allgather", Mpi, Collective, { count: 1, dtype: 2, comm: 6 })
+        .collective(Collective::blocking(Everyone, Op::Allgather).same_count_everywhere()),
+    spec!(call::MPI_ALLTOALL, "MPI_Alltoall", Mpi, Collective, { count: 1, dtype: 2, comm: 6 })
+        .collective(Collective::blocking(Everyone, Op::Alltoall).same_count_everywhere()),
+    on_demand(spec!(call::MPI_ALLTOALLV, "MPI_Alltoallv", Mpi, Collective, { comm: 8 })
+        .collective(Collective::blocking(Everyone, Op::Alltoallv))),
+    on_demand(spec!(call::MPI_ALLTOALLW, "MPI_Alltoallw", Mpi, Collective, { comm: 8 })
+        .collective(Collective::blocking(Everyone, Op::Alltoallw))),
     on_demand(
-        spec!(call::MPI_GATHERV, "MPI_Gatherv", Mpi, Collective, { count: 1, dtype: 2, peer: 7, comm: 8 }),
+        spec!(call::MPI_GATHERV, "MPI_Gatherv", Mpi, Collective, { count: 1, dtype: 2, peer: 7, comm: 8 })
+            .collective(Collective::blocking(ToRoot, Op::Gatherv)),
     ),
     on_demand(
-        spec!(call::MPI_SCATTERV, "MPI_Scatterv", Mpi, Collective, { count: 5, dtype: 6, peer: 7, comm: 8 }),
+        spec!(call::MPI_SCATTERV, "MPI_Scatterv", Mpi, Collective, { count: 5, dtype: 6, peer: 7, comm: 8 })
+            .collective(Collective::blocking(FromRoot, Op::Scatterv)),
     ),
     on_demand(
-        spec!(call::MPI_ALLGATHERV, "MPI_Allgatherv", Mpi, Collective, { count: 1, dtype: 2, comm: 7 }),
+        spec!(call::MPI_ALLGATHERV, "MPI_Allgatherv", Mpi, Collective, { count: 1, dtype: 2, comm: 7 })
+            .collective(Collective::blocking(Everyone, Op::Allgatherv)),
     ),
-    on_demand(spec!(call::MPI_REDUCE_SCATTER, "MPI_Reduce_scatter", Mpi, Collective, { comm: 5 })),
+    on_demand(spec!(call::MPI_REDUCE_SCATTER, "MPI_Reduce_scatter", Mpi, Collective, { comm: 5 })
+        .collective(Collective::blocking(Everyone, Op::ReduceScatter))),
     on_demand(
         spec!(call::MPI_REDUCE_SCATTER_BLOCK, "MPI_Reduce_scatter_block", Mpi, Collective,
-        { count: 2, dtype: 3, comm: 5 }),
+        { count: 2, dtype: 3, comm: 5 })
+            .collective(
+                Collective::blocking(Everyone, Op::ReduceScatterBlock).same_count_everywhere(),
+            ),
     ),
-    on_demand(spec!(call::MPI_SCAN, "MPI_Scan", Mpi, Collective, { count: 2, dtype: 3, comm: 5 })),
+    on_demand(spec!(call::MPI_SCAN, "MPI_Scan", Mpi, Collective, { count: 2, dtype: 3, comm: 5 })
+        .collective(Collective::blocking(INCLUSIVE_PREFIX, Op::Scan).same_count_everywhere())),
     on_demand(
-        spec!(call::MPI_EXSCAN, "MPI_Exscan", Mpi, Collective, { count: 2, dtype: 3, comm: 5 }),
+        spec!(call::MPI_EXSCAN, "MPI_Exscan", Mpi, Collective, { count: 2, dtype: 3, comm: 5 })
+            .collective(Collective::blocking(EXCLUSIVE_PREFIX, Op::Exscan).same_count_everywhere()),
     ),
     on_demand(
         spec!(call::MPI_SENDRECV_REPLACE, "MPI_Sendrecv_replace", Mpi, SendRecv,
-        { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 5, tag2: 6, comm: 7, status: 8, status_mode: S }),
+        { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 5, tag2: 6, comm: 7, status: 8, status_mode: S })
+            .sends(Sends::Message).receives(SENDRECV_RECV),
     ),
     // Tests write their requests only when one completed (`array_when`): a polling loop
     // is then one record per call.
@@ -279,9 +371,11 @@ pub static CALLS: &[CallSpec] = &[
         { peer: 0, tag: 1, comm: 2, status: 3, status_mode: S })),
     // Matched probes do receive: the message they find is theirs alone.
     on_demand(spec!(call::MPI_MPROBE, "MPI_Mprobe", Mpi, Recv,
-        { peer: 0, tag: 1, comm: 2, status: 4, status_mode: S })),
+        { peer: 0, tag: 1, comm: 2, status: 4, status_mode: S })
+            .receives(Receives::ProbedMessage { polls: false })),
     on_demand(spec!(call::MPI_IMPROBE, "MPI_Improbe", Mpi, Recv,
-        { peer: 0, tag: 1, comm: 2, out: 3, status: 5, status_mode: S, cannot_block: 1 })),
+        { peer: 0, tag: 1, comm: 2, out: 3, status: 5, status_mode: S, cannot_block: 1 })
+            .receives(Receives::ProbedMessage { polls: true })),
     on_demand(spec!(call::MPI_MRECV, "MPI_Mrecv", Mpi, Completion, { count: 1, dtype: 2 })),
     on_demand(spec!(call::MPI_IMRECV, "MPI_Imrecv", Mpi, Completion,
         { count: 1, dtype: 2, cannot_block: 1 })),
@@ -292,51 +386,66 @@ pub static CALLS: &[CallSpec] = &[
         { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 })),
     on_demand(spec!(call::MPI_RECV_INIT, "MPI_Recv_init", Mpi, Setup,
         { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 })),
-    on_demand(spec!(call::MPI_START, "MPI_Start", Mpi, Send, { handle_in: 0, cannot_block: 1 })),
-    on_demand(spec!(call::MPI_STARTALL, "MPI_Startall", Mpi, Send, { count: 0, array: 1 })),
+    on_demand(spec!(call::MPI_START, "MPI_Start", Mpi, Send, { handle_in: 0, cannot_block: 1 })
+        .sends(Sends::Persistent(RequestsIn::Handle))),
+    on_demand(spec!(call::MPI_STARTALL, "MPI_Startall", Mpi, Send, { count: 0, array: 1 })
+        .sends(Sends::Persistent(RequestsIn::HandleArray))),
     on_demand(spec!(call::MPI_IBARRIER, "MPI_Ibarrier", Mpi, Collective,
-        { comm: 0, handle_out: 1 })),
+        { comm: 0, handle_out: 1 }).collective(Collective::nonblocking(Everyone, Op::Barrier))),
     on_demand(spec!(call::MPI_IBCAST, "MPI_Ibcast", Mpi, Collective,
-        { count: 1, dtype: 2, peer: 3, comm: 4, handle_out: 5 })),
+        { count: 1, dtype: 2, peer: 3, comm: 4, handle_out: 5 })
+            .collective(Collective::nonblocking(FromRoot, Op::Bcast))),
     on_demand(spec!(call::MPI_IREDUCE, "MPI_Ireduce", Mpi, Collective,
-        { count: 2, dtype: 3, peer: 5, comm: 6, handle_out: 7 })),
+        { count: 2, dtype: 3, peer: 5, comm: 6, handle_out: 7 })
+            .collective(Collective::nonblocking(ToRoot, Op::Reduce))),
     on_demand(
         spec!(call::MPI_IALLREDUCE, "MPI_Iallreduce", Mpi, Collective,
-        { count: 2, dtype: 3, comm: 5, handle_out: 6 }),
+        { count: 2, dtype: 3, comm: 5, handle_out: 6 })
+            .collective(Collective::nonblocking(Everyone, Op::Allreduce)),
     ),
     on_demand(spec!(call::MPI_IGATHER, "MPI_Igather", Mpi, Collective,
-        { count: 1, dtype: 2, peer: 6, comm: 7, handle_out: 8 })),
+        { count: 1, dtype: 2, peer: 6, comm: 7, handle_out: 8 })
+            .collective(Collective::nonblocking(ToRoot, Op::Gather))),
     on_demand(spec!(call::MPI_ISCATTER, "MPI_Iscatter", Mpi, Collective,
-        { count: 1, dtype: 2, peer: 6, comm: 7, handle_out: 8 })),
+        { count: 1, dtype: 2, peer: 6, comm: 7, handle_out: 8 })
+            .collective(Collective::nonblocking(FromRoot, Op::Scatter))),
     on_demand(
         spec!(call::MPI_IALLGATHER, "MPI_Iallgather", Mpi, Collective,
-        { count: 1, dtype: 2, comm: 6, handle_out: 7 }),
+        { count: 1, dtype: 2, comm: 6, handle_out: 7 })
+            .collective(Collective::nonblocking(Everyone, Op::Allgather)),
     ),
     on_demand(spec!(call::MPI_IALLTOALL, "MPI_Ialltoall", Mpi, Collective,
-        { count: 1, dtype: 2, comm: 6, handle_out: 7 })),
+        { count: 1, dtype: 2, comm: 6, handle_out: 7 })
+            .collective(Collective::nonblocking(Everyone, Op::Alltoall))),
     on_demand(
         spec!(call::MPI_WIN_CREATE, "MPI_Win_create", Mpi, Setup, { comm: 4, handle_out: 5 }),
     ),
     // The window (by value) in `comm`: the matcher maps it to the window's members.
-    on_demand(spec!(call::MPI_WIN_FENCE, "MPI_Win_fence", Mpi, Collective, { comm: 1 })),
+    on_demand(spec!(call::MPI_WIN_FENCE, "MPI_Win_fence", Mpi, Collective, { comm: 1 })
+        .collective(Collective::without_op(Everyone))),
     on_demand(spec!(call::MPI_PUT, "MPI_Put", Mpi, OneSided, { peer: 3, comm: 7 })),
     on_demand(spec!(call::MPI_GET, "MPI_Get", Mpi, OneSided, { peer: 3, comm: 7 })),
     on_demand(spec!(call::MPI_WIN_FREE, "MPI_Win_free", Mpi, Setup, { handle_in: 0 })),
     spec!(call::PVM_MYTID, "pvm_mytid", Pvm, Setup, { want_bias: 1 }),
-    spec!(call::PVM_SEND, "pvm_send", Pvm, Send, { peer: 0, tag: 1, want_bias: 1 }),
+    spec!(call::PVM_SEND, "pvm_send", Pvm, Send, { peer: 0, tag: 1, want_bias: 1 })
+        .sends(Sends::Message),
     spec!(call::PVM_PSEND, "pvm_psend", Pvm, Send,
-        { peer: 0, tag: 1, count: 3, dtype: 4, want_bias: 1 }),
+        { peer: 0, tag: 1, count: 3, dtype: 4, want_bias: 1 }).sends(Sends::Message),
     spec!(call::PVM_MCAST, "pvm_mcast", Pvm, Send,
-        { array: 0, count: 1, tag: 2, array_elem: 4, want_bias: 1 }),
+        { array: 0, count: 1, tag: 2, array_elem: 4, want_bias: 1 }).sends(Sends::Multicast),
     spec!(call::PVM_RECV, "pvm_recv", Pvm, Recv,
-        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 }),
+        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 })
+            .receives(PVM_RECV_BUFFER),
     spec!(call::PVM_NRECV, "pvm_nrecv", Pvm, Recv,
-        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1, cannot_block: 1 }),
+        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1, cannot_block: 1 })
+            .receives(PVM_RECV_BUFFER),
     spec!(call::PVM_TRECV, "pvm_trecv", Pvm, Recv,
-        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 }),
+        { peer: 0, tag: 1, status_mode: status_mode::PVM_RBUF, want_bias: 1 })
+            .receives(PVM_RECV_BUFFER),
     spec!(call::PVM_PRECV, "pvm_precv", Pvm, Recv,
         { peer: 0, tag: 1, count: 3, dtype: 4, status: 5,
-          status_mode: status_mode::INT_POINTERS, want_bias: 1 }),
+          status_mode: status_mode::INT_POINTERS, want_bias: 1 })
+              .receives(Receives::PvmMessage { received: PvmReceived::Zero }),
     spec!(call::PVM_EXIT, "pvm_exit", Pvm, Setup, { want_bias: 1 }),
     // pthreads (the C library): the object's address is argument 0, taken by value
     // (`FlavorConfig::handle_by_value`); a condition wait's mutex is argument 1.
@@ -478,14 +587,6 @@ pub static CALLS: &[CallSpec] = &[
     spec!(call::OMP_JOIN, "omp_join", OpenMp, OmpJoin, {}),
     spec!(call::OMP_IDLE, "omp_idle", OpenMp, OmpIdle, {}),
 ];
-
-impl CallSpec {
-    /// Thread creation and joins: probed in every traced program, where the lock calls
-    /// wait for `--locks`.
-    pub fn is_thread_lifecycle(&self) -> bool {
-        matches!(self.role, Role::ThreadCreate | Role::ThreadJoin)
-    }
-}
 
 /// The call with id `id` (looked up on every call record: an index, not a search).
 pub fn spec(id: u16) -> Option<&'static CallSpec> {
@@ -706,7 +807,76 @@ pub const PVM_RBUF_SYMBOL: &str = "pvmrbuf";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::call_facts::{CollectiveShape, Moment, SEND_POSTED_AT};
     use tracer_common::NO_ARG;
+
+    /// What a call sends, receives or takes part in is filled for the calls whose role
+    /// says they do, and for no other; and each fact finds the arguments it needs.
+    #[test]
+    fn message_and_collective_facts_are_those_of_the_role() {
+        assert_eq!(SEND_POSTED_AT, Moment::Entry);
+        for c in CALLS {
+            let l = &c.layout;
+            let name = c.symbol;
+            let sends = matches!(c.role, Role::Send | Role::SendRecv);
+            let receives = matches!(c.role, Role::Recv | Role::SendRecv);
+            assert_eq!(c.sends.is_some(), sends, "{name}");
+            assert_eq!(c.receives.is_some(), receives, "{name}");
+            assert_eq!(c.collective.is_some(), c.role == Role::Collective, "{name}");
+            match c.sends {
+                Some(Sends::Message) => assert_ne!(l.tag, NO_ARG, "{name}"),
+                Some(Sends::MessageWithRequest) => {
+                    assert_eq!(
+                        c.sends.and_then(Sends::request_known_at),
+                        Some(Moment::Exit)
+                    );
+                    assert_ne!(l.handle_out, NO_ARG, "{name}: the request, at exit");
+                    assert_ne!(l.tag, NO_ARG, "{name}");
+                }
+                Some(Sends::Persistent(RequestsIn::Handle)) => assert_ne!(l.handle_in, NO_ARG),
+                Some(Sends::Persistent(RequestsIn::HandleArray)) => assert_ne!(l.array, NO_ARG),
+                Some(Sends::Multicast) => {
+                    assert_eq!(c.family, Family::Pvm, "{name}");
+                    assert_ne!(l.array, NO_ARG, "{name}: the tasks");
+                }
+                None => {}
+            }
+            match c.receives {
+                Some(Receives::Message { asked }) => {
+                    let (peer, tag) = match asked {
+                        AskedEnvelope::First => (l.peer, l.tag),
+                        AskedEnvelope::Second => (l.peer2, l.tag2),
+                    };
+                    assert!(peer != NO_ARG && tag != NO_ARG, "{name}");
+                    assert_ne!(l.status, NO_ARG, "{name}: what came is in the status");
+                }
+                Some(Receives::ProbedMessage { polls }) => {
+                    assert_eq!(polls, l.cannot_block != 0, "{name}");
+                    assert_ne!(l.status, NO_ARG, "{name}");
+                }
+                Some(Receives::Request) => assert_ne!(l.handle_out, NO_ARG, "{name}"),
+                Some(Receives::PvmMessage { .. }) => assert_eq!(c.family, Family::Pvm),
+                None => {}
+            }
+            if let Some(coll) = c.collective {
+                assert_eq!(c.family, Family::Mpi, "{name}");
+                assert_ne!(coll.shape, CollectiveShape::NoData, "{name}");
+                assert_ne!(l.comm, NO_ARG, "{name}");
+                // A nonblocking collective's request is written at its exit.
+                assert_eq!(coll.nonblocking, l.handle_out != NO_ARG, "{name}");
+                if coll.count_at_every_member {
+                    assert_ne!(l.count, NO_ARG, "{name}");
+                    assert!(!coll.nonblocking, "{name}");
+                }
+                // A rooted collective reads its root.
+                let rooted = matches!(
+                    coll.shape,
+                    CollectiveShape::FromRoot | CollectiveShape::ToRoot
+                );
+                assert_eq!(rooted, l.peer != NO_ARG, "{name}");
+            }
+        }
+    }
 
     #[test]
     fn calls_that_cannot_block_are_written_whole() {

@@ -1,7 +1,9 @@
 //! The data the analyses read: decoded probe records, the recording file, process
-//! metadata, the call table, the pairing of calls' entries with their exits, the probes'
+//! metadata, the call table (and the facts about messages and collectives its columns
+//! hold, `call_facts`), the pairing of calls' entries with their exits, the probes'
 //! failure counts, and the summary of a stream of records.
 
+pub mod call_facts;
 pub mod calls;
 pub mod failures;
 pub mod node;

@@ -96,6 +96,29 @@ impl SyntheticRun {
     /// Entry or exit of MPI call `id` on `rank` (MPI_COMM_WORLD; peer and tag on entry,
     /// and on a receive's exit the actual source and tag).
     pub fn call(&mut self, rank: usize, id: u16, peer: i32, tag: i32, exit: bool) {
+        self.call_with(rank, id, exit, |c| {
+            if !exit {
+                c.comm = MPICH_COMM_WORLD;
+                c.peer = peer;
+                c.tag = tag;
+                c.bytes = MESSAGE_BYTES;
+            } else if id == call::MPI_RECV {
+                c.peer = peer;
+                c.tag = tag;
+                c.bytes = MESSAGE_BYTES;
+            }
+        });
+    }
+
+    /// Entry or exit of MPI call `id` on `rank`, its arguments set by `fill` (an exit's
+    /// `ret` is 0 before it).
+    pub fn call_with(
+        &mut self,
+        rank: usize,
+        id: u16,
+        exit: bool,
+        fill: impl FnOnce(&mut CallRecord),
+    ) {
         let k = if exit {
             kind::CALL_EXIT
         } else {
@@ -105,22 +128,47 @@ impl SyntheticRun {
         let mut c = CallRecord::unset(h);
         if exit {
             c.ret = 0;
-            if id == call::MPI_RECV {
-                c.peer = peer;
-                c.tag = tag;
-                c.bytes = MESSAGE_BYTES;
-            }
-        } else {
-            c.comm = MPICH_COMM_WORLD;
-            c.peer = peer;
-            c.tag = tag;
-            c.bytes = MESSAGE_BYTES;
         }
+        fill(&mut c);
         self.items.push(Item::Record(if exit {
             Record::CallExit(c)
         } else {
             Record::CallEnter(c)
         }));
+    }
+
+    /// A call `id` on `rank` that describes a message to or from `peer` at its entry
+    /// and writes `request` at its exit (MPI_Isend, MPI_Irecv, MPI_Send_init).
+    fn request_call(&mut self, rank: usize, id: u16, peer: usize, tag: i32, request: u64) {
+        self.call(rank, id, peer as i32, tag, false);
+        self.call_with(rank, id, true, |c| c.handle = request);
+    }
+
+    /// MPI_Isend's entry and exit on `src`, its exit writing `request`.
+    pub fn isend(&mut self, src: usize, dst: usize, tag: i32, request: u64) {
+        self.request_call(src, call::MPI_ISEND, dst, tag, request);
+    }
+
+    /// MPI_Irecv's entry and exit on `dst`, its exit writing `request`.
+    pub fn irecv(&mut self, dst: usize, src: usize, tag: i32, request: u64) {
+        self.request_call(dst, call::MPI_IRECV, src, tag, request);
+    }
+
+    /// MPI_Send_init's entry and exit on `src`: the persistent send `request`.
+    pub fn send_init(&mut self, src: usize, dst: usize, tag: i32, request: u64) {
+        self.request_call(src, call::MPI_SEND_INIT, dst, tag, request);
+    }
+
+    /// MPI_Start of persistent `request` on `rank`.
+    pub fn start(&mut self, rank: usize, request: u64) {
+        self.call_with(rank, call::MPI_START, false, |c| c.handle = request);
+        self.call_with(rank, call::MPI_START, true, |_| {});
+    }
+
+    /// MPI_Wait on `request` of `rank`, its status ignored (MPI_STATUS_IGNORE).
+    pub fn wait(&mut self, rank: usize, request: u64) {
+        self.call_with(rank, call::MPI_WAIT, false, |c| c.handle = request);
+        self.call_with(rank, call::MPI_WAIT, true, |_| {});
     }
 
     /// MPI_Send's entry and exit on `src`.

@@ -22,7 +22,8 @@ use super::{
     Events, MachineMetrics, Metrics, ProcedureInProcess, ProcedureMetrics, ProcessMetrics,
     ThreadMetrics, SCHEMA_VERSION,
 };
-use crate::analysis::matcher::{Directory, MatchedMessage};
+use crate::analysis::directory::Directory;
+use crate::analysis::matcher::MatchedMessage;
 use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{futex_waits, Analyzer, NoPaths, PathModel, REORDER_WINDOW_NS};

@@ -1,0 +1,206 @@
+//! What a probed call does with messages and collectives: the columns of the call table
+//! (`calls::CALLS`) that the matcher and the exports read, instead of lists of call ids
+//! of their own. A column says what the call does and when its records show it (its
+//! entry or its exit); what a reader makes of that (an OTF2 event at the exit, a
+//! matcher queue at the entry) is the reader's, documented there.
+
+/// A moment of a call: the one of its two records that shows a fact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Moment {
+    Entry,
+    Exit,
+}
+
+/// Which of a call's (peer, tag) argument pairs a receive asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AskedEnvelope {
+    /// `peer` and `tag` (MPI_Recv, a matched probe).
+    First,
+    /// `peer2` and `tag2`: MPI_Sendrecv's receive (its first pair is its send).
+    Second,
+}
+
+/// Where the requests a call starts are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestsIn {
+    /// The `handle` of the entry (MPI_Start).
+    Handle,
+    /// The handle array after the entry (MPI_Startall).
+    HandleArray,
+}
+
+/// What a call sends. Every send is posted at its call's entry ([`SEND_POSTED_AT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sends {
+    /// The message the entry's arguments describe (`peer`, `tag`, `comm`, the count;
+    /// PVM: the task id and tag), delivered or buffered before the call returns.
+    Message,
+    /// The message the entry's arguments describe, only started: the request the exit
+    /// writes (`handle`) names the send until a Wait or Test completes it (MPI_Isend).
+    /// The message is known at the entry, its request only at the exit
+    /// ([`Sends::request_known_at`]).
+    MessageWithRequest,
+    /// The persistent requests it starts, each as its init described it (MPI_Send_init:
+    /// a message sent; MPI_Recv_init: a receive request posted, as by MPI_Irecv).
+    Persistent(RequestsIn),
+    /// One copy of the message to each task in the handle array after the entry
+    /// (pvm_mcast).
+    Multicast,
+}
+
+/// When a send's message leaves, for every send: at its call's entry. The entry's
+/// arguments are its whole envelope, and its receiver may complete before the sender's
+/// exit is seen (an eager message; the exit of a rendezvous send can come after the
+/// receive's): the receiver depends on the sender as it was at the entry. MPI orders
+/// the messages between two processes on a communicator and tag by their sends' starts.
+pub const SEND_POSTED_AT: Moment = Moment::Entry;
+
+impl Sends {
+    /// When the request that names the send is known: at the exit, which writes it, for
+    /// a send that only starts ([`Sends::MessageWithRequest`]); none for the others (a
+    /// persistent request was known at its init's exit, before it was started).
+    pub fn request_known_at(self) -> Option<Moment> {
+        match self {
+            Sends::MessageWithRequest => Some(Moment::Exit),
+            Sends::Message | Sends::Persistent(_) | Sends::Multicast => None,
+        }
+    }
+}
+
+/// How a PVM receive's return value says a message came.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PvmReceived {
+    /// A positive receive buffer id (pvm_recv, pvm_nrecv, pvm_trecv; 0: nothing came).
+    BufferId,
+    /// 0 (pvm_precv, which returns a status, not a buffer).
+    Zero,
+}
+
+impl PvmReceived {
+    /// Whether return value `ret` says a message came.
+    pub fn got_message(self, ret: i64) -> bool {
+        match self {
+            PvmReceived::BufferId => ret > 0,
+            PvmReceived::Zero => ret == 0,
+        }
+    }
+}
+
+/// What a call receives. A message received is known at the exit, whose status names
+/// the message that came (the entry only names what the receive accepts: a wildcard
+/// source or tag, a count that is an upper bound).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Receives {
+    /// The message its exit's status names, of those the `asked` pair accepts.
+    Message { asked: AskedEnvelope },
+    /// A matched probe: the message it found (at the exit), its own alone, which
+    /// MPI_Mrecv or MPI_Imrecv then copies out. `polls`: it may find none (MPI_Improbe,
+    /// whose flag, `out`, is then 0).
+    ProbedMessage { polls: bool },
+    /// A receive request, posted at the exit (which writes its `handle`), whose message
+    /// the Wait or Test that completes it delivers (MPI_Irecv).
+    Request,
+    /// PVM: the message in the receive buffer at the exit, if one came.
+    PvmMessage { received: PvmReceived },
+}
+
+/// When a receive's message is known: at its call's exit (see [`Receives`]).
+pub const RECEIVE_KNOWN_AT: Moment = Moment::Exit;
+
+/// Whom a member's exit from a collective depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectiveShape {
+    /// Every member's entry (barrier, allreduce, alltoall(v/w), allgather(v),
+    /// reduce_scatter, a window fence).
+    Everyone,
+    /// The root's entry, for the other members (bcast, scatter(v)).
+    FromRoot,
+    /// Every member's entry, for the root only (reduce, gather(v)).
+    ToRoot,
+    /// The entries of ranks 0..=r (scan) or 0..r (exscan) for rank r.
+    Prefix { inclusive: bool },
+    /// The member's in-neighbours' (neighbourhood collectives on a distributed graph).
+    Neighbors,
+    /// Nobody's: a collective of zero elements moves no data, and MPI libraries return
+    /// from one at once (Open MPI's MPI_Bcast of 0 elements: a member left before the
+    /// root arrived, in hpcc). No call's shape in the table: what the matcher makes of
+    /// one whose count is 0 at every member ([`Collective::count_at_every_member`]).
+    NoData,
+}
+
+/// An MPI collective operation, numbered as OTF2's `OTF2_CollectiveOp` (the OTF2 export
+/// writes it as it is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CollectiveOp {
+    Barrier = 0,
+    Bcast = 1,
+    Gather = 2,
+    Gatherv = 3,
+    Scatter = 4,
+    Scatterv = 5,
+    Allgather = 6,
+    Allgatherv = 7,
+    Alltoall = 8,
+    Alltoallv = 9,
+    Alltoallw = 10,
+    Allreduce = 11,
+    Reduce = 12,
+    ReduceScatter = 13,
+    Scan = 14,
+    Exscan = 15,
+    ReduceScatterBlock = 16,
+}
+
+/// A member's part in a collective. Every member's entry is its arrival, its exit (or,
+/// nonblocking, the Wait or Test completing its request) its departure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Collective {
+    pub shape: CollectiveShape,
+    /// Only starts: a nonblocking collective, completed by a Wait or Test on the
+    /// request its exit writes.
+    pub nonblocking: bool,
+    /// The element count the probe reads is the same at every member (so that 0 at one
+    /// member is 0 at all): not MPI_Scatter's send count, which only the root's call
+    /// gives, nor the v/w collectives' count arrays.
+    pub count_at_every_member: bool,
+    /// The operation, as MPI's standard names it; none for those OTF2 has no
+    /// operation for (neighbourhood collectives, window fences).
+    pub op: Option<CollectiveOp>,
+}
+
+impl Collective {
+    /// A blocking collective of operation `op`.
+    pub const fn blocking(shape: CollectiveShape, op: CollectiveOp) -> Self {
+        Collective {
+            shape,
+            nonblocking: false,
+            count_at_every_member: false,
+            op: Some(op),
+        }
+    }
+
+    /// A nonblocking collective of operation `op`.
+    pub const fn nonblocking(shape: CollectiveShape, op: CollectiveOp) -> Self {
+        Collective {
+            nonblocking: true,
+            ..Self::blocking(shape, op)
+        }
+    }
+
+    /// A blocking collective with no OTF2 operation.
+    pub const fn without_op(shape: CollectiveShape) -> Self {
+        Collective {
+            op: None,
+            ..Self::blocking(shape, CollectiveOp::Barrier)
+        }
+    }
+
+    /// The same, with an element count the same at every member.
+    pub const fn same_count_everywhere(self) -> Self {
+        Collective {
+            count_at_every_member: true,
+            ..self
+        }
+    }
+}
