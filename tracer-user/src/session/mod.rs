@@ -3,10 +3,12 @@
 //! ring buffer) into the recording and the summary, and stop cleanly when the targets
 //! are gone, at the deadline or on a signal.
 
+mod consumers;
 mod context;
 mod detach;
 mod error;
 mod event_loop;
+mod finish;
 mod funcs;
 mod holds;
 mod launch;
@@ -15,9 +17,12 @@ mod memory;
 mod openmp;
 mod options;
 mod output;
+mod probing;
+mod processes;
 mod record;
 mod run_as;
 mod sink;
+mod targets;
 mod thread_calls;
 mod watchdog;
 
