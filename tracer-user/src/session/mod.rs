@@ -1,7 +1,8 @@
 //! A recording session: load the probes, pick the targets (running processes, a command
 //! we launch, or the whole system), stream what the probes write (per-CPU slots and the
-//! ring buffer) into the recording and the summary, and stop cleanly when the targets
-//! are gone, at the deadline or on a signal.
+//! ring buffer) to the consumers of the record stream (the recording, the summary, the
+//! critical path, the online what-if), and stop cleanly when the targets are gone, at
+//! the deadline or on a signal.
 
 mod consumers;
 mod context;
