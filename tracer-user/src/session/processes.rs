@@ -37,7 +37,7 @@ impl ProcessSnapshots {
     }
 
     /// The snapshots that go into the stream before `rec`, in order.
-    pub(super) fn before(&mut self, rec: &Record) -> Vec<ProcessInfo> {
+    pub(super) fn snapshots_before(&mut self, rec: &Record) -> Vec<ProcessInfo> {
         let mut snapshots = Vec::new();
         let pid = rec.header().tgid;
         if from_traced_thread(rec) {

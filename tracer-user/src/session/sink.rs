@@ -59,7 +59,7 @@ impl Sink {
     }
 
     pub(super) fn record(&mut self, raw: &[u8], rec: &Record) -> Result<(), SessionError> {
-        for info in self.processes.before(rec) {
+        for info in self.processes.snapshots_before(rec) {
             self.process(&info)?;
         }
         self.total += 1;
@@ -173,4 +173,47 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{for_session, ConsumerOptions, ProcessSnapshots, Sink};
+    use crate::session::Analysis;
+    use tracer_analysis::analysis::workclock::ClockKind;
+    use tracer_analysis::format::failures::FailureCounts;
+    use tracer_analysis::format::recording::{FunctionProbe, Item, RecordingMeta, RecordingReader};
+
+    #[test]
+    fn a_probe_reaches_the_recording_and_each_consumer_gives_its_outcome() {
+        let dir = std::env::temp_dir().join(format!("tracer-sink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("session.trace");
+        let consumers = for_session(
+            ConsumerOptions {
+                output: Some(&path),
+                owner: None,
+                clock: ClockKind::Cpu,
+                analysis: Analysis::AfterTracing,
+                whatif: None,
+            },
+            &RecordingMeta::default(),
+        )
+        .unwrap();
+        let mut sink = Sink::new(ProcessSnapshots::new(Vec::new()), consumers);
+        let probe = FunctionProbe {
+            id: 1,
+            symbol: "work".into(),
+            path: "/bin/program".into(),
+            vaddr: 0x1000,
+        };
+        sink.probe(&probe).unwrap();
+        sink.flush_if_due(|| Ok(FailureCounts::default())).unwrap();
+        let results = sink.finish(&FailureCounts::default()).unwrap();
+        assert_eq!(results.summary.events.total, 0);
+        assert!(results.whatif.is_none());
+        let mut reader = RecordingReader::open(&path).unwrap();
+        assert_eq!(reader.next_item().unwrap(), Some(Item::Probe(probe)));
+        assert_eq!(reader.next_item().unwrap(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
