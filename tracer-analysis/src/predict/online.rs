@@ -19,6 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use tracer_common::{kind, EventHeader};
 
+use super::network::{NetworkTable, Scope};
 use super::placement::{CpuSet, PlacementSpec};
 use super::replay::ReplayError;
 use super::sim::{
@@ -51,6 +52,14 @@ pub(crate) type Mark = Arc<Source>;
 
 /// A message's cost in the predicted network (see [`super::replay::MessageCost`]).
 pub type OwnedCost = Box<dyn Fn(bool, u64) -> Option<u64> + Send>;
+
+/// A network table as the replay's message cost: a remote message costs what the table
+/// says of `remote` messages of its size, any other what it says of `local` ones.
+pub fn network_cost(table: NetworkTable) -> OwnedCost {
+    Box::new(move |remote, bytes| {
+        table.latency_ns(if remote { Scope::Remote } else { Scope::Local }, bytes)
+    })
+}
 
 /// A dependency of an open vertex; `bytes` is Some for messages (bytes when known).
 struct OpenDep {
@@ -176,6 +185,21 @@ pub struct OnlinePrediction {
     pub peak_steps: usize,
 }
 
+impl OnlinePrediction {
+    /// One line for a person.
+    pub fn text_line(&self) -> String {
+        let ms = |ns: f64| format!("{:.1} ms", ns / 1e6);
+        format!(
+            "what-if (online): parallel section measured {}, predicted {} ({:+.1} %); \
+             at most {} steps held",
+            ms(self.measured_ns as f64),
+            ms(self.predicted_ns),
+            100.0 * (self.predicted_ns / self.measured_ns.max(1) as f64 - 1.0),
+            self.peak_steps
+        )
+    }
+}
+
 /// The online replay: a [`PathModel`] for the analysis.
 pub struct OnlineReplay {
     spec: Option<PlacementSpec>,
@@ -250,6 +274,15 @@ impl OnlineReplay {
             out: OnlinePrediction::default(),
             error: None,
         }
+    }
+
+    /// The replay `tracer record --whatif-placement/--whatif-network` runs while it
+    /// traces, polling as the recording shows; None when neither changes anything.
+    pub fn asked(spec: Option<PlacementSpec>, table: Option<NetworkTable>) -> Option<Self> {
+        if spec.is_none() && table.is_none() {
+            return None;
+        }
+        Some(OnlineReplay::new(spec, table.map(network_cost), None))
     }
 
     /// What the recording says about a process (its MPI rank).

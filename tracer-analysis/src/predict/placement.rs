@@ -137,6 +137,14 @@ impl std::str::FromStr for PlacementSpec {
 }
 
 impl PlacementSpec {
+    /// A spec as `--placement` gives it: parsed, then [`PlacementSpec::validate`]d, so
+    /// that no command replays a placement whose CPU sets overlap.
+    pub fn parse_checked(spec: &str) -> Result<Self, PlacementError> {
+        let parsed: PlacementSpec = spec.parse()?;
+        parsed.validate()?;
+        Ok(parsed)
+    }
+
     /// Checks that CPU sets given on one node are equal or disjoint.
     pub fn validate(&self) -> Result<(), PlacementError> {
         let sets: Vec<&CpuSet> = self.items.iter().filter_map(|(_, s)| s.as_ref()).collect();

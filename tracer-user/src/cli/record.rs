@@ -2,9 +2,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::Args;
 use tracer_analysis::analysis::profile::Profile;
+use tracer_analysis::predict::network::NetworkTable;
+use tracer_analysis::predict::online::OnlineReplay;
+use tracer_analysis::predict::placement::PlacementSpec;
 use tracer_user::probes::UprobeLinks;
 use tracer_user::session::{
     self, CommandStatus, EventsSoFar, LossHook, ReadyHook, RecordOptions, RunAs, SampleHook,
@@ -164,8 +167,19 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => tracing.live_view.then_some(LIVE_INTERVAL),
     };
-    let whatif =
-        super::whatif::online_replay(a.whatif_placement.as_deref(), a.whatif_network.as_deref())?;
+    let whatif_placement = a
+        .whatif_placement
+        .as_deref()
+        .map(PlacementSpec::parse_checked)
+        .transpose()
+        .context("--whatif-placement")?;
+    let whatif_network = a
+        .whatif_network
+        .as_deref()
+        .map(NetworkTable::load)
+        .transpose()
+        .context("--whatif-network")?;
+    let whatif = OnlineReplay::asked(whatif_placement, whatif_network);
     let run_as = RunAs::resolve(a.user.as_deref())?;
     let quiet = a.quiet;
     let WhileTracing {
@@ -235,7 +249,7 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         super::print_summary(&outcome.summary);
         eprint!("{}", outcome.profile.text());
         if let Some(Ok(p)) = &outcome.whatif {
-            eprintln!("{}", super::whatif::online_line(p));
+            eprintln!("{}", p.text_line());
         }
         match outcome.command_status {
             Some(CommandStatus::Exited(code)) if code != 0 => {

@@ -1,13 +1,13 @@
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tracer_analysis::format::recording::RecordingReader;
-use tracer_analysis::predict::network::{NetworkTable, Scope};
-use tracer_analysis::predict::online::{OnlinePrediction, OnlineReplay, OnlineWhatIf, OwnedCost};
+use tracer_analysis::predict::network::NetworkTable;
+use tracer_analysis::predict::online::{network_cost, OnlineReplay, OnlineWhatIf};
 use tracer_analysis::predict::placement::{Placement, PlacementSpec};
 use tracer_analysis::predict::DEFAULT_SLICE_NS;
 use tracer_analysis::predict::{PathProfile, RecordedRun};
@@ -58,7 +58,7 @@ fn online(
 ) -> anyhow::Result<ExitCode> {
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
-    let replay = OnlineReplay::new(spec, table.map(cost_of), a.polling.forced())
+    let replay = OnlineReplay::new(spec, table.map(network_cost), a.polling.forced())
         .with_slice(a.slice_ms * 1e6);
     let mut w = OnlineWhatIf::new(replay);
     while let Some(item) = reader.next_item().with_context(context)? {
@@ -71,7 +71,7 @@ fn online(
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p)?);
     } else {
-        println!("{}", online_line(&p));
+        println!("{}", p.text_line());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -108,67 +108,23 @@ impl Polling {
     }
 }
 
-/// `--placement` (or `--whatif-placement`) parsed.
-pub(super) fn parse_placement(
-    spec: Option<&str>,
-    flag: &str,
-) -> anyhow::Result<Option<PlacementSpec>> {
-    let spec = spec
-        .map(str::parse::<PlacementSpec>)
-        .transpose()
-        .context(flag.to_string())?;
-    if let Some(s) = &spec {
-        s.validate().context(flag.to_string())?;
-    }
-    Ok(spec)
-}
-
-/// `--network` (or `--whatif-network`) loaded.
-pub(super) fn load_table(path: Option<&Path>, flag: &str) -> anyhow::Result<Option<NetworkTable>> {
-    path.map(NetworkTable::load)
-        .transpose()
-        .context(flag.to_string())
-}
-
-/// A network table as the replay's message cost.
-pub(super) fn cost_of(table: NetworkTable) -> OwnedCost {
-    Box::new(move |remote, bytes| {
-        table.latency_ns(if remote { Scope::Remote } else { Scope::Local }, bytes)
-    })
-}
-
-/// The online replay that `tracer record --whatif-*` runs, or None when not asked for.
-pub(super) fn online_replay(
-    placement: Option<&str>,
-    network: Option<&Path>,
-) -> anyhow::Result<Option<OnlineReplay>> {
-    let spec = parse_placement(placement, "--whatif-placement")?;
-    let table = load_table(network, "--whatif-network")?;
-    if spec.is_none() && table.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(OnlineReplay::new(spec, table.map(cost_of), None)))
-}
-
-/// One line for a person: the online prediction.
-pub(super) fn online_line(p: &OnlinePrediction) -> String {
-    format!(
-        "what-if (online): parallel section measured {}, predicted {} ({:+.1} %); \
-         at most {} steps held",
-        ms(p.measured_ns as f64),
-        ms(p.predicted_ns),
-        100.0 * (p.predicted_ns / p.measured_ns.max(1) as f64 - 1.0),
-        p.peak_steps
-    )
-}
-
 pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
     let totals = super::tell_condition(&a.file);
     if !(a.slice_ms >= 0.0 && a.slice_ms.is_finite()) {
         anyhow::bail!("--slice-ms must be a number of milliseconds >= 0");
     }
-    let spec = parse_placement(a.placement.as_deref(), "--placement")?;
-    let table = load_table(a.network.as_deref(), "--network")?;
+    let spec = a
+        .placement
+        .as_deref()
+        .map(PlacementSpec::parse_checked)
+        .transpose()
+        .context("--placement")?;
+    let table = a
+        .network
+        .as_deref()
+        .map(NetworkTable::load)
+        .transpose()
+        .context("--network")?;
     if a.online {
         return online(&a, spec, table);
     }
@@ -189,7 +145,7 @@ pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("replaying {}", a.file.display()))?;
     replay.slice_ns = a.slice_ms * 1e6;
     if let Some(t) = table {
-        replay.set_network(&run.cpu, &placement, &cost_of(t))?;
+        replay.set_network(&run.cpu, &placement, &network_cost(t))?;
     }
     let p = replay.run(&placement);
     let mut polling_pids: Vec<u32> = run.polling.iter().copied().collect();

@@ -30,7 +30,7 @@ const CALM_TIME: Duration = Duration::from_secs(1);
 /// ring nearly empty. Always at -10, it cost LAMMPS at 4 ranks on 2 CPUs 19 % more time
 /// than at its start value (docs/benchmarks.md): woken every 50 ms, it took a rank's
 /// CPU at once each time. Linux keeps nice values per thread.
-pub(super) struct ReaderPriority {
+struct ReaderPriority {
     start: i32,
     raised: bool,
     /// Since when every drain found the ring nearly empty, while raised.
@@ -39,7 +39,7 @@ pub(super) struct ReaderPriority {
 
 impl ReaderPriority {
     /// The calling thread's priority, which it keeps until it falls behind.
-    pub(super) fn of_this_thread() -> Self {
+    fn of_this_thread() -> Self {
         // SAFETY: plain getpriority(2) on the calling thread (`who` 0); -1 is also a
         // valid nice value, and errno is not worth telling apart here.
         let start = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
@@ -156,7 +156,22 @@ fn drain(
     Ok(left)
 }
 
-pub(super) async fn event_loop(
+/// The session's event loop stage: runs [`event_loop`] on a single-threaded runtime,
+/// started only now that the synchronous set-up (the fork of a launched command among
+/// it) is done.
+pub(super) fn run(
+    ctx: &mut LoopContext,
+    duration: Option<Duration>,
+    interval: Option<Duration>,
+) -> Result<StopReason, SessionError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut priority = ReaderPriority::of_this_thread();
+    runtime.block_on(event_loop(ctx, &mut priority, duration, interval))
+}
+
+async fn event_loop(
     ctx: &mut LoopContext,
     priority: &mut ReaderPriority,
     duration: Option<Duration>,

@@ -1,12 +1,15 @@
 //! A recording session: load the probes, pick the targets (running processes, a command
 //! we launch, or the whole system), stream what the probes write (per-CPU slots and the
-//! ring buffer) into the recording and the summary, and stop cleanly when the targets
-//! are gone, at the deadline or on a signal.
+//! ring buffer) to the consumers of the record stream (the recording, the summary, the
+//! critical path, the online what-if), and stop cleanly when the targets are gone, at
+//! the deadline or on a signal.
 
+mod consumers;
 mod context;
 mod detach;
 mod error;
 mod event_loop;
+mod finish;
 mod funcs;
 mod holds;
 mod launch;
@@ -15,9 +18,12 @@ mod memory;
 mod openmp;
 mod options;
 mod output;
+mod probing;
+mod processes;
 mod record;
 mod run_as;
 mod sink;
+mod targets;
 mod thread_calls;
 mod watchdog;
 

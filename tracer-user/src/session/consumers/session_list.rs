@@ -1,0 +1,54 @@
+//! The consumers a session's options ask for.
+
+use std::path::Path;
+
+use super::consumer::RecordConsumer;
+use super::path::{LivePath, PathAfterTracing};
+use super::recording::RecordingConsumer;
+use super::summary::SummaryConsumer;
+use super::whatif::WhatIfConsumer;
+use crate::session::{Analysis, RunAs, SessionError};
+use tracer_analysis::analysis::workclock::ClockKind;
+use tracer_analysis::format::recording::RecordingMeta;
+use tracer_analysis::predict::online::{OnlineReplay, OnlineWhatIf};
+
+/// What the consumers are made from: the parts of the session's options they read.
+pub(in crate::session) struct ConsumerOptions<'a> {
+    /// The recording file (`-o`), if any.
+    pub(in crate::session) output: Option<&'a Path>,
+    /// Who owns the files written.
+    pub(in crate::session) owner: Option<&'a RunAs>,
+    pub(in crate::session) clock: ClockKind,
+    pub(in crate::session) analysis: Analysis,
+    pub(in crate::session) whatif: Option<OnlineReplay>,
+}
+
+/// The consumers, in the order they finish: the recording first, so that it is complete
+/// and closed before anything reads it back (`--analyze-after`), and before the analyses
+/// that take time at the end.
+pub(in crate::session) fn for_session(
+    opts: ConsumerOptions,
+    meta: &RecordingMeta,
+) -> Result<Vec<Box<dyn RecordConsumer>>, SessionError> {
+    // Checked before the recording is created: a refused session leaves no file.
+    let path: Box<dyn RecordConsumer> = match (opts.analysis, opts.output) {
+        (Analysis::Live, _) => Box::new(LivePath::new(opts.clock)),
+        (Analysis::AfterTracing, Some(path)) => Box::new(PathAfterTracing {
+            path: path.to_path_buf(),
+            clock: opts.clock,
+        }),
+        (Analysis::AfterTracing, None) => return Err(SessionError::AnalyzeAfterWithoutRecording),
+    };
+    let mut consumers: Vec<Box<dyn RecordConsumer>> = Vec::new();
+    if let Some(output) = opts.output {
+        consumers.push(Box::new(RecordingConsumer::create(
+            output, meta, opts.owner,
+        )?));
+    }
+    consumers.push(Box::<SummaryConsumer>::default());
+    consumers.push(path);
+    if let Some(replay) = opts.whatif {
+        consumers.push(Box::new(WhatIfConsumer::new(OnlineWhatIf::new(replay))));
+    }
+    Ok(consumers)
+}

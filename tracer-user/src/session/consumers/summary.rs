@@ -1,0 +1,36 @@
+//! The summary as a consumer: counts of what was seen.
+
+use super::consumer::{ConsumerOutcome, RecordConsumer, SessionEnd};
+use crate::session::SessionError;
+use tracer_analysis::format::recording::FunctionProbe;
+use tracer_analysis::format::records::Record;
+use tracer_analysis::format::summary::SummaryBuilder;
+use tracer_analysis::format::ProcessInfo;
+
+#[derive(Default)]
+pub(super) struct SummaryConsumer {
+    builder: SummaryBuilder,
+}
+
+impl RecordConsumer for SummaryConsumer {
+    fn probe(&mut self, probe: &FunctionProbe) -> Result<(), SessionError> {
+        self.builder.probe(probe);
+        Ok(())
+    }
+
+    fn process(&mut self, info: &ProcessInfo) -> Result<(), SessionError> {
+        self.builder.process(info);
+        Ok(())
+    }
+
+    fn record(&mut self, _raw: &[u8], record: &Record) -> Result<(), SessionError> {
+        self.builder.record(record);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, end: &SessionEnd) -> Result<ConsumerOutcome, SessionError> {
+        let mut summary = self.builder.finish(end.failures.lost());
+        summary.events.failures = end.failures.named();
+        Ok(ConsumerOutcome::Summary(summary))
+    }
+}

@@ -1,0 +1,110 @@
+//! The session's last stage: the outputs written, the command given a moment to end,
+//! then the probes detached.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::context::LoopContext;
+use super::detach::Detacher;
+use super::launch::{reap_within, COMMAND_GRACE};
+use super::output::write_private;
+use super::sink::SinkResults;
+use super::{Detaching, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
+
+/// Ends a session the event loop stopped for `stop`.
+pub(super) fn finish(
+    ctx: LoopContext,
+    stop: StopReason,
+    opts: RecordOptions,
+) -> Result<RecordOutcome, SessionError> {
+    let LoopContext {
+        mut probes,
+        funcs,
+        libs,
+        locks,
+        sink,
+        mut command_status,
+        child,
+        unprobed_mpi_calls,
+        watchdog,
+        hold_deadline,
+        memory,
+        ..
+    } = ctx;
+    let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref(), &memory)?;
+    // Every output is complete before the probes go: detaching takes seconds.
+    let SinkResults {
+        mut summary,
+        profile,
+        whatif,
+    } = sink.finish(&failures)?;
+    summary.tracer_cpu_ns = own_cpu_ns();
+    summary.unprobed_mpi_calls = Some(unprobed_mpi_calls);
+    let owner = opts.run_as.as_ref();
+    write_json(opts.summary_json.as_deref(), &summary, owner)?;
+    write_json(opts.profile_json.as_deref(), &profile, owner)?;
+    // Tracing stopped before the command ended. From a terminal, Ctrl-C reaches the
+    // command too: give it a moment to end, so that its status is the tracer's (as
+    // `time` does). At the deadline it runs on.
+    if let (None, Some(child)) = (command_status, child) {
+        let grace = match stop {
+            StopReason::Signal => COMMAND_GRACE,
+            StopReason::Deadline | StopReason::TargetsExited => Duration::ZERO,
+        };
+        command_status = reap_within(child, grace);
+    }
+    let detacher = locks.and_then(|l| l.detacher);
+    if let Some(detaching) = opts.on_detach {
+        let pending = detacher.as_ref().map(Detacher::pending).unwrap_or_default();
+        detaching(Detaching {
+            probes: probes.probe_count() + pending.probes,
+            kernel_links: probes.link_count() + pending.kernel_links,
+        });
+    }
+    drop(probes);
+    // No hold can come any more (the watchdog lets go one made during the detaching).
+    drop(hold_deadline);
+    if let Some(d) = detacher {
+        d.finish();
+    }
+    if let Some(w) = watchdog {
+        w.finish();
+    }
+    Ok(RecordOutcome {
+        summary,
+        profile,
+        whatif,
+        stop,
+        command_status,
+        unmatched_funcs: funcs.unmatched(),
+        libraries: libs.probed(),
+    })
+}
+
+/// The tracer's own CPU time so far (all its threads, not its children).
+fn own_cpu_ns() -> Option<u64> {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return None;
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    Some(ns(u.ru_utime) + ns(u.ru_stime))
+}
+
+fn write_json<T: serde::Serialize>(
+    path: Option<&Path>,
+    value: &T,
+    owner: Option<&RunAs>,
+) -> Result<(), SessionError> {
+    if let Some(path) = path {
+        let json = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+        write_private(path, (json + "\n").as_bytes(), owner).map_err(|source| {
+            SessionError::WriteJson {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}

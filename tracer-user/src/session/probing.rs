@@ -1,0 +1,128 @@
+//! The session's second stage: the probes loaded, and attached to what the targets run
+//! now; what attaches more as programs start goes on into the event loop.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use super::funcs::FunctionProbes;
+use super::libraries::probe_libraries;
+use super::openmp::OpenMpProbes;
+use super::targets::Targets;
+use super::thread_calls::ThreadCallProbes;
+use super::{RecordOptions, SessionError};
+use crate::probes::{ProbeOptions, Probes};
+use crate::target::funcs::FunctionSelector;
+use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
+use tracer_analysis::format::recording::FunctionProbe;
+
+pub(super) struct Probing {
+    pub(super) probes: Probes,
+    /// The MPI/PVM libraries, probed or not yet.
+    pub(super) libs: LibrarySet,
+    /// `--func` procedures.
+    pub(super) funcs: FunctionProbes,
+    pub(super) joins: ThreadCallProbes,
+    /// `--locks`.
+    pub(super) locks: Option<ThreadCallProbes>,
+    pub(super) openmp: OpenMpProbes,
+    /// The procedure probes attached so far, for the sink.
+    pub(super) attached_functions: Vec<FunctionProbe>,
+}
+
+impl Probing {
+    /// Loads the probes and attaches them to the libraries the user named, those the
+    /// targets have mapped (system-wide, all), and to the running targets' thread calls,
+    /// OpenMP and `--func` procedures. Every traced exec is held until the libraries and
+    /// procedures it needs are probed (not system-wide).
+    pub(super) fn attach(opts: &RecordOptions, targets: &Targets) -> Result<Probing, SessionError> {
+        let system_wide = targets.system_wide;
+        let running = &targets.running;
+        let FoundLibraries {
+            user: user_libs,
+            all: found_libs,
+        } = find_libraries(&opts.libs, running)?;
+        let mut funcs = FunctionProbes::new(FunctionSelector::new(&opts.funcs)?);
+        let mut probes = Probes::load(&ProbeOptions {
+            system_wide,
+            hold_on_exec: !system_wide,
+            ring_bytes: opts.ring_mib.map(|mib| mib.max(1) << 20),
+            floor: opts.floor_probes,
+            uprobe_links: opts.uprobe_links,
+        })?;
+        let mut libs = LibrarySet::new(found_libs);
+        let mapped = libraries::mapped_candidates(running);
+        probe_libraries(
+            &mut libs,
+            &mut probes,
+            |p| system_wide || user_libs.contains(p) || mapped.contains(p),
+            &ImportedCalls::All,
+        )?;
+        let mut joins = ThreadCallProbes::joins();
+        let mut locks = opts.locks.then(ThreadCallProbes::locks);
+        let mut openmp = OpenMpProbes::default();
+        for &pid in running {
+            joins.attach_running(&mut probes, pid);
+            openmp.attach_running(&mut probes, pid);
+            if let Some(locks) = &mut locks {
+                locks.attach_running(&mut probes, pid);
+            }
+        }
+        let mut attached_functions = funcs.attach_fixed_paths(&mut probes)?;
+        for &pid in running {
+            attached_functions.extend(funcs.attach_in_process(&mut probes, pid)?);
+        }
+        if system_wide {
+            attached_functions.extend(funcs.attach_everywhere(&mut probes)?);
+        }
+        Ok(Probing {
+            probes,
+            libs,
+            funcs,
+            joins,
+            locks,
+            openmp,
+            attached_functions,
+        })
+    }
+}
+
+/// Candidate libraries: the user's (always probed), the installed ones, and those the
+/// targets have mapped.
+struct FoundLibraries {
+    /// The user's (`--lib`), by canonical path.
+    user: HashSet<PathBuf>,
+    /// All of them, the user's included.
+    all: Vec<Library>,
+}
+
+fn find_libraries(user: &[PathBuf], targets: &[u32]) -> Result<FoundLibraries, SessionError> {
+    let mut libs: Vec<Library> = Vec::new();
+    let mut user_set = HashSet::new();
+    for path in user {
+        let lib = Library::open(path).map_err(|error| SessionError::Library {
+            path: path.clone(),
+            error,
+        })?;
+        let Some(mut lib) = lib else {
+            return Err(SessionError::NotALibrary { path: path.clone() });
+        };
+        lib.path = lib.path.canonicalize().unwrap_or(lib.path);
+        user_set.insert(lib.path.clone());
+        libs.push(lib);
+    }
+    let mut found = libraries::installed_candidates();
+    found.extend(libraries::mapped_candidates(targets));
+    for path in found {
+        if user_set.contains(&path) {
+            continue;
+        }
+        // An unreadable or unrelated file among the candidates is skipped, not fatal.
+        if let Ok(Some(lib)) = Library::open(&path) {
+            libs.push(lib);
+        }
+    }
+    Ok(FoundLibraries {
+        user: user_set,
+        all: libs,
+    })
+}
