@@ -423,7 +423,7 @@ mod tests {
     use super::*;
     use crate::export::timeline::{flow_slice, Endpoint, CRITICAL_FLOW_CAT};
     use crate::format::recording::{Item, ItemIter};
-    use crate::format::synth::SyntheticRun;
+    use crate::format::synth::{self, SyntheticRun};
     use crate::graph::cpm::Schedule;
     use crate::graph::path::OUTSIDE;
     use crate::graph::recorded::RecordedGraph;
@@ -469,15 +469,7 @@ mod tests {
 
     /// A ring over 3 ranks, 4 rounds, with work inside and outside `work`.
     fn ring() -> Vec<Item> {
-        let mut s = SyntheticRun::new(3, &["work"]);
-        for round in 0..4 {
-            for r in 0..3 {
-                s.compute(r, 10_000 + 1000 * r as u64, Some(0));
-                s.compute(r, 500, None);
-                s.message(r, (r + 1) % 3, round);
-            }
-        }
-        s.items
+        synth::ring(Some(500))
     }
 
     fn export(items: &[Item]) -> (ExportStats, Value, RecordedGraph) {
@@ -670,19 +662,7 @@ mod tests {
     /// new thread's arrival before its first record, and every arrow points forwards.
     #[test]
     fn thread_start_and_wakeup_flows_have_slices() {
-        use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
-        let mut s = SyntheticThreads::new(&["work"]);
-        s.compute(MAIN, 1000, Some(0));
-        s.clone(MAIN, 501);
-        s.compute(501, 5000, Some(0));
-        s.wait(MAIN);
-        s.compute(501, 2000, Some(0));
-        s.wake(501, MAIN);
-        s.resume(MAIN);
-        s.compute(MAIN, 1000, Some(0));
-        s.exit(501);
-        s.exit(MAIN);
-        let (stats, v, _) = export(&s.items);
+        let (stats, v, _) = export(&synth::thread_fork_join());
         check_flow_slices(&v);
         let slices = events(&v, "X");
         let named = |n: &str| slices.iter().filter(|s| s["name"] == n).count();

@@ -4,7 +4,7 @@
 //! The tree is the one the folded stacks draw ([`super::flame`]), over all work instead
 //! of the critical path's only: a root per process (named as the folded stacks name it:
 //! program, MPI rank, pid), a node per thread under it, and under each thread the
-//! stacks of selected procedures, outermost first, from [`StackProfile`]. Each node
+//! stacks of its [`StackSource`], outermost first. Each node
 //! carries the work and the critical path time of its stack, exclusive and inclusive,
 //! and the zeroing gain of its procedure. docs/exports.md has the metrics and why the
 //! roots are processes.
@@ -15,7 +15,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::flame::process_frame;
-use super::stacks::StackProfile;
+use super::stack_source::StackSource;
 
 /// Metric names (columns of Hatchet's dataframe). Hatchet takes a name with `(inc)`
 /// for an inclusive metric, any other for an exclusive one.
@@ -115,16 +115,16 @@ impl Node {
 }
 
 /// The call tree: a root per process, in the order of the profile's rows (by pid).
-fn tree(profile: &StackProfile) -> Vec<Node> {
-    let gains: HashMap<&str, u64> = profile
-        .zeroing
+fn tree(source: &dyn StackSource) -> Vec<Node> {
+    let gains: HashMap<&str, u64> = source
+        .zeroing()
         .iter()
         .map(|z| (z.procedure.as_str(), z.zeroing_ns))
         .collect();
     let mut roots: Vec<(u32, Node)> = Vec::new();
-    for s in &profile.stacks {
+    for s in source.stacks() {
         if roots.last().is_none_or(|(pid, _)| *pid != s.pid) {
-            let name = process_frame(profile, s.pid);
+            let name = process_frame(source, s.pid);
             roots.push((s.pid, Node::new(name, "process", 0)));
         }
         let (_, process) = roots.last_mut().expect("a root was just pushed");
@@ -133,18 +133,18 @@ fn tree(profile: &StackProfile) -> Vec<Node> {
             let gain = gains.get(f.as_str()).copied().unwrap_or(0);
             node = node.child(f, "function", gain);
         }
-        node.metrics.time += s.work_ns;
-        node.metrics.critical += s.critical_ns;
+        node.metrics.time += s.weights.work_ns;
+        node.metrics.critical += s.weights.critical_path_ns;
     }
     roots.into_iter().map(|(_, n)| n).collect()
 }
 
 /// Writes the literal JSON (indented) and returns the writer.
 pub fn write_hatchet<W: Write>(
-    profile: &StackProfile,
+    source: &dyn StackSource,
     mut out: W,
 ) -> io::Result<(HatchetStats, W)> {
-    let mut roots = tree(profile);
+    let mut roots = tree(source);
     if roots.is_empty() {
         roots.push(Node::new(NO_WORK.to_string(), "function", 0));
     }
@@ -163,13 +163,14 @@ pub fn write_hatchet<W: Write>(
 mod tests {
     use super::*;
     use crate::analysis::workclock::ClockKind;
-    use crate::export::stacks::tests::nested_ring;
+    use crate::export::stacks::GraphStacks;
+    use crate::format::synth::nested_ring;
     use crate::graph::path::OUTSIDE;
     use crate::graph::recorded::RecordedGraph;
     use serde_json::Value;
     use std::collections::BTreeSet;
 
-    fn export(profile: &StackProfile) -> (HatchetStats, Value) {
+    fn export(profile: &GraphStacks) -> (HatchetStats, Value) {
         let (stats, bytes) = write_hatchet(profile, Vec::new()).unwrap();
         (stats, serde_json::from_slice(&bytes).expect("JSON"))
     }
@@ -203,31 +204,31 @@ mod tests {
     #[test]
     fn the_tree_holds_the_profile() {
         let rg = RecordedGraph::from_items(&nested_ring(), ClockKind::Cpu);
-        let profile = StackProfile::new(&rg);
+        let profile = GraphStacks::new(&rg);
         let (stats, v) = export(&profile);
         let all = nodes(&v);
         // Processes, threads, and each distinct stack prefix of each thread.
         let prefixes: BTreeSet<(u32, u32, &[String])> = profile
-            .stacks
+            .stacks()
             .iter()
             .flat_map(|s| (1..=s.frames.len()).map(move |n| (s.pid, s.tid, &s.frames[..n])))
             .collect();
-        let threads: BTreeSet<u32> = profile.stacks.iter().map(|s| s.tid).collect();
+        let threads: BTreeSet<u32> = profile.stacks().iter().map(|s| s.tid).collect();
         assert_eq!(all.len(), 2 + threads.len() + prefixes.len());
         assert_eq!(stats.nodes, all.len());
         assert_eq!((stats.roots, v.as_array().unwrap().len()), (2, 2));
         // Exclusive metrics add up to the totals, and so do the roots' inclusive ones.
         let sum = |m: &str| -> u64 { all.iter().map(|(_, n)| metric(n, m)).sum() };
-        let work: u64 = profile.stacks.iter().map(|s| s.work_ns).sum();
-        assert_eq!(sum(CRITICAL_PATH), profile.critical_path_ns);
+        let work: u64 = profile.stacks().iter().map(|s| s.weights.work_ns).sum();
+        assert_eq!(sum(CRITICAL_PATH), profile.summary().critical_path_ns);
         assert_eq!(sum(TIME), work);
         let roots = v.as_array().unwrap();
         let inc = |m: &str| -> u64 { roots.iter().map(|r| metric(r, m)).sum() };
-        assert_eq!(inc(CRITICAL_PATH_INC), profile.critical_path_ns);
+        assert_eq!(inc(CRITICAL_PATH_INC), profile.summary().critical_path_ns);
         assert_eq!(inc(TIME_INC), work);
         assert_eq!(
             (stats.critical_path_ns, stats.work_ns),
-            (profile.critical_path_ns, work)
+            (profile.summary().critical_path_ns, work)
         );
         // A node's inclusive metric is its own plus its children's.
         for (_, n) in &all {
@@ -242,7 +243,7 @@ mod tests {
             }
         }
         // Each stack is a path with its own figures.
-        for s in &profile.stacks {
+        for s in profile.stacks() {
             let mut path = vec![process_frame(&profile, s.pid), format!("tid {}", s.tid)];
             path.extend(s.frames.iter().cloned());
             let (_, n) = all
@@ -251,7 +252,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{path:?}"));
             assert_eq!(
                 (metric(n, CRITICAL_PATH), metric(n, TIME)),
-                (s.critical_ns, s.work_ns)
+                (s.weights.critical_path_ns, s.weights.work_ns)
             );
             assert_eq!(n["frame"]["type"], "function");
         }
@@ -264,7 +265,7 @@ mod tests {
         // The zeroing gain of a procedure is on each of its nodes, 0 on the others.
         for (path, n) in &all {
             let name = *path.last().unwrap();
-            let gain = profile.zeroing.iter().find(|z| z.procedure == name);
+            let gain = profile.zeroing().iter().find(|z| z.procedure == name);
             let want = match n["frame"]["type"].as_str().unwrap() {
                 "function" => gain.unwrap().zeroing_ns,
                 "process" | "thread" => 0,
@@ -282,7 +283,7 @@ mod tests {
     #[test]
     fn an_empty_profile_is_one_empty_root() {
         let rg = RecordedGraph::from_items(&[], ClockKind::Wall);
-        let (stats, v) = export(&StackProfile::new(&rg));
+        let (stats, v) = export(&GraphStacks::new(&rg));
         assert_eq!((stats.roots, stats.nodes, stats.work_ns), (1, 1, 0));
         assert_eq!(v[0]["frame"]["name"], NO_WORK);
         assert_eq!(v[0]["metrics"][TIME_INC], 0);

@@ -783,7 +783,7 @@ impl SchedState {
 mod tests {
     use super::*;
     use crate::format::recording::ItemIter;
-    use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
+    use crate::format::synth::{thread_fork_join, THREADS_PID as MAIN};
     use crate::graph::recorded::RecordedGraph;
     use prost::Message;
     use proto::{
@@ -996,21 +996,11 @@ mod tests {
     /// departure and ends in an arrival that begins strictly later.
     #[test]
     fn threads_decode_with_tracks_slices_and_flows() {
-        let mut s = SyntheticThreads::new(&["work"]);
-        s.compute(MAIN, 1000, Some(0));
-        s.clone(MAIN, 501);
-        s.compute(501, 5000, Some(0));
-        s.wait(MAIN);
-        s.compute(501, 2000, Some(0));
-        s.wake(501, MAIN);
-        s.resume(MAIN);
-        s.compute(MAIN, 1000, Some(0));
-        s.exit(501);
-        s.exit(MAIN);
-        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let items = thread_fork_join();
+        let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
         let (stats, bytes) = write_perfetto(
             TimelinePlan::new(&rg),
-            &mut ItemIter(s.items.iter().cloned().map(Ok)),
+            &mut ItemIter(items.iter().cloned().map(Ok)),
             Vec::new(),
         )
         .unwrap();

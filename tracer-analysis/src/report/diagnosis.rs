@@ -526,7 +526,7 @@ fn waiting_in_calls(m: &Metrics, out: &mut Vec<Finding>) {
 mod tests {
     use super::*;
     use crate::analysis::workclock::ClockKind;
-    use crate::format::synth::SyntheticRun;
+    use crate::format::synth::pipeline;
     use crate::graph::recorded::RecordedGraph;
     use crate::report::ReportOptions;
     use tracer_common::call;
@@ -535,16 +535,7 @@ mod tests {
     /// first rank that nothing waits for.
     #[test]
     fn names_the_planted_bottleneck() {
-        let mut s = SyntheticRun::new(3, &["fast", "slow", "busy"]);
-        for item in 0..3 {
-            s.compute(0, 10_000_000, Some(0));
-            s.send(0, 1, item);
-            s.recv(1, 0, item);
-            s.compute(1, 100_000_000, Some(1));
-            s.send(1, 2, item);
-            s.recv(2, 1, item);
-            s.compute(2, 10_000_000, Some(0));
-        }
+        let mut s = pipeline(&["fast", "slow", "busy"]);
         s.compute(0, 200_000_000, Some(2));
         let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
         let r = Report::new(&rg, &ReportOptions::default(), None);

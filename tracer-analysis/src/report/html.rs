@@ -268,23 +268,14 @@ fn pct_cell(p: f64) -> String {
 mod tests {
     use super::*;
     use crate::analysis::workclock::ClockKind;
-    use crate::format::synth::SyntheticRun;
+    use crate::format::synth;
     use crate::graph::path::Activity;
     use crate::graph::recorded::RecordedGraph;
 
     /// A three-stage pipeline whose middle stage (`slow`) is the bottleneck.
     fn pipeline() -> Report {
-        let mut s = SyntheticRun::new(3, &["fast", "slow"]);
-        for item in 0..3 {
-            s.compute(0, 10_000_000, Some(0));
-            s.send(0, 1, item);
-            s.recv(1, 0, item);
-            s.compute(1, 100_000_000, Some(1));
-            s.send(1, 2, item);
-            s.recv(2, 1, item);
-            s.compute(2, 10_000_000, Some(0));
-        }
-        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let items = synth::pipeline(&["fast", "slow"]).items;
+        let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
         Report::new(&rg, &ReportOptions::default(), None)
     }
 

@@ -11,7 +11,8 @@ use tracer_analysis::export::hatchet::{write_hatchet, HatchetStats};
 use tracer_analysis::export::otf2::{Otf2Plan, Otf2Stats};
 use tracer_analysis::export::perfetto::{write_perfetto, PerfettoStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
-use tracer_analysis::export::stacks::StackProfile;
+use tracer_analysis::export::stack_source::StackSource;
+use tracer_analysis::export::stacks::GraphStacks;
 use tracer_analysis::export::timeline::TimelinePlan;
 use tracer_analysis::export::write_behind::WriteBehind;
 use tracer_analysis::export::{recording_items, ExportError};
@@ -104,22 +105,28 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             counts
         }
         Format::Pprof => {
-            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
+            let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
             let stats =
                 write_output(&a.output, |out| Ok(write_pprof(&profile, out)?.0)).map_err(fail)?;
             if !to_stdout {
                 report_pprof(&stats, &a.output);
             }
-            (profile.events_recorded, profile.events_lost)
+            (
+                profile.summary().events_recorded,
+                profile.summary().events_lost,
+            )
         }
         Format::Hatchet => {
-            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
+            let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
             let stats =
                 write_output(&a.output, |out| Ok(write_hatchet(&profile, out)?.0)).map_err(fail)?;
             if !to_stdout {
                 report_hatchet(&stats, &a.output);
             }
-            (profile.events_recorded, profile.events_lost)
+            (
+                profile.summary().events_recorded,
+                profile.summary().events_lost,
+            )
         }
         Format::Parquet => {
             if to_stdout {
@@ -150,7 +157,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             (stats.events_recorded, stats.events_lost)
         }
         Format::Folded | Format::Svg => {
-            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
+            let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
             let svg = matches!(a.format, Format::Svg);
             let stats = write_output(&a.output, |out| {
                 Ok(if svg {
@@ -163,7 +170,10 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             if !to_stdout {
                 report_flame(&stats, &a.output);
             }
-            (profile.events_recorded, profile.events_lost)
+            (
+                profile.summary().events_recorded,
+                profile.summary().events_lost,
+            )
         }
     };
     super::warn_probe_failures(&totals.probe_failures);
