@@ -4,12 +4,12 @@
 
 use std::fmt::Write;
 
-use super::build::pct;
-use super::markup::{escape, ms, Palette};
+use super::markup::{escape, Palette};
 use super::timeline::{timeline_svg, MAX_ACTIVITIES};
 use super::types::*;
 use crate::analysis::profile::messages_line;
 use crate::format::failures::failures_warning;
+use crate::units::{ms_text, percent};
 
 /// What the page shows besides the report.
 pub struct HtmlPage<'a> {
@@ -143,7 +143,7 @@ impl Report {
                 ms_cell(p.zeroing_ns),
                 pct_cell(p.zeroing_pct),
                 p.mbm_ns,
-                ms(p.mbm_ns),
+                ms_text(p.mbm_ns),
                 p.mbm_pct,
                 name = escape(&p.name),
                 colour = palette.colour(&p.name),
@@ -168,10 +168,10 @@ impl Report {
             s,
             r#"<p class="sub">{} activities: computation {} ms ({:.2} %), {} waits for other threads with {} ms measured latency. Bars are work on the path, lines the waits (from the thread waited for to the waiting one); hover for details.</p>"#,
             self.activities.len(),
-            ms(t.length_ns),
-            pct(t.length_ns, t.length_ns + t.dependency_latency_ns),
+            ms_text(t.length_ns),
+            percent(t.length_ns, t.length_ns + t.dependency_latency_ns),
             t.dependencies,
-            ms(t.dependency_latency_ns),
+            ms_text(t.dependency_latency_ns),
         );
         if self.activities.len() > MAX_ACTIVITIES {
             let _ = writeln!(
@@ -257,7 +257,7 @@ fn flame_section(svg: &str) -> String {
 
 /// A cell of milliseconds, with the exact nanoseconds in `data-ns`.
 fn ms_cell(ns: u64) -> String {
-    format!(r#"<td class="n" data-ns="{ns}">{}</td>"#, ms(ns))
+    format!(r#"<td class="n" data-ns="{ns}">{}</td>"#, ms_text(ns))
 }
 
 fn pct_cell(p: f64) -> String {
@@ -299,7 +299,7 @@ mod tests {
         let row = format!(
             r#"<tr data-procedure="slow"><td><span class="swatch" style="background:#e15759"></span>slow</td><td class="n" data-ns="{}">{}</td>"#,
             slow.cp_ns,
-            ms(slow.cp_ns)
+            ms_text(slow.cp_ns)
         );
         assert!(html.contains(&row), "{row} not in\n{html}");
         assert!(html.contains(&format!(

@@ -23,11 +23,6 @@ pub(crate) fn escape(s: &str) -> String {
     out
 }
 
-/// Milliseconds with three decimals, as the text report writes them.
-pub(crate) fn ms(ns: u64) -> String {
-    format!("{:.3}", ns as f64 / 1e6)
-}
-
 /// Colours of the names, in the order names get them: red first, for the procedure with
 /// the largest share of the path.
 const COLOURS: &[&str] = &[

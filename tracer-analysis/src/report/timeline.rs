@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::markup::{escape, ms, Palette};
+use super::markup::{escape, Palette};
 use super::types::Report;
 use crate::graph::path::{Activity, THREAD_START};
+use crate::units::{ms, ms_text};
 
 /// Most activities drawn: a longer path is drawn up to there, and says so.
 pub(crate) const MAX_ACTIVITIES: usize = 20_000;
@@ -94,7 +95,7 @@ impl Scale {
 
     /// Milliseconds since the path's first activity.
     fn since(&self, t: u64) -> String {
-        ms(t.saturating_sub(self.t0))
+        ms_text(t.saturating_sub(self.t0))
     }
 }
 
@@ -193,7 +194,7 @@ fn work_rect(
         rows.y(pid, tid),
         palette.colour(procedure),
         escape(procedure),
-        ms(work_ns),
+        ms_text(work_ns),
         scale.since(start),
         scale.since(end),
     )
@@ -228,7 +229,7 @@ fn wait_line(a: &Activity, at: u64, rows: &Rows, scale: &Scale, palette: &Palett
         rows.y(*to_pid, *to_tid) + middle,
         palette.colour(call),
         escape(&what),
-        ms(*latency_ns),
+        ms_text(*latency_ns),
     )
 }
 
@@ -270,7 +271,7 @@ fn tick_step(span_ns: u64) -> u64 {
 
 /// A tick's milliseconds, with as few decimals as it needs.
 fn tick_label(ns: u64) -> String {
-    let text = format!("{:.6}", ns as f64 / 1e6);
+    let text = format!("{:.6}", ms(ns));
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 

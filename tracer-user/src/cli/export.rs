@@ -17,6 +17,7 @@ use tracer_analysis::export::timeline::TimelinePlan;
 use tracer_analysis::export::write_behind::WriteBehind;
 use tracer_analysis::export::{recording_items, ExportError};
 use tracer_analysis::format::recording::{Item, RecordingError, RecordingReader};
+use tracer_analysis::units::ms;
 use tracer_user::render::flame_graph::write_flame_graph;
 use tracer_user::render::otf2::{write_otf2, Otf2Error};
 use tracer_user::render::parquet::{ParquetExport, ParquetStats};
@@ -309,7 +310,7 @@ fn report_otf2(s: &Otf2Stats, out: &Path) {
         s.locations,
         s.regions,
         s.comms,
-        s.critical_path_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
     );
 }
 
@@ -324,7 +325,7 @@ fn report_chrome(s: &ExportStats, out: &Path) {
         s.flow_slices,
         s.processes,
         s.threads,
-        s.critical_path_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
         s.critical_slices,
         if s.unclosed > 0 {
             format!("; {} calls or procedures never returned (not shown)", s.unclosed)
@@ -344,7 +345,7 @@ fn report_perfetto(s: &PerfettoStats, out: &Path) {
         t.flow_slices,
         t.processes,
         t.threads,
-        t.critical_path_ns as f64 / 1e6,
+        ms(t.critical_path_ns),
         t.critical_slices,
         s.sched_switches,
         s.sched_repairs,
@@ -365,8 +366,8 @@ fn report_pprof(s: &PprofStats, out: &Path) {
         out.display(),
         s.samples,
         s.functions,
-        s.critical_path_ns as f64 / 1e6,
-        s.work_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
+        ms(s.work_ns),
     );
 }
 
@@ -375,7 +376,7 @@ fn report_flame(s: &FlameStats, out: &Path) {
         "wrote {}: {} stacks; critical path {:.3} ms",
         out.display(),
         s.stacks,
-        s.critical_path_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
     );
 }
 
@@ -385,8 +386,8 @@ fn report_hatchet(s: &HatchetStats, out: &Path) {
         out.display(),
         s.nodes,
         s.roots,
-        s.critical_path_ns as f64 / 1e6,
-        s.work_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
+        ms(s.work_ns),
     );
 }
 
@@ -400,6 +401,6 @@ fn report_parquet(s: &ParquetStats, out: &Path) {
         "wrote {}: {}; critical path {:.3} ms",
         out.display(),
         tables.join(", "),
-        s.critical_path_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
     );
 }
