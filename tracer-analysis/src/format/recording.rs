@@ -320,13 +320,24 @@ impl Condition {
     }
 }
 
+/// A chunk read whole, its framing (and in version 3 on, its checksum) sound.
+struct SoundChunk {
+    tag: u32,
+    payload: Vec<u8>,
+    /// Where the chunk after it starts.
+    next: u64,
+}
+
+/// A sound chunk that resynchronising found past damaged bytes.
+struct FoundChunk {
+    /// Where it starts.
+    at: u64,
+    chunk: SoundChunk,
+}
+
 /// One step of reading chunks.
 enum Chunk {
-    Read {
-        tag: u32,
-        payload: Vec<u8>,
-        next: u64,
-    },
+    Read(SoundChunk),
     /// Nothing more in the file.
     End,
     /// The file ends inside the chunk.
@@ -466,15 +477,15 @@ impl RecordingReader {
             skim: false,
         };
         match r.chunk_at(16)? {
-            Chunk::Read {
+            Chunk::Read(SoundChunk {
                 tag: TAG_META,
                 payload,
                 next,
-            } => {
+            }) => {
                 r.meta = json(&payload, "meta")?;
                 r.offset = next;
             }
-            Chunk::Read { .. } | Chunk::Bad => {
+            Chunk::Read(_) | Chunk::Bad => {
                 return Err(RecordingError::Corrupt("first chunk is not META".into()))
             }
             Chunk::End | Chunk::Short => return Err(RecordingError::Truncated("no META chunk")),
@@ -493,7 +504,7 @@ impl RecordingReader {
                 return Ok(None);
             }
             let start = self.offset;
-            let Some((tag, payload)) = self.next_chunk()? else {
+            let Some(SoundChunk { tag, payload, .. }) = self.next_chunk()? else {
                 self.done = true;
                 continue;
             };
@@ -580,12 +591,12 @@ impl RecordingReader {
     }
 
     /// The next sound chunk, skipping corrupt ones; None at the end of the file.
-    fn next_chunk(&mut self) -> Result<Option<(u32, Vec<u8>)>, RecordingError> {
+    fn next_chunk(&mut self) -> Result<Option<SoundChunk>, RecordingError> {
         let start = self.offset;
         match self.chunk_at(start)? {
-            Chunk::Read { tag, payload, next } => {
-                self.offset = next;
-                return Ok(Some((tag, payload)));
+            Chunk::Read(chunk) => {
+                self.offset = chunk.next;
+                return Ok(Some(chunk));
             }
             Chunk::End => return Ok(None),
             Chunk::Bad if self.version == 2 => {
@@ -598,11 +609,11 @@ impl RecordingReader {
         // Version 3: a sound chunk further on means this one was damaged; none means
         // the file was cut in the middle of this one.
         if self.version != 2 {
-            if let Some((at, tag, payload, next)) = self.resync(start + 1)? {
+            if let Some(FoundChunk { at, chunk }) = self.resync(start + 1)? {
                 self.corrupt_chunks += 1;
                 self.corrupt_bytes += at - start;
-                self.offset = next;
-                return Ok(Some((tag, payload)));
+                self.offset = chunk.next;
+                return Ok(Some(chunk));
             }
         }
         let len = self.source.len()?;
@@ -611,9 +622,8 @@ impl RecordingReader {
         Ok(None)
     }
 
-    /// The first sound chunk at or after `from`: its offset, tag, payload and end.
-    #[allow(clippy::type_complexity)]
-    fn resync(&self, from: u64) -> Result<Option<(u64, u32, Vec<u8>, u64)>, RecordingError> {
+    /// The first sound chunk at or after `from`.
+    fn resync(&self, from: u64) -> Result<Option<FoundChunk>, RecordingError> {
         let mut block = vec![0u8; 1 << 16];
         let mut base = from;
         loop {
@@ -623,8 +633,9 @@ impl RecordingReader {
             }
             for i in 0..=n - SYNC.len() {
                 if block[i..i + SYNC.len()] == SYNC {
-                    if let Chunk::Read { tag, payload, next } = self.chunk_at(base + i as u64)? {
-                        return Ok(Some((base + i as u64, tag, payload, next)));
+                    let at = base + i as u64;
+                    if let Chunk::Read(chunk) = self.chunk_at(at)? {
+                        return Ok(Some(FoundChunk { at, chunk }));
                     }
                 }
             }
@@ -670,11 +681,11 @@ impl RecordingReader {
                 return Ok(Chunk::Bad);
             }
         }
-        Ok(Chunk::Read {
+        Ok(Chunk::Read(SoundChunk {
             tag,
             payload,
             next: start + len as u64,
-        })
+        }))
     }
 }
 
