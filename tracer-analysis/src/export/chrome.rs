@@ -17,8 +17,9 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::timeline::{FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink};
+use super::timeline::{FlowSlice, IntArg, IntArgs, Slice, TimelinePlan, TimelineSink};
 use super::write_behind::FORMATTED_BYTES;
+use super::written::Written;
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
 use crate::format::recording::{ItemSource, RecordingError};
@@ -60,7 +61,7 @@ impl ChromeExport {
         mut self,
         source: &mut (impl ItemSource + Send),
         out: W,
-    ) -> Result<(ExportStats, W), ExportError> {
+    ) -> Result<Written<ExportStats, W>, ExportError> {
         let mut out = EventWriter::begin(out, self.plan.base_ns)?;
         let mut stats = ExportStats::default();
         self.write_critical_path(&mut out, &mut stats)?;
@@ -72,7 +73,10 @@ impl ChromeExport {
             "critical_path_ns": self.plan.critical_length_ns,
             "time_zero_monotonic_ns": self.plan.base_ns,
         });
-        Ok((stats, out.finish(&other)?))
+        Ok(Written {
+            stats,
+            out: out.finish(&other)?,
+        })
     }
 
     fn write_critical_path<W: Write>(
@@ -265,7 +269,7 @@ fn common_fields(b: &mut Vec<u8>, name: &str, cat: &str, pid: u32, tid: u32) {
 /// `,"args":{...}`: a slice's named integers.
 fn put_args(b: &mut Vec<u8>, args: &IntArgs) {
     b.extend_from_slice(b",\"args\":{");
-    for (i, (name, value)) in args.iter().enumerate() {
+    for (i, IntArg { name, value }) in args.iter().enumerate() {
         if i > 0 {
             b.push(b',');
         }
@@ -474,7 +478,7 @@ mod tests {
 
     fn export(items: &[Item]) -> (ExportStats, Value, RecordedGraph) {
         let rg = RecordedGraph::from_items(items, ClockKind::Cpu);
-        let (stats, bytes) = ChromeExport::new(&rg)
+        let Written { stats, out: bytes } = ChromeExport::new(&rg)
             .write(&mut ItemIter(items.iter().cloned().map(Ok)), Vec::new())
             .unwrap();
         let v: Value = serde_json::from_slice(&bytes).expect("valid JSON");

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use super::stack_source::StackSource;
+use super::written::Written;
 
 /// What a flame graph export wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -85,12 +86,18 @@ pub fn stats(stacks: &BTreeMap<String, u64>) -> FlameStats {
 }
 
 /// Writes the folded stacks, one `frames weight` line each.
-pub fn write_folded<W: Write>(source: &dyn StackSource, mut out: W) -> io::Result<(FlameStats, W)> {
+pub fn write_folded<W: Write>(
+    source: &dyn StackSource,
+    mut out: W,
+) -> io::Result<Written<FlameStats, W>> {
     let stacks = folded_stacks(source);
     for (line, ns) in &stacks {
         writeln!(out, "{line} {ns}")?;
     }
-    Ok((stats(&stacks), out))
+    Ok(Written {
+        stats: stats(&stacks),
+        out,
+    })
 }
 
 #[cfg(test)]
@@ -109,7 +116,7 @@ mod tests {
     #[test]
     fn folded_lines_weigh_the_path() {
         let profile = ring_profile();
-        let (stats, bytes) = write_folded(&profile, Vec::new()).unwrap();
+        let Written { stats, out: bytes } = write_folded(&profile, Vec::new()).unwrap();
         let text = String::from_utf8(bytes).unwrap();
         let lines: Vec<(&str, u64)> = text
             .lines()

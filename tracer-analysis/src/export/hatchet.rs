@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use super::flame::process_frame;
 use super::stack_source::StackSource;
+use super::written::Written;
 
 /// Metric names (columns of Hatchet's dataframe). Hatchet takes a name with `(inc)`
 /// for an inclusive metric, any other for an exclusive one.
@@ -143,7 +144,7 @@ fn tree(source: &dyn StackSource) -> Vec<Node> {
 pub fn write_hatchet<W: Write>(
     source: &dyn StackSource,
     mut out: W,
-) -> io::Result<(HatchetStats, W)> {
+) -> io::Result<Written<HatchetStats, W>> {
     let mut roots = tree(source);
     if roots.is_empty() {
         roots.push(Node::new(NO_WORK.to_string(), "function", 0));
@@ -156,7 +157,7 @@ pub fn write_hatchet<W: Write>(
     };
     serde_json::to_writer_pretty(&mut out, &roots)?;
     writeln!(out)?;
-    Ok((stats, out))
+    Ok(Written { stats, out })
 }
 
 #[cfg(test)]
@@ -171,7 +172,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn export(profile: &GraphStacks) -> (HatchetStats, Value) {
-        let (stats, bytes) = write_hatchet(profile, Vec::new()).unwrap();
+        let Written { stats, out: bytes } = write_hatchet(profile, Vec::new()).unwrap();
         (stats, serde_json::from_slice(&bytes).expect("JSON"))
     }
 

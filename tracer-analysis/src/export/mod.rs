@@ -19,5 +19,6 @@ pub mod stacks;
 pub mod tables;
 pub mod timeline;
 pub mod write_behind;
+pub mod written;
 
 pub use items::{recording_items, ExportError};

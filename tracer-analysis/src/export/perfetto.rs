@@ -18,9 +18,10 @@ use serde::Serialize;
 
 use super::protowire as wire;
 use super::timeline::{
-    thread_name, Endpoint, FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink,
+    thread_name, Endpoint, FlowSlice, IntArg, IntArgs, Slice, TimelinePlan, TimelineSink,
 };
 use super::write_behind::FORMATTED_BYTES;
+use super::written::Written;
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
 use crate::format::recording::ItemSource;
@@ -234,7 +235,7 @@ pub fn write_perfetto<W: Write>(
     mut plan: TimelinePlan,
     source: &mut (impl ItemSource + Send),
     out: W,
-) -> Result<(PerfettoStats, W), ExportError> {
+) -> Result<Written<PerfettoStats, W>, ExportError> {
     let mut w = PacketWriter {
         out: Packets {
             out,
@@ -265,9 +266,9 @@ pub fn write_perfetto<W: Write>(
     let p = CRITICAL_PID;
     for s in &plan.critical {
         let args = IntArgs::new([
-            ("pid", s.pid as i64),
-            ("tid", s.tid as i64),
-            ("work_ns", s.work_ns as i64),
+            IntArg::new("pid", s.pid as i64),
+            IntArg::new("tid", s.tid as i64),
+            IntArg::new("work_ns", s.work_ns as i64),
         ]);
         w.slice(&Slice {
             pid: p,
@@ -333,7 +334,10 @@ pub fn write_perfetto<W: Write>(
     let traced: HashSet<u32> = threads.iter().map(|t| t.1).collect();
     w.stats.sched_only_threads = w.sched.tids.iter().filter(|t| !traced.contains(t)).count();
     w.stats.timeline = timeline;
-    Ok((w.stats, w.out.finish()?))
+    Ok(Written {
+        stats: w.stats,
+        out: w.out.finish()?,
+    })
 }
 
 /// Bytes of packets gathered before a write.
@@ -487,7 +491,7 @@ struct EventFields<'a> {
 impl EventFields<'_> {
     /// The `TrackEvent`'s fields, in tag order.
     fn encode(&self, b: &mut Vec<u8>) {
-        for (name, value) in self.args.iter().flat_map(|a| a.iter()) {
+        for IntArg { name, value } in self.args.iter().flat_map(|a| a.iter()) {
             // DebugAnnotation: int_value (4), name (10).
             wire::message(b, 4, |b| {
                 wire::int(b, 4, value);
@@ -594,7 +598,7 @@ impl<W: Write> TimelineSink for PacketWriter<W> {
 
     fn sched(&mut self, r: &Record) -> io::Result<()> {
         let counters = self.sched.record(r, &mut self.out, &mut self.stats)?;
-        for (track_uuid, value) in counters {
+        for CounterValue { track_uuid, value } in counters {
             let counter = EventFields {
                 kind: proto::COUNTER,
                 track_uuid,
@@ -632,6 +636,12 @@ struct SchedState {
     tids: BTreeSet<u32>,
 }
 
+/// A counter track's new value.
+struct CounterValue {
+    track_uuid: u64,
+    value: i64,
+}
+
 impl SchedState {
     /// Writes what `r` completes; returns the counter values it changed.
     fn record<W: Write>(
@@ -639,7 +649,7 @@ impl SchedState {
         r: &Record,
         out: &mut Packets<W>,
         stats: &mut PerfettoStats,
-    ) -> io::Result<Vec<(u64, i64)>> {
+    ) -> io::Result<Vec<CounterValue>> {
         let h = r.header();
         let (running, runnable) = (self.running.len(), self.runnable.len());
         match r {
@@ -704,10 +714,16 @@ impl SchedState {
         }
         let mut changed = Vec::new();
         if self.running.len() != running {
-            changed.push((RUNNING_UUID, self.running.len() as i64));
+            changed.push(CounterValue {
+                track_uuid: RUNNING_UUID,
+                value: self.running.len() as i64,
+            });
         }
         if self.runnable.len() != runnable {
-            changed.push((RUNNABLE_UUID, self.runnable.len() as i64));
+            changed.push(CounterValue {
+                track_uuid: RUNNABLE_UUID,
+                value: self.runnable.len() as i64,
+            });
         }
         Ok(changed)
     }
@@ -783,7 +799,7 @@ impl SchedState {
 mod tests {
     use super::*;
     use crate::format::recording::ItemIter;
-    use crate::format::synth::{thread_fork_join, THREADS_PID as MAIN};
+    use crate::format::synth::thread_fork_join;
     use crate::graph::recorded::RecordedGraph;
     use prost::Message;
     use proto::{
@@ -815,7 +831,11 @@ mod tests {
     /// arguments (a negative one too), one with flows, an end, a counter, a long name.
     #[test]
     fn track_events_by_hand_are_prosts_bytes() {
-        let args = IntArgs::new([("peer", 3), ("tag", -1), ("bytes", 1 << 33)]);
+        let args = IntArgs::new([
+            IntArg::new("peer", 3),
+            IntArg::new("tag", -1),
+            IntArg::new("bytes", 1 << 33),
+        ]);
         let end = |id, start| Endpoint {
             ts_ns: 5,
             pid: 7,
@@ -860,9 +880,9 @@ mod tests {
                                 debug_annotations: args
                                     .iter()
                                     .flat_map(|a| a.iter())
-                                    .map(|(k, v)| DebugAnnotation {
-                                        name: Some(k.into()),
-                                        int_value: Some(v),
+                                    .map(|a| DebugAnnotation {
+                                        name: Some(a.name.into()),
+                                        int_value: Some(a.value),
                                         ..Default::default()
                                     })
                                     .collect(),
@@ -998,7 +1018,7 @@ mod tests {
     fn threads_decode_with_tracks_slices_and_flows() {
         let items = thread_fork_join();
         let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
-        let (stats, bytes) = write_perfetto(
+        let Written { stats, out: bytes } = write_perfetto(
             TimelinePlan::new(&rg),
             &mut ItemIter(items.iter().cloned().map(Ok)),
             Vec::new(),

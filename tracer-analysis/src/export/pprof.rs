@@ -19,6 +19,7 @@ use flate2::Compression;
 use prost::Message;
 
 use super::stack_source::StackSource;
+use super::written::Written;
 
 /// The messages of profile.proto this export writes (field numbers as published;
 /// the fields it never sets are left out, which the format allows).
@@ -252,7 +253,10 @@ pub(crate) fn profile_message(source: &dyn StackSource) -> proto::Profile {
 }
 
 /// Writes the profile, gzip-compressed, and returns the writer.
-pub fn write_pprof<W: Write>(source: &dyn StackSource, out: W) -> io::Result<(PprofStats, W)> {
+pub fn write_pprof<W: Write>(
+    source: &dyn StackSource,
+    out: W,
+) -> io::Result<Written<PprofStats, W>> {
     let message = profile_message(source);
     let stats = PprofStats {
         samples: message.sample.len(),
@@ -266,7 +270,10 @@ pub fn write_pprof<W: Write>(source: &dyn StackSource, out: W) -> io::Result<(Pp
     };
     let mut gz = GzEncoder::new(out, Compression::default());
     gz.write_all(&message.encode_to_vec())?;
-    Ok((stats, gz.finish()?))
+    Ok(Written {
+        stats,
+        out: gz.finish()?,
+    })
 }
 
 #[cfg(test)]
@@ -291,7 +298,7 @@ mod tests {
     fn encodes_the_stacks_and_the_zeroing() {
         let rg = RecordedGraph::from_items(&nested_ring(), ClockKind::Cpu);
         let profile = GraphStacks::new(&rg);
-        let (stats, bytes) = write_pprof(&profile, Vec::new()).unwrap();
+        let Written { stats, out: bytes } = write_pprof(&profile, Vec::new()).unwrap();
         let p = decode(&bytes);
         let s = |i: i64| p.string_table[i as usize].as_str();
         assert_eq!(p.string_table[0], "");
@@ -356,7 +363,8 @@ mod tests {
     #[test]
     fn an_empty_profile_is_still_a_profile() {
         let rg = RecordedGraph::from_items(&[], ClockKind::Wall);
-        let (stats, bytes) = write_pprof(&GraphStacks::new(&rg), Vec::new()).unwrap();
+        let Written { stats, out: bytes } =
+            write_pprof(&GraphStacks::new(&rg), Vec::new()).unwrap();
         let p = decode(&bytes);
         assert_eq!(stats.samples, 0);
         assert_eq!(p.string_table[p.sample_type[1].r#type as usize], "wall");

@@ -115,6 +115,13 @@ impl NetworkTableError {
     }
 }
 
+/// One measured row of a scope: a message size and its one-way latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeasuredLatency {
+    pub bytes: u64,
+    pub latency_ns: u64,
+}
+
 /// Measured one-way latencies by scope and message size.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NetworkTable {
@@ -230,12 +237,12 @@ impl NetworkTable {
             .insert(bytes, latency_ns);
     }
 
-    /// The measured rows of `scope`, by size: (bytes, latency_ns).
-    pub fn rows(&self, scope: Scope) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.rows
-            .get(&scope)
-            .into_iter()
-            .flat_map(|r| r.iter().map(|(&b, &l)| (b, l)))
+    /// The measured rows of `scope`, by size.
+    pub fn rows(&self, scope: Scope) -> impl Iterator<Item = MeasuredLatency> + '_ {
+        self.rows.get(&scope).into_iter().flat_map(|r| {
+            r.iter()
+                .map(|(&bytes, &latency_ns)| MeasuredLatency { bytes, latency_ns })
+        })
     }
 
     /// Adds a comment line (written before the header by `to_csv`).
@@ -320,18 +327,20 @@ remote , 8 , 5000
 remote,1008,7000
 ";
 
+    /// A scope's rows as (bytes, latency) pairs, to compare with a literal table.
+    fn pairs(t: &NetworkTable, scope: Scope) -> Vec<(u64, u64)> {
+        t.rows(scope).map(|r| (r.bytes, r.latency_ns)).collect()
+    }
+
     #[test]
     fn parses_rows_and_comments() {
         let t = NetworkTable::parse(TABLE).unwrap();
         assert!(t.has(Scope::Local) && t.has(Scope::Remote));
         assert_eq!(
-            t.rows(Scope::Local).collect::<Vec<_>>(),
+            pairs(&t, Scope::Local),
             [(0, 300), (1000, 1300), (3000, 2300)]
         );
-        assert_eq!(
-            t.rows(Scope::Remote).collect::<Vec<_>>(),
-            [(8, 5000), (1008, 7000)]
-        );
+        assert_eq!(pairs(&t, Scope::Remote), [(8, 5000), (1008, 7000)]);
         assert_eq!(
             t.comments(),
             ["measured on a test machine", "second comment"]

@@ -271,8 +271,8 @@ impl<'g> Replay<'g> {
         let milestones = |which| {
             cpu.milestones
                 .iter()
-                .filter(|&&(_, m)| m == which)
-                .map(|&(v, _)| v)
+                .filter(|m| m.milestone == which)
+                .map(|m| m.vertex)
                 .collect()
         };
         Ok(Replay {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::markup::{escape, Palette};
+use super::markup::{escape, LegendEntry, Palette};
 use super::timeline::{timeline_svg, MAX_ACTIVITIES};
 use super::types::*;
 use crate::analysis::profile::messages_line;
@@ -180,7 +180,7 @@ impl Report {
             );
         }
         s.push_str("<ul class=\"legend\">\n");
-        for (name, colour) in palette.on_path(&self.activities) {
+        for LegendEntry { name, colour } in palette.on_path(&self.activities) {
             let _ = writeln!(
                 s,
                 r#"<li><span class="swatch" style="background:{colour}"></span>{}</li>"#,

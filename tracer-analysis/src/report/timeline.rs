@@ -157,15 +157,15 @@ fn activities(acts: &[Activity], rows: &Rows, scale: &Scale, palette: &Palette) 
                 work_ns,
             } => {
                 let start = (*start_ns).max(scale.t0);
-                s.push_str(&work_rect(
-                    (*pid, *tid),
+                let work = DrawnWork {
+                    pid: *pid,
+                    tid: *tid,
                     procedure,
-                    (start, *end_ns),
-                    *work_ns,
-                    rows,
-                    scale,
-                    palette,
-                ));
+                    start_ns: start,
+                    end_ns: *end_ns,
+                    work_ns: *work_ns,
+                };
+                s.push_str(&work_rect(&work, rows, scale, palette));
                 at = (*end_ns).max(start);
             }
             Activity::Wait { .. } => {
@@ -176,16 +176,27 @@ fn activities(acts: &[Activity], rows: &Rows, scale: &Scale, palette: &Palette) 
     s
 }
 
-/// A thread's work in one procedure: a rectangle at least half a pixel wide.
-fn work_rect(
-    (pid, tid): (u32, u32),
-    procedure: &str,
-    (start, end): (u64, u64),
+/// A thread's work in one procedure as drawn: from its start on the drawing (not before
+/// the drawing's first instant) to its end.
+struct DrawnWork<'a> {
+    pid: u32,
+    tid: u32,
+    procedure: &'a str,
+    start_ns: u64,
+    end_ns: u64,
     work_ns: u64,
-    rows: &Rows,
-    scale: &Scale,
-    palette: &Palette,
-) -> String {
+}
+
+/// A thread's work in one procedure: a rectangle at least half a pixel wide.
+fn work_rect(work: &DrawnWork, rows: &Rows, scale: &Scale, palette: &Palette) -> String {
+    let DrawnWork {
+        pid,
+        tid,
+        procedure,
+        start_ns: start,
+        end_ns: end,
+        work_ns,
+    } = *work;
     let x = scale.x(start);
     let width = (scale.x(end) - x).max(0.5);
     format!(

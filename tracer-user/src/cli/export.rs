@@ -84,8 +84,8 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             let counts = (plan.events_recorded, plan.events_lost);
             // Read on the thread that orders them (see `read_ordered`).
             let mut reader = RecordingReader::open(&a.file).with_context(reading)?;
-            let stats =
-                write_output(&a.output, |out| Ok(plan.write(&mut reader, out)?.0)).map_err(fail)?;
+            let stats = write_output(&a.output, |out| Ok(plan.write(&mut reader, out)?.stats))
+                .map_err(fail)?;
             if !to_stdout {
                 report_chrome(&stats, &a.output);
             }
@@ -97,7 +97,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             // Read on the thread that orders them (see `read_ordered`).
             let mut reader = RecordingReader::open(&a.file).with_context(reading)?;
             let stats = write_output(&a.output, |out| {
-                Ok(write_perfetto(plan, &mut reader, out)?.0)
+                Ok(write_perfetto(plan, &mut reader, out)?.stats)
             })
             .map_err(fail)?;
             if !to_stdout {
@@ -107,8 +107,8 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         }
         Format::Pprof => {
             let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
-            let stats =
-                write_output(&a.output, |out| Ok(write_pprof(&profile, out)?.0)).map_err(fail)?;
+            let stats = write_output(&a.output, |out| Ok(write_pprof(&profile, out)?.stats))
+                .map_err(fail)?;
             if !to_stdout {
                 report_pprof(&stats, &a.output);
             }
@@ -119,8 +119,8 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         }
         Format::Hatchet => {
             let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
-            let stats =
-                write_output(&a.output, |out| Ok(write_hatchet(&profile, out)?.0)).map_err(fail)?;
+            let stats = write_output(&a.output, |out| Ok(write_hatchet(&profile, out)?.stats))
+                .map_err(fail)?;
             if !to_stdout {
                 report_hatchet(&stats, &a.output);
             }
@@ -162,9 +162,9 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             let svg = matches!(a.format, Format::Svg);
             let stats = write_output(&a.output, |out| {
                 Ok(if svg {
-                    write_flame_graph(&profile, out)?.0
+                    write_flame_graph(&profile, out)?.stats
                 } else {
-                    write_folded(&profile, out)?.0
+                    write_folded(&profile, out)?.stats
                 })
             })
             .map_err(fail)?;
@@ -395,7 +395,7 @@ fn report_parquet(s: &ParquetStats, out: &Path) {
     let tables: Vec<String> = s
         .tables
         .iter()
-        .map(|(name, rows)| format!("{name} {rows} rows"))
+        .map(|t| format!("{} {} rows", t.name, t.rows))
         .collect();
     eprintln!(
         "wrote {}: {}; critical path {:.3} ms",

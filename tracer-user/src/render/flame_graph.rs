@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use inferno::flamegraph::{self, Options};
 use tracer_analysis::export::flame::{folded_stacks, stats, FlameStats};
 use tracer_analysis::export::stack_source::StackSource;
+use tracer_analysis::export::written::Written;
 
 /// Writes the flame graph of the critical path as SVG (interactive in a browser: click
 /// to zoom, search). Frames are kept however narrow, so that every stack of the folded
@@ -14,7 +15,7 @@ use tracer_analysis::export::stack_source::StackSource;
 pub fn write_flame_graph<W: Write>(
     source: &dyn StackSource,
     mut out: W,
-) -> io::Result<(FlameStats, W)> {
+) -> io::Result<Written<FlameStats, W>> {
     let stacks = folded_stacks(source);
     let summary = source.summary();
     let subtitle = format!(
@@ -23,7 +24,10 @@ pub fn write_flame_graph<W: Write>(
         summary.clock.name()
     );
     draw(&stacks, subtitle, &mut out)?;
-    Ok((stats(&stacks), out))
+    Ok(Written {
+        stats: stats(&stacks),
+        out,
+    })
 }
 
 /// The flame graph of the critical path as an `<svg>` element for an HTML page
@@ -31,7 +35,7 @@ pub fn write_flame_graph<W: Write>(
 /// Inline, the script would take the page's first `<svg>` for its own, and nothing would
 /// call its `init`; the frames keep their tooltips (`<title>`).
 pub fn inline_flame_graph(source: &dyn StackSource) -> io::Result<String> {
-    let (_, bytes) = write_flame_graph(source, Vec::new())?;
+    let Written { out: bytes, .. } = write_flame_graph(source, Vec::new())?;
     let svg = String::from_utf8(bytes).map_err(io::Error::other)?;
     Ok(inline(&svg))
 }

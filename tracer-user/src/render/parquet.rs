@@ -41,10 +41,17 @@ use crate::session::{self, RunAs};
 /// Rows per row group (and per batch handed to the writer).
 const ROW_GROUP: usize = 65_536;
 
+/// One table written: its name (its file's, without `.parquet`) and its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableWritten {
+    pub name: &'static str,
+    pub rows: u64,
+}
+
 /// What the export wrote: rows per table, in the order the files were written.
 #[derive(Clone, Debug, Default)]
 pub struct ParquetStats {
-    pub tables: Vec<(&'static str, u64)>,
+    pub tables: Vec<TableWritten>,
     pub critical_path_ns: u64,
     pub events_recorded: u64,
     pub events_lost: u64,
@@ -100,7 +107,10 @@ impl<'a> ParquetExport<'a> {
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (report, arcs)
         });
-        let (tables, critical) = report?;
+        let ReportTables {
+            tables,
+            critical_path: critical,
+        } = report?;
         let arcs = arcs?;
         let mut procedures = self.table("procedures", procedure_columns(), &[])?;
         for p in &tables.procedures {
@@ -118,7 +128,7 @@ impl<'a> ParquetExport<'a> {
     }
 
     /// The `arcs` table: every arc of the graph with its schedule and slack.
-    fn arcs(&mut self, graph: &RecordedGraph) -> io::Result<(&'static str, u64)> {
+    fn arcs(&mut self, graph: &RecordedGraph) -> io::Result<TableWritten> {
         let mut arcs = self.table("arcs", arc_columns(), &[])?;
         for a in ArcTable::new(graph).rows() {
             arcs.push(a)?;
@@ -145,12 +155,15 @@ impl<'a> ParquetExport<'a> {
     }
 }
 
+/// The report's rows on a graph, and the table of its critical path, written.
+struct ReportTables {
+    tables: GraphTables,
+    critical_path: TableWritten,
+}
+
 /// The report's rows on `graph`, and its critical path written to `file` (the
 /// `critical_path` table, with the path's length in its metadata).
-fn critical_path_table(
-    graph: &RecordedGraph,
-    file: File,
-) -> io::Result<(GraphTables, (&'static str, u64))> {
+fn critical_path_table(graph: &RecordedGraph, file: File) -> io::Result<ReportTables> {
     let tables = GraphTables::new(graph);
     let metadata = [
         ("tracer.clock", tables.clock.name().to_string()),
@@ -163,8 +176,10 @@ fn critical_path_table(
     for a in &tables.critical_path {
         critical.push(a.clone())?;
     }
-    let written = critical.finish()?;
-    Ok((tables, written))
+    Ok(ReportTables {
+        tables,
+        critical_path: critical.finish()?,
+    })
 }
 
 /// The sink of the streaming pass: three tables at once.
@@ -362,11 +377,14 @@ impl<R: Send + 'static> Table<R> {
     }
 
     /// Writes what is left and the file's footer; the table's name and row count.
-    fn finish(mut self) -> io::Result<(&'static str, u64)> {
+    fn finish(mut self) -> io::Result<TableWritten> {
         self.hand_over()?;
         let file = self.join()?;
         file.sync_all()?;
-        Ok((self.name, self.written))
+        Ok(TableWritten {
+            name: self.name,
+            rows: self.written,
+        })
     }
 }
 
@@ -643,7 +661,13 @@ mod tests {
             // Never more than a row group held.
             assert!(table.rows.len() < ROW_GROUP);
         }
-        assert_eq!(table.finish().unwrap(), ("messages", n as u64));
+        assert_eq!(
+            table.finish().unwrap(),
+            TableWritten {
+                name: "messages",
+                rows: n as u64
+            }
+        );
         let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
         let meta = reader.metadata();
         assert_eq!(meta.num_row_groups(), 3);
