@@ -17,7 +17,9 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::timeline::{FlowSlice, IntArg, IntArgs, Slice, TimelinePlan, TimelineSink};
+use super::timeline::{
+    FlowSlice, IntArg, IntArgs, Slice, TimelinePlan, TimelineSink, TrackedThread,
+};
 use super::write_behind::FORMATTED_BYTES;
 use super::written::Written;
 use super::ExportError;
@@ -132,7 +134,7 @@ impl ChromeExport {
         &self,
         out: &mut EventWriter<W>,
         summary: &Summary,
-        threads: &BTreeSet<(u32, u32)>,
+        threads: &BTreeSet<TrackedThread>,
         stats: &mut ExportStats,
     ) -> io::Result<()> {
         for p in &summary.processes {
@@ -153,7 +155,7 @@ impl ChromeExport {
             }
             stats.processes += 1;
         }
-        for &(pid, tid) in threads {
+        for &TrackedThread { pid, tid } in threads {
             let name = super::timeline::thread_name(pid, tid);
             out.event(&Event::meta(
                 "thread_name",
@@ -476,13 +478,20 @@ mod tests {
         synth::ring(Some(500))
     }
 
-    fn export(items: &[Item]) -> (ExportStats, Value, RecordedGraph) {
-        let rg = RecordedGraph::from_items(items, ClockKind::Cpu);
-        let Written { stats, out: bytes } = ChromeExport::new(&rg)
+    /// An export of a synthetic run: what it wrote, the JSON, and the graph it drew.
+    struct Exported {
+        stats: ExportStats,
+        json: Value,
+        graph: RecordedGraph,
+    }
+
+    fn export(items: &[Item]) -> Exported {
+        let graph = RecordedGraph::from_items(items, ClockKind::Cpu);
+        let Written { stats, out: bytes } = ChromeExport::new(&graph)
             .write(&mut ItemIter(items.iter().cloned().map(Ok)), Vec::new())
             .unwrap();
-        let v: Value = serde_json::from_slice(&bytes).expect("valid JSON");
-        (stats, v, rg)
+        let json = serde_json::from_slice(&bytes).expect("valid JSON");
+        Exported { stats, json, graph }
     }
 
     fn events<'a>(v: &'a Value, ph: &str) -> Vec<&'a Value> {
@@ -563,7 +572,11 @@ mod tests {
     #[test]
     fn ring_exports_slices_flows_and_the_critical_path() {
         let items = ring();
-        let (stats, v, rg) = export(&items);
+        let Exported {
+            stats,
+            json: v,
+            graph: rg,
+        } = export(&items);
         let slices = events(&v, "X");
         let named = |n: &str| {
             slices
@@ -666,7 +679,7 @@ mod tests {
     /// new thread's arrival before its first record, and every arrow points forwards.
     #[test]
     fn thread_start_and_wakeup_flows_have_slices() {
-        let (stats, v, _) = export(&synth::thread_fork_join());
+        let Exported { stats, json: v, .. } = export(&synth::thread_fork_join());
         check_flow_slices(&v);
         let slices = events(&v, "X");
         let named = |n: &str| slices.iter().filter(|s| s["name"] == n).count();
@@ -720,7 +733,7 @@ mod tests {
         let mut s = SyntheticRun::new(2, &["work"]);
         s.compute(0, 1000, Some(0));
         s.call(0, call::MPI_SEND, 1, 0, false);
-        let (stats, v, _) = export(&s.items);
+        let Exported { stats, json: v, .. } = export(&s.items);
         assert_eq!(
             events(&v, "X")
                 .iter()

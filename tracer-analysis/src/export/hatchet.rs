@@ -171,9 +171,13 @@ mod tests {
     use serde_json::Value;
     use std::collections::BTreeSet;
 
-    fn export(profile: &GraphStacks) -> (HatchetStats, Value) {
+    /// The export, its JSON parsed.
+    fn export(profile: &GraphStacks) -> Written<HatchetStats, Value> {
         let Written { stats, out: bytes } = write_hatchet(profile, Vec::new()).unwrap();
-        (stats, serde_json::from_slice(&bytes).expect("JSON"))
+        Written {
+            stats,
+            out: serde_json::from_slice(&bytes).expect("JSON"),
+        }
     }
 
     /// Every node with the names on its way from the root, depth first.
@@ -206,7 +210,7 @@ mod tests {
     fn the_tree_holds_the_profile() {
         let rg = RecordedGraph::from_items(&nested_ring(), ClockKind::Cpu);
         let profile = GraphStacks::new(&rg);
-        let (stats, v) = export(&profile);
+        let Written { stats, out: v } = export(&profile);
         let all = nodes(&v);
         // Processes, threads, and each distinct stack prefix of each thread.
         let prefixes: BTreeSet<(u32, u32, &[String])> = profile
@@ -284,7 +288,7 @@ mod tests {
     #[test]
     fn an_empty_profile_is_one_empty_root() {
         let rg = RecordedGraph::from_items(&[], ClockKind::Wall);
-        let (stats, v) = export(&GraphStacks::new(&rg));
+        let Written { stats, out: v } = export(&GraphStacks::new(&rg));
         assert_eq!((stats.roots, stats.nodes, stats.work_ns), (1, 1, 0));
         assert_eq!(v[0]["frame"]["name"], NO_WORK);
         assert_eq!(v[0]["metrics"][TIME_INC], 0);

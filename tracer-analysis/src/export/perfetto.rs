@@ -19,6 +19,7 @@ use serde::Serialize;
 use super::protowire as wire;
 use super::timeline::{
     thread_name, Endpoint, FlowSlice, IntArg, IntArgs, Slice, TimelinePlan, TimelineSink,
+    TrackedThread,
 };
 use super::write_behind::FORMATTED_BYTES;
 use super::written::Written;
@@ -294,9 +295,9 @@ pub fn write_perfetto<W: Write>(
         .map(|p| (p.pid, plan.process_name(p)))
         .collect();
     let clock = ClockKind::name(plan.clock);
-    let threads: BTreeSet<(u32, u32)> = streamed.threads.union(&w.tracks).copied().collect();
+    let threads: BTreeSet<TrackedThread> = streamed.threads.union(&w.tracks).copied().collect();
     pids.extend(names.keys());
-    pids.extend(threads.iter().map(|t| t.0));
+    pids.extend(threads.iter().map(|t| t.pid));
     for &pid in &pids {
         let name = match (pid, names.get(&pid)) {
             (CRITICAL_PID, _) => "critical path".to_string(),
@@ -313,7 +314,7 @@ pub fn write_perfetto<W: Write>(
         })?;
         timeline.processes += 1;
     }
-    for &(pid, tid) in &threads {
+    for &TrackedThread { pid, tid } in &threads {
         let name = if pid == CRITICAL_PID {
             format!("critical path ({clock} clock)")
         } else {
@@ -331,7 +332,7 @@ pub fn write_perfetto<W: Write>(
         })?;
         timeline.threads += 1;
     }
-    let traced: HashSet<u32> = threads.iter().map(|t| t.1).collect();
+    let traced: HashSet<u32> = threads.iter().map(|t| t.tid).collect();
     w.stats.sched_only_threads = w.sched.tids.iter().filter(|t| !traced.contains(t)).count();
     w.stats.timeline = timeline;
     Ok(Written {
@@ -414,8 +415,8 @@ impl<W: Write> Packets<W> {
 /// The timeline's packets, and the scheduler's.
 struct PacketWriter<W: Write> {
     out: Packets<W>,
-    /// (pid, tid) of every thread track with an event.
-    tracks: BTreeSet<(u32, u32)>,
+    /// Every thread track with an event.
+    tracks: BTreeSet<TrackedThread>,
     sched: SchedState,
     stats: PerfettoStats,
 }
@@ -439,7 +440,10 @@ impl<W: Write> PacketWriter<W> {
         args: Option<&IntArgs>,
         flows: Option<&Flows>,
     ) -> io::Result<()> {
-        self.tracks.insert((at.pid, at.tid));
+        self.tracks.insert(TrackedThread {
+            pid: at.pid,
+            tid: at.tid,
+        });
         let track_uuid = thread_uuid(at.tid);
         let begin = EventFields {
             kind: proto::SLICE_BEGIN,

@@ -263,8 +263,15 @@ impl TimelinePlan {
 /// What the second pass leaves for the names of the tracks.
 pub(crate) struct Streamed {
     pub(crate) summary: Summary,
-    /// (pid, tid) of every thread with a record.
-    pub(crate) threads: BTreeSet<(u32, u32)>,
+    /// Every thread with a record.
+    pub(crate) threads: BTreeSet<TrackedThread>,
+}
+
+/// A thread of the timeline, in the order of its tracks: by process, then thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct TrackedThread {
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
 }
 
 /// A thread's name on the timeline.
@@ -527,7 +534,7 @@ struct Timeline {
     endpoints: FxHashMap<u32, VecDeque<Endpoint>>,
     probe_names: FxHashMap<u16, String>,
     /// (pid, tid) of every thread with a record.
-    seen: BTreeSet<(u32, u32)>,
+    seen: BTreeSet<TrackedThread>,
 }
 
 /// A slice a record closed.
@@ -591,7 +598,10 @@ impl Timeline {
         }
         let h = *r.header();
         let ts = h.ts_ns;
-        self.seen.insert((h.tgid, h.tid));
+        self.seen.insert(TrackedThread {
+            pid: h.tgid,
+            tid: h.tid,
+        });
         let t = self.threads.entry(h.tid).or_default();
         t.pid = h.tgid;
         let (boundary, closed) = match r {

@@ -327,9 +327,8 @@ remote , 8 , 5000
 remote,1008,7000
 ";
 
-    /// A scope's rows as (bytes, latency) pairs, to compare with a literal table.
-    fn pairs(t: &NetworkTable, scope: Scope) -> Vec<(u64, u64)> {
-        t.rows(scope).map(|r| (r.bytes, r.latency_ns)).collect()
+    fn row(bytes: u64, latency_ns: u64) -> MeasuredLatency {
+        MeasuredLatency { bytes, latency_ns }
     }
 
     #[test]
@@ -337,10 +336,13 @@ remote,1008,7000
         let t = NetworkTable::parse(TABLE).unwrap();
         assert!(t.has(Scope::Local) && t.has(Scope::Remote));
         assert_eq!(
-            pairs(&t, Scope::Local),
-            [(0, 300), (1000, 1300), (3000, 2300)]
+            t.rows(Scope::Local).collect::<Vec<_>>(),
+            [row(0, 300), row(1000, 1300), row(3000, 2300)]
         );
-        assert_eq!(pairs(&t, Scope::Remote), [(8, 5000), (1008, 7000)]);
+        assert_eq!(
+            t.rows(Scope::Remote).collect::<Vec<_>>(),
+            [row(8, 5000), row(1008, 7000)]
+        );
         assert_eq!(
             t.comments(),
             ["measured on a test machine", "second comment"]

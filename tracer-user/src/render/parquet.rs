@@ -140,7 +140,7 @@ impl<'a> ParquetExport<'a> {
         &mut self,
         name: &'static str,
         columns: Vec<Column<R>>,
-        metadata: &[(&str, String)],
+        metadata: &[TableMetadata],
     ) -> io::Result<Table<R>> {
         let file = self.create(name)?;
         Table::new(name, file, columns, metadata)
@@ -155,6 +155,13 @@ impl<'a> ParquetExport<'a> {
     }
 }
 
+/// A key and value of a table's metadata (in the Arrow schema and the file's key-value
+/// metadata both).
+struct TableMetadata {
+    key: &'static str,
+    value: String,
+}
+
 /// The report's rows on a graph, and the table of its critical path, written.
 struct ReportTables {
     tables: GraphTables,
@@ -166,11 +173,14 @@ struct ReportTables {
 fn critical_path_table(graph: &RecordedGraph, file: File) -> io::Result<ReportTables> {
     let tables = GraphTables::new(graph);
     let metadata = [
-        ("tracer.clock", tables.clock.name().to_string()),
-        (
-            "tracer.critical_path_ns",
-            tables.critical_path_ns.to_string(),
-        ),
+        TableMetadata {
+            key: "tracer.clock",
+            value: tables.clock.name().to_string(),
+        },
+        TableMetadata {
+            key: "tracer.critical_path_ns",
+            value: tables.critical_path_ns.to_string(),
+        },
     ];
     let mut critical = Table::new("critical_path", file, activity_columns(), &metadata)?;
     for a in &tables.critical_path {
@@ -314,7 +324,7 @@ impl<R: Send + 'static> Table<R> {
         name: &'static str,
         file: File,
         columns: Vec<Column<R>>,
-        metadata: &[(&str, String)],
+        metadata: &[TableMetadata],
     ) -> io::Result<Self> {
         let mut encoder = Encoder::new(file, columns, metadata)?;
         let (groups, to_encode) = sync_channel::<Vec<R>>(GROUPS_AHEAD);
@@ -406,13 +416,13 @@ struct Encoder<R> {
 }
 
 impl<R> Encoder<R> {
-    fn new(file: File, columns: Vec<Column<R>>, metadata: &[(&str, String)]) -> io::Result<Self> {
+    fn new(file: File, columns: Vec<Column<R>>, metadata: &[TableMetadata]) -> io::Result<Self> {
         let fields: Vec<Field> = columns.iter().map(Column::field).collect();
         let schema = Arc::new(
             Schema::new(fields).with_metadata(
                 metadata
                     .iter()
-                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .map(|m| (m.key.to_string(), m.value.clone()))
                     .collect::<std::collections::HashMap<_, _>>(),
             ),
         );
@@ -420,7 +430,7 @@ impl<R> Encoder<R> {
         // schema), where readers that are not Arrow (DuckDB) find it.
         let key_values = metadata
             .iter()
-            .map(|(k, v)| KeyValue::new(k.to_string(), v.clone()))
+            .map(|m| KeyValue::new(m.key.to_string(), m.value.clone()))
             .collect::<Vec<_>>();
         let props = columns
             .iter()
