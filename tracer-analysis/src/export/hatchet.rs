@@ -180,21 +180,26 @@ mod tests {
         }
     }
 
-    /// Every node with the names on its way from the root, depth first.
-    fn walk<'a>(
+    /// A node of the tree and the names on its way from the root, its own last.
+    struct NodeAt<'a> {
+        path: Vec<&'a str>,
         node: &'a Value,
-        path: &mut Vec<&'a str>,
-        out: &mut Vec<(Vec<&'a str>, &'a Value)>,
-    ) {
+    }
+
+    /// Every node under `node` (itself first), depth first.
+    fn walk<'a>(node: &'a Value, path: &mut Vec<&'a str>, out: &mut Vec<NodeAt<'a>>) {
         path.push(node["frame"]["name"].as_str().unwrap());
-        out.push((path.clone(), node));
+        out.push(NodeAt {
+            path: path.clone(),
+            node,
+        });
         for c in node["children"].as_array().into_iter().flatten() {
             walk(c, path, out);
         }
         path.pop();
     }
 
-    fn nodes(v: &Value) -> Vec<(Vec<&str>, &Value)> {
+    fn nodes(v: &Value) -> Vec<NodeAt<'_>> {
         let mut out = Vec::new();
         for root in v.as_array().unwrap() {
             walk(root, &mut Vec::new(), &mut out);
@@ -223,7 +228,7 @@ mod tests {
         assert_eq!(stats.nodes, all.len());
         assert_eq!((stats.roots, v.as_array().unwrap().len()), (2, 2));
         // Exclusive metrics add up to the totals, and so do the roots' inclusive ones.
-        let sum = |m: &str| -> u64 { all.iter().map(|(_, n)| metric(n, m)).sum() };
+        let sum = |m: &str| -> u64 { all.iter().map(|a| metric(a.node, m)).sum() };
         let work: u64 = profile.stacks().iter().map(|s| s.weights.work_ns).sum();
         assert_eq!(sum(CRITICAL_PATH), profile.summary().critical_path_ns);
         assert_eq!(sum(TIME), work);
@@ -236,7 +241,7 @@ mod tests {
             (profile.summary().critical_path_ns, work)
         );
         // A node's inclusive metric is its own plus its children's.
-        for (_, n) in &all {
+        for NodeAt { node: n, .. } in &all {
             for (exc, inc) in [(TIME, TIME_INC), (CRITICAL_PATH, CRITICAL_PATH_INC)] {
                 let children: u64 = n["children"]
                     .as_array()
@@ -251,10 +256,11 @@ mod tests {
         for s in profile.stacks() {
             let mut path = vec![process_frame(&profile, s.pid), format!("tid {}", s.tid)];
             path.extend(s.frames.iter().cloned());
-            let (_, n) = all
+            let n = all
                 .iter()
-                .find(|(p, _)| *p == path)
-                .unwrap_or_else(|| panic!("{path:?}"));
+                .find(|a| a.path == path)
+                .unwrap_or_else(|| panic!("{path:?}"))
+                .node;
             assert_eq!(
                 (metric(n, CRITICAL_PATH), metric(n, TIME)),
                 (s.weights.critical_path_ns, s.weights.work_ns)
@@ -262,13 +268,13 @@ mod tests {
             assert_eq!(n["frame"]["type"], "function");
         }
         let inner = ["app rank 1 pid 101", "tid 101", "outer", "inner"];
-        let (_, n) = all.iter().find(|(p, _)| *p == inner).unwrap();
+        let n = all.iter().find(|a| a.path == inner).unwrap().node;
         assert_eq!(
             (metric(n, CRITICAL_PATH_INC), metric(n, TIME_INC)),
             (30_000, 30_000)
         );
         // The zeroing gain of a procedure is on each of its nodes, 0 on the others.
-        for (path, n) in &all {
+        for NodeAt { path, node: n } in &all {
             let name = *path.last().unwrap();
             let gain = profile.zeroing().iter().find(|z| z.procedure == name);
             let want = match n["frame"]["type"].as_str().unwrap() {
@@ -278,9 +284,9 @@ mod tests {
             };
             assert_eq!(metric(n, ZEROING_INC), want, "{path:?}");
         }
-        assert!(all.iter().any(|(p, _)| p.last() == Some(&OUTSIDE)));
+        assert!(all.iter().any(|a| a.path.last() == Some(&OUTSIDE)));
         // Hatchet reads metric names off the nodes: every node has all five.
-        for (_, n) in &all {
+        for NodeAt { node: n, .. } in &all {
             assert_eq!(n["metrics"].as_object().unwrap().len(), 5);
         }
     }
