@@ -849,10 +849,29 @@ mod tests {
         Record::Exit(e).to_bytes()
     }
 
+    /// A recording's bytes and its chunks, META first.
+    struct Chunked {
+        bytes: Vec<u8>,
+        chunks: Vec<ChunkSpan>,
+    }
+
+    /// Where a chunk ends in the file and how many items it holds.
+    #[derive(Clone, Copy)]
+    struct ChunkSpan {
+        end: usize,
+        items: usize,
+    }
+
+    /// What reading a recording gave: every item, and the file's condition.
+    #[derive(Debug, PartialEq)]
+    struct ReadBack {
+        items: Vec<Item>,
+        condition: Condition,
+    }
+
     /// A recording of six chunks after META: EVENTS (1 record), PROCESS, EVENTS (2),
-    /// PROCESS, PROBE, END. Returns its bytes and, per chunk, where it ends and how many
-    /// items it holds.
-    fn chunked(path: &Path) -> (Vec<u8>, Vec<(usize, usize)>) {
+    /// PROCESS, PROBE, END.
+    fn chunked(path: &Path) -> Chunked {
         let meta = RecordingMeta {
             start_monotonic_ns: 1_000,
             ..Default::default()
@@ -895,19 +914,27 @@ mod tests {
         }
         assert_eq!(at, bytes.len());
         let counts = [0, 1, 1, 2, 1, 1, 0];
-        (bytes, ends.into_iter().zip(counts).collect())
+        let chunks = ends
+            .into_iter()
+            .zip(counts)
+            .map(|(end, items)| ChunkSpan { end, items })
+            .collect();
+        Chunked { bytes, chunks }
     }
 
     /// Reads the file at `path`, and checks that its bytes read from memory
     /// (`from_bytes`, what the fuzz targets use) give the same items, condition or error.
-    fn read_with_condition(path: &Path) -> Result<(Vec<Item>, Condition), RecordingError> {
+    fn read_with_condition(path: &Path) -> Result<ReadBack, RecordingError> {
         let read = |r: Result<RecordingReader, RecordingError>| -> Result<_, RecordingError> {
             let mut r = r?;
             let mut items = Vec::new();
             while let Some(item) = r.next_item()? {
                 items.push(item);
             }
-            Ok((items, r.condition()))
+            Ok(ReadBack {
+                items,
+                condition: r.condition(),
+            })
         };
         let from_file = read(RecordingReader::open(path));
         let bytes = std::fs::read(path).unwrap();
@@ -917,8 +944,8 @@ mod tests {
             (Err(f), Err(b)) => assert_eq!(f.to_string(), b.to_string()),
             _ => panic!("file and bytes read differently: {from_file:?} / {from_bytes:?}"),
         }
-        if let Ok((_, cond)) = &from_file {
-            assert_eq!(&condition_of_bytes(bytes).unwrap(), cond);
+        if let Ok(read) = &from_file {
+            assert_eq!(condition_of_bytes(bytes).unwrap(), read.condition);
         }
         from_file
     }
@@ -930,12 +957,15 @@ mod tests {
     fn a_file_cut_anywhere_reads_up_to_its_last_complete_chunk() {
         let dir = scratch("cut");
         let path = dir.join("a.trace");
-        let (bytes, chunks) = chunked(&path);
-        let (all, cond) = read_with_condition(&path).unwrap();
+        let Chunked { bytes, chunks } = chunked(&path);
+        let ReadBack {
+            items: all,
+            condition: cond,
+        } = read_with_condition(&path).unwrap();
         assert_eq!(all.len(), 6);
         assert_eq!(cond.ending, Ending::Complete);
         assert!(cond.messages().is_empty());
-        let meta_end = chunks[0].0;
+        let meta_end = chunks[0].end;
         for cut in 0..bytes.len() {
             std::fs::write(&path, &bytes[..cut]).unwrap();
             let read = read_with_condition(&path);
@@ -943,10 +973,13 @@ mod tests {
                 assert!(read.is_err(), "prefix of {cut} bytes accepted");
                 continue;
             }
-            let (items, cond) = read.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
-            let complete = chunks.iter().take_while(|(end, _)| *end <= cut);
-            let expected: usize = complete.clone().map(|(_, n)| n).sum();
-            let last_end = complete.last().unwrap().0;
+            let ReadBack {
+                items,
+                condition: cond,
+            } = read.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            let complete = chunks.iter().take_while(|c| c.end <= cut);
+            let expected: usize = complete.clone().map(|c| c.items).sum();
+            let last_end = complete.last().unwrap().end;
             assert_eq!(items[..], all[..expected], "cut at {cut}");
             let events = items
                 .iter()
@@ -989,18 +1022,21 @@ mod tests {
     fn a_damaged_chunk_is_skipped_and_counted() {
         let dir = scratch("flip");
         let path = dir.join("a.trace");
-        let (bytes, chunks) = chunked(&path);
-        let (all, _) = read_with_condition(&path).unwrap();
-        for (c, &(end, n)) in chunks.iter().enumerate().skip(1) {
-            let start = chunks[c - 1].0;
+        let Chunked { bytes, chunks } = chunked(&path);
+        let ReadBack { items: all, .. } = read_with_condition(&path).unwrap();
+        for (c, &ChunkSpan { end, items: n }) in chunks.iter().enumerate().skip(1) {
+            let start = chunks[c - 1].end;
             // Items before and after the damaged chunk.
-            let before: usize = chunks[1..c].iter().map(|(_, n)| n).sum();
+            let before: usize = chunks[1..c].iter().map(|c| c.items).sum();
             for byte in start..end {
                 for bit in [0, 3, 7] {
                     let mut bad = bytes.clone();
                     bad[byte] ^= 1 << bit;
                     std::fs::write(&path, &bad).unwrap();
-                    let (items, cond) = read_with_condition(&path)
+                    let ReadBack {
+                        items,
+                        condition: cond,
+                    } = read_with_condition(&path)
                         .unwrap_or_else(|e| panic!("chunk {c}, byte {byte}: {e}"));
                     let mut expected = all[..before].to_vec();
                     expected.extend_from_slice(&all[before + n..]);
@@ -1033,7 +1069,10 @@ mod tests {
         let path = dir.join("a.trace");
         let mut w = RecordingWriter::create(&path, &RecordingMeta::default()).unwrap();
         w.record(&exit(1, 5)).unwrap();
-        let (items, cond) = read_with_condition(&path).unwrap();
+        let ReadBack {
+            items,
+            condition: cond,
+        } = read_with_condition(&path).unwrap();
         assert!(items.is_empty());
         assert_eq!(
             cond.ending,
@@ -1045,7 +1084,7 @@ mod tests {
         );
         w.unwritten_since = Some(Instant::now() - FLUSH_AFTER);
         w.flush_if_due().unwrap();
-        let (items, _) = read_with_condition(&path).unwrap();
+        let ReadBack { items, .. } = read_with_condition(&path).unwrap();
         assert_eq!(items.len(), 1);
         drop(w);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -1106,11 +1145,17 @@ mod tests {
         chunk(TAG_EVENTS, &exit(7, 9));
         chunk(TAG_END, br#"{"events_total":1,"events_lost":0}"#);
         std::fs::write(&path, &bytes).unwrap();
-        let (items, cond) = read_with_condition(&path).unwrap();
+        let ReadBack {
+            items,
+            condition: cond,
+        } = read_with_condition(&path).unwrap();
         assert_eq!(items.len(), 1);
         assert_eq!(cond.ending, Ending::Complete);
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
-        let (items, cond) = read_with_condition(&path).unwrap();
+        let ReadBack {
+            items,
+            condition: cond,
+        } = read_with_condition(&path).unwrap();
         assert_eq!(items.len(), 1);
         assert!(matches!(cond.ending, Ending::CutShort { events: 1, .. }));
         std::fs::remove_dir_all(&dir).unwrap();
