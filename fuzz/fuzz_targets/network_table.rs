@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     for scope in [Scope::Local, Scope::Remote] {
-        let sizes: Vec<u64> = table.rows(scope).map(|(bytes, _)| bytes).collect();
+        let sizes: Vec<u64> = table.rows(scope).map(|r| r.bytes).collect();
         for bytes in sizes
             .iter()
             .flat_map(|&b| [b, b.saturating_add(1), b.saturating_sub(1), b / 2])

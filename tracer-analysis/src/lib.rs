@@ -17,3 +17,4 @@ pub mod metrics;
 pub mod predict;
 pub mod report;
 pub mod symbolize;
+pub mod units;

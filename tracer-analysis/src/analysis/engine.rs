@@ -112,7 +112,13 @@ pub struct CriticalPathEngine {
     threads: FxHashMap<u32, ThreadPath>,
     /// Threads that ended, folded into one path each for participants and for the rest
     /// (the longest, with every zeroed length).
-    ended: [Option<(u32, PathState)>; 2],
+    ended: [Option<CriticalEnd>; 2],
+}
+
+/// A path that may be the critical one: the thread it ends in and the path.
+struct Candidate<'a> {
+    tid: u32,
+    path: &'a PathState,
 }
 
 impl CriticalPathEngine {
@@ -190,12 +196,12 @@ impl CriticalPathEngine {
             return;
         };
         match &mut self.ended[participant as usize] {
-            slot @ None => *slot = Some((tid, t.path)),
-            Some((etid, e)) => {
-                if t.path.longest > e.longest {
-                    *etid = tid;
+            slot @ None => *slot = Some(CriticalEnd { tid, path: t.path }),
+            Some(e) => {
+                if t.path.longest > e.path.longest {
+                    e.tid = tid;
                 }
-                e.merge(&t.path);
+                e.path.merge(&t.path);
             }
         }
     }
@@ -205,18 +211,26 @@ impl CriticalPathEngine {
         &'a self,
         include: &'a dyn Fn(u32) -> bool,
         only_participants: bool,
-    ) -> impl Iterator<Item = (u32, &'a PathState)> + 'a {
+    ) -> impl Iterator<Item = Candidate<'a>> + 'a {
         let live = self
             .threads
             .iter()
             .filter(move |(tid, _)| include(**tid))
-            .map(|(tid, t)| (*tid, &t.path));
+            .map(|(tid, t)| Candidate {
+                tid: *tid,
+                path: &t.path,
+            });
         let ended = self
             .ended
             .iter()
             .enumerate()
             .filter(move |(i, _)| !only_participants || *i == 1)
-            .filter_map(|(_, e)| e.as_ref().map(|(tid, p)| (*tid, p)));
+            .filter_map(|(_, e)| {
+                e.as_ref().map(|e| Candidate {
+                    tid: e.tid,
+                    path: &e.path,
+                })
+            });
         live.chain(ended)
     }
 
@@ -228,10 +242,10 @@ impl CriticalPathEngine {
         only_participants: bool,
     ) -> Option<CriticalEnd> {
         self.candidates(include, only_participants)
-            .max_by_key(|(tid, p)| (p.longest, std::cmp::Reverse(*tid)))
-            .map(|(tid, p)| CriticalEnd {
-                tid,
-                path: p.clone(),
+            .max_by_key(|c| (c.path.longest, std::cmp::Reverse(c.tid)))
+            .map(|c| CriticalEnd {
+                tid: c.tid,
+                path: c.path.clone(),
             })
     }
 
@@ -243,7 +257,7 @@ impl CriticalPathEngine {
         only_participants: bool,
     ) -> u64 {
         self.candidates(include, only_participants)
-            .map(|(_, s)| s.zeroed_at(p))
+            .map(|c| c.path.zeroed_at(p))
             .max()
             .unwrap_or(0)
     }

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::units::ms;
+
 /// A traced process a signal killed (its `PROCESS_END` record), in order of death.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Killed {
@@ -101,7 +103,7 @@ pub(crate) fn killed_lines(killed: &[Killed]) -> String {
             k.pid,
             k.signal_name,
             k.signal,
-            k.at_ns as f64 / 1e6,
+            ms(k.at_ns),
             k.sends_unreceived,
             k.sends_to_it_unreceived,
             k.collectives_incomplete,

@@ -14,6 +14,7 @@ use super::workclock::ClockKind;
 use super::{Analyzer, Pipeline};
 use crate::format::pairing::Resynchronised;
 use crate::format::recording::{Item, RecordingError, RecordingReader};
+use crate::units::{ms, percent};
 
 pub(crate) const SCHEMA_VERSION: u32 = 1;
 
@@ -96,8 +97,8 @@ impl CriticalPath {
     pub(crate) fn headline(&self, clock: &str) -> String {
         format!(
             "critical path: {:.3} ms ({clock} clock) of {:.3} ms elapsed, ends in pid {} tid {} {}",
-            self.length_ns as f64 / 1e6,
-            self.elapsed_ns as f64 / 1e6,
+            ms(self.length_ns),
+            ms(self.elapsed_ns),
             self.ends_in_pid,
             self.ends_in_tid,
             self.ends_in_command
@@ -111,14 +112,6 @@ pub(crate) fn messages_line(m: &MatchStats) -> String {
         "messages: {} sent, {} received, {} matched, {} unmatched; {} collective exits ({} incomplete)",
         m.sent, m.received, m.matched, m.unmatched, m.collectives, m.collectives_incomplete
     )
-}
-
-fn pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        (part as f64 * 10000.0 / whole as f64).round() / 100.0
-    }
 }
 
 impl Profile {
@@ -166,12 +159,12 @@ impl Profile {
                 ProcedureRow {
                     name: name.clone(),
                     cp_ns: cp,
-                    cp_pct: pct(cp, length),
+                    cp_pct: percent(cp, length),
                     cp_exclusive_ns: path.exclusive.get(p).copied().unwrap_or(0),
                     cpu_ns: a.cpu_in(p),
-                    cpu_pct: pct(a.cpu_in(p), cpu_total),
+                    cpu_pct: percent(a.cpu_in(p), cpu_total),
                     zeroing_ns: zeroing,
-                    zeroing_pct: pct(zeroing, length),
+                    zeroing_pct: percent(zeroing, length),
                 }
             })
             .collect();
@@ -187,7 +180,7 @@ impl Profile {
                     tid: share.tid,
                     command: commands.get(&pid).cloned().unwrap_or_default(),
                     cp_ns: share.ns,
-                    cp_pct: pct(share.ns, length),
+                    cp_pct: percent(share.ns, length),
                 }
             })
             .collect();
@@ -225,7 +218,6 @@ impl Profile {
 
     /// The table for people.
     pub fn text(&self) -> String {
-        let ms = |ns: u64| ns as f64 / 1e6;
         let cp = &self.critical_path;
         let mut s = String::new();
         let _ = writeln!(s, "{}", cp.headline(&self.clock));

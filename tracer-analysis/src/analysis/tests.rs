@@ -104,16 +104,32 @@ impl Synth {
         self.node(dst, Some(sent));
     }
 
-    /// Closes every rank with a final node; returns the longest path and its shares.
-    fn finish(&mut self) -> (u64, Vec<u64>) {
+    /// Closes every rank with a final node; returns the longest path.
+    fn finish(&mut self) -> LongestPath {
         for r in 0..self.last.len() {
             self.node(r, None);
         }
         let i = (0..self.value.len())
             .max_by_key(|&i| self.value[i])
             .unwrap();
-        (self.value[i], self.shares[i].clone())
+        LongestPath {
+            length: self.value[i],
+            shares: self.shares[i].clone(),
+        }
     }
+}
+
+/// The longest path of a synthetic run, computed by exhaustion: its length and each
+/// procedure's share of it.
+struct LongestPath {
+    length: u64,
+    shares: Vec<u64>,
+}
+
+/// A random run's records and its longest path.
+struct RandomRun {
+    items: Vec<Item>,
+    longest: LongestPath,
 }
 
 /// Longest path with procedure `f`'s work removed: a second synthetic run with the same
@@ -124,7 +140,7 @@ fn random_run(
     funcs: usize,
     steps: usize,
     zero: Option<usize>,
-) -> (Vec<Item>, u64, Vec<u64>) {
+) -> RandomRun {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut s = Synth::new(procs, funcs);
     let mut tag = 0;
@@ -144,8 +160,11 @@ fn random_run(
             }
         }
     }
-    let (len, shares) = s.finish();
-    (s.run.items, len, shares)
+    let longest = s.finish();
+    RandomRun {
+        items: s.run.items,
+        longest,
+    }
 }
 
 #[test]
@@ -153,7 +172,14 @@ fn online_engine_equals_exhaustive_longest_path() {
     for seed in 0..300 {
         let procs = 2 + (seed % 4) as usize;
         let funcs = 1 + (seed % 3) as usize;
-        let (items, len, shares) = random_run(seed, procs, funcs, 80, None);
+        let RandomRun {
+            items,
+            longest:
+                LongestPath {
+                    length: len,
+                    shares,
+                },
+        } = random_run(seed, procs, funcs, 80, None);
         let a = analyze(&items, ClockKind::Cpu);
         let path = a.critical().unwrap().path;
         assert_eq!(path.longest, len, "seed {seed}: length");
@@ -180,7 +206,7 @@ fn online_engine_equals_exhaustive_longest_path() {
         let sched = Schedule::new(&rg.graph);
         assert_eq!(sched.length, len, "seed {seed}: graph length");
         for f in 0..funcs {
-            let (_, zeroed_len, _) = random_run(seed, procs, funcs, 80, Some(f));
+            let zeroed_len = random_run(seed, procs, funcs, 80, Some(f)).longest.length;
             assert_eq!(a.zeroed_length(f), zeroed_len, "seed {seed}: zeroing f{f}");
             let contexts = &rg.graph.contexts;
             let zeroed = Schedule::with_weights(&rg.graph, |_, arc| {

@@ -17,8 +17,11 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::timeline::{FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink};
+use super::timeline::{
+    FlowSlice, IntArg, IntArgs, Slice, TimelinePlan, TimelineSink, TrackedThread,
+};
 use super::write_behind::FORMATTED_BYTES;
+use super::written::Written;
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
 use crate::format::recording::{ItemSource, RecordingError};
@@ -60,7 +63,7 @@ impl ChromeExport {
         mut self,
         source: &mut (impl ItemSource + Send),
         out: W,
-    ) -> Result<(ExportStats, W), ExportError> {
+    ) -> Result<Written<ExportStats, W>, ExportError> {
         let mut out = EventWriter::begin(out, self.plan.base_ns)?;
         let mut stats = ExportStats::default();
         self.write_critical_path(&mut out, &mut stats)?;
@@ -72,7 +75,10 @@ impl ChromeExport {
             "critical_path_ns": self.plan.critical_length_ns,
             "time_zero_monotonic_ns": self.plan.base_ns,
         });
-        Ok((stats, out.finish(&other)?))
+        Ok(Written {
+            stats,
+            out: out.finish(&other)?,
+        })
     }
 
     fn write_critical_path<W: Write>(
@@ -128,7 +134,7 @@ impl ChromeExport {
         &self,
         out: &mut EventWriter<W>,
         summary: &Summary,
-        threads: &BTreeSet<(u32, u32)>,
+        threads: &BTreeSet<TrackedThread>,
         stats: &mut ExportStats,
     ) -> io::Result<()> {
         for p in &summary.processes {
@@ -149,7 +155,7 @@ impl ChromeExport {
             }
             stats.processes += 1;
         }
-        for &(pid, tid) in threads {
+        for &TrackedThread { pid, tid } in threads {
             let name = super::timeline::thread_name(pid, tid);
             out.event(&Event::meta(
                 "thread_name",
@@ -265,7 +271,7 @@ fn common_fields(b: &mut Vec<u8>, name: &str, cat: &str, pid: u32, tid: u32) {
 /// `,"args":{...}`: a slice's named integers.
 fn put_args(b: &mut Vec<u8>, args: &IntArgs) {
     b.extend_from_slice(b",\"args\":{");
-    for (i, (name, value)) in args.iter().enumerate() {
+    for (i, IntArg { name, value }) in args.iter().enumerate() {
         if i > 0 {
             b.push(b',');
         }
@@ -423,7 +429,7 @@ mod tests {
     use super::*;
     use crate::export::timeline::{flow_slice, Endpoint, CRITICAL_FLOW_CAT};
     use crate::format::recording::{Item, ItemIter};
-    use crate::format::synth::SyntheticRun;
+    use crate::format::synth::{self, SyntheticRun};
     use crate::graph::cpm::Schedule;
     use crate::graph::path::OUTSIDE;
     use crate::graph::recorded::RecordedGraph;
@@ -469,24 +475,23 @@ mod tests {
 
     /// A ring over 3 ranks, 4 rounds, with work inside and outside `work`.
     fn ring() -> Vec<Item> {
-        let mut s = SyntheticRun::new(3, &["work"]);
-        for round in 0..4 {
-            for r in 0..3 {
-                s.compute(r, 10_000 + 1000 * r as u64, Some(0));
-                s.compute(r, 500, None);
-                s.message(r, (r + 1) % 3, round);
-            }
-        }
-        s.items
+        synth::ring(Some(500))
     }
 
-    fn export(items: &[Item]) -> (ExportStats, Value, RecordedGraph) {
-        let rg = RecordedGraph::from_items(items, ClockKind::Cpu);
-        let (stats, bytes) = ChromeExport::new(&rg)
+    /// An export of a synthetic run: what it wrote, the JSON, and the graph it drew.
+    struct Exported {
+        stats: ExportStats,
+        json: Value,
+        graph: RecordedGraph,
+    }
+
+    fn export(items: &[Item]) -> Exported {
+        let graph = RecordedGraph::from_items(items, ClockKind::Cpu);
+        let Written { stats, out: bytes } = ChromeExport::new(&graph)
             .write(&mut ItemIter(items.iter().cloned().map(Ok)), Vec::new())
             .unwrap();
-        let v: Value = serde_json::from_slice(&bytes).expect("valid JSON");
-        (stats, v, rg)
+        let json = serde_json::from_slice(&bytes).expect("valid JSON");
+        Exported { stats, json, graph }
     }
 
     fn events<'a>(v: &'a Value, ph: &str) -> Vec<&'a Value> {
@@ -567,7 +572,11 @@ mod tests {
     #[test]
     fn ring_exports_slices_flows_and_the_critical_path() {
         let items = ring();
-        let (stats, v, rg) = export(&items);
+        let Exported {
+            stats,
+            json: v,
+            graph: rg,
+        } = export(&items);
         let slices = events(&v, "X");
         let named = |n: &str| {
             slices
@@ -670,19 +679,7 @@ mod tests {
     /// new thread's arrival before its first record, and every arrow points forwards.
     #[test]
     fn thread_start_and_wakeup_flows_have_slices() {
-        use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
-        let mut s = SyntheticThreads::new(&["work"]);
-        s.compute(MAIN, 1000, Some(0));
-        s.clone(MAIN, 501);
-        s.compute(501, 5000, Some(0));
-        s.wait(MAIN);
-        s.compute(501, 2000, Some(0));
-        s.wake(501, MAIN);
-        s.resume(MAIN);
-        s.compute(MAIN, 1000, Some(0));
-        s.exit(501);
-        s.exit(MAIN);
-        let (stats, v, _) = export(&s.items);
+        let Exported { stats, json: v, .. } = export(&synth::thread_fork_join());
         check_flow_slices(&v);
         let slices = events(&v, "X");
         let named = |n: &str| slices.iter().filter(|s| s["name"] == n).count();
@@ -736,7 +733,7 @@ mod tests {
         let mut s = SyntheticRun::new(2, &["work"]);
         s.compute(0, 1000, Some(0));
         s.call(0, call::MPI_SEND, 1, 0, false);
-        let (stats, v, _) = export(&s.items);
+        let Exported { stats, json: v, .. } = export(&s.items);
         assert_eq!(
             events(&v, "X")
                 .iter()

@@ -1,13 +1,15 @@
 //! The critical path as folded stacks (`frame;frame;... weight`, the input of Brendan
 //! Gregg's flamegraph.pl, inferno, speedscope; the `tracer` binary draws them as an SVG
-//! flame graph with inferno, which this crate does not link). A stack is the process, the thread and the selected procedures active
-//! (outermost first); its weight is the work of that stack, not of its callees, on the
-//! critical path, in nanoseconds, so the weights add up to the path's length.
+//! flame graph with inferno, which this crate does not link). A stack is the process,
+//! the thread and the frames of a [`StackSource`]'s stack (outermost first); its weight
+//! is the stack's critical-path time, in nanoseconds, so the weights add up to the
+//! path's length.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use super::stacks::StackProfile;
+use super::stack_source::StackSource;
+use super::written::Written;
 
 /// What a flame graph export wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -31,10 +33,9 @@ fn frame(name: &str) -> String {
 }
 
 /// The frame of a process: its program, its MPI rank when it has one, its pid.
-pub(crate) fn process_frame(profile: &StackProfile, pid: u32) -> String {
-    let command = profile
-        .processes
-        .get(&pid)
+pub(crate) fn process_frame(source: &dyn StackSource, pid: u32) -> String {
+    let command = source
+        .process(pid)
         .map(|p| p.command.as_str())
         .unwrap_or("");
     // The program's file name: its directory and arguments would only widen the graph.
@@ -48,7 +49,7 @@ pub(crate) fn process_frame(profile: &StackProfile, pid: u32) -> String {
         name.push_str(program);
         name.push(' ');
     }
-    if let Some(rank) = profile.rank(pid) {
+    if let Some(rank) = source.rank(pid) {
         name.push_str(&format!("rank {rank} "));
     }
     name.push_str(&format!("pid {pid}"));
@@ -57,17 +58,21 @@ pub(crate) fn process_frame(profile: &StackProfile, pid: u32) -> String {
 
 /// The folded stacks of the critical path, each once, in sorted order (what
 /// flamegraph tools expect), with their weights in nanoseconds.
-pub fn folded_stacks(profile: &StackProfile) -> BTreeMap<String, u64> {
+pub fn folded_stacks(source: &dyn StackSource) -> BTreeMap<String, u64> {
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
-    for s in profile.stacks.iter().filter(|s| s.critical_ns > 0) {
-        let mut line = process_frame(profile, s.pid);
+    for s in source
+        .stacks()
+        .iter()
+        .filter(|s| s.weights.critical_path_ns > 0)
+    {
+        let mut line = process_frame(source, s.pid);
         line.push_str(&format!(";tid {}", s.tid));
         for f in &s.frames {
             line.push(';');
             line.push_str(&frame(f));
         }
         // Two names can fold to one frame (a `;` replaced): their stacks merge.
-        *stacks.entry(line).or_default() += s.critical_ns;
+        *stacks.entry(line).or_default() += s.weights.critical_path_ns;
     }
     stacks
 }
@@ -81,30 +86,37 @@ pub fn stats(stacks: &BTreeMap<String, u64>) -> FlameStats {
 }
 
 /// Writes the folded stacks, one `frames weight` line each.
-pub fn write_folded<W: Write>(profile: &StackProfile, mut out: W) -> io::Result<(FlameStats, W)> {
-    let stacks = folded_stacks(profile);
+pub fn write_folded<W: Write>(
+    source: &dyn StackSource,
+    mut out: W,
+) -> io::Result<Written<FlameStats, W>> {
+    let stacks = folded_stacks(source);
     for (line, ns) in &stacks {
         writeln!(out, "{line} {ns}")?;
     }
-    Ok((stats(&stacks), out))
+    Ok(Written {
+        stats: stats(&stacks),
+        out,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::analysis::workclock::ClockKind;
-    use crate::export::stacks::tests::nested_ring;
+    use crate::export::stacks::GraphStacks;
+    use crate::format::synth::nested_ring;
     use crate::graph::path::OUTSIDE;
     use crate::graph::recorded::RecordedGraph;
 
-    fn ring_profile() -> StackProfile {
-        StackProfile::new(&RecordedGraph::from_items(&nested_ring(), ClockKind::Cpu))
+    fn ring_profile() -> GraphStacks {
+        GraphStacks::new(&RecordedGraph::from_items(&nested_ring(), ClockKind::Cpu))
     }
 
     #[test]
     fn folded_lines_weigh_the_path() {
         let profile = ring_profile();
-        let (stats, bytes) = write_folded(&profile, Vec::new()).unwrap();
+        let Written { stats, out: bytes } = write_folded(&profile, Vec::new()).unwrap();
         let text = String::from_utf8(bytes).unwrap();
         let lines: Vec<(&str, u64)> = text
             .lines()
@@ -115,7 +127,7 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), stats.stacks);
         let total: u64 = lines.iter().map(|(_, ns)| ns).sum();
-        assert_eq!(total, profile.critical_path_ns);
+        assert_eq!(total, profile.summary().critical_path_ns);
         assert_eq!(stats.critical_path_ns, total);
         let inner = lines
             .iter()

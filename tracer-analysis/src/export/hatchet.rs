@@ -4,7 +4,7 @@
 //! The tree is the one the folded stacks draw ([`super::flame`]), over all work instead
 //! of the critical path's only: a root per process (named as the folded stacks name it:
 //! program, MPI rank, pid), a node per thread under it, and under each thread the
-//! stacks of selected procedures, outermost first, from [`StackProfile`]. Each node
+//! stacks of its [`StackSource`], outermost first. Each node
 //! carries the work and the critical path time of its stack, exclusive and inclusive,
 //! and the zeroing gain of its procedure. docs/exports.md has the metrics and why the
 //! roots are processes.
@@ -15,7 +15,8 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::flame::process_frame;
-use super::stacks::StackProfile;
+use super::stack_source::StackSource;
+use super::written::Written;
 
 /// Metric names (columns of Hatchet's dataframe). Hatchet takes a name with `(inc)`
 /// for an inclusive metric, any other for an exclusive one.
@@ -115,16 +116,16 @@ impl Node {
 }
 
 /// The call tree: a root per process, in the order of the profile's rows (by pid).
-fn tree(profile: &StackProfile) -> Vec<Node> {
-    let gains: HashMap<&str, u64> = profile
-        .zeroing
+fn tree(source: &dyn StackSource) -> Vec<Node> {
+    let gains: HashMap<&str, u64> = source
+        .zeroing()
         .iter()
         .map(|z| (z.procedure.as_str(), z.zeroing_ns))
         .collect();
     let mut roots: Vec<(u32, Node)> = Vec::new();
-    for s in &profile.stacks {
+    for s in source.stacks() {
         if roots.last().is_none_or(|(pid, _)| *pid != s.pid) {
-            let name = process_frame(profile, s.pid);
+            let name = process_frame(source, s.pid);
             roots.push((s.pid, Node::new(name, "process", 0)));
         }
         let (_, process) = roots.last_mut().expect("a root was just pushed");
@@ -133,18 +134,18 @@ fn tree(profile: &StackProfile) -> Vec<Node> {
             let gain = gains.get(f.as_str()).copied().unwrap_or(0);
             node = node.child(f, "function", gain);
         }
-        node.metrics.time += s.work_ns;
-        node.metrics.critical += s.critical_ns;
+        node.metrics.time += s.weights.work_ns;
+        node.metrics.critical += s.weights.critical_path_ns;
     }
     roots.into_iter().map(|(_, n)| n).collect()
 }
 
 /// Writes the literal JSON (indented) and returns the writer.
 pub fn write_hatchet<W: Write>(
-    profile: &StackProfile,
+    source: &dyn StackSource,
     mut out: W,
-) -> io::Result<(HatchetStats, W)> {
-    let mut roots = tree(profile);
+) -> io::Result<Written<HatchetStats, W>> {
+    let mut roots = tree(source);
     if roots.is_empty() {
         roots.push(Node::new(NO_WORK.to_string(), "function", 0));
     }
@@ -156,39 +157,49 @@ pub fn write_hatchet<W: Write>(
     };
     serde_json::to_writer_pretty(&mut out, &roots)?;
     writeln!(out)?;
-    Ok((stats, out))
+    Ok(Written { stats, out })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::analysis::workclock::ClockKind;
-    use crate::export::stacks::tests::nested_ring;
+    use crate::export::stacks::GraphStacks;
+    use crate::format::synth::nested_ring;
     use crate::graph::path::OUTSIDE;
     use crate::graph::recorded::RecordedGraph;
     use serde_json::Value;
     use std::collections::BTreeSet;
 
-    fn export(profile: &StackProfile) -> (HatchetStats, Value) {
-        let (stats, bytes) = write_hatchet(profile, Vec::new()).unwrap();
-        (stats, serde_json::from_slice(&bytes).expect("JSON"))
+    /// The export, its JSON parsed.
+    fn export(profile: &GraphStacks) -> Written<HatchetStats, Value> {
+        let Written { stats, out: bytes } = write_hatchet(profile, Vec::new()).unwrap();
+        Written {
+            stats,
+            out: serde_json::from_slice(&bytes).expect("JSON"),
+        }
     }
 
-    /// Every node with the names on its way from the root, depth first.
-    fn walk<'a>(
+    /// A node of the tree and the names on its way from the root, its own last.
+    struct NodeAt<'a> {
+        path: Vec<&'a str>,
         node: &'a Value,
-        path: &mut Vec<&'a str>,
-        out: &mut Vec<(Vec<&'a str>, &'a Value)>,
-    ) {
+    }
+
+    /// Every node under `node` (itself first), depth first.
+    fn walk<'a>(node: &'a Value, path: &mut Vec<&'a str>, out: &mut Vec<NodeAt<'a>>) {
         path.push(node["frame"]["name"].as_str().unwrap());
-        out.push((path.clone(), node));
+        out.push(NodeAt {
+            path: path.clone(),
+            node,
+        });
         for c in node["children"].as_array().into_iter().flatten() {
             walk(c, path, out);
         }
         path.pop();
     }
 
-    fn nodes(v: &Value) -> Vec<(Vec<&str>, &Value)> {
+    fn nodes(v: &Value) -> Vec<NodeAt<'_>> {
         let mut out = Vec::new();
         for root in v.as_array().unwrap() {
             walk(root, &mut Vec::new(), &mut out);
@@ -203,34 +214,34 @@ mod tests {
     #[test]
     fn the_tree_holds_the_profile() {
         let rg = RecordedGraph::from_items(&nested_ring(), ClockKind::Cpu);
-        let profile = StackProfile::new(&rg);
-        let (stats, v) = export(&profile);
+        let profile = GraphStacks::new(&rg);
+        let Written { stats, out: v } = export(&profile);
         let all = nodes(&v);
         // Processes, threads, and each distinct stack prefix of each thread.
         let prefixes: BTreeSet<(u32, u32, &[String])> = profile
-            .stacks
+            .stacks()
             .iter()
             .flat_map(|s| (1..=s.frames.len()).map(move |n| (s.pid, s.tid, &s.frames[..n])))
             .collect();
-        let threads: BTreeSet<u32> = profile.stacks.iter().map(|s| s.tid).collect();
+        let threads: BTreeSet<u32> = profile.stacks().iter().map(|s| s.tid).collect();
         assert_eq!(all.len(), 2 + threads.len() + prefixes.len());
         assert_eq!(stats.nodes, all.len());
         assert_eq!((stats.roots, v.as_array().unwrap().len()), (2, 2));
         // Exclusive metrics add up to the totals, and so do the roots' inclusive ones.
-        let sum = |m: &str| -> u64 { all.iter().map(|(_, n)| metric(n, m)).sum() };
-        let work: u64 = profile.stacks.iter().map(|s| s.work_ns).sum();
-        assert_eq!(sum(CRITICAL_PATH), profile.critical_path_ns);
+        let sum = |m: &str| -> u64 { all.iter().map(|a| metric(a.node, m)).sum() };
+        let work: u64 = profile.stacks().iter().map(|s| s.weights.work_ns).sum();
+        assert_eq!(sum(CRITICAL_PATH), profile.summary().critical_path_ns);
         assert_eq!(sum(TIME), work);
         let roots = v.as_array().unwrap();
         let inc = |m: &str| -> u64 { roots.iter().map(|r| metric(r, m)).sum() };
-        assert_eq!(inc(CRITICAL_PATH_INC), profile.critical_path_ns);
+        assert_eq!(inc(CRITICAL_PATH_INC), profile.summary().critical_path_ns);
         assert_eq!(inc(TIME_INC), work);
         assert_eq!(
             (stats.critical_path_ns, stats.work_ns),
-            (profile.critical_path_ns, work)
+            (profile.summary().critical_path_ns, work)
         );
         // A node's inclusive metric is its own plus its children's.
-        for (_, n) in &all {
+        for NodeAt { node: n, .. } in &all {
             for (exc, inc) in [(TIME, TIME_INC), (CRITICAL_PATH, CRITICAL_PATH_INC)] {
                 let children: u64 = n["children"]
                     .as_array()
@@ -242,29 +253,30 @@ mod tests {
             }
         }
         // Each stack is a path with its own figures.
-        for s in &profile.stacks {
+        for s in profile.stacks() {
             let mut path = vec![process_frame(&profile, s.pid), format!("tid {}", s.tid)];
             path.extend(s.frames.iter().cloned());
-            let (_, n) = all
+            let n = all
                 .iter()
-                .find(|(p, _)| *p == path)
-                .unwrap_or_else(|| panic!("{path:?}"));
+                .find(|a| a.path == path)
+                .unwrap_or_else(|| panic!("{path:?}"))
+                .node;
             assert_eq!(
                 (metric(n, CRITICAL_PATH), metric(n, TIME)),
-                (s.critical_ns, s.work_ns)
+                (s.weights.critical_path_ns, s.weights.work_ns)
             );
             assert_eq!(n["frame"]["type"], "function");
         }
         let inner = ["app rank 1 pid 101", "tid 101", "outer", "inner"];
-        let (_, n) = all.iter().find(|(p, _)| *p == inner).unwrap();
+        let n = all.iter().find(|a| a.path == inner).unwrap().node;
         assert_eq!(
             (metric(n, CRITICAL_PATH_INC), metric(n, TIME_INC)),
             (30_000, 30_000)
         );
         // The zeroing gain of a procedure is on each of its nodes, 0 on the others.
-        for (path, n) in &all {
+        for NodeAt { path, node: n } in &all {
             let name = *path.last().unwrap();
-            let gain = profile.zeroing.iter().find(|z| z.procedure == name);
+            let gain = profile.zeroing().iter().find(|z| z.procedure == name);
             let want = match n["frame"]["type"].as_str().unwrap() {
                 "function" => gain.unwrap().zeroing_ns,
                 "process" | "thread" => 0,
@@ -272,9 +284,9 @@ mod tests {
             };
             assert_eq!(metric(n, ZEROING_INC), want, "{path:?}");
         }
-        assert!(all.iter().any(|(p, _)| p.last() == Some(&OUTSIDE)));
+        assert!(all.iter().any(|a| a.path.last() == Some(&OUTSIDE)));
         // Hatchet reads metric names off the nodes: every node has all five.
-        for (_, n) in &all {
+        for NodeAt { node: n, .. } in &all {
             assert_eq!(n["metrics"].as_object().unwrap().len(), 5);
         }
     }
@@ -282,7 +294,7 @@ mod tests {
     #[test]
     fn an_empty_profile_is_one_empty_root() {
         let rg = RecordedGraph::from_items(&[], ClockKind::Wall);
-        let (stats, v) = export(&StackProfile::new(&rg));
+        let Written { stats, out: v } = export(&GraphStacks::new(&rg));
         assert_eq!((stats.roots, stats.nodes, stats.work_ns), (1, 1, 0));
         assert_eq!(v[0]["frame"]["name"], NO_WORK);
         assert_eq!(v[0]["metrics"][TIME_INC], 0);

@@ -14,9 +14,11 @@ pub mod otf2;
 pub mod perfetto;
 pub mod pprof;
 mod protowire;
+pub mod stack_source;
 pub mod stacks;
 pub mod tables;
 pub mod timeline;
 pub mod write_behind;
+pub mod written;
 
 pub use items::{recording_items, ExportError};

@@ -18,9 +18,11 @@ use serde::Serialize;
 
 use super::protowire as wire;
 use super::timeline::{
-    thread_name, Endpoint, FlowSlice, IntArgs, Slice, TimelinePlan, TimelineSink,
+    thread_name, Endpoint, FlowSlice, IntArg, IntArgs, Slice, TimelinePlan, TimelineSink,
+    TrackedThread,
 };
 use super::write_behind::FORMATTED_BYTES;
+use super::written::Written;
 use super::ExportError;
 use crate::analysis::workclock::ClockKind;
 use crate::format::recording::ItemSource;
@@ -234,7 +236,7 @@ pub fn write_perfetto<W: Write>(
     mut plan: TimelinePlan,
     source: &mut (impl ItemSource + Send),
     out: W,
-) -> Result<(PerfettoStats, W), ExportError> {
+) -> Result<Written<PerfettoStats, W>, ExportError> {
     let mut w = PacketWriter {
         out: Packets {
             out,
@@ -265,9 +267,9 @@ pub fn write_perfetto<W: Write>(
     let p = CRITICAL_PID;
     for s in &plan.critical {
         let args = IntArgs::new([
-            ("pid", s.pid as i64),
-            ("tid", s.tid as i64),
-            ("work_ns", s.work_ns as i64),
+            IntArg::new("pid", s.pid as i64),
+            IntArg::new("tid", s.tid as i64),
+            IntArg::new("work_ns", s.work_ns as i64),
         ]);
         w.slice(&Slice {
             pid: p,
@@ -293,9 +295,9 @@ pub fn write_perfetto<W: Write>(
         .map(|p| (p.pid, plan.process_name(p)))
         .collect();
     let clock = ClockKind::name(plan.clock);
-    let threads: BTreeSet<(u32, u32)> = streamed.threads.union(&w.tracks).copied().collect();
+    let threads: BTreeSet<TrackedThread> = streamed.threads.union(&w.tracks).copied().collect();
     pids.extend(names.keys());
-    pids.extend(threads.iter().map(|t| t.0));
+    pids.extend(threads.iter().map(|t| t.pid));
     for &pid in &pids {
         let name = match (pid, names.get(&pid)) {
             (CRITICAL_PID, _) => "critical path".to_string(),
@@ -312,7 +314,7 @@ pub fn write_perfetto<W: Write>(
         })?;
         timeline.processes += 1;
     }
-    for &(pid, tid) in &threads {
+    for &TrackedThread { pid, tid } in &threads {
         let name = if pid == CRITICAL_PID {
             format!("critical path ({clock} clock)")
         } else {
@@ -330,10 +332,13 @@ pub fn write_perfetto<W: Write>(
         })?;
         timeline.threads += 1;
     }
-    let traced: HashSet<u32> = threads.iter().map(|t| t.1).collect();
+    let traced: HashSet<u32> = threads.iter().map(|t| t.tid).collect();
     w.stats.sched_only_threads = w.sched.tids.iter().filter(|t| !traced.contains(t)).count();
     w.stats.timeline = timeline;
-    Ok((w.stats, w.out.finish()?))
+    Ok(Written {
+        stats: w.stats,
+        out: w.out.finish()?,
+    })
 }
 
 /// Bytes of packets gathered before a write.
@@ -410,8 +415,8 @@ impl<W: Write> Packets<W> {
 /// The timeline's packets, and the scheduler's.
 struct PacketWriter<W: Write> {
     out: Packets<W>,
-    /// (pid, tid) of every thread track with an event.
-    tracks: BTreeSet<(u32, u32)>,
+    /// Every thread track with an event.
+    tracks: BTreeSet<TrackedThread>,
     sched: SchedState,
     stats: PerfettoStats,
 }
@@ -435,7 +440,10 @@ impl<W: Write> PacketWriter<W> {
         args: Option<&IntArgs>,
         flows: Option<&Flows>,
     ) -> io::Result<()> {
-        self.tracks.insert((at.pid, at.tid));
+        self.tracks.insert(TrackedThread {
+            pid: at.pid,
+            tid: at.tid,
+        });
         let track_uuid = thread_uuid(at.tid);
         let begin = EventFields {
             kind: proto::SLICE_BEGIN,
@@ -487,7 +495,7 @@ struct EventFields<'a> {
 impl EventFields<'_> {
     /// The `TrackEvent`'s fields, in tag order.
     fn encode(&self, b: &mut Vec<u8>) {
-        for (name, value) in self.args.iter().flat_map(|a| a.iter()) {
+        for IntArg { name, value } in self.args.iter().flat_map(|a| a.iter()) {
             // DebugAnnotation: int_value (4), name (10).
             wire::message(b, 4, |b| {
                 wire::int(b, 4, value);
@@ -594,7 +602,7 @@ impl<W: Write> TimelineSink for PacketWriter<W> {
 
     fn sched(&mut self, r: &Record) -> io::Result<()> {
         let counters = self.sched.record(r, &mut self.out, &mut self.stats)?;
-        for (track_uuid, value) in counters {
+        for CounterValue { track_uuid, value } in counters {
             let counter = EventFields {
                 kind: proto::COUNTER,
                 track_uuid,
@@ -632,6 +640,12 @@ struct SchedState {
     tids: BTreeSet<u32>,
 }
 
+/// A counter track's new value.
+struct CounterValue {
+    track_uuid: u64,
+    value: i64,
+}
+
 impl SchedState {
     /// Writes what `r` completes; returns the counter values it changed.
     fn record<W: Write>(
@@ -639,7 +653,7 @@ impl SchedState {
         r: &Record,
         out: &mut Packets<W>,
         stats: &mut PerfettoStats,
-    ) -> io::Result<Vec<(u64, i64)>> {
+    ) -> io::Result<Vec<CounterValue>> {
         let h = r.header();
         let (running, runnable) = (self.running.len(), self.runnable.len());
         match r {
@@ -704,10 +718,16 @@ impl SchedState {
         }
         let mut changed = Vec::new();
         if self.running.len() != running {
-            changed.push((RUNNING_UUID, self.running.len() as i64));
+            changed.push(CounterValue {
+                track_uuid: RUNNING_UUID,
+                value: self.running.len() as i64,
+            });
         }
         if self.runnable.len() != runnable {
-            changed.push((RUNNABLE_UUID, self.runnable.len() as i64));
+            changed.push(CounterValue {
+                track_uuid: RUNNABLE_UUID,
+                value: self.runnable.len() as i64,
+            });
         }
         Ok(changed)
     }
@@ -783,7 +803,7 @@ impl SchedState {
 mod tests {
     use super::*;
     use crate::format::recording::ItemIter;
-    use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
+    use crate::format::synth::thread_fork_join;
     use crate::graph::recorded::RecordedGraph;
     use prost::Message;
     use proto::{
@@ -815,7 +835,11 @@ mod tests {
     /// arguments (a negative one too), one with flows, an end, a counter, a long name.
     #[test]
     fn track_events_by_hand_are_prosts_bytes() {
-        let args = IntArgs::new([("peer", 3), ("tag", -1), ("bytes", 1 << 33)]);
+        let args = IntArgs::new([
+            IntArg::new("peer", 3),
+            IntArg::new("tag", -1),
+            IntArg::new("bytes", 1 << 33),
+        ]);
         let end = |id, start| Endpoint {
             ts_ns: 5,
             pid: 7,
@@ -860,9 +884,9 @@ mod tests {
                                 debug_annotations: args
                                     .iter()
                                     .flat_map(|a| a.iter())
-                                    .map(|(k, v)| DebugAnnotation {
-                                        name: Some(k.into()),
-                                        int_value: Some(v),
+                                    .map(|a| DebugAnnotation {
+                                        name: Some(a.name.into()),
+                                        int_value: Some(a.value),
                                         ..Default::default()
                                     })
                                     .collect(),
@@ -996,21 +1020,11 @@ mod tests {
     /// departure and ends in an arrival that begins strictly later.
     #[test]
     fn threads_decode_with_tracks_slices_and_flows() {
-        let mut s = SyntheticThreads::new(&["work"]);
-        s.compute(MAIN, 1000, Some(0));
-        s.clone(MAIN, 501);
-        s.compute(501, 5000, Some(0));
-        s.wait(MAIN);
-        s.compute(501, 2000, Some(0));
-        s.wake(501, MAIN);
-        s.resume(MAIN);
-        s.compute(MAIN, 1000, Some(0));
-        s.exit(501);
-        s.exit(MAIN);
-        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
-        let (stats, bytes) = write_perfetto(
+        let items = thread_fork_join();
+        let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
+        let Written { stats, out: bytes } = write_perfetto(
             TimelinePlan::new(&rg),
-            &mut ItemIter(s.items.iter().cloned().map(Ok)),
+            &mut ItemIter(items.iter().cloned().map(Ok)),
             Vec::new(),
         )
         .unwrap();

@@ -18,7 +18,8 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-use super::stacks::StackProfile;
+use super::stack_source::StackSource;
+use super::written::Written;
 
 /// The messages of profile.proto this export writes (field numbers as published;
 /// the fields it never sets are left out, which the format allows).
@@ -175,7 +176,8 @@ impl Frames {
 }
 
 /// The profile as profile.proto messages.
-pub(crate) fn profile_message(profile: &StackProfile) -> proto::Profile {
+pub(crate) fn profile_message(source: &dyn StackSource) -> proto::Profile {
+    let summary = source.summary();
     let mut strings = StringTable::new();
     let mut frames = Frames {
         ids: HashMap::new(),
@@ -183,7 +185,7 @@ pub(crate) fn profile_message(profile: &StackProfile) -> proto::Profile {
         locations: Vec::new(),
     };
     let unit = strings.intern(NANOSECONDS);
-    let sample_type = [CRITICAL_PATH, profile.clock.name(), ZEROING]
+    let sample_type = [CRITICAL_PATH, summary.clock.name(), ZEROING]
         .into_iter()
         .map(|name| proto::ValueType {
             r#type: strings.intern(name),
@@ -203,9 +205,9 @@ pub(crate) fn profile_message(profile: &StackProfile) -> proto::Profile {
         num_unit: id_unit,
     };
     let mut samples = Vec::new();
-    for s in &profile.stacks {
+    for s in source.stacks() {
         let mut label = vec![number(pid_key, s.pid.into()), number(tid_key, s.tid.into())];
-        if let Some(rank) = profile.rank(s.pid) {
+        if let Some(rank) = source.rank(s.pid) {
             label.push(number(rank_key, rank.into()));
         }
         samples.push(proto::Sample {
@@ -215,11 +217,15 @@ pub(crate) fn profile_message(profile: &StackProfile) -> proto::Profile {
                 .rev()
                 .map(|f| frames.id(f, &mut strings))
                 .collect(),
-            value: vec![s.critical_ns as i64, s.work_ns as i64, 0],
+            value: vec![
+                s.weights.critical_path_ns as i64,
+                s.weights.work_ns as i64,
+                0,
+            ],
             label,
         });
     }
-    for z in profile.zeroing.iter().filter(|z| z.zeroing_ns > 0) {
+    for z in source.zeroing().iter().filter(|z| z.zeroing_ns > 0) {
         samples.push(proto::Sample {
             location_id: vec![frames.id(&z.procedure, &mut strings)],
             value: vec![0, 0, z.zeroing_ns as i64],
@@ -228,10 +234,10 @@ pub(crate) fn profile_message(profile: &StackProfile) -> proto::Profile {
     }
     let comment = vec![strings.intern(&format!(
         "tracer: critical path {} ns, clock {}, {} events ({} lost)",
-        profile.critical_path_ns,
-        profile.clock.name(),
-        profile.events_recorded,
-        profile.events_lost
+        summary.critical_path_ns,
+        summary.clock.name(),
+        summary.events_recorded,
+        summary.events_lost
     ))];
     let default_sample_type = strings.intern(CRITICAL_PATH);
     proto::Profile {
@@ -240,31 +246,42 @@ pub(crate) fn profile_message(profile: &StackProfile) -> proto::Profile {
         location: frames.locations,
         function: frames.functions,
         string_table: strings.strings,
-        duration_nanos: profile.elapsed_ns as i64,
+        duration_nanos: summary.elapsed_ns as i64,
         comment,
         default_sample_type,
     }
 }
 
 /// Writes the profile, gzip-compressed, and returns the writer.
-pub fn write_pprof<W: Write>(profile: &StackProfile, out: W) -> io::Result<(PprofStats, W)> {
-    let message = profile_message(profile);
+pub fn write_pprof<W: Write>(
+    source: &dyn StackSource,
+    out: W,
+) -> io::Result<Written<PprofStats, W>> {
+    let message = profile_message(source);
     let stats = PprofStats {
         samples: message.sample.len(),
         functions: message.function.len(),
-        critical_path_ns: profile.stacks.iter().map(|s| s.critical_ns).sum(),
-        work_ns: profile.stacks.iter().map(|s| s.work_ns).sum(),
+        critical_path_ns: source
+            .stacks()
+            .iter()
+            .map(|s| s.weights.critical_path_ns)
+            .sum(),
+        work_ns: source.stacks().iter().map(|s| s.weights.work_ns).sum(),
     };
     let mut gz = GzEncoder::new(out, Compression::default());
     gz.write_all(&message.encode_to_vec())?;
-    Ok((stats, gz.finish()?))
+    Ok(Written {
+        stats,
+        out: gz.finish()?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::analysis::workclock::ClockKind;
-    use crate::export::stacks::tests::nested_ring;
+    use crate::export::stacks::GraphStacks;
+    use crate::format::synth::nested_ring;
     use crate::graph::path::OUTSIDE;
     use crate::graph::recorded::RecordedGraph;
     use std::io::Read;
@@ -280,8 +297,8 @@ mod tests {
     #[test]
     fn encodes_the_stacks_and_the_zeroing() {
         let rg = RecordedGraph::from_items(&nested_ring(), ClockKind::Cpu);
-        let profile = StackProfile::new(&rg);
-        let (stats, bytes) = write_pprof(&profile, Vec::new()).unwrap();
+        let profile = GraphStacks::new(&rg);
+        let Written { stats, out: bytes } = write_pprof(&profile, Vec::new()).unwrap();
         let p = decode(&bytes);
         let s = |i: i64| p.string_table[i as usize].as_str();
         assert_eq!(p.string_table[0], "");
@@ -302,9 +319,9 @@ mod tests {
         assert_eq!(stats.samples, p.sample.len());
         // Per sample type, the sums are the profile's.
         let total = |i: usize| -> i64 { p.sample.iter().map(|x| x.value[i]).sum() };
-        assert_eq!(total(0) as u64, profile.critical_path_ns);
+        assert_eq!(total(0) as u64, profile.summary().critical_path_ns);
         assert_eq!(total(1) as u64, stats.work_ns);
-        let zeroing: u64 = profile.zeroing.iter().map(|z| z.zeroing_ns).sum();
+        let zeroing: u64 = profile.zeroing().iter().map(|z| z.zeroing_ns).sum();
         assert_eq!(total(2) as u64, zeroing);
         // Stacks are leaf first, and name functions through their locations.
         let name_of = |loc: u64| {
@@ -330,7 +347,7 @@ mod tests {
         let rank = inner.label.iter().find(|l| s(l.key) == "rank").unwrap();
         assert_eq!(rank.num, 1);
         // One zeroing sample per procedure with a gain, on that procedure alone.
-        for z in profile.zeroing.iter().filter(|z| z.zeroing_ns > 0) {
+        for z in profile.zeroing().iter().filter(|z| z.zeroing_ns > 0) {
             let found: Vec<&proto::Sample> = p
                 .sample
                 .iter()
@@ -346,7 +363,8 @@ mod tests {
     #[test]
     fn an_empty_profile_is_still_a_profile() {
         let rg = RecordedGraph::from_items(&[], ClockKind::Wall);
-        let (stats, bytes) = write_pprof(&StackProfile::new(&rg), Vec::new()).unwrap();
+        let Written { stats, out: bytes } =
+            write_pprof(&GraphStacks::new(&rg), Vec::new()).unwrap();
         let p = decode(&bytes);
         assert_eq!(stats.samples, 0);
         assert_eq!(p.string_table[p.sample_type[1].r#type as usize], "wall");

@@ -343,7 +343,7 @@ impl<'g> ArcTable<'g> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::synth::SyntheticRun;
+    use crate::format::synth::ring;
 
     #[derive(Default)]
     struct Rows {
@@ -370,19 +370,13 @@ mod tests {
     /// A ring over 3 ranks, 4 rounds: 12 messages, each a send and a receive.
     #[test]
     fn ring_tables_hold_the_reports_figures() {
-        let mut s = SyntheticRun::new(3, &["work"]);
-        for round in 0..4 {
-            for r in 0..3 {
-                s.compute(r, 10_000 + 1000 * r as u64, Some(0));
-                s.message(r, (r + 1) % 3, round);
-            }
-        }
+        let items = ring(None);
         let mut rows = Rows::default();
         let mut pass = StreamPass::new(&mut rows);
-        let rg = RecordedGraph::from_items_observed(&s.items, ClockKind::Cpu, &mut pass);
+        let rg = RecordedGraph::from_items_observed(&items, ClockKind::Cpu, &mut pass);
         let Streamed { counts, graph: rg } = pass.finish(rg).unwrap();
         // The graph of the observed pass is the graph of a plain one.
-        let plain = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let plain = RecordedGraph::from_items(&items, ClockKind::Cpu);
         assert_eq!(rg.graph.arcs.len(), plain.graph.arcs.len());
         assert_eq!(rg.messages, plain.messages);
         let tables = GraphTables::new(&rg);

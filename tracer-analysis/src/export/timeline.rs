@@ -263,8 +263,15 @@ impl TimelinePlan {
 /// What the second pass leaves for the names of the tracks.
 pub(crate) struct Streamed {
     pub(crate) summary: Summary,
-    /// (pid, tid) of every thread with a record.
-    pub(crate) threads: BTreeSet<(u32, u32)>,
+    /// Every thread with a record.
+    pub(crate) threads: BTreeSet<TrackedThread>,
+}
+
+/// A thread of the timeline, in the order of its tracks: by process, then thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct TrackedThread {
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
 }
 
 /// A thread's name on the timeline.
@@ -281,20 +288,33 @@ pub(crate) fn thread_name(pid: u32, tid: u32) -> &'static str {
 /// pass makes one per call slice, millions in a big recording.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct IntArgs {
-    items: [(&'static str, i64); 7],
+    items: [IntArg; 7],
     len: usize,
 }
 
+/// One named integer of a slice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct IntArg {
+    pub(crate) name: &'static str,
+    pub(crate) value: i64,
+}
+
+impl IntArg {
+    pub(crate) fn new(name: &'static str, value: i64) -> Self {
+        IntArg { name, value }
+    }
+}
+
 impl IntArgs {
-    /// Arguments from (name, value) pairs, at most 7.
-    pub(crate) fn new(pairs: impl IntoIterator<Item = (&'static str, i64)>) -> Self {
-        let mut args = IntArgs::default();
-        for p in pairs {
-            args.items[args.len] = p;
-            args.len += 1;
+    /// At most 7 arguments.
+    pub(crate) fn new(args: impl IntoIterator<Item = IntArg>) -> Self {
+        let mut all = IntArgs::default();
+        for a in args {
+            all.items[all.len] = a;
+            all.len += 1;
         }
-        args.items[..args.len].sort_unstable_by_key(|p| p.0);
-        args
+        all.items[..all.len].sort_unstable_by_key(|a| a.name);
+        all
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -302,7 +322,7 @@ impl IntArgs {
     }
 
     /// The arguments, by name.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = IntArg> + '_ {
         self.items[..self.len].iter().copied()
     }
 }
@@ -514,7 +534,7 @@ struct Timeline {
     endpoints: FxHashMap<u32, VecDeque<Endpoint>>,
     probe_names: FxHashMap<u16, String>,
     /// (pid, tid) of every thread with a record.
-    seen: BTreeSet<(u32, u32)>,
+    seen: BTreeSet<TrackedThread>,
 }
 
 /// A slice a record closed.
@@ -578,7 +598,10 @@ impl Timeline {
         }
         let h = *r.header();
         let ts = h.ts_ns;
-        self.seen.insert((h.tgid, h.tid));
+        self.seen.insert(TrackedThread {
+            pid: h.tgid,
+            tid: h.tid,
+        });
         let t = self.threads.entry(h.tid).or_default();
         t.pid = h.tgid;
         let (boundary, closed) = match r {
@@ -710,7 +733,11 @@ fn call_slice(e: &CallRecord, x: &CallRecord) -> Closed {
         ("received_bytes", i64_set(x.bytes).filter(|_| received)),
         ("ret", i64_set(x.ret)),
     ];
-    let args = IntArgs::new(pairs.into_iter().filter_map(|(k, v)| Some((k, v?))));
+    let args = IntArgs::new(
+        pairs
+            .into_iter()
+            .filter_map(|(name, value)| Some(IntArg::new(name, value?))),
+    );
     Closed {
         name: ClosedName::Text(match spec {
             Some(s) => Cow::Borrowed(s.symbol),

@@ -358,8 +358,27 @@ mod tests {
         }
     }
 
-    /// (call name, enter?, peer, tag) of each record.
-    fn lowered(records: &[Record]) -> Vec<(u32, String, bool, i32, i32)> {
+    /// A lowered call record as the checks see it.
+    #[derive(Debug, PartialEq)]
+    struct LoweredCall {
+        tid: u32,
+        call: String,
+        enter: bool,
+        peer: i32,
+        tag: i32,
+    }
+
+    /// A lowered call record with the region it belongs to and its barrier index.
+    #[derive(Debug, PartialEq)]
+    struct LoweredRegionCall {
+        tid: u32,
+        call: String,
+        enter: bool,
+        region: RegionKey,
+        index: i32,
+    }
+
+    fn lowered(records: &[Record]) -> Vec<LoweredCall> {
         let mut l = OpenMpLowering::default();
         let mut out = Vec::new();
         for r in records {
@@ -371,7 +390,13 @@ mod tests {
                 };
                 assert_eq!((c.comm, c.handle), (0xf, 0xd));
                 let id = split_call_field(c.header.call).id;
-                out.push((c.header.tid, calls::name(id), enter, c.peer, c.tag));
+                out.push(LoweredCall {
+                    tid: c.header.tid,
+                    call: calls::name(id),
+                    enter,
+                    peer: c.peer,
+                    tag: c.tag,
+                });
             });
         }
         out
@@ -397,7 +422,13 @@ mod tests {
             // The next region releases the idle worker.
             call(E, F, 2, 9, 0xf, 0xd),
         ]);
-        let s = |tid, n: &str, e, peer, tag| (tid, n.to_string(), e, peer, tag);
+        let s = |tid, n: &str, enter, peer, tag| LoweredCall {
+            tid,
+            call: n.to_string(),
+            enter,
+            peer,
+            tag,
+        };
         assert_eq!(
             got,
             [
@@ -429,7 +460,13 @@ mod tests {
         ];
         records.push(call(E, B, 2, 5, 0, 0));
         let got = lowered(&records);
-        let s = |n: &str, e, peer, tag| (2, n.to_string(), e, peer, tag);
+        let s = |n: &str, enter, peer, tag| LoweredCall {
+            tid: 2,
+            call: n.to_string(),
+            enter,
+            peer,
+            tag,
+        };
         assert_eq!(
             got,
             [
@@ -442,10 +479,7 @@ mod tests {
         );
     }
 
-    /// (tid, call name, enter?, region, barrier index) of each lowered record.
-    type Lowered = (u32, String, bool, RegionKey, i32);
-
-    fn lowered_regions(records: &[Record]) -> Vec<Lowered> {
+    fn lowered_regions(records: &[Record]) -> Vec<LoweredRegionCall> {
         let mut l = OpenMpLowering::default();
         let mut out = Vec::new();
         for r in records {
@@ -460,7 +494,13 @@ mod tests {
                     function: c.comm,
                     data: c.handle,
                 };
-                out.push((c.header.tid, calls::name(id), enter, region, c.tag));
+                out.push(LoweredRegionCall {
+                    tid: c.header.tid,
+                    call: calls::name(id),
+                    enter,
+                    region,
+                    index: c.tag,
+                });
             });
         }
         out
@@ -503,7 +543,13 @@ mod tests {
             function: 0xf,
             data: 0,
         };
-        let s = |tid, n: &str, e, tag| (tid, n.to_string(), e, key, tag);
+        let s = |tid, n: &str, enter, index| LoweredRegionCall {
+            tid,
+            call: n.to_string(),
+            enter,
+            region: key,
+            index,
+        };
         assert_eq!(
             got,
             [
@@ -571,8 +617,8 @@ mod tests {
         ]);
         let index = |name: &str, tid: u32| {
             got.iter()
-                .find(|l| l.0 == tid && l.1 == name && l.2)
-                .map(|l| l.4)
+                .find(|l| l.tid == tid && l.call == name && l.enter)
+                .map(|l| l.index)
         };
         assert_eq!(index("__kmpc_reduce", 1), Some(0));
         assert_eq!(index("__kmpc_reduce", 2), Some(0));

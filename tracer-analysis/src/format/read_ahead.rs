@@ -170,13 +170,22 @@ mod tests {
         bytes
     }
 
-    fn read_directly(bytes: Vec<u8>) -> (Vec<Item>, Trailer) {
+    /// What the reader itself reads: every item, then the totals.
+    struct ReadDirectly {
+        items: Vec<Item>,
+        totals: Trailer,
+    }
+
+    fn read_directly(bytes: Vec<u8>) -> ReadDirectly {
         let mut r = RecordingReader::from_bytes(bytes).unwrap();
         let mut items = Vec::new();
         while let Some(item) = r.next_item().unwrap() {
             items.push(item);
         }
-        (items, r.totals())
+        ReadDirectly {
+            items,
+            totals: r.totals(),
+        }
     }
 
     /// The same items in the same order, and the same totals, as the reader's own:
@@ -185,7 +194,10 @@ mod tests {
     fn reads_what_the_reader_reads() {
         for cut in [false, true] {
             let bytes = recording(3 * BATCH as u32 + 17, cut);
-            let (expected, totals) = read_directly(bytes.clone());
+            let ReadDirectly {
+                items: expected,
+                totals,
+            } = read_directly(bytes.clone());
             let mut ahead = ReadAhead::new(RecordingReader::from_bytes(bytes).unwrap());
             let mut items = Vec::new();
             while let Some(item) = ahead.next_item().unwrap() {

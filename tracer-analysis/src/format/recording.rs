@@ -358,13 +358,24 @@ impl Condition {
     }
 }
 
+/// A chunk read whole, its framing (and in version 3 on, its checksum) sound.
+struct SoundChunk {
+    tag: u32,
+    payload: Vec<u8>,
+    /// Where the chunk after it starts.
+    next: u64,
+}
+
+/// A sound chunk that resynchronising found past damaged bytes.
+struct FoundChunk {
+    /// Where it starts.
+    at: u64,
+    chunk: SoundChunk,
+}
+
 /// One step of reading chunks.
 enum Chunk {
-    Read {
-        tag: u32,
-        payload: Vec<u8>,
-        next: u64,
-    },
+    Read(SoundChunk),
     /// Nothing more in the file.
     End,
     /// The file ends inside the chunk.
@@ -510,16 +521,16 @@ impl RecordingReader {
             relocation: Relocation::NONE,
         };
         match r.chunk_at(16)? {
-            Chunk::Read {
+            Chunk::Read(SoundChunk {
                 tag: TAG_META,
                 payload,
                 next,
-            } => {
+            }) => {
                 r.meta = json(&payload, "meta")?;
                 r.nodes = r.meta.nodes();
                 r.offset = next;
             }
-            Chunk::Read { .. } | Chunk::Bad => {
+            Chunk::Read(_) | Chunk::Bad => {
                 return Err(RecordingError::Corrupt("first chunk is not META".into()))
             }
             Chunk::End | Chunk::Short => return Err(RecordingError::Truncated("no META chunk")),
@@ -538,7 +549,7 @@ impl RecordingReader {
                 return Ok(None);
             }
             let start = self.offset;
-            let Some((tag, payload)) = self.next_chunk()? else {
+            let Some(SoundChunk { tag, payload, .. }) = self.next_chunk()? else {
                 self.done = true;
                 continue;
             };
@@ -633,12 +644,12 @@ impl RecordingReader {
     }
 
     /// The next sound chunk, skipping corrupt ones; None at the end of the file.
-    fn next_chunk(&mut self) -> Result<Option<(u32, Vec<u8>)>, RecordingError> {
+    fn next_chunk(&mut self) -> Result<Option<SoundChunk>, RecordingError> {
         let start = self.offset;
         match self.chunk_at(start)? {
-            Chunk::Read { tag, payload, next } => {
-                self.offset = next;
-                return Ok(Some((tag, payload)));
+            Chunk::Read(chunk) => {
+                self.offset = chunk.next;
+                return Ok(Some(chunk));
             }
             Chunk::End => return Ok(None),
             Chunk::Bad if self.version == 2 => {
@@ -651,11 +662,11 @@ impl RecordingReader {
         // Version 3: a sound chunk further on means this one was damaged; none means
         // the file was cut in the middle of this one.
         if self.version != 2 {
-            if let Some((at, tag, payload, next)) = self.resync(start + 1)? {
+            if let Some(FoundChunk { at, chunk }) = self.resync(start + 1)? {
                 self.corrupt_chunks += 1;
                 self.corrupt_bytes += at - start;
-                self.offset = next;
-                return Ok(Some((tag, payload)));
+                self.offset = chunk.next;
+                return Ok(Some(chunk));
             }
         }
         let len = self.source.len()?;
@@ -664,9 +675,8 @@ impl RecordingReader {
         Ok(None)
     }
 
-    /// The first sound chunk at or after `from`: its offset, tag, payload and end.
-    #[allow(clippy::type_complexity)]
-    fn resync(&self, from: u64) -> Result<Option<(u64, u32, Vec<u8>, u64)>, RecordingError> {
+    /// The first sound chunk at or after `from`.
+    fn resync(&self, from: u64) -> Result<Option<FoundChunk>, RecordingError> {
         let mut block = vec![0u8; 1 << 16];
         let mut base = from;
         loop {
@@ -676,8 +686,9 @@ impl RecordingReader {
             }
             for i in 0..=n - SYNC.len() {
                 if block[i..i + SYNC.len()] == SYNC {
-                    if let Chunk::Read { tag, payload, next } = self.chunk_at(base + i as u64)? {
-                        return Ok(Some((base + i as u64, tag, payload, next)));
+                    let at = base + i as u64;
+                    if let Chunk::Read(chunk) = self.chunk_at(at)? {
+                        return Ok(Some(FoundChunk { at, chunk }));
                     }
                 }
             }
@@ -723,11 +734,11 @@ impl RecordingReader {
                 return Ok(Chunk::Bad);
             }
         }
-        Ok(Chunk::Read {
+        Ok(Chunk::Read(SoundChunk {
             tag,
             payload,
             next: start + len as u64,
-        })
+        }))
     }
 }
 
@@ -891,10 +902,29 @@ mod tests {
         Record::Exit(e).to_bytes()
     }
 
+    /// A recording's bytes and its chunks, META first.
+    struct Chunked {
+        bytes: Vec<u8>,
+        chunks: Vec<ChunkSpan>,
+    }
+
+    /// Where a chunk ends in the file and how many items it holds.
+    #[derive(Clone, Copy)]
+    struct ChunkSpan {
+        end: usize,
+        items: usize,
+    }
+
+    /// What reading a recording gave: every item, and the file's condition.
+    #[derive(Debug, PartialEq)]
+    struct ReadBack {
+        items: Vec<Item>,
+        condition: Condition,
+    }
+
     /// A recording of six chunks after META: EVENTS (1 record), PROCESS, EVENTS (2),
-    /// PROCESS, PROBE, END. Returns its bytes and, per chunk, where it ends and how many
-    /// items it holds.
-    fn chunked(path: &Path) -> (Vec<u8>, Vec<(usize, usize)>) {
+    /// PROCESS, PROBE, END.
+    fn chunked(path: &Path) -> Chunked {
         let meta = RecordingMeta {
             start_monotonic_ns: 1_000,
             ..Default::default()
@@ -937,19 +967,27 @@ mod tests {
         }
         assert_eq!(at, bytes.len());
         let counts = [0, 1, 1, 2, 1, 1, 0];
-        (bytes, ends.into_iter().zip(counts).collect())
+        let chunks = ends
+            .into_iter()
+            .zip(counts)
+            .map(|(end, items)| ChunkSpan { end, items })
+            .collect();
+        Chunked { bytes, chunks }
     }
 
     /// Reads the file at `path`, and checks that its bytes read from memory
     /// (`from_bytes`, what the fuzz targets use) give the same items, condition or error.
-    fn read_with_condition(path: &Path) -> Result<(Vec<Item>, Condition), RecordingError> {
+    fn read_with_condition(path: &Path) -> Result<ReadBack, RecordingError> {
         let read = |r: Result<RecordingReader, RecordingError>| -> Result<_, RecordingError> {
             let mut r = r?;
             let mut items = Vec::new();
             while let Some(item) = r.next_item()? {
                 items.push(item);
             }
-            Ok((items, r.condition()))
+            Ok(ReadBack {
+                items,
+                condition: r.condition(),
+            })
         };
         let from_file = read(RecordingReader::open(path));
         let bytes = std::fs::read(path).unwrap();
@@ -959,8 +997,8 @@ mod tests {
             (Err(f), Err(b)) => assert_eq!(f.to_string(), b.to_string()),
             _ => panic!("file and bytes read differently: {from_file:?} / {from_bytes:?}"),
         }
-        if let Ok((_, cond)) = &from_file {
-            assert_eq!(&condition_of_bytes(bytes).unwrap(), cond);
+        if let Ok(read) = &from_file {
+            assert_eq!(condition_of_bytes(bytes).unwrap(), read.condition);
         }
         from_file
     }
@@ -972,12 +1010,15 @@ mod tests {
     fn a_file_cut_anywhere_reads_up_to_its_last_complete_chunk() {
         let dir = scratch("cut");
         let path = dir.join("a.trace");
-        let (bytes, chunks) = chunked(&path);
-        let (all, cond) = read_with_condition(&path).unwrap();
+        let Chunked { bytes, chunks } = chunked(&path);
+        let ReadBack {
+            items: all,
+            condition: cond,
+        } = read_with_condition(&path).unwrap();
         assert_eq!(all.len(), 6);
         assert_eq!(cond.ending, Ending::Complete);
         assert!(cond.messages().is_empty());
-        let meta_end = chunks[0].0;
+        let meta_end = chunks[0].end;
         for cut in 0..bytes.len() {
             std::fs::write(&path, &bytes[..cut]).unwrap();
             let read = read_with_condition(&path);
@@ -985,10 +1026,13 @@ mod tests {
                 assert!(read.is_err(), "prefix of {cut} bytes accepted");
                 continue;
             }
-            let (items, cond) = read.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
-            let complete = chunks.iter().take_while(|(end, _)| *end <= cut);
-            let expected: usize = complete.clone().map(|(_, n)| n).sum();
-            let last_end = complete.last().unwrap().0;
+            let ReadBack {
+                items,
+                condition: cond,
+            } = read.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            let complete = chunks.iter().take_while(|c| c.end <= cut);
+            let expected: usize = complete.clone().map(|c| c.items).sum();
+            let last_end = complete.last().unwrap().end;
             assert_eq!(items[..], all[..expected], "cut at {cut}");
             let events = items
                 .iter()
@@ -1031,18 +1075,21 @@ mod tests {
     fn a_damaged_chunk_is_skipped_and_counted() {
         let dir = scratch("flip");
         let path = dir.join("a.trace");
-        let (bytes, chunks) = chunked(&path);
-        let (all, _) = read_with_condition(&path).unwrap();
-        for (c, &(end, n)) in chunks.iter().enumerate().skip(1) {
-            let start = chunks[c - 1].0;
+        let Chunked { bytes, chunks } = chunked(&path);
+        let ReadBack { items: all, .. } = read_with_condition(&path).unwrap();
+        for (c, &ChunkSpan { end, items: n }) in chunks.iter().enumerate().skip(1) {
+            let start = chunks[c - 1].end;
             // Items before and after the damaged chunk.
-            let before: usize = chunks[1..c].iter().map(|(_, n)| n).sum();
+            let before: usize = chunks[1..c].iter().map(|c| c.items).sum();
             for byte in start..end {
                 for bit in [0, 3, 7] {
                     let mut bad = bytes.clone();
                     bad[byte] ^= 1 << bit;
                     std::fs::write(&path, &bad).unwrap();
-                    let (items, cond) = read_with_condition(&path)
+                    let ReadBack {
+                        items,
+                        condition: cond,
+                    } = read_with_condition(&path)
                         .unwrap_or_else(|e| panic!("chunk {c}, byte {byte}: {e}"));
                     let mut expected = all[..before].to_vec();
                     expected.extend_from_slice(&all[before + n..]);
@@ -1075,7 +1122,10 @@ mod tests {
         let path = dir.join("a.trace");
         let mut w = RecordingWriter::create(&path, &RecordingMeta::default()).unwrap();
         w.record(&exit(1, 5)).unwrap();
-        let (items, cond) = read_with_condition(&path).unwrap();
+        let ReadBack {
+            items,
+            condition: cond,
+        } = read_with_condition(&path).unwrap();
         assert!(items.is_empty());
         assert_eq!(
             cond.ending,
@@ -1087,7 +1137,7 @@ mod tests {
         );
         w.unwritten_since = Some(Instant::now() - FLUSH_AFTER);
         w.flush_if_due().unwrap();
-        let (items, _) = read_with_condition(&path).unwrap();
+        let ReadBack { items, .. } = read_with_condition(&path).unwrap();
         assert_eq!(items.len(), 1);
         drop(w);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -1148,11 +1198,17 @@ mod tests {
         chunk(TAG_EVENTS, &exit(7, 9));
         chunk(TAG_END, br#"{"events_total":1,"events_lost":0}"#);
         std::fs::write(&path, &bytes).unwrap();
-        let (items, cond) = read_with_condition(&path).unwrap();
+        let ReadBack {
+            items,
+            condition: cond,
+        } = read_with_condition(&path).unwrap();
         assert_eq!(items.len(), 1);
         assert_eq!(cond.ending, Ending::Complete);
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
-        let (items, cond) = read_with_condition(&path).unwrap();
+        let ReadBack {
+            items,
+            condition: cond,
+        } = read_with_condition(&path).unwrap();
         assert_eq!(items.len(), 1);
         assert!(matches!(cond.ending, Ending::CutShort { events: 1, .. }));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -378,3 +378,77 @@ impl SyntheticThreads {
         })));
     }
 }
+
+// The scenarios that several tests trace, written once.
+
+/// Two ranks in a ring, 3 rounds: each rank works in `outer`, calls `inner` from it,
+/// and works outside both; rank 1 works longer, so the path is mostly its.
+pub(crate) fn nested_ring() -> Vec<Item> {
+    let mut s = SyntheticRun::new(2, &["outer", "inner"]);
+    for round in 0..3 {
+        for r in 0..2 {
+            let slow = 1 + r as u64;
+            let h = s.header(r, kind::FUNC_ENTER, 1);
+            s.items.push(Item::Record(Record::FuncEnter(h)));
+            s.cpu[r] += 2_000 * slow;
+            s.compute(r, 5_000 * slow, Some(1));
+            s.cpu[r] += 1_000 * slow;
+            let h = s.header(r, kind::FUNC_EXIT, 1);
+            s.items.push(Item::Record(Record::FuncExit(h)));
+            s.compute(r, 700, None);
+            s.message(r, 1 - r, round);
+        }
+    }
+    s.items
+}
+
+/// A ring over 3 ranks, 4 rounds: each rank works in `work` (rank r 10 + r us), then
+/// `outside_ns` outside it if given, then sends to the next rank; 12 messages.
+pub(crate) fn ring(outside_ns: Option<u64>) -> Vec<Item> {
+    let mut s = SyntheticRun::new(3, &["work"]);
+    for round in 0..4 {
+        for r in 0..3 {
+            s.compute(r, 10_000 + 1000 * r as u64, Some(0));
+            if let Some(ns) = outside_ns {
+                s.compute(r, ns, None);
+            }
+            s.message(r, (r + 1) % 3, round);
+        }
+    }
+    s.items
+}
+
+/// A three-stage pipeline of 3 items whose middle stage (procedure 1, 100 ms an item)
+/// is the bottleneck; the outer stages work 10 ms an item in procedure 0. Returned
+/// unfinished, for a test to add to.
+pub(crate) fn pipeline(procedures: &[&str]) -> SyntheticRun {
+    let mut s = SyntheticRun::new(3, procedures);
+    for item in 0..3 {
+        s.compute(0, 10_000_000, Some(0));
+        s.send(0, 1, item);
+        s.recv(1, 0, item);
+        s.compute(1, 100_000_000, Some(1));
+        s.send(1, 2, item);
+        s.recv(2, 1, item);
+        s.compute(2, 10_000_000, Some(0));
+    }
+    s
+}
+
+/// A thread started and joined through a futex wakeup: the main thread works, creates
+/// thread 501 and waits; 501 works, wakes it and exits; the main thread works and exits.
+pub(crate) fn thread_fork_join() -> Vec<Item> {
+    const MAIN: u32 = THREADS_PID;
+    let mut s = SyntheticThreads::new(&["work"]);
+    s.compute(MAIN, 1000, Some(0));
+    s.clone(MAIN, 501);
+    s.compute(501, 5000, Some(0));
+    s.wait(MAIN);
+    s.compute(501, 2000, Some(0));
+    s.wake(501, MAIN);
+    s.resume(MAIN);
+    s.compute(MAIN, 1000, Some(0));
+    s.exit(501);
+    s.exit(MAIN);
+    s.items
+}

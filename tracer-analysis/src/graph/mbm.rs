@@ -127,14 +127,20 @@ mod tests {
         }
     }
 
-    /// `d(a)` and `d` of one path.
-    fn times(g: &Graph, path: &[ArcId], class: Option<usize>) -> (u64, u64) {
-        path.iter().fold((0, 0), |(t, l), &id| {
+    /// The times of one path: `d(a)`, the class's, and `d`, all of it.
+    #[derive(Default)]
+    struct PathTimes {
+        class: u64,
+        length: u64,
+    }
+
+    fn times(g: &Graph, path: &[ArcId], class: Option<usize>) -> PathTimes {
+        path.iter().fold(PathTimes::default(), |t, &id| {
             let a = g.arc(id);
-            (
-                t + if in_class(g, a, class) { a.weight } else { 0 },
-                l + a.weight,
-            )
+            PathTimes {
+                class: t.class + if in_class(g, a, class) { a.weight } else { 0 },
+                length: t.length + a.weight,
+            }
         })
     }
 
@@ -143,8 +149,8 @@ mod tests {
         paths
             .iter()
             .map(|p| {
-                let (t, l) = times(g, p, class);
-                t + cp - l
+                let t = times(g, p, class);
+                t.class + cp - t.length
             })
             .min()
             .unwrap_or(0)
@@ -176,7 +182,7 @@ mod tests {
                 for b in &got {
                     let why = format!("graph {seed}, k = {k}, class {:?}", b.class);
                     assert_eq!(b.mbm_ns, formula(&g, &mine, s.length, b.class), "{why}");
-                    let critical = mine.first().map_or(0, |p| times(&g, p, b.class).0);
+                    let critical = mine.first().map_or(0, |p| times(&g, p, b.class).class);
                     assert_eq!(b.on_critical_ns, critical, "{why}");
                     let gain = zeroing_gain(&g, b.class);
                     assert!(b.mbm_ns >= gain || mine.is_empty(), "{why}");

@@ -55,7 +55,7 @@ pub(crate) struct GraphModel {
     /// dependency arcs that are messages or collectives, with their bytes when known. An
     /// insert per matched message was 4-5 % of an export's first pass.
     message_arcs: FxHashMap<(VertexId, VertexId), Option<u64>>,
-    milestones: Vec<(VertexId, Milestone)>,
+    milestones: Vec<VertexMilestone>,
     /// With [`Self::with_clocks`]: every clock per thread (latest, and pending since the
     /// thread's latest vertex), and per vertex the clocks of its program arc.
     clock_log: Option<ClockLog>,
@@ -129,7 +129,7 @@ impl GraphModel {
     }
 
     /// Vertices where a process's parallel section begins or ends.
-    pub fn milestones(&self) -> &[(VertexId, Milestone)] {
+    pub fn milestones(&self) -> &[VertexMilestone] {
         &self.milestones
     }
 
@@ -279,7 +279,10 @@ impl PathModel for GraphModel {
 
     fn milestone(&mut self, tid: u32, m: Milestone) {
         let v = self.cut(tid, Made::Cut);
-        self.milestones.push((v, m));
+        self.milestones.push(VertexMilestone {
+            vertex: v,
+            milestone: m,
+        });
     }
 
     fn end_thread(&mut self, tid: u32, participant: bool) {
@@ -307,6 +310,13 @@ pub struct ProcessLabel {
     pub rank: Option<i32>,
 }
 
+/// A vertex where a process's parallel section begins or ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VertexMilestone {
+    pub vertex: VertexId,
+    pub milestone: Milestone,
+}
+
 /// A recording's graph and what the reports need to name its parts.
 pub struct RecordedGraph {
     pub graph: Graph,
@@ -328,7 +338,7 @@ pub struct RecordedGraph {
     pub message_arcs: FxHashMap<(VertexId, VertexId), Option<u64>>,
     /// Vertices where a process's parallel section begins (MPI_Init returns) or ends
     /// (MPI_Finalize is called).
-    pub milestones: Vec<(VertexId, Milestone)>,
+    pub milestones: Vec<VertexMilestone>,
     /// With [`Self::read_with_clocks`]: per vertex, the work on every clock and the raw
     /// clocks of the program arc ending there (see [`GraphModel::with_clocks`]).
     pub vertex_clocks: Vec<Clocks>,

@@ -6,15 +6,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::{Distribution, Measures, Metrics, ProcessMetrics};
+use crate::units::ms_text;
 
 /// Matrices wider than this are printed as a list of pairs.
 const MAX_MATRIX: usize = 12;
 /// Call sites shown (the JSON has them all).
 const MAX_SITES: usize = 10;
-
-fn ms(ns: u64) -> String {
-    format!("{:.3}", ns as f64 / 1e6)
-}
 
 fn ratio(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
@@ -52,14 +49,14 @@ fn level_row(out: &mut String, label: &str, m: &Measures) {
         out,
         "{:<24} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>6} {:>6} {:>6}",
         label,
-        ms(m.elapsed_ns),
-        ms(m.cpu_ns),
-        ms(m.work_ns),
-        ms(b.message_ns),
-        ms(b.collective_ns),
-        ms(b.futex_ns),
-        ms(b.other_ns),
-        ms(m.cpu_wait_ns),
+        ms_text(m.elapsed_ns),
+        ms_text(m.cpu_ns),
+        ms_text(m.work_ns),
+        ms_text(b.message_ns),
+        ms_text(b.collective_ns),
+        ms_text(b.futex_ns),
+        ms_text(b.other_ns),
+        ms_text(m.cpu_wait_ns),
         ratio(m.parallelism),
         ratio(m.utilization),
         ratio(m.load_factor)
@@ -80,12 +77,12 @@ fn dist_row(out: &mut String, label: &str, d: &Distribution) {
         "{:<44} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
         label,
         d.count,
-        ms(d.total_ns),
-        ms(d.mean_ns),
-        ms(d.p50_ns),
-        ms(d.p90_ns),
-        ms(d.p99_ns),
-        ms(d.max_ns)
+        ms_text(d.total_ns),
+        ms_text(d.mean_ns),
+        ms_text(d.p50_ns),
+        ms_text(d.p90_ns),
+        ms_text(d.p99_ns),
+        ms_text(d.max_ns)
     );
 }
 
@@ -100,8 +97,8 @@ pub(crate) fn render(m: &Metrics) -> String {
         p.threads,
         m.machines.len(),
         m.cpus,
-        ms(p.elapsed_ns),
-        ms(p.cpu_ns),
+        ms_text(p.elapsed_ns),
+        ms_text(p.cpu_ns),
         ratio(p.parallelism),
         ratio(p.response_ratio),
         ratio(p.utilization),
@@ -169,8 +166,8 @@ pub(crate) fn render(m: &Metrics) -> String {
                 "{:<24} {:>8} {:>12} {:>12}",
                 pr.name,
                 pr.calls,
-                ms(pr.elapsed_ns),
-                ms(pr.cpu_ns)
+                ms_text(pr.elapsed_ns),
+                ms_text(pr.cpu_ns)
             );
             for r in &pr.processes {
                 let label = match r.rank {
@@ -182,8 +179,8 @@ pub(crate) fn render(m: &Metrics) -> String {
                     "{:<24} {:>8} {:>12} {:>12}",
                     label,
                     r.calls,
-                    ms(r.elapsed_ns),
-                    ms(r.cpu_ns)
+                    ms_text(r.elapsed_ns),
+                    ms_text(r.cpu_ns)
                 );
             }
         }

@@ -115,6 +115,13 @@ impl NetworkTableError {
     }
 }
 
+/// One measured row of a scope: a message size and its one-way latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeasuredLatency {
+    pub bytes: u64,
+    pub latency_ns: u64,
+}
+
 /// Measured one-way latencies by scope and message size.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NetworkTable {
@@ -230,12 +237,12 @@ impl NetworkTable {
             .insert(bytes, latency_ns);
     }
 
-    /// The measured rows of `scope`, by size: (bytes, latency_ns).
-    pub fn rows(&self, scope: Scope) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.rows
-            .get(&scope)
-            .into_iter()
-            .flat_map(|r| r.iter().map(|(&b, &l)| (b, l)))
+    /// The measured rows of `scope`, by size.
+    pub fn rows(&self, scope: Scope) -> impl Iterator<Item = MeasuredLatency> + '_ {
+        self.rows.get(&scope).into_iter().flat_map(|r| {
+            r.iter()
+                .map(|(&bytes, &latency_ns)| MeasuredLatency { bytes, latency_ns })
+        })
     }
 
     /// Adds a comment line (written before the header by `to_csv`).
@@ -301,9 +308,15 @@ fn scale_round(rise: i128, run: u64, over: u64) -> i128 {
 mod tests {
     use super::*;
 
-    fn line_problem(text: &str) -> (usize, LineProblem) {
+    /// A table's first bad line: its number and what is wrong with it.
+    struct BadLine {
+        line: usize,
+        problem: LineProblem,
+    }
+
+    fn line_problem(text: &str) -> BadLine {
         match NetworkTable::parse(text) {
-            Err(NetworkTableError::Line { line, problem, .. }) => (line, problem),
+            Err(NetworkTableError::Line { line, problem, .. }) => BadLine { line, problem },
             other => panic!("expected a line error, got {other:?}"),
         }
     }
@@ -320,17 +333,21 @@ remote , 8 , 5000
 remote,1008,7000
 ";
 
+    fn row(bytes: u64, latency_ns: u64) -> MeasuredLatency {
+        MeasuredLatency { bytes, latency_ns }
+    }
+
     #[test]
     fn parses_rows_and_comments() {
         let t = NetworkTable::parse(TABLE).unwrap();
         assert!(t.has(Scope::Local) && t.has(Scope::Remote));
         assert_eq!(
             t.rows(Scope::Local).collect::<Vec<_>>(),
-            [(0, 300), (1000, 1300), (3000, 2300)]
+            [row(0, 300), row(1000, 1300), row(3000, 2300)]
         );
         assert_eq!(
             t.rows(Scope::Remote).collect::<Vec<_>>(),
-            [(8, 5000), (1008, 7000)]
+            [row(8, 5000), row(1008, 7000)]
         );
         assert_eq!(
             t.comments(),
@@ -429,11 +446,11 @@ remote,1008,7000
 
     #[test]
     fn bad_header() {
-        let (line, p) = line_problem("# c\nscope,size,latency\nlocal,0,1\n");
+        let BadLine { line, problem: p } = line_problem("# c\nscope,size,latency\nlocal,0,1\n");
         assert_eq!(line, 2);
         assert_eq!(p, LineProblem::Header("scope,size,latency".into()));
         // Rows before the header are a bad header too.
-        let (line, p) = line_problem("local,0,1\n");
+        let BadLine { line, problem: p } = line_problem("local,0,1\n");
         assert_eq!((line, p), (1, LineProblem::Header("local,0,1".into())));
         let e = NetworkTable::parse("# only a comment\n\n").unwrap_err();
         assert!(
@@ -461,7 +478,7 @@ remote,1008,7000
                 "99999999999999999999",
             ),
         ] {
-            let (line, p) = line_problem(&format!("{h}local,0,1\n{row}\n"));
+            let BadLine { line, problem: p } = line_problem(&format!("{h}local,0,1\n{row}\n"));
             assert_eq!(line, 3, "{row}");
             assert_eq!(
                 p,
@@ -472,9 +489,9 @@ remote,1008,7000
                 "{row}"
             );
         }
-        let (line, p) = line_problem(&format!("{h}local,0\n"));
+        let BadLine { line, problem: p } = line_problem(&format!("{h}local,0\n"));
         assert_eq!((line, p), (2, LineProblem::FieldCount(2)));
-        let (line, p) = line_problem(&format!("{h}local,0,1,2\n"));
+        let BadLine { line, problem: p } = line_problem(&format!("{h}local,0,1,2\n"));
         assert_eq!((line, p), (2, LineProblem::FieldCount(4)));
         let e = NetworkTable::parse(&format!("{h}local,x,1\n")).unwrap_err();
         assert_eq!(
@@ -485,16 +502,16 @@ remote,1008,7000
 
     #[test]
     fn unknown_scope() {
-        let (line, p) = line_problem("scope,bytes,latency_ns\nLOCAL,0,1\n");
+        let BadLine { line, problem: p } = line_problem("scope,bytes,latency_ns\nLOCAL,0,1\n");
         assert_eq!((line, p), (2, LineProblem::Scope("LOCAL".into())));
-        let (_, p) = line_problem("scope,bytes,latency_ns\nsame-node,0,1\n");
+        let p = line_problem("scope,bytes,latency_ns\nsame-node,0,1\n").problem;
         assert_eq!(p, LineProblem::Scope("same-node".into()));
     }
 
     #[test]
     fn duplicate_size() {
         let text = "scope,bytes,latency_ns\nlocal,8,1\nremote,8,2\n\nlocal,8,3\n";
-        let (line, p) = line_problem(text);
+        let BadLine { line, problem: p } = line_problem(text);
         assert_eq!(line, 5);
         assert_eq!(
             p,

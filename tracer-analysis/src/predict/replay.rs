@@ -285,8 +285,8 @@ impl<'g> Replay<'g> {
         let milestones = |which| {
             cpu.milestones
                 .iter()
-                .filter(|&&(_, m)| m == which)
-                .map(|&(v, _)| v)
+                .filter(|m| m.milestone == which)
+                .map(|m| m.vertex)
                 .collect()
         };
         let mut transport = Transport::default();

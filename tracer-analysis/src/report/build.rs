@@ -15,14 +15,7 @@ use crate::graph::recorded::RecordedGraph;
 use crate::graph::whatif::{zeroing_gain, ScaledWeights};
 use crate::graph::ArcKind;
 use crate::metrics::Metrics;
-
-pub(super) fn pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        (part as f64 * 10000.0 / whole as f64).round() / 100.0
-    }
-}
+use crate::units::percent;
 
 pub(super) fn activity_start(a: &Activity) -> u64 {
     match a {
@@ -68,7 +61,7 @@ impl Report {
                 };
                 ProcedureRow {
                     work_ns: work,
-                    work_pct: pct(work, work_total),
+                    work_pct: percent(work, work_total),
                     cp_exclusive_ns: totals
                         .by_procedure_exclusive
                         .get(&name)
@@ -76,11 +69,11 @@ impl Report {
                         .unwrap_or(0),
                     name,
                     cp_ns: b.on_critical_ns,
-                    cp_pct: pct(b.on_critical_ns, length),
+                    cp_pct: percent(b.on_critical_ns, length),
                     zeroing_ns: zeroing,
-                    zeroing_pct: pct(zeroing, length),
+                    zeroing_pct: percent(zeroing, length),
                     mbm_ns: b.mbm_ns,
-                    mbm_pct: pct(b.mbm_ns, length),
+                    mbm_pct: percent(b.mbm_ns, length),
                     mbm_exact: b.exact,
                 }
             })
@@ -97,7 +90,7 @@ impl Report {
                     rank: label.and_then(|l| l.rank),
                     command: label.map(|l| l.command.clone()).unwrap_or_default(),
                     cp_ns: ns,
-                    cp_pct: pct(ns, length),
+                    cp_pct: percent(ns, length),
                 }
             })
             .collect();
@@ -108,7 +101,7 @@ impl Report {
             .map(|j| NearPath {
                 rank: j + 1,
                 length_ns: paths.length(j),
-                pct: pct(paths.length(j), length),
+                pct: percent(paths.length(j), length),
             })
             .collect();
 
@@ -126,7 +119,7 @@ impl Report {
                 measured_ns: length,
                 predicted_ns: s.length,
                 gain_ns: length.saturating_sub(s.length),
-                gain_pct: pct(length.saturating_sub(s.length), length),
+                gain_pct: percent(length.saturating_sub(s.length), length),
                 by_procedure: t.by_procedure,
                 ends_in_tid: arcs
                     .last()

@@ -8,18 +8,7 @@ use super::types::{Finding, FindingKind, Report};
 use crate::format::calls::{self, Role};
 use crate::graph::path::{Activity, FUTEX_WAIT, OUTSIDE, THREAD_START};
 use crate::metrics::{Cause, Metrics};
-
-fn ms(ns: u64) -> f64 {
-    (ns as f64 / 1e4).round() / 100.0
-}
-
-fn pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        (part as f64 * 10000.0 / whole as f64).round() / 100.0
-    }
-}
+use crate::units::{ms_hundredths, percent};
 
 /// Shares below this part of the path are not worth a statement.
 const NOTABLE_PCT: f64 = 10.0;
@@ -104,16 +93,16 @@ fn sequential_bottleneck(r: &Report, len: u64, out: &mut Vec<Finding>) {
         text: format!(
             "{} runs {what} for {:.1} % of the critical path ({:.1} ms of {:.1} ms) while {others} for it: a sequential bottleneck",
             who(r, top.pid),
-            pct(proc_ns, len),
-            ms(proc_ns),
-            ms(len),
+            percent(proc_ns, len),
+            ms_hundredths(proc_ns),
+            ms_hundredths(len),
         ),
         impact_ns: top.cp_ns,
         figures: figures(&[
-            ("process_cp_ms", ms(top.cp_ns)),
+            ("process_cp_ms", ms_hundredths(top.cp_ns)),
             ("process_cp_pct", top.cp_pct),
-            ("procedure_cp_ms", ms(proc_ns)),
-            ("critical_path_ms", ms(len)),
+            ("procedure_cp_ms", ms_hundredths(proc_ns)),
+            ("critical_path_ms", ms_hundredths(len)),
         ]),
     });
 }
@@ -131,28 +120,28 @@ fn procedures_on_path(r: &Report, out: &mut Vec<Finding>) {
             "{} is {:.1} % of the critical path ({:.1} ms)",
             p.name,
             p.cp_pct,
-            ms(p.cp_ns)
+            ms_hundredths(p.cp_ns)
         );
         let text = if close {
             let rest = r.critical_path.path.length_ns.saturating_sub(p.zeroing_ns);
             format!(
                 "{share}, but removing it entirely would gain {:.1} % ({:.1} ms), not its full share: without it another path of {:.1} ms becomes critical",
                 p.zeroing_pct,
-                ms(p.zeroing_ns),
-                ms(rest)
+                ms_hundredths(p.zeroing_ns),
+                ms_hundredths(rest)
             )
         } else if p.cp_pct > p.work_pct {
             format!(
                 "{share} but only {:.1} % of all work: it matters more than a CPU profile shows; making it faster shortens the run by up to {:.1} % ({:.1} ms)",
                 p.work_pct,
                 p.zeroing_pct,
-                ms(p.zeroing_ns)
+                ms_hundredths(p.zeroing_ns)
             )
         } else {
             format!(
                 "{share}: making it faster shortens the run by up to {:.1} % ({:.1} ms)",
                 p.zeroing_pct,
-                ms(p.zeroing_ns)
+                ms_hundredths(p.zeroing_ns)
             )
         };
         out.push(Finding {
@@ -160,12 +149,12 @@ fn procedures_on_path(r: &Report, out: &mut Vec<Finding>) {
             text,
             impact_ns: p.zeroing_ns,
             figures: figures(&[
-                ("cp_ms", ms(p.cp_ns)),
+                ("cp_ms", ms_hundredths(p.cp_ns)),
                 ("cp_pct", p.cp_pct),
                 ("work_pct", p.work_pct),
-                ("zeroing_ms", ms(p.zeroing_ns)),
+                ("zeroing_ms", ms_hundredths(p.zeroing_ns)),
                 ("zeroing_pct", p.zeroing_pct),
-                ("mbm_ms", ms(p.mbm_ns)),
+                ("mbm_ms", ms_hundredths(p.mbm_ns)),
             ]),
         });
     }
@@ -273,7 +262,7 @@ struct WaitTotal {
 fn communication(r: &Report, out: &mut Vec<Finding>) {
     let t = &r.totals;
     let whole = t.length_ns + t.dependency_latency_ns;
-    if pct(t.dependency_latency_ns, whole) < NOTABLE_PCT {
+    if percent(t.dependency_latency_ns, whole) < NOTABLE_PCT {
         return;
     }
     let mut groups: BTreeMap<WaitGroup, WaitTotal> = BTreeMap::new();
@@ -308,7 +297,7 @@ fn communication(r: &Report, out: &mut Vec<Finding>) {
     for (g, total) in &groups {
         *by_kind.entry(g.kind).or_default() += total.latency_ns;
     }
-    let latency_pct = pct(t.dependency_latency_ns, whole);
+    let latency_pct = percent(t.dependency_latency_ns, whole);
     let n = top_total.count;
     let messages_only = by_kind.keys().all(|k| *k == WaitKind::Message);
     let (kind, text) = if messages_only && top.from_pid != top.to_pid {
@@ -316,8 +305,8 @@ fn communication(r: &Report, out: &mut Vec<Finding>) {
             FindingKind::CommunicationOnPath,
             format!(
                 "the critical path spends {latency_pct:.1} % of its time waiting for messages ({:.1} ms measured latency); most of it ({:.1} ms in {n} waits) between {} and {}",
-                ms(t.dependency_latency_ns),
-                ms(top_total.latency_ns),
+                ms_hundredths(t.dependency_latency_ns),
+                ms_hundredths(top_total.latency_ns),
                 who(r, top.from_pid),
                 who(r, top.to_pid)
             ),
@@ -328,8 +317,8 @@ fn communication(r: &Report, out: &mut Vec<Finding>) {
         // Kinds below 0.05 ms (a thread's start, say) would read as 0.0 ms: left out.
         let parts: Vec<String> = kinds
             .iter()
-            .filter(|(_, ns)| ms(*ns) > 0.0)
-            .map(|(k, ns)| format!("{} {:.1} ms", k.phrase(), ms(*ns)))
+            .filter(|(_, ns)| ms_hundredths(*ns) > 0.0)
+            .map(|(k, ns)| format!("{} {:.1} ms", k.phrase(), ms_hundredths(*ns)))
             .collect();
         let pair = if top.from_pid == top.to_pid {
             format!(
@@ -354,9 +343,9 @@ fn communication(r: &Report, out: &mut Vec<Finding>) {
             kind,
             format!(
                 "the critical path spends {latency_pct:.1} % of its time waiting ({:.1} ms measured latency): {}; most of it ({:.1} ms in {}) {pair}",
-                ms(t.dependency_latency_ns),
+                ms_hundredths(t.dependency_latency_ns),
                 parts.join(", "),
-                ms(top_total.latency_ns),
+                ms_hundredths(top_total.latency_ns),
                 top.kind.waits(n),
             ),
         )
@@ -366,9 +355,9 @@ fn communication(r: &Report, out: &mut Vec<Finding>) {
         text,
         impact_ns: t.dependency_latency_ns,
         figures: figures(&[
-            ("latency_ms", ms(t.dependency_latency_ns)),
+            ("latency_ms", ms_hundredths(t.dependency_latency_ns)),
             ("latency_pct", latency_pct),
-            ("pair_latency_ms", ms(top_total.latency_ns)),
+            ("pair_latency_ms", ms_hundredths(top_total.latency_ns)),
             ("pair_waits", n as f64),
         ]),
     });
@@ -399,14 +388,14 @@ fn close_paths(r: &Report, len: u64, out: &mut Vec<Finding>) {
             "other paths are close behind{behind}: tuning {} buys at most {:.1} % ({:.1} ms) of its {:.1} % share, judged from the {} longest paths",
             top.name,
             top.mbm_pct,
-            ms(top.mbm_ns),
+            ms_hundredths(top.mbm_ns),
             top.cp_pct,
             r.near_critical_paths.len()
         ),
         impact_ns: top.cp_ns - top.mbm_ns,
         figures: figures(&[
             ("next_path_pct", next.map(|p| p.pct).unwrap_or(0.0)),
-            ("mbm_ms", ms(top.mbm_ns)),
+            ("mbm_ms", ms_hundredths(top.mbm_ns)),
             ("mbm_pct", top.mbm_pct),
             ("cp_pct", top.cp_pct),
         ]),
@@ -425,12 +414,12 @@ fn off_path(r: &Report, out: &mut Vec<Finding>) {
                 "{} takes {:.1} % of all work ({:.1} ms) but {:.1} % of the critical path: tuning it will not shorten the run",
                 p.name,
                 p.work_pct,
-                ms(p.work_ns),
+                ms_hundredths(p.work_ns),
                 p.cp_pct
             ),
             impact_ns: 0,
             figures: figures(&[
-                ("work_ms", ms(p.work_ns)),
+                ("work_ms", ms_hundredths(p.work_ns)),
                 ("work_pct", p.work_pct),
                 ("cp_pct", p.cp_pct),
             ]),
@@ -453,15 +442,15 @@ fn cpu_contention(m: &Metrics, out: &mut Vec<Finding>) {
         kind: FindingKind::CpuContention,
         text: format!(
             "the program's threads waited {:.1} ms for a CPU, {:.1} % of their CPU time (load factor {load:.2} on {} CPUs): more runnable threads than CPUs; the critical path's CPU clock leaves this wait out (--clock wall counts it)",
-            ms(p.cpu_wait_ns),
-            pct(p.cpu_wait_ns, p.cpu_ns),
+            ms_hundredths(p.cpu_wait_ns),
+            percent(p.cpu_wait_ns, p.cpu_ns),
             m.cpus
         ),
         // Not part of the path's length under the CPU clock: listed after the findings
         // about the path.
         impact_ns: 0,
         figures: figures(&[
-            ("cpu_wait_ms", ms(p.cpu_wait_ns)),
+            ("cpu_wait_ms", ms_hundredths(p.cpu_wait_ns)),
             ("load_factor", load),
             ("cpus", m.cpus as f64),
         ]),
@@ -477,7 +466,7 @@ fn waiting_in_calls(m: &Metrics, out: &mut Vec<Finding>) {
         .iter()
         .map(|p| p.measures.blocked.message_ns + p.measures.blocked.collective_ns)
         .sum();
-    let share = pct(waiting, elapsed);
+    let share = percent(waiting, elapsed);
     if share < WAITING_PCT {
         return;
     }
@@ -505,19 +494,19 @@ fn waiting_in_calls(m: &Metrics, out: &mut Vec<Finding>) {
             "the program's {} processes spend {share:.1} % of their time blocked in messages and collectives, most in {}{site} ({:.1} ms over {} calls; p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms): they wait for the critical path",
             program.len(),
             top.name,
-            ms(d.total_ns),
+            ms_hundredths(d.total_ns),
             d.count,
-            ms(d.p50_ns),
-            ms(d.p99_ns),
-            ms(d.max_ns)
+            ms_hundredths(d.p50_ns),
+            ms_hundredths(d.p99_ns),
+            ms_hundredths(d.max_ns)
         ),
         // A symptom that the path findings explain: listed after them.
         impact_ns: 0,
         figures: figures(&[
             ("blocked_pct", share),
-            ("call_blocked_ms", ms(d.total_ns)),
-            ("call_p50_ms", ms(d.p50_ns)),
-            ("call_p99_ms", ms(d.p99_ns)),
+            ("call_blocked_ms", ms_hundredths(d.total_ns)),
+            ("call_p50_ms", ms_hundredths(d.p50_ns)),
+            ("call_p99_ms", ms_hundredths(d.p99_ns)),
         ]),
     });
 }
@@ -526,7 +515,7 @@ fn waiting_in_calls(m: &Metrics, out: &mut Vec<Finding>) {
 mod tests {
     use super::*;
     use crate::analysis::workclock::ClockKind;
-    use crate::format::synth::SyntheticRun;
+    use crate::format::synth::pipeline;
     use crate::graph::recorded::RecordedGraph;
     use crate::report::ReportOptions;
     use tracer_common::call;
@@ -535,16 +524,7 @@ mod tests {
     /// first rank that nothing waits for.
     #[test]
     fn names_the_planted_bottleneck() {
-        let mut s = SyntheticRun::new(3, &["fast", "slow", "busy"]);
-        for item in 0..3 {
-            s.compute(0, 10_000_000, Some(0));
-            s.send(0, 1, item);
-            s.recv(1, 0, item);
-            s.compute(1, 100_000_000, Some(1));
-            s.send(1, 2, item);
-            s.recv(2, 1, item);
-            s.compute(2, 10_000_000, Some(0));
-        }
+        let mut s = pipeline(&["fast", "slow", "busy"]);
         s.compute(0, 200_000_000, Some(2));
         let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
         let r = Report::new(&rg, &ReportOptions::default(), None);

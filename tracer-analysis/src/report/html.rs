@@ -4,12 +4,12 @@
 
 use std::fmt::Write;
 
-use super::build::pct;
-use super::markup::{escape, ms, Palette};
+use super::markup::{escape, LegendEntry, Palette};
 use super::timeline::{timeline_svg, MAX_ACTIVITIES};
 use super::types::*;
 use crate::analysis::profile::messages_line;
 use crate::format::failures::failures_warning;
+use crate::units::{ms_text, percent};
 
 /// What the page shows besides the report.
 pub struct HtmlPage<'a> {
@@ -143,7 +143,7 @@ impl Report {
                 ms_cell(p.zeroing_ns),
                 pct_cell(p.zeroing_pct),
                 p.mbm_ns,
-                ms(p.mbm_ns),
+                ms_text(p.mbm_ns),
                 p.mbm_pct,
                 name = escape(&p.name),
                 colour = palette.colour(&p.name),
@@ -168,10 +168,10 @@ impl Report {
             s,
             r#"<p class="sub">{} activities: computation {} ms ({:.2} %), {} waits for other threads with {} ms measured latency. Bars are work on the path, lines the waits (from the thread waited for to the waiting one); hover for details.</p>"#,
             self.activities.len(),
-            ms(t.length_ns),
-            pct(t.length_ns, t.length_ns + t.dependency_latency_ns),
+            ms_text(t.length_ns),
+            percent(t.length_ns, t.length_ns + t.dependency_latency_ns),
             t.dependencies,
-            ms(t.dependency_latency_ns),
+            ms_text(t.dependency_latency_ns),
         );
         if self.activities.len() > MAX_ACTIVITIES {
             let _ = writeln!(
@@ -180,7 +180,7 @@ impl Report {
             );
         }
         s.push_str("<ul class=\"legend\">\n");
-        for (name, colour) in palette.on_path(&self.activities) {
+        for LegendEntry { name, colour } in palette.on_path(&self.activities) {
             let _ = writeln!(
                 s,
                 r#"<li><span class="swatch" style="background:{colour}"></span>{}</li>"#,
@@ -257,7 +257,7 @@ fn flame_section(svg: &str) -> String {
 
 /// A cell of milliseconds, with the exact nanoseconds in `data-ns`.
 fn ms_cell(ns: u64) -> String {
-    format!(r#"<td class="n" data-ns="{ns}">{}</td>"#, ms(ns))
+    format!(r#"<td class="n" data-ns="{ns}">{}</td>"#, ms_text(ns))
 }
 
 fn pct_cell(p: f64) -> String {
@@ -268,23 +268,14 @@ fn pct_cell(p: f64) -> String {
 mod tests {
     use super::*;
     use crate::analysis::workclock::ClockKind;
-    use crate::format::synth::SyntheticRun;
+    use crate::format::synth;
     use crate::graph::path::Activity;
     use crate::graph::recorded::RecordedGraph;
 
     /// A three-stage pipeline whose middle stage (`slow`) is the bottleneck.
     fn pipeline() -> Report {
-        let mut s = SyntheticRun::new(3, &["fast", "slow"]);
-        for item in 0..3 {
-            s.compute(0, 10_000_000, Some(0));
-            s.send(0, 1, item);
-            s.recv(1, 0, item);
-            s.compute(1, 100_000_000, Some(1));
-            s.send(1, 2, item);
-            s.recv(2, 1, item);
-            s.compute(2, 10_000_000, Some(0));
-        }
-        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let items = synth::pipeline(&["fast", "slow"]).items;
+        let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
         Report::new(&rg, &ReportOptions::default(), None)
     }
 
@@ -308,7 +299,7 @@ mod tests {
         let row = format!(
             r#"<tr data-procedure="slow"><td><span class="swatch" style="background:#e15759"></span>slow</td><td class="n" data-ns="{}">{}</td>"#,
             slow.cp_ns,
-            ms(slow.cp_ns)
+            ms_text(slow.cp_ns)
         );
         assert!(html.contains(&row), "{row} not in\n{html}");
         assert!(html.contains(&format!(

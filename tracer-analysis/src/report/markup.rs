@@ -23,11 +23,6 @@ pub(crate) fn escape(s: &str) -> String {
     out
 }
 
-/// Milliseconds with three decimals, as the text report writes them.
-pub(crate) fn ms(ns: u64) -> String {
-    format!("{:.3}", ns as f64 / 1e6)
-}
-
 /// Colours of the names, in the order names get them: red first, for the procedure with
 /// the largest share of the path.
 const COLOURS: &[&str] = &[
@@ -37,6 +32,12 @@ const COLOURS: &[&str] = &[
 
 /// Work outside the selected procedures: grey, whatever else there is.
 const OUTSIDE_COLOUR: &str = "#c8c8c8";
+
+/// A line of the timeline's legend: a name on the path and its colour.
+pub(crate) struct LegendEntry<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) colour: &'static str,
+}
 
 /// A colour for every procedure and every call the path waits in, the same in the
 /// timeline, its legend and the procedure table.
@@ -81,12 +82,15 @@ impl Palette {
     }
 
     /// The names on the path, with their colours, in palette order.
-    pub(crate) fn on_path<'a>(&'a self, acts: &[Activity]) -> Vec<(&'a str, &'static str)> {
+    pub(crate) fn on_path<'a>(&'a self, acts: &[Activity]) -> Vec<LegendEntry<'a>> {
         let used: std::collections::HashSet<&str> = acts.iter().map(|a| a.kind_name()).collect();
         self.names
             .iter()
             .filter(|n| used.contains(n.as_str()))
-            .map(|n| (n.as_str(), self.colour(n)))
+            .map(|n| LegendEntry {
+                name: n.as_str(),
+                colour: self.colour(n),
+            })
             .collect()
     }
 }

@@ -2,11 +2,12 @@
 
 use std::fmt::Write;
 
-use super::build::{activity_start, pct};
+use super::build::activity_start;
 use super::types::*;
 use crate::analysis::faults::killed_lines;
 use crate::analysis::profile::messages_line;
 use crate::graph::path::{Activity, THREAD_START};
+use crate::units::{ms, percent};
 
 /// How many activities the text report lists.
 const TEXT_ACTIVITIES: usize = 30;
@@ -14,7 +15,6 @@ const TEXT_ACTIVITIES: usize = 30;
 impl Report {
     /// The report for people.
     pub fn text(&self) -> String {
-        let ms = |ns: u64| ns as f64 / 1e6;
         let cp = &self.critical_path;
         let mut s = String::new();
         let _ = writeln!(s, "{}", cp.path.headline(&self.clock));
@@ -35,10 +35,10 @@ impl Report {
             s,
             "on the path: computation {:.3} ms ({:.2} %); {} waits for other threads with {:.3} ms measured latency ({:.2} %, not in the length)",
             ms(t.length_ns),
-            pct(t.length_ns, t.length_ns + t.dependency_latency_ns),
+            percent(t.length_ns, t.length_ns + t.dependency_latency_ns),
             t.dependencies,
             ms(t.dependency_latency_ns),
-            pct(t.dependency_latency_ns, t.length_ns + t.dependency_latency_ns),
+            percent(t.dependency_latency_ns, t.length_ns + t.dependency_latency_ns),
         );
 
         let _ = writeln!(s, "\nthe path ({} activities):", self.activities.len());
@@ -193,7 +193,7 @@ impl Report {
                     "  {:<30} {:>11.3} ms {:>7.2} %",
                     p,
                     ms(*ns),
-                    pct(*ns, w.predicted_ns)
+                    percent(*ns, w.predicted_ns)
                 );
             }
         }

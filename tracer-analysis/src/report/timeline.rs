@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::markup::{escape, ms, Palette};
+use super::markup::{escape, Palette};
 use super::types::Report;
 use crate::graph::path::{Activity, THREAD_START};
+use crate::units::{ms, ms_text};
 
 /// Most activities drawn: a longer path is drawn up to there, and says so.
 pub(crate) const MAX_ACTIVITIES: usize = 20_000;
@@ -94,7 +95,7 @@ impl Scale {
 
     /// Milliseconds since the path's first activity.
     fn since(&self, t: u64) -> String {
-        ms(t.saturating_sub(self.t0))
+        ms_text(t.saturating_sub(self.t0))
     }
 }
 
@@ -156,15 +157,15 @@ fn activities(acts: &[Activity], rows: &Rows, scale: &Scale, palette: &Palette) 
                 work_ns,
             } => {
                 let start = (*start_ns).max(scale.t0);
-                s.push_str(&work_rect(
-                    (*pid, *tid),
+                let work = DrawnWork {
+                    pid: *pid,
+                    tid: *tid,
                     procedure,
-                    (start, *end_ns),
-                    *work_ns,
-                    rows,
-                    scale,
-                    palette,
-                ));
+                    start_ns: start,
+                    end_ns: *end_ns,
+                    work_ns: *work_ns,
+                };
+                s.push_str(&work_rect(&work, rows, scale, palette));
                 at = (*end_ns).max(start);
             }
             Activity::Wait { .. } => {
@@ -175,16 +176,27 @@ fn activities(acts: &[Activity], rows: &Rows, scale: &Scale, palette: &Palette) 
     s
 }
 
-/// A thread's work in one procedure: a rectangle at least half a pixel wide.
-fn work_rect(
-    (pid, tid): (u32, u32),
-    procedure: &str,
-    (start, end): (u64, u64),
+/// A thread's work in one procedure as drawn: from its start on the drawing (not before
+/// the drawing's first instant) to its end.
+struct DrawnWork<'a> {
+    pid: u32,
+    tid: u32,
+    procedure: &'a str,
+    start_ns: u64,
+    end_ns: u64,
     work_ns: u64,
-    rows: &Rows,
-    scale: &Scale,
-    palette: &Palette,
-) -> String {
+}
+
+/// A thread's work in one procedure: a rectangle at least half a pixel wide.
+fn work_rect(work: &DrawnWork, rows: &Rows, scale: &Scale, palette: &Palette) -> String {
+    let DrawnWork {
+        pid,
+        tid,
+        procedure,
+        start_ns: start,
+        end_ns: end,
+        work_ns,
+    } = *work;
     let x = scale.x(start);
     let width = (scale.x(end) - x).max(0.5);
     format!(
@@ -193,7 +205,7 @@ fn work_rect(
         rows.y(pid, tid),
         palette.colour(procedure),
         escape(procedure),
-        ms(work_ns),
+        ms_text(work_ns),
         scale.since(start),
         scale.since(end),
     )
@@ -228,7 +240,7 @@ fn wait_line(a: &Activity, at: u64, rows: &Rows, scale: &Scale, palette: &Palett
         rows.y(*to_pid, *to_tid) + middle,
         palette.colour(call),
         escape(&what),
-        ms(*latency_ns),
+        ms_text(*latency_ns),
     )
 }
 
@@ -270,7 +282,7 @@ fn tick_step(span_ns: u64) -> u64 {
 
 /// A tick's milliseconds, with as few decimals as it needs.
 fn tick_label(ns: u64) -> String {
-    let text = format!("{:.6}", ns as f64 / 1e6);
+    let text = format!("{:.6}", ms(ns));
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 

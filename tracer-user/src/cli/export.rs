@@ -11,11 +11,13 @@ use tracer_analysis::export::hatchet::{write_hatchet, HatchetStats};
 use tracer_analysis::export::otf2::{Otf2Plan, Otf2Stats};
 use tracer_analysis::export::perfetto::{write_perfetto, PerfettoStats};
 use tracer_analysis::export::pprof::{write_pprof, PprofStats};
-use tracer_analysis::export::stacks::StackProfile;
+use tracer_analysis::export::stack_source::StackSource;
+use tracer_analysis::export::stacks::GraphStacks;
 use tracer_analysis::export::timeline::TimelinePlan;
 use tracer_analysis::export::write_behind::WriteBehind;
 use tracer_analysis::export::{recording_items, ExportError};
 use tracer_analysis::format::recording::{Item, RecordingError, RecordingReader};
+use tracer_analysis::units::ms;
 use tracer_user::render::flame_graph::write_flame_graph;
 use tracer_user::render::otf2::{write_otf2, Otf2Error};
 use tracer_user::render::parquet::{ParquetExport, ParquetStats};
@@ -82,8 +84,8 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             let counts = (plan.events_recorded, plan.events_lost);
             // Read on the thread that orders them (see `read_ordered`).
             let mut reader = RecordingReader::open(&a.file).with_context(reading)?;
-            let stats =
-                write_output(&a.output, |out| Ok(plan.write(&mut reader, out)?.0)).map_err(fail)?;
+            let stats = write_output(&a.output, |out| Ok(plan.write(&mut reader, out)?.stats))
+                .map_err(fail)?;
             if !to_stdout {
                 report_chrome(&stats, &a.output);
             }
@@ -95,7 +97,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             // Read on the thread that orders them (see `read_ordered`).
             let mut reader = RecordingReader::open(&a.file).with_context(reading)?;
             let stats = write_output(&a.output, |out| {
-                Ok(write_perfetto(plan, &mut reader, out)?.0)
+                Ok(write_perfetto(plan, &mut reader, out)?.stats)
             })
             .map_err(fail)?;
             if !to_stdout {
@@ -104,22 +106,28 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             counts
         }
         Format::Pprof => {
-            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
-            let stats =
-                write_output(&a.output, |out| Ok(write_pprof(&profile, out)?.0)).map_err(fail)?;
+            let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
+            let stats = write_output(&a.output, |out| Ok(write_pprof(&profile, out)?.stats))
+                .map_err(fail)?;
             if !to_stdout {
                 report_pprof(&stats, &a.output);
             }
-            (profile.events_recorded, profile.events_lost)
+            (
+                profile.summary().events_recorded,
+                profile.summary().events_lost,
+            )
         }
         Format::Hatchet => {
-            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
-            let stats =
-                write_output(&a.output, |out| Ok(write_hatchet(&profile, out)?.0)).map_err(fail)?;
+            let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
+            let stats = write_output(&a.output, |out| Ok(write_hatchet(&profile, out)?.stats))
+                .map_err(fail)?;
             if !to_stdout {
                 report_hatchet(&stats, &a.output);
             }
-            (profile.events_recorded, profile.events_lost)
+            (
+                profile.summary().events_recorded,
+                profile.summary().events_lost,
+            )
         }
         Format::Parquet => {
             if to_stdout {
@@ -150,20 +158,23 @@ pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             (stats.events_recorded, stats.events_lost)
         }
         Format::Folded | Format::Svg => {
-            let profile = StackProfile::read(&a.file, clock).with_context(reading)?;
+            let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
             let svg = matches!(a.format, Format::Svg);
             let stats = write_output(&a.output, |out| {
                 Ok(if svg {
-                    write_flame_graph(&profile, out)?.0
+                    write_flame_graph(&profile, out)?.stats
                 } else {
-                    write_folded(&profile, out)?.0
+                    write_folded(&profile, out)?.stats
                 })
             })
             .map_err(fail)?;
             if !to_stdout {
                 report_flame(&stats, &a.output);
             }
-            (profile.events_recorded, profile.events_lost)
+            (
+                profile.summary().events_recorded,
+                profile.summary().events_lost,
+            )
         }
     };
     super::warn_probe_failures(&totals.probe_failures);
@@ -299,7 +310,7 @@ fn report_otf2(s: &Otf2Stats, out: &Path) {
         s.locations,
         s.regions,
         s.comms,
-        s.critical_path_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
     );
 }
 
@@ -314,7 +325,7 @@ fn report_chrome(s: &ExportStats, out: &Path) {
         s.flow_slices,
         s.processes,
         s.threads,
-        s.critical_path_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
         s.critical_slices,
         if s.unclosed > 0 {
             format!("; {} calls or procedures never returned (not shown)", s.unclosed)
@@ -334,7 +345,7 @@ fn report_perfetto(s: &PerfettoStats, out: &Path) {
         t.flow_slices,
         t.processes,
         t.threads,
-        t.critical_path_ns as f64 / 1e6,
+        ms(t.critical_path_ns),
         t.critical_slices,
         s.sched_switches,
         s.sched_repairs,
@@ -355,8 +366,8 @@ fn report_pprof(s: &PprofStats, out: &Path) {
         out.display(),
         s.samples,
         s.functions,
-        s.critical_path_ns as f64 / 1e6,
-        s.work_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
+        ms(s.work_ns),
     );
 }
 
@@ -365,7 +376,7 @@ fn report_flame(s: &FlameStats, out: &Path) {
         "wrote {}: {} stacks; critical path {:.3} ms",
         out.display(),
         s.stacks,
-        s.critical_path_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
     );
 }
 
@@ -375,8 +386,8 @@ fn report_hatchet(s: &HatchetStats, out: &Path) {
         out.display(),
         s.nodes,
         s.roots,
-        s.critical_path_ns as f64 / 1e6,
-        s.work_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
+        ms(s.work_ns),
     );
 }
 
@@ -384,12 +395,12 @@ fn report_parquet(s: &ParquetStats, out: &Path) {
     let tables: Vec<String> = s
         .tables
         .iter()
-        .map(|(name, rows)| format!("{name} {rows} rows"))
+        .map(|t| format!("{} {} rows", t.name, t.rows))
         .collect();
     eprintln!(
         "wrote {}: {}; critical path {:.3} ms",
         out.display(),
         tables.join(", "),
-        s.critical_path_ns as f64 / 1e6,
+        ms(s.critical_path_ns),
     );
 }

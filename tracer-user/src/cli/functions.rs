@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use serde::Serialize;
+use tracer_analysis::units::ms_text;
 use tracer_user::target::candidates::{self, Candidate, ProfileRanks, Target};
 
 #[derive(Args)]
@@ -42,8 +43,7 @@ fn location(c: &Candidate) -> String {
 }
 
 fn ms(ns: Option<u64>) -> String {
-    ns.map(|n| format!("{:.3}", n as f64 / 1e6))
-        .unwrap_or_else(|| "-".into())
+    ns.map(ms_text).unwrap_or_else(|| "-".into())
 }
 
 pub fn run(a: FunctionsArgs) -> anyhow::Result<ExitCode> {

@@ -21,6 +21,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table};
 use ratatui::{DefaultTerminal, Frame};
 use tracer_analysis::analysis::profile::{PathThread, ProcedureRow, Profile};
+use tracer_analysis::units::{ms, ms_text};
 use tracer_user::session::{EventsSoFar, Ready};
 
 use super::record::{loss_line, run_with, RecordArgs, WhileTracing};
@@ -301,7 +302,7 @@ impl View {
         };
         let p = &t.profile;
         let cp = &p.critical_path;
-        let growth = self.rate(|p| p.critical_path.length_ns as f64 / 1e6);
+        let growth = self.rate(|p| ms(p.critical_path.length_ns));
         let scope = if cp.within_program {
             ""
         } else {
@@ -310,7 +311,7 @@ impl View {
         vec![
             Line::from(format!(
                 "critical path {:.3} ms ({} clock){scope}, growing {} ms/s; {:.1} s traced",
-                cp.length_ns as f64 / 1e6,
+                ms(cp.length_ns),
                 p.clock,
                 growth.map_or("-".into(), |g| format!("{g:.1}")),
                 elapsed
@@ -344,18 +345,17 @@ impl View {
     fn procedures(&self, p: &Profile) -> Table<'static> {
         let mut rows: Vec<&ProcedureRow> = p.procedures.iter().collect();
         rows.sort_by_key(|r| std::cmp::Reverse(self.sort.key(r)));
-        let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
         let pct = |x: f64| format!("{x:.1}");
         let body: Vec<Row> = rows
             .iter()
             .map(|r| {
                 Row::new(vec![
                     r.name.clone(),
-                    ms(r.cp_ns),
+                    ms_text(r.cp_ns),
                     pct(r.cp_pct),
-                    ms(r.zeroing_ns),
+                    ms_text(r.zeroing_ns),
                     pct(r.zeroing_pct),
-                    ms(r.cpu_ns),
+                    ms_text(r.cpu_ns),
                     pct(r.cpu_pct),
                 ])
             })
@@ -459,20 +459,19 @@ const THREADS_SHOWN: usize = 3;
 
 /// Where the path runs: a row per process, then its threads that hold most of it.
 fn path_table(p: &Profile, through: &[PathProcess]) -> Table<'static> {
-    let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
     let mut body = Vec::new();
     for q in through {
         body.push(Row::new(vec![
             format!("pid {} {}", q.pid, q.command),
             q.threads.len().to_string(),
-            ms(q.cp_ns),
+            ms_text(q.cp_ns),
             format!("{:.1}", q.cp_pct),
         ]));
         for t in q.threads.iter().take(THREADS_SHOWN) {
             body.push(Row::new(vec![
                 format!("  tid {}", t.tid),
                 String::new(),
-                ms(t.cp_ns),
+                ms_text(t.cp_ns),
                 format!("{:.1}", t.cp_pct),
             ]));
         }

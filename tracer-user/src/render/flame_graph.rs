@@ -6,31 +6,36 @@ use std::io::{self, Write};
 
 use inferno::flamegraph::{self, Options};
 use tracer_analysis::export::flame::{folded_stacks, stats, FlameStats};
-use tracer_analysis::export::stacks::StackProfile;
+use tracer_analysis::export::stack_source::StackSource;
+use tracer_analysis::export::written::Written;
 
 /// Writes the flame graph of the critical path as SVG (interactive in a browser: click
 /// to zoom, search). Frames are kept however narrow, so that every stack of the folded
 /// output is in it; colors follow the frame names, so the same recording draws the same.
 pub fn write_flame_graph<W: Write>(
-    profile: &StackProfile,
+    source: &dyn StackSource,
     mut out: W,
-) -> io::Result<(FlameStats, W)> {
-    let stacks = folded_stacks(profile);
+) -> io::Result<Written<FlameStats, W>> {
+    let stacks = folded_stacks(source);
+    let summary = source.summary();
     let subtitle = format!(
         "{} ns of work on the {} clock; width = time on the critical path",
-        profile.critical_path_ns,
-        profile.clock.name()
+        summary.critical_path_ns,
+        summary.clock.name()
     );
     draw(&stacks, subtitle, &mut out)?;
-    Ok((stats(&stacks), out))
+    Ok(Written {
+        stats: stats(&stacks),
+        out,
+    })
 }
 
 /// The flame graph of the critical path as an `<svg>` element for an HTML page
 /// (`tracer report --html`): inferno's drawing without its XML prolog and its script.
 /// Inline, the script would take the page's first `<svg>` for its own, and nothing would
 /// call its `init`; the frames keep their tooltips (`<title>`).
-pub fn inline_flame_graph(profile: &StackProfile) -> io::Result<String> {
-    let (_, bytes) = write_flame_graph(profile, Vec::new())?;
+pub fn inline_flame_graph(source: &dyn StackSource) -> io::Result<String> {
+    let Written { out: bytes, .. } = write_flame_graph(source, Vec::new())?;
     let svg = String::from_utf8(bytes).map_err(io::Error::other)?;
     Ok(inline(&svg))
 }

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use tracer_analysis::export::stacks::StackProfile;
+use tracer_analysis::export::stacks::GraphStacks;
 use tracer_analysis::graph::recorded::RecordedGraph;
 use tracer_analysis::report::{HtmlPage, Report};
 
@@ -28,7 +28,7 @@ pub fn html_report(
     rg: &RecordedGraph,
     traced: &Traced,
 ) -> Result<String, HtmlReportError> {
-    let flame = inline_flame_graph(&StackProfile::new(rg))?;
+    let flame = inline_flame_graph(&GraphStacks::new(rg))?;
     Ok(report.html(&HtmlPage {
         command: traced.command,
         recording: traced.recording,

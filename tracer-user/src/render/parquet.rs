@@ -41,10 +41,17 @@ use crate::session::{self, RunAs};
 /// Rows per row group (and per batch handed to the writer).
 const ROW_GROUP: usize = 65_536;
 
+/// One table written: its name (its file's, without `.parquet`) and its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableWritten {
+    pub name: &'static str,
+    pub rows: u64,
+}
+
 /// What the export wrote: rows per table, in the order the files were written.
 #[derive(Clone, Debug, Default)]
 pub struct ParquetStats {
-    pub tables: Vec<(&'static str, u64)>,
+    pub tables: Vec<TableWritten>,
     pub critical_path_ns: u64,
     pub events_recorded: u64,
     pub events_lost: u64,
@@ -100,7 +107,10 @@ impl<'a> ParquetExport<'a> {
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (report, arcs)
         });
-        let (tables, critical) = report?;
+        let ReportTables {
+            tables,
+            critical_path: critical,
+        } = report?;
         let arcs = arcs?;
         let mut procedures = self.table("procedures", procedure_columns(), &[])?;
         for p in &tables.procedures {
@@ -118,7 +128,7 @@ impl<'a> ParquetExport<'a> {
     }
 
     /// The `arcs` table: every arc of the graph with its schedule and slack.
-    fn arcs(&mut self, graph: &RecordedGraph) -> io::Result<(&'static str, u64)> {
+    fn arcs(&mut self, graph: &RecordedGraph) -> io::Result<TableWritten> {
         let mut arcs = self.table("arcs", arc_columns(), &[])?;
         for a in ArcTable::new(graph).rows() {
             arcs.push(a)?;
@@ -130,7 +140,7 @@ impl<'a> ParquetExport<'a> {
         &mut self,
         name: &'static str,
         columns: Vec<Column<R>>,
-        metadata: &[(&str, String)],
+        metadata: &[TableMetadata],
     ) -> io::Result<Table<R>> {
         let file = self.create(name)?;
         Table::new(name, file, columns, metadata)
@@ -145,26 +155,41 @@ impl<'a> ParquetExport<'a> {
     }
 }
 
+/// A key and value of a table's metadata (in the Arrow schema and the file's key-value
+/// metadata both).
+struct TableMetadata {
+    key: &'static str,
+    value: String,
+}
+
+/// The report's rows on a graph, and the table of its critical path, written.
+struct ReportTables {
+    tables: GraphTables,
+    critical_path: TableWritten,
+}
+
 /// The report's rows on `graph`, and its critical path written to `file` (the
 /// `critical_path` table, with the path's length in its metadata).
-fn critical_path_table(
-    graph: &RecordedGraph,
-    file: File,
-) -> io::Result<(GraphTables, (&'static str, u64))> {
+fn critical_path_table(graph: &RecordedGraph, file: File) -> io::Result<ReportTables> {
     let tables = GraphTables::new(graph);
     let metadata = [
-        ("tracer.clock", tables.clock.name().to_string()),
-        (
-            "tracer.critical_path_ns",
-            tables.critical_path_ns.to_string(),
-        ),
+        TableMetadata {
+            key: "tracer.clock",
+            value: tables.clock.name().to_string(),
+        },
+        TableMetadata {
+            key: "tracer.critical_path_ns",
+            value: tables.critical_path_ns.to_string(),
+        },
     ];
     let mut critical = Table::new("critical_path", file, activity_columns(), &metadata)?;
     for a in &tables.critical_path {
         critical.push(a.clone())?;
     }
-    let written = critical.finish()?;
-    Ok((tables, written))
+    Ok(ReportTables {
+        tables,
+        critical_path: critical.finish()?,
+    })
 }
 
 /// The sink of the streaming pass: three tables at once.
@@ -299,7 +324,7 @@ impl<R: Send + 'static> Table<R> {
         name: &'static str,
         file: File,
         columns: Vec<Column<R>>,
-        metadata: &[(&str, String)],
+        metadata: &[TableMetadata],
     ) -> io::Result<Self> {
         let mut encoder = Encoder::new(file, columns, metadata)?;
         let (groups, to_encode) = sync_channel::<Vec<R>>(GROUPS_AHEAD);
@@ -362,11 +387,14 @@ impl<R: Send + 'static> Table<R> {
     }
 
     /// Writes what is left and the file's footer; the table's name and row count.
-    fn finish(mut self) -> io::Result<(&'static str, u64)> {
+    fn finish(mut self) -> io::Result<TableWritten> {
         self.hand_over()?;
         let file = self.join()?;
         file.sync_all()?;
-        Ok((self.name, self.written))
+        Ok(TableWritten {
+            name: self.name,
+            rows: self.written,
+        })
     }
 }
 
@@ -388,13 +416,13 @@ struct Encoder<R> {
 }
 
 impl<R> Encoder<R> {
-    fn new(file: File, columns: Vec<Column<R>>, metadata: &[(&str, String)]) -> io::Result<Self> {
+    fn new(file: File, columns: Vec<Column<R>>, metadata: &[TableMetadata]) -> io::Result<Self> {
         let fields: Vec<Field> = columns.iter().map(Column::field).collect();
         let schema = Arc::new(
             Schema::new(fields).with_metadata(
                 metadata
                     .iter()
-                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .map(|m| (m.key.to_string(), m.value.clone()))
                     .collect::<std::collections::HashMap<_, _>>(),
             ),
         );
@@ -402,7 +430,7 @@ impl<R> Encoder<R> {
         // schema), where readers that are not Arrow (DuckDB) find it.
         let key_values = metadata
             .iter()
-            .map(|(k, v)| KeyValue::new(k.to_string(), v.clone()))
+            .map(|m| KeyValue::new(m.key.to_string(), m.value.clone()))
             .collect::<Vec<_>>();
         let props = columns
             .iter()
@@ -643,7 +671,13 @@ mod tests {
             // Never more than a row group held.
             assert!(table.rows.len() < ROW_GROUP);
         }
-        assert_eq!(table.finish().unwrap(), ("messages", n as u64));
+        assert_eq!(
+            table.finish().unwrap(),
+            TableWritten {
+                name: "messages",
+                rows: n as u64
+            }
+        );
         let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
         let meta = reader.metadata();
         assert_eq!(meta.num_row_groups(), 3);

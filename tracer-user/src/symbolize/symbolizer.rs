@@ -167,8 +167,14 @@ int main(int argc, char **argv) {
 }
 "#;
 
+    /// The test program's source and the program compiled from it.
+    struct Built {
+        src: PathBuf,
+        exe: PathBuf,
+    }
+
     /// Compiles the test program with debug info into a fresh directory.
-    fn build(name: &str, flags: &[&str]) -> Option<(PathBuf, PathBuf)> {
+    fn build(name: &str, flags: &[&str]) -> Option<Built> {
         let dir =
             std::env::temp_dir().join(format!("tracer-symbolize-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -184,11 +190,11 @@ int main(int argc, char **argv) {
             .status()
             .ok()?;
         assert!(status.success(), "cc failed");
-        Some((src, exe))
+        Some(Built { src, exe })
     }
 
     fn check_helper(flags: &[&str], name: &str) {
-        let Some((src, exe)) = build(name, flags) else {
+        let Some(Built { src, exe }) = build(name, flags) else {
             eprintln!("no C compiler: skipped");
             return;
         };
