@@ -33,7 +33,7 @@ use crate::setup::setup;
 use crate::util::{output, root, run};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
-pub enum Stage {
+pub(crate) enum Stage {
     Floor,
     Slowdown,
     Throughput,
@@ -47,7 +47,7 @@ pub enum Stage {
     Graph,
 }
 
-pub struct Options {
+pub(crate) struct Options {
     /// Repetitions of every stage (each stage has its own default).
     pub reps: Option<usize>,
     /// Seconds of each slowdown run's loop.
@@ -67,7 +67,7 @@ pub struct Options {
 /// tracer (to compare two builds with the same suite); `XTASK_BENCH_BASELINE=PATH` adds
 /// another build's probes to every round of the floor stage (a before/after comparison
 /// within one run).
-pub struct Env {
+pub(crate) struct Env {
     pub tracer: PathBuf,
     pub baseline: Option<PathBuf>,
     pub programs: PathBuf,
@@ -76,7 +76,7 @@ pub struct Env {
 
 /// `cargo xtask bench`: the overhead and throughput suite, then the offline graph
 /// analyses.
-pub fn bench(only: &[Stage], opts: &Options) -> Result<()> {
+pub(crate) fn bench(only: &[Stage], opts: &Options) -> Result<()> {
     let all = [
         Stage::Floor,
         Stage::Slowdown,
@@ -126,7 +126,7 @@ pub fn bench(only: &[Stage], opts: &Options) -> Result<()> {
 /// The offline graph analyses (graph building, critical path method, k longest paths
 /// against a baseline, maximum benefit) on a synthetic 10-million-arc trace graph, each
 /// step in a process of its own (docs/benchmarks.md, "Offline graph analyses").
-pub fn graph_bench() -> Result<()> {
+pub(crate) fn graph_bench() -> Result<()> {
     run(Command::new("cargo").current_dir(root()).args([
         "run",
         "--release",
@@ -998,7 +998,7 @@ fn size(env: &Env, rate: u64) -> Result<()> {
 }
 
 /// The target directory cargo builds into (`CARGO_TARGET_DIR` or `<root>/target`).
-pub fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
         Some(d) => root.join(d),

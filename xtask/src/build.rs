@@ -9,14 +9,14 @@ use crate::setup::setup;
 use crate::util::{root, run};
 
 /// `cargo xtask build`: setup, then the tracer and the test programs.
-pub fn build() -> Result<()> {
+pub(crate) fn build() -> Result<()> {
     setup()?;
     build_release()?;
     build_programs().map(|_| ())
 }
 
 /// The tracer, optimized (`target/release/tracer`), with the probes embedded.
-pub fn build_release() -> Result<()> {
+pub(crate) fn build_release() -> Result<()> {
     run(Command::new("cargo")
         .current_dir(root())
         .args(["build", "--release", "-p", "tracer-user"]))
@@ -24,7 +24,7 @@ pub fn build_release() -> Result<()> {
 
 /// Builds one test program (`NAME.openmpi`, `NAME.mpich`, or a threads program's
 /// name) into target/test-programs; returns its path.
-pub fn build_program(name: &str) -> Result<PathBuf> {
+pub(crate) fn build_program(name: &str) -> Result<PathBuf> {
     let path = root().join("target/test-programs").join(name);
     run(Command::new("make")
         .current_dir(root().join("tests/programs"))
@@ -38,7 +38,7 @@ pub fn build_program(name: &str) -> Result<PathBuf> {
 }
 
 /// Builds the C/MPI/PVM test programs; returns their directory.
-pub fn build_programs() -> Result<PathBuf> {
+pub(crate) fn build_programs() -> Result<PathBuf> {
     let out = root().join("target/test-programs");
     run(Command::new("make")
         .current_dir(root().join("tests/programs"))

@@ -20,7 +20,7 @@ const RANKS: &str = "2";
 
 /// `cargo xtask demo`: setup, build, trace the program, print its report and write the
 /// HTML page.
-pub fn demo() -> Result<()> {
+pub(crate) fn demo() -> Result<()> {
     setup()?;
     build_release()?;
     let program = build_program(PROGRAM)?;

@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use crate::util::{root, run};
 
 /// The fuzz targets (fuzz/fuzz_targets/NAME.rs), what each reads.
-pub const TARGETS: &[&str] = &[
+pub(crate) const TARGETS: &[&str] = &[
     // The recording reader (format/recording.rs), decoding and skimming.
     "recording",
     // The record decoder (format/records.rs): recording, ring and slot forms.
@@ -32,7 +32,7 @@ pub const TARGETS: &[&str] = &[
 /// still finds another sum or product of a damaged recording's times that overflows in
 /// the analysis (with overflow checks; a release build wraps), and a test must not fail
 /// by chance; `cargo xtask fuzz --target analysis` runs it.
-pub const TEST_TARGETS: &[&str] = &[
+pub(crate) const TEST_TARGETS: &[&str] = &[
     "recording",
     "records",
     "network_table",
@@ -42,14 +42,14 @@ pub const TEST_TARGETS: &[&str] = &[
 
 /// Seconds per target in `cargo xtask test`: five targets add about three minutes to CI
 /// (with the build).
-pub const TEST_SECONDS: u64 = 30;
+pub(crate) const TEST_SECONDS: u64 = 30;
 
 /// The limits every run has: one input may take 10 s and a single allocation 512 MB, the
 /// whole process 2 GB; past that libFuzzer stops with a reproducer, as for a panic.
 const LIMITS: &[&str] = &["-timeout=10", "-rss_limit_mb=2048", "-malloc_limit_mb=512"];
 
 /// Runs `targets` (all when empty) for `seconds` each.
-pub fn fuzz(seconds: u64, targets: &[String]) -> Result<()> {
+pub(crate) fn fuzz(seconds: u64, targets: &[String]) -> Result<()> {
     let chosen = chosen(targets)?;
     let fuzz_dir = root().join("fuzz");
     let work = root().join("target/fuzz");
@@ -91,7 +91,7 @@ pub fn fuzz(seconds: u64, targets: &[String]) -> Result<()> {
 
 /// Minimizes the corpus kept in the repository (`-merge=1`: the smallest set of inputs
 /// that covers what all of them cover), adding what the last runs found in target/fuzz.
-pub fn minimize(targets: &[String]) -> Result<()> {
+pub(crate) fn minimize(targets: &[String]) -> Result<()> {
     let fuzz_dir = root().join("fuzz");
     for target in chosen(targets)? {
         let kept = fuzz_dir.join("corpus").join(target);

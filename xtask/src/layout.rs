@@ -35,7 +35,7 @@ struct Module {
 }
 
 /// Every problem found, one line each; an error if there is any.
-pub fn check() -> Result<()> {
+pub(crate) fn check() -> Result<()> {
     let mut problems = Vec::new();
     for krate in CRATES {
         let src = root().join(krate).join("src");

@@ -78,7 +78,7 @@ const READERS_DIR: &str = "target/readers";
 
 /// `cargo xtask setup`: the Debian packages, clippy and rustfmt, the nightly's rust-src,
 /// bpf-linker, the Python and npm readers.
-pub fn setup() -> Result<()> {
+pub(crate) fn setup() -> Result<()> {
     install_packages()?;
     install_lint_tools()?;
     install_rust_src()?;

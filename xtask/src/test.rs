@@ -21,14 +21,14 @@ const HOST_CRATES: &[&str] = &[
 
 /// `cargo xtask lint`: setup (clippy needs the eBPF toolchain: tracer-user's build script
 /// builds the probes), then the checks `test` runs first.
-pub fn lint() -> Result<()> {
+pub(crate) fn lint() -> Result<()> {
     setup()?;
     checks()
 }
 
 /// `cargo xtask test`: setup, the formatting and lint checks, the test programs, the unit
 /// tests, the bounded fuzz runs, then the release build and the integration tests.
-pub fn test() -> Result<()> {
+pub(crate) fn test() -> Result<()> {
     setup()?;
     checks()?;
     build_programs()?;

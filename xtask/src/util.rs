@@ -6,7 +6,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 /// The workspace root (xtask's parent directory).
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -14,7 +14,7 @@ pub fn root() -> PathBuf {
 }
 
 /// Runs a command with inherited stdio, printing it first; fails unless it succeeds.
-pub fn run(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("xtask: {cmd:?}");
     let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
@@ -24,7 +24,7 @@ pub fn run(cmd: &mut Command) -> Result<()> {
 }
 
 /// Runs a command, returns its stdout; fails with its status and stderr.
-pub fn output(cmd: &mut Command) -> Result<String> {
+pub(crate) fn output(cmd: &mut Command) -> Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
         bail!(
@@ -37,7 +37,7 @@ pub fn output(cmd: &mut Command) -> Result<String> {
 }
 
 /// Runs a command quietly: its output is shown only if it fails (then in the error).
-pub fn run_quiet(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run_quiet(cmd: &mut Command) -> Result<()> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
         bail!(

@@ -59,7 +59,7 @@ pub(crate) struct ReorderBuffer {
 const SPILLED_AT: std::ops::Range<usize> = HEADER_BYTES..HEADER_BYTES + 8;
 
 impl ReorderBuffer {
-    pub fn new(window_ns: u64) -> Self {
+    pub(crate) fn new(window_ns: u64) -> Self {
         ReorderBuffer {
             window_ns,
             newest: 0,
@@ -69,7 +69,7 @@ impl ReorderBuffer {
         }
     }
 
-    pub fn push(&mut self, r: &Record) {
+    pub(crate) fn push(&mut self, r: &Record) {
         let ts = r.header().ts_ns;
         self.newest = self.newest.max(ts);
         let bytes = r.as_bytes();
@@ -115,7 +115,7 @@ impl ReorderBuffer {
 
     /// Hands over, in order, every record older than the window behind the newest (by
     /// value: a consumer that keeps it needs no copy).
-    pub fn ready(&mut self, mut f: impl FnMut(Record)) {
+    pub(crate) fn ready(&mut self, mut f: impl FnMut(Record)) {
         let limit = self.newest.saturating_sub(self.window_ns);
         while self.queue.front().is_some_and(|s| s.ts() <= limit) {
             let slot = self.queue.pop_front().unwrap();
@@ -124,7 +124,7 @@ impl ReorderBuffer {
     }
 
     /// Hands over everything left, in order.
-    pub fn flush(&mut self, mut f: impl FnMut(Record)) {
+    pub(crate) fn flush(&mut self, mut f: impl FnMut(Record)) {
         while let Some(slot) = self.queue.pop_front() {
             f(self.take(&slot));
         }

@@ -79,7 +79,7 @@ impl ClockKind {
 }
 
 impl WorkClock {
-    pub fn new(kind: ClockKind) -> Self {
+    pub(crate) fn new(kind: ClockKind) -> Self {
         WorkClock {
             kind,
             ..Default::default()
@@ -116,7 +116,7 @@ impl WorkClock {
     }
 
     /// Work done so far on the thread's clock, as of an event stamped (ts_ns, cpu_ns).
-    pub fn work(&mut self, ts_ns: u64, cpu_ns: u64) -> u64 {
+    pub(crate) fn work(&mut self, ts_ns: u64, cpu_ns: u64) -> u64 {
         self.work_of(self.kind, ts_ns, cpu_ns)
     }
 
@@ -195,7 +195,7 @@ impl WorkClock {
 
     /// The thread made a record of its own, so it is on a CPU: a switch-in that was
     /// missed ends no wait (runnable time is never over-counted).
-    pub fn ran(&mut self) {
+    pub(crate) fn ran(&mut self) {
         self.preempted_at = None;
         self.waits_on = None;
     }
@@ -232,7 +232,7 @@ pub(crate) struct OtherWork {
 
 impl OtherWork {
     /// The clock at `ts_ns`.
-    pub fn at(&self, ts_ns: u64) -> u64 {
+    pub(crate) fn at(&self, ts_ns: u64) -> u64 {
         match self.running {
             Some(_) => self.other,
             None => self.other + ts_ns.saturating_sub(self.since),
@@ -240,7 +240,7 @@ impl OtherWork {
     }
 
     /// Program thread `tid` runs on the CPU (a record of its own, or a switch-in).
-    pub fn runs(&mut self, tid: u32, ts_ns: u64) {
+    pub(crate) fn runs(&mut self, tid: u32, ts_ns: u64) {
         if self.running.is_none() {
             self.other += ts_ns.saturating_sub(self.since);
         }
@@ -248,7 +248,7 @@ impl OtherWork {
     }
 
     /// Thread `tid` left the CPU.
-    pub fn left(&mut self, tid: u32, ts_ns: u64) {
+    pub(crate) fn left(&mut self, tid: u32, ts_ns: u64) {
         if self.running == Some(tid) {
             self.running = None;
             self.since = ts_ns;

@@ -390,10 +390,11 @@ mod tests {
             report.critical_path.path.length_ns,
             one.critical_path.length_ns
         );
-        let (_, bytes) = ChromeExport::read(&path, ClockKind::Cpu)
+        let bytes = ChromeExport::read(&path, ClockKind::Cpu)
             .unwrap()
             .write(&mut RecordingReader::open(&path).unwrap(), Vec::new())
-            .unwrap();
+            .unwrap()
+            .out;
         std::fs::remove_dir_all(&dir).unwrap();
         let chrome: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         let chrome_pids: BTreeSet<u64> = chrome["traceEvents"]

@@ -39,7 +39,7 @@ pub(crate) struct SyntheticRun {
 
 impl SyntheticRun {
     /// `ranks` processes and selected procedures named `procedures` (probe ids 1, 2, ...).
-    pub fn new(ranks: usize, procedures: &[&str]) -> Self {
+    pub(crate) fn new(ranks: usize, procedures: &[&str]) -> Self {
         let mut items = Vec::new();
         for (f, name) in procedures.iter().enumerate() {
             items.push(Item::Probe(FunctionProbe {
@@ -67,7 +67,7 @@ impl SyntheticRun {
     }
 
     /// A header on `rank`, 1 us after the previous record.
-    pub fn header(&mut self, rank: usize, kind: u16, callf: u16) -> EventHeader {
+    pub(crate) fn header(&mut self, rank: usize, kind: u16, callf: u16) -> EventHeader {
         self.ts += 1000;
         let id = 100 + rank as u32;
         EventHeader {
@@ -83,7 +83,7 @@ impl SyntheticRun {
 
     /// `w` ns of CPU work on `rank`, inside selected procedure `f` if given (entry and
     /// exit records); outside, a switch-out record carries the clock forward.
-    pub fn compute(&mut self, rank: usize, w: u64, f: Option<usize>) {
+    pub(crate) fn compute(&mut self, rank: usize, w: u64, f: Option<usize>) {
         if let Some(f) = f {
             let h = self.header(rank, kind::FUNC_ENTER, f as u16 + 1);
             self.items.push(Item::Record(Record::FuncEnter(h)));
@@ -95,7 +95,7 @@ impl SyntheticRun {
 
     /// Entry or exit of MPI call `id` on `rank` (MPI_COMM_WORLD; peer and tag on entry,
     /// and on a receive's exit the actual source and tag).
-    pub fn call(&mut self, rank: usize, id: u16, peer: i32, tag: i32, exit: bool) {
+    pub(crate) fn call(&mut self, rank: usize, id: u16, peer: i32, tag: i32, exit: bool) {
         self.call_with(rank, id, exit, |c| {
             if !exit {
                 c.comm = MPICH_COMM_WORLD;
@@ -112,7 +112,7 @@ impl SyntheticRun {
 
     /// Entry or exit of MPI call `id` on `rank`, its arguments set by `fill` (an exit's
     /// `ret` is 0 before it).
-    pub fn call_with(
+    pub(crate) fn call_with(
         &mut self,
         rank: usize,
         id: u16,
@@ -145,46 +145,46 @@ impl SyntheticRun {
     }
 
     /// MPI_Isend's entry and exit on `src`, its exit writing `request`.
-    pub fn isend(&mut self, src: usize, dst: usize, tag: i32, request: u64) {
+    pub(crate) fn isend(&mut self, src: usize, dst: usize, tag: i32, request: u64) {
         self.request_call(src, call::MPI_ISEND, dst, tag, request);
     }
 
     /// MPI_Irecv's entry and exit on `dst`, its exit writing `request`.
-    pub fn irecv(&mut self, dst: usize, src: usize, tag: i32, request: u64) {
+    pub(crate) fn irecv(&mut self, dst: usize, src: usize, tag: i32, request: u64) {
         self.request_call(dst, call::MPI_IRECV, src, tag, request);
     }
 
     /// MPI_Send_init's entry and exit on `src`: the persistent send `request`.
-    pub fn send_init(&mut self, src: usize, dst: usize, tag: i32, request: u64) {
+    pub(crate) fn send_init(&mut self, src: usize, dst: usize, tag: i32, request: u64) {
         self.request_call(src, call::MPI_SEND_INIT, dst, tag, request);
     }
 
     /// MPI_Start of persistent `request` on `rank`.
-    pub fn start(&mut self, rank: usize, request: u64) {
+    pub(crate) fn start(&mut self, rank: usize, request: u64) {
         self.call_with(rank, call::MPI_START, false, |c| c.handle = request);
         self.call_with(rank, call::MPI_START, true, |_| {});
     }
 
     /// MPI_Wait on `request` of `rank`, its status ignored (MPI_STATUS_IGNORE).
-    pub fn wait(&mut self, rank: usize, request: u64) {
+    pub(crate) fn wait(&mut self, rank: usize, request: u64) {
         self.call_with(rank, call::MPI_WAIT, false, |c| c.handle = request);
         self.call_with(rank, call::MPI_WAIT, true, |_| {});
     }
 
     /// MPI_Send's entry and exit on `src`.
-    pub fn send(&mut self, src: usize, dst: usize, tag: i32) {
+    pub(crate) fn send(&mut self, src: usize, dst: usize, tag: i32) {
         self.call(src, call::MPI_SEND, dst as i32, tag, false);
         self.call(src, call::MPI_SEND, 0, 0, true);
     }
 
     /// MPI_Recv's entry and exit on `dst`, from `src`.
-    pub fn recv(&mut self, dst: usize, src: usize, tag: i32) {
+    pub(crate) fn recv(&mut self, dst: usize, src: usize, tag: i32) {
         self.call(dst, call::MPI_RECV, src as i32, tag, false);
         self.call(dst, call::MPI_RECV, src as i32, tag, true);
     }
 
     /// A message from `src` to `dst`, received right away.
-    pub fn message(&mut self, src: usize, dst: usize, tag: i32) {
+    pub(crate) fn message(&mut self, src: usize, dst: usize, tag: i32) {
         self.send(src, dst, tag);
         self.recv(dst, src, tag);
     }
@@ -203,7 +203,7 @@ pub(crate) struct SyntheticThreads {
 pub(crate) const THREADS_PID: u32 = 500;
 
 impl SyntheticThreads {
-    pub fn new(procedures: &[&str]) -> Self {
+    pub(crate) fn new(procedures: &[&str]) -> Self {
         let mut s = SyntheticThreads {
             items: SyntheticRun::new(0, procedures).items,
             ts: 1_000_000,
@@ -218,7 +218,7 @@ impl SyntheticThreads {
         s
     }
 
-    pub fn header(&mut self, tid: u32, kind: u16, callf: u16) -> EventHeader {
+    pub(crate) fn header(&mut self, tid: u32, kind: u16, callf: u16) -> EventHeader {
         self.ts += 1000;
         EventHeader {
             ts_ns: self.ts,
@@ -232,7 +232,7 @@ impl SyntheticThreads {
     }
 
     /// `w` ns of work on `tid`, inside selected procedure `f` if given.
-    pub fn compute(&mut self, tid: u32, w: u64, f: Option<usize>) {
+    pub(crate) fn compute(&mut self, tid: u32, w: u64, f: Option<usize>) {
         if let Some(f) = f {
             let h = self.header(tid, kind::FUNC_ENTER, f as u16 + 1);
             self.items.push(Item::Record(Record::FuncEnter(h)));
@@ -243,7 +243,7 @@ impl SyntheticThreads {
     }
 
     /// `parent` creates thread `child` (its clock starts at 0).
-    pub fn clone(&mut self, parent: u32, child: u32) {
+    pub(crate) fn clone(&mut self, parent: u32, child: u32) {
         let h = self.header(parent, kind::FORK, 0);
         self.items.push(Item::Record(Record::Fork(ForkRecord {
             header: h,
@@ -276,7 +276,7 @@ impl SyntheticThreads {
     }
 
     /// `tid` blocks in FUTEX_WAIT (private).
-    pub fn wait(&mut self, tid: u32) {
+    pub(crate) fn wait(&mut self, tid: u32) {
         self.futex(tid, 128, false);
     }
 
@@ -287,7 +287,7 @@ impl SyntheticThreads {
 
     /// A wakeup of `wakee` stamped by `waker` (a traced thread's header, or with
     /// `untraced`, an interrupt's).
-    pub fn wakeup(&mut self, waker: u32, wakee: u32, untraced: bool) {
+    pub(crate) fn wakeup(&mut self, waker: u32, wakee: u32, untraced: bool) {
         let mut header = self.header(waker, kind::WAKEUP, 0);
         if untraced {
             header.tgid = 1;
@@ -303,7 +303,7 @@ impl SyntheticThreads {
     }
 
     /// `waker` calls FUTEX_WAKE and wakes `wakee`.
-    pub fn wake(&mut self, waker: u32, wakee: u32) {
+    pub(crate) fn wake(&mut self, waker: u32, wakee: u32) {
         self.futex(waker, 129, false);
         self.wakeup(waker, wakee, false);
         self.futex(waker, 129, true);
@@ -364,12 +364,12 @@ impl SyntheticThreads {
     }
 
     /// A whole pthread call that does not block.
-    pub fn pthread(&mut self, tid: u32, id: u16, addr: u64) {
+    pub(crate) fn pthread(&mut self, tid: u32, id: u16, addr: u64) {
         self.pthread_call(tid, id, addr, 0, false);
         self.pthread_call(tid, id, addr, 0, true);
     }
 
-    pub fn exit(&mut self, tid: u32) {
+    pub(crate) fn exit(&mut self, tid: u32) {
         let header = self.header(tid, kind::EXIT, 0);
         self.items.push(Item::Record(Record::Exit(ExitRecord {
             header,

@@ -78,7 +78,7 @@ fn label(h: &EventHeader) -> u32 {
 }
 
 impl GraphModel {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         GraphModel {
             b: GraphBuilder::new(),
             threads: FxHashMap::default(),
@@ -129,7 +129,7 @@ impl GraphModel {
     }
 
     /// Vertices where a process's parallel section begins or ends.
-    pub fn milestones(&self) -> &[VertexMilestone] {
+    pub(crate) fn milestones(&self) -> &[VertexMilestone] {
         &self.milestones
     }
 

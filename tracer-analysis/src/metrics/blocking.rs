@@ -16,7 +16,7 @@ pub(crate) struct BlockingDists {
 }
 
 impl BlockingDists {
-    pub fn add(&mut self, b: &Blocking, place: Option<Place>) {
+    pub(super) fn add(&mut self, b: &Blocking, place: Option<Place>) {
         self.kinds
             .entry(b.kind)
             .or_insert_with(|| Hist::new(Precision::Fine))
@@ -29,7 +29,7 @@ impl BlockingDists {
         }
     }
 
-    pub fn merge(&mut self, other: &BlockingDists) {
+    pub(super) fn merge(&mut self, other: &BlockingDists) {
         for (k, h) in &other.kinds {
             self.kinds
                 .entry(*k)
@@ -45,7 +45,7 @@ impl BlockingDists {
     }
 
     /// Call kinds and sites, most total time first.
-    pub fn tables(&self, sites: &SiteMap) -> BlockingTables {
+    pub(super) fn tables(&self, sites: &SiteMap) -> BlockingTables {
         let mut calls: Vec<CallMetrics> = self
             .kinds
             .iter()

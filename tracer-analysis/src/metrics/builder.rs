@@ -41,7 +41,7 @@ pub(crate) struct MetricsBuilder {
 }
 
 impl MetricsBuilder {
-    pub fn new(meta: &RecordingMeta) -> Self {
+    pub(super) fn new(meta: &RecordingMeta) -> Self {
         let mut analyzer = Analyzer::with_model(ClockKind::Cpu, NoPaths);
         analyzer.matcher.log_matches();
         let hosts = meta
@@ -64,7 +64,7 @@ impl MetricsBuilder {
 
     /// One item in recording order (records may be up to the reorder window out of
     /// timestamp order, as the ring buffer delivers them).
-    pub fn item(&mut self, item: &Item) {
+    pub(super) fn item(&mut self, item: &Item) {
         match item {
             Item::Record(r) => {
                 self.reorder.push(r);
@@ -83,11 +83,11 @@ impl MetricsBuilder {
     }
 
     /// Records the probes dropped (the recording's trailer), for the report.
-    pub fn events_lost(&mut self, n: u64) {
+    pub(super) fn events_lost(&mut self, n: u64) {
         self.acc.lost = n;
     }
 
-    pub fn finish(mut self) -> Metrics {
+    pub(super) fn finish(mut self) -> Metrics {
         let (a, acc) = (&mut self.analyzer, &mut self.acc);
         self.reorder.flush(|r| acc.record(a, &r));
         self.acc.build(&self.analyzer)

@@ -24,7 +24,7 @@ pub(crate) struct Hist {
 }
 
 impl Hist {
-    pub fn new(p: Precision) -> Self {
+    pub(super) fn new(p: Precision) -> Self {
         let digits = match p {
             Precision::Fine => 3,
             Precision::Coarse => 2,
@@ -37,7 +37,7 @@ impl Hist {
         }
     }
 
-    pub fn record(&mut self, ns: u64) {
+    pub(super) fn record(&mut self, ns: u64) {
         // Auto-resizing `record` grows the histogram (`saturating_record` would clamp to
         // the current range instead); only values past i64::MAX / 2 fail, and saturate.
         if self.h.record(ns).is_err() {
@@ -49,7 +49,7 @@ impl Hist {
     }
 
     /// Adds every value of `other` (same precision or not: values are re-bucketed).
-    pub fn merge(&mut self, other: &Hist) {
+    pub(super) fn merge(&mut self, other: &Hist) {
         // Both auto-resize, so adding cannot run out of range.
         let _ = self.h.add(&other.h);
         self.count += other.count;
@@ -57,7 +57,7 @@ impl Hist {
         self.max = self.max.max(other.max);
     }
 
-    pub fn summary(&self) -> Distribution {
+    pub(super) fn summary(&self) -> Distribution {
         if self.count == 0 {
             return Distribution::default();
         }

@@ -37,7 +37,7 @@ impl Sums {
         self.threads += 1;
     }
 
-    pub fn add(&mut self, o: &Sums) {
+    pub(super) fn add(&mut self, o: &Sums) {
         if let Some((a, b)) = o.span {
             self.widen(a, b);
         }
@@ -51,7 +51,7 @@ impl Sums {
         self.threads += o.threads;
     }
 
-    pub fn measures(&self, cpus: u32) -> Measures {
+    pub(super) fn measures(&self, cpus: u32) -> Measures {
         let elapsed = self.span.map_or(0, |(a, b)| b - a);
         let ratio = |n: u64, d: u64| (d > 0).then(|| n as f64 / d as f64);
         let parallelism = ratio(self.cpu, elapsed);

@@ -31,7 +31,7 @@ pub(crate) struct SiteMap {
 }
 
 impl SiteMap {
-    pub fn process(&mut self, info: &ProcessInfo) {
+    pub(super) fn process(&mut self, info: &ProcessInfo) {
         for m in &info.mappings {
             let id = match self.ids.get(&m.path) {
                 Some(&id) => id,
@@ -62,7 +62,7 @@ impl SiteMap {
         }
     }
 
-    pub fn object(&self, id: u32) -> &str {
+    pub(super) fn object(&self, id: u32) -> &str {
         &self.objects[id as usize]
     }
 }

@@ -85,14 +85,14 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    pub fn name(self) -> String {
+    pub(super) fn name(self) -> String {
         match self {
             Kind::Call(id) => calls::name(id),
             Kind::Futex => "futex".into(),
         }
     }
 
-    pub fn cause(self) -> Cause {
+    pub(super) fn cause(self) -> Cause {
         match self {
             Kind::Call(id) => Cause::of_call(id),
             Kind::Futex => Cause::Futex,
@@ -186,7 +186,7 @@ pub(crate) struct ThreadAcc {
 }
 
 impl ThreadAcc {
-    pub fn new(tid: u32, ts: u64) -> Self {
+    pub(super) fn new(tid: u32, ts: u64) -> Self {
         ThreadAcc {
             tid,
             pid: 0,
@@ -209,7 +209,7 @@ impl ThreadAcc {
 
     /// One of the thread's own records: its time, process (0 if the record does not
     /// know it) and CPU clock.
-    pub fn own(&mut self, ts: u64, pid: u32, cpu_ns: u64) {
+    pub(super) fn own(&mut self, ts: u64, pid: u32, cpu_ns: u64) {
         self.touch(ts);
         if pid != 0 {
             self.pid = pid;
@@ -230,12 +230,12 @@ impl ThreadAcc {
     }
 
     /// CPU time while traced: the clock's advance from the first record to the latest.
-    pub fn cpu_ns(&self) -> u64 {
+    pub(super) fn cpu_ns(&self) -> u64 {
         self.first_cpu.map_or(0, |f| self.cpu.saturating_sub(f))
     }
 
     /// CPU time outside blocking intervals, from where the work clock started.
-    pub fn work_ns(&self) -> u64 {
+    pub(super) fn work_ns(&self) -> u64 {
         self.work_from_cpu.map_or(0, |f| {
             self.cpu.saturating_sub(f).saturating_sub(self.cpu_blocked)
         })
@@ -245,7 +245,7 @@ impl ThreadAcc {
         self.blocked[c.index()]
     }
 
-    pub fn cpu_wait_ns(&self) -> u64 {
+    pub(super) fn cpu_wait_ns(&self) -> u64 {
         self.cpu_wait
     }
 
@@ -283,7 +283,7 @@ impl ThreadAcc {
 
     /// The thread made a record in its own context at `ts`, its CPU clock at `cpu`, so
     /// it is on a CPU.
-    pub fn ran(&mut self, ts: u64, cpu: u64) {
+    pub(super) fn ran(&mut self, ts: u64, cpu: u64) {
         self.settle_missed_switch_in(ts, cpu);
         self.sched = Sched::Running;
     }
@@ -303,7 +303,7 @@ impl ThreadAcc {
 
     // --- blocking ---
 
-    pub fn call_enter(&mut self, id: u16, e: &CallRecord) {
+    pub(super) fn call_enter(&mut self, id: u16, e: &CallRecord) {
         self.calls.push(Open {
             kind: Kind::Call(id),
             site: e.site,
@@ -314,14 +314,14 @@ impl ThreadAcc {
 
     /// Calls the probes found returned without their exits: dropped, as the analyzer
     /// drops them (their blocking intervals are not known).
-    pub fn calls_unwound(&mut self, calls: u32) {
+    pub(super) fn calls_unwound(&mut self, calls: u32) {
         drop_unwound(&mut self.calls, calls);
     }
 
     /// A call's exit; the outermost one ends a blocking interval. Exit records carry the
     /// call site; entry records did in recordings made before that (and still do for
     /// calls that can block).
-    pub fn call_exit(&mut self, x: &CallRecord) -> Option<Blocking> {
+    pub(super) fn call_exit(&mut self, x: &CallRecord) -> Option<Blocking> {
         let (ts, cpu) = (x.header.ts_ns, x.header.cpu_ns);
         // Paired by call id, as the analyzer pairs them: a missing exit or entry costs
         // that call alone (`pairing`).
@@ -401,7 +401,7 @@ impl ThreadAcc {
     /// The thread ended (or the recording did): a call or futex wait still open counts
     /// as blocked up to the thread's last record. It did not complete, so it is not
     /// returned for the distributions.
-    pub fn end(&mut self) {
+    pub(super) fn end(&mut self) {
         let (ts, cpu) = (self.last_ts, self.cpu);
         if let Some(open) = self.calls.first().copied() {
             self.close(open, ts, cpu);
@@ -415,12 +415,12 @@ impl ThreadAcc {
 
     // --- selected procedures ---
 
-    pub fn enter(&mut self, procedure: usize, ts: u64, cpu: u64) {
+    pub(super) fn enter(&mut self, procedure: usize, ts: u64, cpu: u64) {
         self.active.push(OpenActivation { procedure, ts, cpu });
     }
 
     /// A procedure returned; None if its entry was not seen (tracing began inside it).
-    pub fn exit(&mut self, procedure: usize, ts: u64, cpu: u64) -> Option<Activation> {
+    pub(super) fn exit(&mut self, procedure: usize, ts: u64, cpu: u64) -> Option<Activation> {
         let i = self.active.iter().rposition(|a| a.procedure == procedure)?;
         let a = self.active.remove(i);
         Some(Activation {

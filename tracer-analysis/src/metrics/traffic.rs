@@ -28,7 +28,7 @@ impl Default for TrafficAcc {
 }
 
 impl TrafficAcc {
-    pub fn add(&mut self, m: &MatchedMessage) {
+    pub(super) fn add(&mut self, m: &MatchedMessage) {
         let e = self.pairs.entry((m.from_pid, m.to_pid)).or_default();
         e.0 += 1;
         match m.bytes {
@@ -40,7 +40,7 @@ impl TrafficAcc {
 
     /// The traffic tables. `rank` names processes, `machine` places them, `elapsed_ns`
     /// (the program's) gives the rates.
-    pub fn finish(
+    pub(super) fn finish(
         &self,
         rank: impl Fn(u32) -> Option<i32>,
         machine: impl Fn(u32) -> String,

@@ -53,7 +53,13 @@ impl Shape {
     /// source's), and whether the event ends an MPI/PVM call of a process that polls.
     /// `setup`: the event ends a setup call (MPI_Init), whose wait is for the launcher:
     /// all its unexplained time is kept whatever the placement, as it was recorded.
-    pub fn new(elapsed: u64, c: &Clocks, latencies: &[u64], polls: bool, setup: bool) -> Shape {
+    pub(super) fn new(
+        elapsed: u64,
+        c: &Clocks,
+        latencies: &[u64],
+        polls: bool,
+        setup: bool,
+    ) -> Shape {
         let [work, awake, outside, held] = c.work;
         let work = work.min(elapsed);
         let outside = outside.clamp(work, elapsed);
@@ -118,7 +124,7 @@ impl Shape {
     /// The latency of a dependency recorded at `latency`: all of it if the thread waited
     /// for it, else no more than the call took after the thread arrived; without the
     /// time the waiting thread was preempted by the program's own threads.
-    pub fn latency(&self, latency: u64) -> f64 {
+    pub(super) fn latency(&self, latency: u64) -> f64 {
         latency
             .saturating_sub(self.runnable_blocked)
             .min(self.awake_blocked + self.held_blocked) as f64
@@ -128,7 +134,7 @@ impl Shape {
     /// the machine (kept only where the placement keeps that work, as held time is):
     /// the recording cannot tell when in the wait that happened, so, as for the time
     /// the program's own threads preempted it, it is taken to have delayed the event.
-    pub fn latency_held(&self, latency: u64) -> f64 {
+    pub(super) fn latency_held(&self, latency: u64) -> f64 {
         let free = latency
             .saturating_sub(self.runnable_blocked + self.held_blocked)
             .min(self.awake_blocked) as f64;
@@ -149,7 +155,7 @@ impl Shape {
     /// it equally. (Kept with every rank moved onto one CPU, the recorded hand-offs of
     /// two CPUs predicted 443 to 569 ms for runs that took 233 to 301 ms.) (A polling
     /// thread's hand-off is [`notice_delay`].)
-    pub fn handoff(&self, latency: u64) -> f64 {
+    pub(super) fn handoff(&self, latency: u64) -> f64 {
         if self.polls {
             return 0.0;
         }
@@ -236,7 +242,7 @@ pub(super) fn is_rendezvous(receive_label: u32, bytes: Option<Option<u64>>) -> b
 /// predicted on one: the recorded latencies put 159 ms of messages on a 283 ms path,
 /// where a run pinned to one CPU took 236 ms; with this, 242 ms (docs/whatif.md).
 #[derive(Clone, Debug)]
-pub struct Transport {
+pub(super) struct Transport {
     least: [f64; 65],
 }
 
@@ -251,7 +257,7 @@ impl Default for Transport {
 impl Transport {
     /// A message's size class: 0 for no or unknown bytes, else 1 + log2 of its size,
     /// rounded down.
-    pub fn class(bytes: Option<u64>) -> u32 {
+    pub(super) fn class(bytes: Option<u64>) -> u32 {
         match bytes {
             None | Some(0) => 0,
             Some(b) => 64 - b.leading_zeros(),
@@ -259,7 +265,7 @@ impl Transport {
     }
 
     /// A message of `class` whose receiver was waiting took `latency`.
-    pub fn note(&mut self, class: u32, latency: f64) {
+    pub(super) fn note(&mut self, class: u32, latency: f64) {
         let least = &mut self.least[class as usize];
         *least = least.min(latency);
     }
@@ -267,7 +273,7 @@ impl Transport {
     /// The latency of a dependency recorded at `recorded` (of a message of `class`, or
     /// None for another dependency) whose receiver's CPU set is shared as recorded
     /// (`keep`) or not.
-    pub fn latency(&self, class: Option<u32>, recorded: f64, keep: bool) -> f64 {
+    pub(super) fn latency(&self, class: Option<u32>, recorded: f64, keep: bool) -> f64 {
         match class {
             Some(class) if !keep => recorded.min(self.least[class as usize]),
             _ => recorded,

@@ -24,7 +24,7 @@ impl From<Clock> for ClockKind {
 }
 
 #[derive(Args)]
-pub struct AnalyzeArgs {
+pub(super) struct AnalyzeArgs {
     /// A recording made with `tracer record -o`.
     file: PathBuf,
     /// Which clock weighs the work between events.
@@ -38,7 +38,7 @@ pub struct AnalyzeArgs {
     json: bool,
 }
 
-pub fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     super::tell_condition(&a.file);
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;

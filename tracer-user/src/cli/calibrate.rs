@@ -33,7 +33,7 @@ impl From<ScopeArg> for Scope {
 }
 
 #[derive(Args)]
-pub struct CalibrateArgs {
+pub(super) struct CalibrateArgs {
     /// Write the table to FILE (standard output otherwise).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
@@ -76,7 +76,7 @@ pub struct CalibrateArgs {
 }
 
 #[derive(Clone)]
-pub struct Sizes(Vec<u64>);
+pub(super) struct Sizes(Vec<u64>);
 
 fn parse_sizes(s: &str) -> Result<Sizes, String> {
     let mut v = Vec::new();
@@ -104,7 +104,7 @@ struct Measured {
     mean_ns: u64,
 }
 
-pub fn run(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     if a.seconds_per_size.is_nan() || a.seconds_per_size < 0.0 {
         bail!("--seconds-per-size must be >= 0");
     }

@@ -11,7 +11,7 @@ use super::{
 /// Critical-path tracer for parallel programs (MPI, PVM, threads), built on eBPF.
 #[derive(Parser)]
 #[command(name = "tracer", version)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -51,7 +51,7 @@ enum Command {
     Whatif(whatif::WhatifArgs),
 }
 
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Record(a) => record::run(a),
         Command::Top(a) => top::run(a),

@@ -10,7 +10,7 @@ use tracer_analysis::format::records::{self, Record};
 use tracer_common::{UNSET, UNSET32};
 
 #[derive(Args)]
-pub struct DumpArgs {
+pub(super) struct DumpArgs {
     /// A recording made with `tracer record -o`.
     file: PathBuf,
 }
@@ -31,7 +31,7 @@ fn opt64(v: i64) -> String {
     }
 }
 
-pub fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
     super::tell_condition(&a.file);
     let mut r =
         RecordingReader::open(&a.file).with_context(|| format!("reading {}", a.file.display()))?;

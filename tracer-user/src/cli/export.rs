@@ -24,7 +24,7 @@ use tracer_user::render::parquet::{ParquetExport, ParquetStats};
 use tracer_user::session;
 
 #[derive(Clone, Copy, ValueEnum)]
-pub enum Format {
+pub(super) enum Format {
     /// Chrome trace-event JSON, for Perfetto (ui.perfetto.dev) and chrome://tracing.
     Chrome,
     /// Perfetto's native protobuf trace: the Chrome timeline as TrackEvents, plus the
@@ -51,7 +51,7 @@ pub enum Format {
 }
 
 #[derive(Args)]
-pub struct ExportArgs {
+pub(super) struct ExportArgs {
     /// A recording made with `tracer record -o`.
     file: PathBuf,
     /// Output format (docs/exports.md).
@@ -66,7 +66,7 @@ pub struct ExportArgs {
     clock: super::analyze::Clock,
 }
 
-pub fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let totals = super::tell_condition(&a.file);
     let clock = ClockKind::from(a.clock);
     let reading = || format!("reading {}", a.file.display());

@@ -10,7 +10,7 @@ use tracer_analysis::units::ms_text;
 use tracer_user::target::candidates::{self, Candidate, ProfileRanks, Target};
 
 #[derive(Args)]
-pub struct FunctionsArgs {
+pub(super) struct FunctionsArgs {
     /// A running process (its executable) or an executable or shared object file (a
     /// number is a PID: write `./123` for a file named 123).
     target: String,
@@ -46,7 +46,7 @@ fn ms(ns: Option<u64>) -> String {
     ns.map(ms_text).unwrap_or_else(|| "-".into())
 }
 
-pub fn run(a: FunctionsArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: FunctionsArgs) -> anyhow::Result<ExitCode> {
     let target = Target::parse(&a.target);
     let mut list = candidates::list(&target, a.all)?;
     let matched = match &a.profile {

@@ -7,7 +7,7 @@ use tracer_analysis::format::recording::RecordingReader;
 use tracer_analysis::metrics::Metrics;
 
 #[derive(Args)]
-pub struct MetricsArgs {
+pub(super) struct MetricsArgs {
     /// A recording made with `tracer record -o`.
     file: PathBuf,
     /// Print JSON (schema: docs/metrics.md) instead of tables.
@@ -15,7 +15,7 @@ pub struct MetricsArgs {
     json: bool,
 }
 
-pub fn run(a: MetricsArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: MetricsArgs) -> anyhow::Result<ExitCode> {
     let totals = super::tell_condition(&a.file);
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;

@@ -14,5 +14,5 @@ mod summary;
 mod top;
 mod whatif;
 
-pub use commands::{run, Cli};
+pub(crate) use commands::{run, Cli};
 use print::{print_summary, tell_condition, warn_lost, warn_probe_failures};

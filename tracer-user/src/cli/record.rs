@@ -15,7 +15,7 @@ use tracer_user::session::{
 };
 
 #[derive(Args)]
-pub struct RecordArgs {
+pub(super) struct RecordArgs {
     /// Trace this running process, its threads and all its descendants (repeatable).
     #[arg(long = "pid", value_name = "PID")]
     pids: Vec<u32>,
@@ -107,7 +107,7 @@ enum ProbeSet {
     Floor,
 }
 
-pub fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
     let quiet = a.quiet;
     run_with(a, WhileTracing::printed(quiet))
 }

@@ -14,7 +14,7 @@ use tracer_user::render::html_report::{html_report, Traced};
 use super::analyze::Clock;
 
 #[derive(Args)]
-pub struct ReportArgs {
+pub(super) struct ReportArgs {
     /// A recording made with `tracer record -o`.
     file: PathBuf,
     /// Which clock weighs the work between events.
@@ -43,7 +43,7 @@ pub struct ReportArgs {
     html: Option<PathBuf>,
 }
 
-pub fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let totals = super::tell_condition(&a.file);
     if a.paths == 0 {
         anyhow::bail!("--paths must be at least 1");

@@ -6,7 +6,7 @@ use clap::Args;
 use tracer_analysis::format::{recording, summary};
 
 #[derive(Args)]
-pub struct SummaryArgs {
+pub(super) struct SummaryArgs {
     /// A recording made with `tracer record -o`.
     file: PathBuf,
     /// Print JSON (schema: docs/summary-json.md) instead of text.
@@ -14,7 +14,7 @@ pub struct SummaryArgs {
     json: bool,
 }
 
-pub fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
     super::tell_condition(&a.file);
     let recording::WholeRecording { items, trailer, .. } =
         recording::read_all(&a.file).with_context(|| format!("reading {}", a.file.display()))?;

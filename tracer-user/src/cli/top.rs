@@ -27,12 +27,12 @@ use tracer_user::session::{EventsSoFar, Ready};
 use super::record::{loss_line, run_with, RecordArgs, WhileTracing};
 
 #[derive(Args)]
-pub struct TopArgs {
+pub(super) struct TopArgs {
     #[command(flatten)]
     record: RecordArgs,
 }
 
-pub fn run(a: TopArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: TopArgs) -> anyhow::Result<ExitCode> {
     if !std::io::stdout().is_terminal() {
         bail!("tracer top draws on a terminal; without one, use `tracer record --interval SECS`");
     }

@@ -23,7 +23,7 @@ pub(super) enum Polling {
 }
 
 #[derive(Args)]
-pub struct WhatifArgs {
+pub(super) struct WhatifArgs {
     /// A recording made with `tracer record -o`.
     file: PathBuf,
     /// Where processes run, e.g. `*@0` (all ranks share CPU 0), `*@0-1`, `0-1@0;2-3@1`,
@@ -108,7 +108,7 @@ impl Polling {
     }
 }
 
-pub fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
     let totals = super::tell_condition(&a.file);
     if !(a.slice_ms >= 0.0 && a.slice_ms.is_finite()) {
         anyhow::bail!("--slice-ms must be a number of milliseconds >= 0");

@@ -14,7 +14,7 @@ use crate::probes::{monotonic_ns, HeldProcesses};
 
 /// How long a process may stay held. Probing a program at its exec (`ldd`, then the
 /// probes it needs) took at most 58 ms in `whole_machine`'s test, far under it.
-pub const HOLD_DEADLINE: Duration = Duration::from_secs(3);
+pub(crate) const HOLD_DEADLINE: Duration = Duration::from_secs(3);
 
 /// How often the held set is checked.
 const CHECK_EVERY: Duration = Duration::from_millis(100);

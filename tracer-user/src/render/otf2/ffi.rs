@@ -6,70 +6,70 @@
 use std::ffi::{c_char, c_int, c_void};
 
 /// `OTF2_ErrorCode` (OTF2_ErrorCodes.h): 0 is `OTF2_SUCCESS`.
-pub type ErrorCode = c_int;
-pub const SUCCESS: ErrorCode = 0;
+pub(crate) type ErrorCode = c_int;
+pub(crate) const SUCCESS: ErrorCode = 0;
 
 /// Opaque handles (OTF2_Archive.h, OTF2_EvtWriter.h, OTF2_DefWriter.h,
 /// OTF2_GlobalDefWriter.h, OTF2_AttributeList.h, OTF2_IdMap.h).
 #[repr(C)]
-pub struct Archive {
+pub(crate) struct Archive {
     _private: [u8; 0],
 }
 #[repr(C)]
-pub struct EvtWriter {
+pub(crate) struct EvtWriter {
     _private: [u8; 0],
 }
 #[repr(C)]
-pub struct DefWriter {
+pub(crate) struct DefWriter {
     _private: [u8; 0],
 }
 #[repr(C)]
-pub struct GlobalDefWriter {
+pub(crate) struct GlobalDefWriter {
     _private: [u8; 0],
 }
 #[repr(C)]
-pub struct AttributeList {
+pub(crate) struct AttributeList {
     _private: [u8; 0],
 }
 #[repr(C)]
-pub struct IdMap {
+pub(crate) struct IdMap {
     _private: [u8; 0],
 }
 
 // OTF2_GeneralDefinitions.h
-pub const FILEMODE_WRITE: u8 = 0;
-pub const SUBSTRATE_POSIX: u8 = 1;
-pub const COMPRESSION_NONE: u8 = 1;
-pub const FLUSH: u8 = 1;
-pub const TYPE_UINT64: u8 = 4;
-pub const UNDEFINED_UINT32: u32 = u32::MAX;
-pub const MAPPING_COMM: u8 = 6;
+pub(crate) const FILEMODE_WRITE: u8 = 0;
+pub(crate) const SUBSTRATE_POSIX: u8 = 1;
+pub(crate) const COMPRESSION_NONE: u8 = 1;
+pub(crate) const FLUSH: u8 = 1;
+pub(crate) const TYPE_UINT64: u8 = 4;
+pub(crate) const UNDEFINED_UINT32: u32 = u32::MAX;
+pub(crate) const MAPPING_COMM: u8 = 6;
 // OTF2_IdMap.h
-pub const ID_MAP_SPARSE: u8 = 1;
+pub(crate) const ID_MAP_SPARSE: u8 = 1;
 // OTF2_Archive.h
-pub const CHUNK_SIZE_EVENTS_DEFAULT: u64 = 1024 * 1024;
-pub const CHUNK_SIZE_DEFINITIONS_DEFAULT: u64 = 4 * 1024 * 1024;
+pub(crate) const CHUNK_SIZE_EVENTS_DEFAULT: u64 = 1024 * 1024;
+pub(crate) const CHUNK_SIZE_DEFINITIONS_DEFAULT: u64 = 4 * 1024 * 1024;
 // OTF2_Definitions.h
-pub const LOCATION_GROUP_TYPE_PROCESS: u8 = 1;
-pub const LOCATION_TYPE_CPU_THREAD: u8 = 1;
-pub const REGION_FLAG_NONE: u32 = 0;
-pub const GROUP_TYPE_COMM_LOCATIONS: u8 = 4;
-pub const GROUP_TYPE_COMM_GROUP: u8 = 5;
-pub const GROUP_FLAG_NONE: u32 = 0;
-pub const COMM_FLAG_NONE: u32 = 0;
-pub const METRIC_TYPE_OTHER: u8 = 0;
-pub const METRIC_ACCUMULATED_START: u8 = 0;
-pub const BASE_DECIMAL: u8 = 1;
-pub const METRIC_ASYNCHRONOUS: u8 = 2;
-pub const RECORDER_KIND_ABSTRACT: u8 = 1;
+pub(crate) const LOCATION_GROUP_TYPE_PROCESS: u8 = 1;
+pub(crate) const LOCATION_TYPE_CPU_THREAD: u8 = 1;
+pub(crate) const REGION_FLAG_NONE: u32 = 0;
+pub(crate) const GROUP_TYPE_COMM_LOCATIONS: u8 = 4;
+pub(crate) const GROUP_TYPE_COMM_GROUP: u8 = 5;
+pub(crate) const GROUP_FLAG_NONE: u32 = 0;
+pub(crate) const COMM_FLAG_NONE: u32 = 0;
+pub(crate) const METRIC_TYPE_OTHER: u8 = 0;
+pub(crate) const METRIC_ACCUMULATED_START: u8 = 0;
+pub(crate) const BASE_DECIMAL: u8 = 1;
+pub(crate) const METRIC_ASYNCHRONOUS: u8 = 2;
+pub(crate) const RECORDER_KIND_ABSTRACT: u8 = 1;
 
 /// `OTF2_PreFlushCallback` and `OTF2_PostFlushCallback` (OTF2_Callbacks.h).
-pub type PreFlush = extern "C" fn(*mut c_void, u8, u64, *mut c_void, bool) -> u8;
-pub type PostFlush = Option<extern "C" fn(*mut c_void, u8, u64) -> u64>;
+pub(crate) type PreFlush = extern "C" fn(*mut c_void, u8, u64, *mut c_void, bool) -> u8;
+pub(crate) type PostFlush = Option<extern "C" fn(*mut c_void, u8, u64) -> u64>;
 
 /// `OTF2_FlushCallbacks` (OTF2_Callbacks.h).
 #[repr(C)]
-pub struct FlushCallbacks {
+pub(crate) struct FlushCallbacks {
     pub pre_flush: PreFlush,
     pub post_flush: PostFlush,
 }
@@ -77,14 +77,14 @@ pub struct FlushCallbacks {
 /// `OTF2_MetricValue` (OTF2_GeneralDefinitions.h): a union of 8 bytes.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub union MetricValue {
+pub(crate) union MetricValue {
     pub unsigned_int: u64,
 }
 
 #[link(name = "open-trace-format2", kind = "static")]
 extern "C" {
     // OTF2_Archive.h
-    pub fn OTF2_Archive_Open(
+    pub(crate) fn OTF2_Archive_Open(
         path: *const c_char,
         name: *const c_char,
         mode: u8,
@@ -93,58 +93,72 @@ extern "C" {
         substrate: u8,
         compression: u8,
     ) -> *mut Archive;
-    pub fn OTF2_Archive_Close(archive: *mut Archive) -> ErrorCode;
-    pub fn OTF2_Archive_SetFlushCallbacks(
+    pub(crate) fn OTF2_Archive_Close(archive: *mut Archive) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_SetFlushCallbacks(
         archive: *mut Archive,
         callbacks: *const FlushCallbacks,
         data: *mut c_void,
     ) -> ErrorCode;
-    pub fn OTF2_Archive_SetSerialCollectiveCallbacks(archive: *mut Archive) -> ErrorCode;
-    pub fn OTF2_Archive_SetCreator(archive: *mut Archive, creator: *const c_char) -> ErrorCode;
-    pub fn OTF2_Archive_SetDescription(archive: *mut Archive, text: *const c_char) -> ErrorCode;
-    pub fn OTF2_Archive_OpenEvtFiles(archive: *mut Archive) -> ErrorCode;
-    pub fn OTF2_Archive_CloseEvtFiles(archive: *mut Archive) -> ErrorCode;
-    pub fn OTF2_Archive_OpenDefFiles(archive: *mut Archive) -> ErrorCode;
-    pub fn OTF2_Archive_CloseDefFiles(archive: *mut Archive) -> ErrorCode;
-    pub fn OTF2_Archive_GetEvtWriter(archive: *mut Archive, location: u64) -> *mut EvtWriter;
-    pub fn OTF2_Archive_CloseEvtWriter(archive: *mut Archive, w: *mut EvtWriter) -> ErrorCode;
-    pub fn OTF2_Archive_GetDefWriter(archive: *mut Archive, location: u64) -> *mut DefWriter;
-    pub fn OTF2_Archive_CloseDefWriter(archive: *mut Archive, w: *mut DefWriter) -> ErrorCode;
-    pub fn OTF2_Archive_GetGlobalDefWriter(archive: *mut Archive) -> *mut GlobalDefWriter;
+    pub(crate) fn OTF2_Archive_SetSerialCollectiveCallbacks(archive: *mut Archive) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_SetCreator(
+        archive: *mut Archive,
+        creator: *const c_char,
+    ) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_SetDescription(
+        archive: *mut Archive,
+        text: *const c_char,
+    ) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_OpenEvtFiles(archive: *mut Archive) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_CloseEvtFiles(archive: *mut Archive) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_OpenDefFiles(archive: *mut Archive) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_CloseDefFiles(archive: *mut Archive) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_GetEvtWriter(archive: *mut Archive, location: u64)
+        -> *mut EvtWriter;
+    pub(crate) fn OTF2_Archive_CloseEvtWriter(
+        archive: *mut Archive,
+        w: *mut EvtWriter,
+    ) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_GetDefWriter(archive: *mut Archive, location: u64)
+        -> *mut DefWriter;
+    pub(crate) fn OTF2_Archive_CloseDefWriter(
+        archive: *mut Archive,
+        w: *mut DefWriter,
+    ) -> ErrorCode;
+    pub(crate) fn OTF2_Archive_GetGlobalDefWriter(archive: *mut Archive) -> *mut GlobalDefWriter;
 
     // OTF2_DefWriter.h
-    pub fn OTF2_DefWriter_WriteMappingTable(
+    pub(crate) fn OTF2_DefWriter_WriteMappingTable(
         w: *mut DefWriter,
         kind: u8,
         map: *const IdMap,
     ) -> ErrorCode;
 
     // OTF2_IdMap.h
-    pub fn OTF2_IdMap_Create(mode: u8, capacity: u64) -> *mut IdMap;
-    pub fn OTF2_IdMap_AddIdPair(map: *mut IdMap, local: u64, global: u64) -> ErrorCode;
-    pub fn OTF2_IdMap_Free(map: *mut IdMap);
+    pub(crate) fn OTF2_IdMap_Create(mode: u8, capacity: u64) -> *mut IdMap;
+    pub(crate) fn OTF2_IdMap_AddIdPair(map: *mut IdMap, local: u64, global: u64) -> ErrorCode;
+    pub(crate) fn OTF2_IdMap_Free(map: *mut IdMap);
 
     // OTF2_GlobalDefWriter.h
-    pub fn OTF2_GlobalDefWriter_WriteClockProperties(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteClockProperties(
         w: *mut GlobalDefWriter,
         resolution: u64,
         offset: u64,
         length: u64,
         realtime: u64,
     ) -> ErrorCode;
-    pub fn OTF2_GlobalDefWriter_WriteString(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteString(
         w: *mut GlobalDefWriter,
         id: u32,
         s: *const c_char,
     ) -> ErrorCode;
-    pub fn OTF2_GlobalDefWriter_WriteSystemTreeNode(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteSystemTreeNode(
         w: *mut GlobalDefWriter,
         id: u32,
         name: u32,
         class_name: u32,
         parent: u32,
     ) -> ErrorCode;
-    pub fn OTF2_GlobalDefWriter_WriteLocationGroup(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteLocationGroup(
         w: *mut GlobalDefWriter,
         id: u32,
         name: u32,
@@ -152,7 +166,7 @@ extern "C" {
         parent: u32,
         creating: u32,
     ) -> ErrorCode;
-    pub fn OTF2_GlobalDefWriter_WriteLocation(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteLocation(
         w: *mut GlobalDefWriter,
         id: u64,
         name: u32,
@@ -160,7 +174,7 @@ extern "C" {
         events: u64,
         group: u32,
     ) -> ErrorCode;
-    pub fn OTF2_GlobalDefWriter_WriteRegion(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteRegion(
         w: *mut GlobalDefWriter,
         id: u32,
         name: u32,
@@ -173,7 +187,7 @@ extern "C" {
         begin_line: u32,
         end_line: u32,
     ) -> ErrorCode;
-    pub fn OTF2_GlobalDefWriter_WriteGroup(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteGroup(
         w: *mut GlobalDefWriter,
         id: u32,
         name: u32,
@@ -183,7 +197,7 @@ extern "C" {
         count: u32,
         members: *const u64,
     ) -> ErrorCode;
-    pub fn OTF2_GlobalDefWriter_WriteComm(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteComm(
         w: *mut GlobalDefWriter,
         id: u32,
         name: u32,
@@ -191,7 +205,7 @@ extern "C" {
         parent: u32,
         flags: u32,
     ) -> ErrorCode;
-    pub fn OTF2_GlobalDefWriter_WriteMetricMember(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteMetricMember(
         w: *mut GlobalDefWriter,
         id: u32,
         name: u32,
@@ -203,7 +217,7 @@ extern "C" {
         exponent: i64,
         unit: u32,
     ) -> ErrorCode;
-    pub fn OTF2_GlobalDefWriter_WriteMetricClass(
+    pub(crate) fn OTF2_GlobalDefWriter_WriteMetricClass(
         w: *mut GlobalDefWriter,
         id: u32,
         count: u8,
@@ -213,19 +227,19 @@ extern "C" {
     ) -> ErrorCode;
 
     // OTF2_EvtWriter.h
-    pub fn OTF2_EvtWriter_Enter(
+    pub(crate) fn OTF2_EvtWriter_Enter(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
         region: u32,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_Leave(
+    pub(crate) fn OTF2_EvtWriter_Leave(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
         region: u32,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_MpiSend(
+    pub(crate) fn OTF2_EvtWriter_MpiSend(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
@@ -234,7 +248,7 @@ extern "C" {
         tag: u32,
         length: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_MpiIsend(
+    pub(crate) fn OTF2_EvtWriter_MpiIsend(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
@@ -244,19 +258,19 @@ extern "C" {
         length: u64,
         request: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_MpiIsendComplete(
+    pub(crate) fn OTF2_EvtWriter_MpiIsendComplete(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
         request: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_MpiIrecvRequest(
+    pub(crate) fn OTF2_EvtWriter_MpiIrecvRequest(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
         request: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_MpiRecv(
+    pub(crate) fn OTF2_EvtWriter_MpiRecv(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
@@ -265,7 +279,7 @@ extern "C" {
         tag: u32,
         length: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_MpiIrecv(
+    pub(crate) fn OTF2_EvtWriter_MpiIrecv(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
@@ -275,12 +289,12 @@ extern "C" {
         length: u64,
         request: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_MpiCollectiveBegin(
+    pub(crate) fn OTF2_EvtWriter_MpiCollectiveBegin(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_MpiCollectiveEnd(
+    pub(crate) fn OTF2_EvtWriter_MpiCollectiveEnd(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
@@ -290,28 +304,28 @@ extern "C" {
         sent: u64,
         received: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_ThreadCreate(
+    pub(crate) fn OTF2_EvtWriter_ThreadCreate(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
         contingent: u32,
         sequence: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_ThreadBegin(
+    pub(crate) fn OTF2_EvtWriter_ThreadBegin(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
         contingent: u32,
         sequence: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_ThreadEnd(
+    pub(crate) fn OTF2_EvtWriter_ThreadEnd(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,
         contingent: u32,
         sequence: u64,
     ) -> ErrorCode;
-    pub fn OTF2_EvtWriter_Metric(
+    pub(crate) fn OTF2_EvtWriter_Metric(
         w: *mut EvtWriter,
         a: *mut AttributeList,
         t: u64,

@@ -20,7 +20,7 @@ use tracer_analysis::format::recording::{Item, RecordingError};
 use super::ffi;
 
 /// The archive's name inside OUT (the OTF2 tools open `OUT/traces.otf2`).
-pub const ARCHIVE_NAME: &str = "traces";
+pub(crate) const ARCHIVE_NAME: &str = "traces";
 
 /// The metric class of the critical path (its only member is member 0).
 const CRITICAL_METRIC: u32 = 0;
