@@ -8,8 +8,18 @@
 // on the event path, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
-pub mod probes;
-pub mod render;
+mod probes;
+mod render;
 pub mod session;
-pub mod symbolize;
-pub mod target;
+mod symbolize;
+mod target;
+
+// The surface the `tracer` binary (`cli/`) and the integration tests use: the session
+// (its own curated `pub use` list), and these. Everything else is the crate's own.
+pub use probes::{machine_memory_bytes, UprobeLinks};
+pub use render::flame_graph::write_flame_graph;
+pub use render::html_report::{html_report, Traced};
+pub use render::otf2::{write_otf2, Otf2Error};
+pub use render::parquet::{ParquetExport, ParquetStats};
+pub use symbolize::Symbolizer;
+pub use target::candidates;

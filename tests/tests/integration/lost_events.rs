@@ -354,7 +354,7 @@ fn a_recording_cut_short_says_what_was_lost_before_the_cut() {
 /// memory, kept about 390,000 and lost a third.
 #[test]
 fn a_burst_while_the_reader_is_stopped_is_kept() {
-    let memory_gib = tracer_user::probes::machine_memory_bytes().expect("MemTotal") >> 30;
+    let memory_gib = tracer_user::machine_memory_bytes().expect("MemTotal") >> 30;
     assert!(
         memory_gib >= 12,
         "this test states the default buffers of a machine of 12 GiB or more; this one has {memory_gib} GiB"

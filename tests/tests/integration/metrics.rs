@@ -50,7 +50,7 @@ fn metrics_and_output(tag: &str, funcs: &[&str], command: &[String]) -> (Metrics
     assert_eq!(t.lost, 0);
     let mut m = Metrics::from_items(&t.items, &t.meta);
     // The command also names the call sites (function, file and line).
-    m.locate_sites(&mut tracer_user::symbolize::Symbolizer::new());
+    m.locate_sites(&mut tracer_user::Symbolizer::new());
     let cli: Value = serde_json::from_slice(&json).unwrap();
     let lib = serde_json::to_value(&m).unwrap();
     assert!(

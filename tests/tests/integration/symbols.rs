@@ -12,7 +12,7 @@ use tracer_analysis::format::{Mapping, ProcessInfo};
 use tracer_analysis::symbolize::CodeLocation;
 use tracer_common::{call, futex_waits};
 use tracer_tests::{mpich, openmpi, program, record, root, tracer, tracer_fails, Traced};
-use tracer_user::symbolize::Symbolizer;
+use tracer_user::Symbolizer;
 
 /// Each record with the mappings its process had then (the latest PROCESS chunk before
 /// it: a pid can be a launcher's helper before it execs the program).

@@ -18,10 +18,10 @@ use tracer_analysis::export::write_behind::WriteBehind;
 use tracer_analysis::export::{recording_items, ExportError};
 use tracer_analysis::format::recording::{Item, RecordingError, RecordingReader};
 use tracer_analysis::units::ms;
-use tracer_user::render::flame_graph::write_flame_graph;
-use tracer_user::render::otf2::{write_otf2, Otf2Error};
-use tracer_user::render::parquet::{ParquetExport, ParquetStats};
 use tracer_user::session;
+use tracer_user::write_flame_graph;
+use tracer_user::{write_otf2, Otf2Error};
+use tracer_user::{ParquetExport, ParquetStats};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub(super) enum Format {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde::Serialize;
 use tracer_analysis::units::ms_text;
-use tracer_user::target::candidates::{self, Candidate, ProfileRanks, Target};
+use tracer_user::candidates::{self, Candidate, ProfileRanks, Target};
 
 #[derive(Args)]
 pub(super) struct FunctionsArgs {

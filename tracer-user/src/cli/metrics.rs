@@ -21,7 +21,7 @@ pub(super) fn run(a: MetricsArgs) -> anyhow::Result<ExitCode> {
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     // Streamed: memory follows the program's shape, not the recording's length.
     let mut m = Metrics::from_reader(&mut reader).with_context(context)?;
-    m.locate_sites(&mut tracer_user::symbolize::Symbolizer::new());
+    m.locate_sites(&mut tracer_user::Symbolizer::new());
     if a.json {
         println!("{}", serde_json::to_string_pretty(&m)?);
     } else {

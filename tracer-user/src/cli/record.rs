@@ -8,11 +8,11 @@ use tracer_analysis::analysis::profile::Profile;
 use tracer_analysis::predict::network::NetworkTable;
 use tracer_analysis::predict::online::OnlineReplay;
 use tracer_analysis::predict::placement::PlacementSpec;
-use tracer_user::probes::UprobeLinks;
 use tracer_user::session::{
     self, CommandStatus, EventsSoFar, LossHook, ReadyHook, RecordOptions, RunAs, SampleHook,
     StopReason,
 };
+use tracer_user::UprobeLinks;
 
 #[derive(Args)]
 pub(super) struct RecordArgs {

@@ -9,7 +9,7 @@ use tracer_analysis::graph::whatif::parse_scale;
 use tracer_analysis::metrics::Metrics;
 use tracer_analysis::report::{write_arcs_csv, Report, ReportOptions};
 
-use tracer_user::render::html_report::{html_report, Traced};
+use tracer_user::{html_report, Traced};
 
 use super::analyze::Clock;
 
@@ -77,7 +77,7 @@ pub(super) fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     // A second pass for the metrics by level (they feed the diagnosis).
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     let mut metrics = Metrics::from_reader(&mut reader).with_context(context)?;
-    metrics.locate_sites(&mut tracer_user::symbolize::Symbolizer::new());
+    metrics.locate_sites(&mut tracer_user::Symbolizer::new());
     let report = Report::new(&rg, &opts, Some(metrics));
     if let Some(path) = &a.html {
         let traced = Traced {

@@ -17,7 +17,7 @@ use tracer_analysis::format::calls::Flavor;
 
 impl Probes {
     /// Writes the flavor table entry of `flavor` (PVM needs the library's own symbol).
-    pub fn configure_flavor(
+    pub(crate) fn configure_flavor(
         &mut self,
         flavor: Flavor,
         pvm_rbuf_vaddr: u64,
@@ -39,7 +39,7 @@ impl Probes {
     /// process's copy of the library's pages, so other processes never trap), else in
     /// every process (the probes keep only traced ones). Points the call programs probed before are left
     /// as they are. Returns the number of points newly probed.
-    pub fn attach_calls(
+    pub(crate) fn attach_calls(
         &mut self,
         path: &Path,
         points: &[ProbePoint<'_>],
@@ -52,7 +52,7 @@ impl Probes {
     /// Hands over the links of the probes that fire in `pid` only (the process is gone):
     /// dropping them detaches the probes, which takes the kernel 0.1-0.2 s per link, so
     /// the caller may drop them on another thread.
-    pub fn take_process_links(&mut self, pid: u32) -> TakenLinks {
+    pub(crate) fn take_process_links(&mut self, pid: u32) -> TakenLinks {
         let mut out = TakenLinks::default();
         let Some(links) = self.process_links.remove(&pid) else {
             return out;
@@ -76,7 +76,7 @@ impl Probes {
     /// `symbol`, dlopen, is), in every process: it stops the processes
     /// [`Probes::hold_on_load`] names after each dlopen and tells the reader
     /// (`kind::LIBRARY_LOADED`). Returns false if it was there.
-    pub fn attach_load_probe(
+    pub(crate) fn attach_load_probe(
         &mut self,
         path: &Path,
         symbol: &str,
@@ -109,7 +109,7 @@ impl Probes {
 
     /// Whether process `pid` stops after each dlopen until userspace let it go on (see
     /// [`Probes::attach_load_probe`]).
-    pub fn hold_on_load(&mut self, pid: u32, hold: bool) -> Result<(), ProbeError> {
+    pub(crate) fn hold_on_load(&mut self, pid: u32, hold: bool) -> Result<(), ProbeError> {
         let mut held: HashMap<&mut MapData, u32, u32> = map(&mut self.ebpf, maps::HOLD_ON_LOAD)?;
         let done = if hold {
             held.insert(&pid, &1, 0)
@@ -128,7 +128,7 @@ impl Probes {
     /// Whether a selected procedure at `file_offset` of `path` is not probed yet
     /// (`attach_functions` skips the others). A call probe there (an OpenMP outlined
     /// function's) does not count: the procedure gets probes of its own.
-    pub fn is_new_function_point(&self, path: &Path, file_offset: u64) -> bool {
+    pub(crate) fn is_new_function_point(&self, path: &Path, file_offset: u64) -> bool {
         let point = AttachedPoint {
             file: canonical(path),
             file_offset,
@@ -141,7 +141,7 @@ impl Probes {
     /// Attaches the selected-procedure probes at `points` (each point's cookie is its
     /// probe id), in every process. The first call loads their programs. Returns the
     /// number of points newly probed.
-    pub fn attach_functions(
+    pub(crate) fn attach_functions(
         &mut self,
         path: &Path,
         points: &[ProbePoint<'_>],
@@ -259,7 +259,7 @@ impl Probes {
 }
 
 /// One probe point of a batch: a function of one binary, and the cookie its probes get.
-pub struct ProbePoint<'a> {
+pub(crate) struct ProbePoint<'a> {
     /// The function's name (for errors).
     pub symbol: &'a str,
     pub file_offset: u64,
@@ -269,7 +269,7 @@ pub struct ProbePoint<'a> {
 /// Links handed over by [`Probes::take_process_links`], with the uprobes and kernel links
 /// they hold.
 #[derive(Default)]
-pub struct TakenLinks {
+pub(crate) struct TakenLinks {
     pub links: Vec<UProbeLink>,
     pub probes: usize,
     pub kernel_links: usize,

@@ -11,7 +11,7 @@ const KIND_UNION: u32 = 5;
 /// The kernel's BTF, kept as read: types are found by walking an index of where each
 /// starts, and a struct's members are read only when asked for (parsing every type into
 /// its own vectors took 0.17 s of every session's start).
-pub struct KernelBtf {
+pub(crate) struct KernelBtf {
     data: Vec<u8>,
     /// Where the string section starts in `data`, and its length.
     strings_at: usize,
@@ -39,7 +39,7 @@ struct Member {
 }
 
 impl KernelBtf {
-    pub fn from_sys_fs() -> Result<Self, ProbeError> {
+    pub(crate) fn from_sys_fs() -> Result<Self, ProbeError> {
         let path = "/sys/kernel/btf/vmlinux";
         let data = std::fs::read(path).map_err(|source| BtfError::Read { path, source })?;
         let btf = Self::parse(data).ok_or(BtfError::Parse { path })?;
@@ -130,7 +130,7 @@ impl KernelBtf {
     }
 
     /// Byte offset of a path of members, e.g. `task_struct` + ["se", "sum_exec_runtime"].
-    pub fn offset_of(&self, name: &str, path: &[&str]) -> Option<u32> {
+    pub(crate) fn offset_of(&self, name: &str, path: &[&str]) -> Option<u32> {
         let mut id = self.struct_named(name)?;
         let mut total = 0;
         for m in path {

@@ -81,7 +81,7 @@ pub enum BtfError {
 
 /// An error and each of its sources once, on one line (`a: b: c`), for warnings that go
 /// on without it (errors that stop a command are printed so by the CLI).
-pub fn one_line(e: &dyn std::error::Error) -> String {
+pub(crate) fn one_line(e: &dyn std::error::Error) -> String {
     let mut line = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -12,14 +12,14 @@ use super::{ProbeError, Probes};
 
 /// A handle of its own on the probes' `HELD` map (tgid -> when the probes stopped it, on
 /// the clock of `bpf_ktime_get_ns`), for a thread other than the reader's.
-pub struct HeldProcesses {
+pub(crate) struct HeldProcesses {
     held: HashMap<MapData, u32, u64>,
 }
 
 impl HeldProcesses {
     /// Lets go every process held since before `now - deadline` (both on the clock of
     /// `bpf_ktime_get_ns`, CLOCK_MONOTONIC) and returns their ids.
-    pub fn let_go_expired(&mut self, now_ns: u64, deadline: Duration) -> Vec<u32> {
+    pub(crate) fn let_go_expired(&mut self, now_ns: u64, deadline: Duration) -> Vec<u32> {
         let limit = deadline.as_nanos() as u64;
         let expired: Vec<u32> = self
             .held
@@ -38,7 +38,7 @@ impl HeldProcesses {
 impl Probes {
     /// Lets held process `pid` go on: out of the held set, then SIGCONT (to a process
     /// that is not stopped it does nothing).
-    pub fn let_go(&mut self, pid: u32) -> Result<(), ProbeError> {
+    pub(crate) fn let_go(&mut self, pid: u32) -> Result<(), ProbeError> {
         let mut held: HashMap<&mut MapData, u32, u64> = map(&mut self.ebpf, maps::HELD)?;
         let_go(&mut held, pid);
         Ok(())
@@ -46,7 +46,7 @@ impl Probes {
 
     /// A second handle on the held set, for a thread that lets go holds past their
     /// deadline.
-    pub fn held_processes(&mut self) -> Result<HeldProcesses, ProbeError> {
+    pub(crate) fn held_processes(&mut self) -> Result<HeldProcesses, ProbeError> {
         let data = self
             .ebpf
             .map(maps::HELD)

@@ -20,7 +20,7 @@ use tracer_analysis::format::calls::CALLS;
 static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
 
 /// Options fixed at load time.
-pub struct ProbeOptions {
+pub(crate) struct ProbeOptions {
     pub system_wide: bool,
     pub hold_on_exec: bool,
     /// The ring's size (a power of two, at least a page); None sizes it for the
@@ -150,7 +150,7 @@ pub(super) struct ProcessLink {
 /// removes each kernel link after an RCU grace period, about 0.1 s each here, one at a
 /// time: 56 probes attached one perf event each take 6 s, as uprobe_multi links (a few
 /// per binary) well under a second. Sessions write their outputs first.
-pub struct Probes {
+pub(crate) struct Probes {
     pub(super) ebpf: Ebpf,
     /// The points already probed, so a file seen twice is probed once.
     pub(super) attached: HashSet<AttachedPoint>,
@@ -173,7 +173,7 @@ pub struct Probes {
 }
 
 impl Probes {
-    pub fn load(opts: &ProbeOptions) -> Result<Probes, ProbeError> {
+    pub(crate) fn load(opts: &ProbeOptions) -> Result<Probes, ProbeError> {
         raise_fd_limit();
         let cpus = aya::util::nr_cpus()
             .map_err(|(what, source)| ProbeError::Cpus { what, source })?
@@ -328,22 +328,22 @@ impl Probes {
     }
 
     /// How this session attaches uprobes.
-    pub fn link_kind(&self) -> LinkKind {
+    pub(crate) fn link_kind(&self) -> LinkKind {
         self.programs.links
     }
 
     /// The ring buffer's size in bytes.
-    pub fn ring_bytes(&self) -> u32 {
+    pub(crate) fn ring_bytes(&self) -> u32 {
         self.ring_bytes
     }
 
     /// Uprobes attached so far (an entry and a return probe count two).
-    pub fn probe_count(&self) -> usize {
+    pub(crate) fn probe_count(&self) -> usize {
         self.probe_count
     }
 
     /// Kernel links holding them (a uprobe_multi link holds every point of a binary).
-    pub fn link_count(&self) -> usize {
+    pub(crate) fn link_count(&self) -> usize {
         self.link_count
     }
 

@@ -69,7 +69,7 @@ fn config_hz(config: &str) -> Option<u32> {
 /// A 256th keeps the locked memory of ring and slots under 0.5 % of the machine's; the
 /// bounds keep a small machine's ring as it was and a big one's at most 0.5 GiB with
 /// its slots.
-pub fn default_ring_bytes(cpus: usize, memory_bytes: Option<u64>) -> u32 {
+pub(crate) fn default_ring_bytes(cpus: usize, memory_bytes: Option<u64>) -> u32 {
     const MIB: u64 = 1 << 20;
     let for_cpus = (cpus.max(1) as u64 * 4 * MIB).next_power_of_two();
     let for_memory = memory_bytes.map_or(0, |m| {
@@ -104,7 +104,7 @@ pub(super) fn wakeup_bytes(ring_bytes: u32) -> u32 {
 }
 
 /// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
-pub fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -116,7 +116,7 @@ pub fn monotonic_ns() -> u64 {
 
 /// This machine, for the recording's node table: its names and the clocks read together
 /// at `start` (a recording of one machine is node 0).
-pub fn this_node(start: ClockPair) -> NodeInfo {
+pub(crate) fn this_node(start: ClockPair) -> NodeInfo {
     let read = |path: &str| {
         std::fs::read_to_string(path)
             .map(|s| s.trim().to_string())
@@ -135,13 +135,13 @@ pub fn this_node(start: ClockPair) -> NodeInfo {
 
 /// The wall clock (Unix ns) and the probes' clock (CLOCK_MONOTONIC ns), read together.
 #[derive(Clone, Copy, Debug)]
-pub struct ClockPair {
+pub(crate) struct ClockPair {
     pub unix_ns: u128,
     pub monotonic_ns: u64,
 }
 
 impl ClockPair {
-    pub fn now() -> ClockPair {
+    pub(crate) fn now() -> ClockPair {
         ClockPair {
             unix_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

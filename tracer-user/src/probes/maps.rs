@@ -12,7 +12,7 @@ use super::{slots, ProbeError, Probes};
 impl Probes {
     /// Marks a process (all its threads) as traced. Children it forks from now on are
     /// traced by the probes themselves.
-    pub fn trace_process(&mut self, pid: u32, threads: &[u32]) -> Result<(), ProbeError> {
+    pub(crate) fn trace_process(&mut self, pid: u32, threads: &[u32]) -> Result<(), ProbeError> {
         let mut traced: HashMap<&mut MapData, u32, u32> = map(&mut self.ebpf, maps::TRACED)?;
         traced
             .insert(&pid, &1, 0)
@@ -44,20 +44,20 @@ impl Probes {
     }
 
     /// Ids (tgids and thread ids) currently in the traced set.
-    pub fn traced_ids(&mut self) -> Result<Vec<u32>, ProbeError> {
+    pub(crate) fn traced_ids(&mut self) -> Result<Vec<u32>, ProbeError> {
         let traced: HashMap<&mut MapData, u32, u32> = map(&mut self.ebpf, maps::TRACED)?;
         Ok(traced.keys().filter_map(|k| k.ok()).collect())
     }
 
     /// Records the probes could not write because the ring buffer was full.
-    pub fn lost(&mut self) -> Result<u64, ProbeError> {
+    pub(crate) fn lost(&mut self) -> Result<u64, ProbeError> {
         let mut counts = FailureCounts::default();
         self.add_failures(&mut counts, ProbeFailure::RingFull)?;
         Ok(counts.lost())
     }
 
     /// How often the probes failed, by reason, summed over the CPUs.
-    pub fn failures(&mut self) -> Result<FailureCounts, ProbeError> {
+    pub(crate) fn failures(&mut self) -> Result<FailureCounts, ProbeError> {
         let mut counts = FailureCounts::default();
         for reason in ProbeFailure::ALL {
             self.add_failures(&mut counts, reason)?;
@@ -85,7 +85,7 @@ impl Probes {
     }
 
     /// Takes the ring buffer (call once).
-    pub fn take_ring(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
+    pub(crate) fn take_ring(&mut self) -> Result<RingBuf<MapData>, ProbeError> {
         let m = self
             .ebpf
             .take_map(maps::EVENTS)
@@ -94,7 +94,7 @@ impl Probes {
     }
 
     /// Takes the per-CPU slots, mapped into our memory (call once).
-    pub fn take_slots(&mut self) -> Result<slots::CpuSlots, ProbeError> {
+    pub(crate) fn take_slots(&mut self) -> Result<slots::CpuSlots, ProbeError> {
         let mut take = |name: &'static str| match self.ebpf.take_map(name) {
             Some(aya::maps::Map::Array(data)) => Ok(data),
             _ => Err(ProbeError::Map(name)),

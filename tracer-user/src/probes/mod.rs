@@ -2,17 +2,19 @@
 //! that talks to aya; everything downstream works on decoded records.
 
 mod attach;
-pub mod btf;
+pub(crate) mod btf;
 mod error;
 mod holds;
 mod load;
 mod machine;
 mod maps;
-pub mod slots;
-pub mod tracefs;
+pub(crate) mod slots;
+pub(crate) mod tracefs;
 
-pub use attach::{ProbePoint, TakenLinks};
-pub use error::{one_line, BtfError, ProbeError, TracefsError};
-pub use holds::HeldProcesses;
-pub use load::{LinkKind, ProbeOptions, Probes, UprobeLinks};
-pub use machine::{default_ring_bytes, machine_memory_bytes, monotonic_ns, this_node, ClockPair};
+pub(crate) use attach::{ProbePoint, TakenLinks};
+pub(crate) use error::{one_line, BtfError, ProbeError, TracefsError};
+pub(crate) use holds::HeldProcesses;
+pub use load::UprobeLinks;
+pub(crate) use load::{LinkKind, ProbeOptions, Probes};
+pub use machine::machine_memory_bytes;
+pub(crate) use machine::{monotonic_ns, this_node, ClockPair};

@@ -15,7 +15,7 @@ use super::ProbeError;
 /// a power of two between 256 and 16,384 (2.1 MiB per CPU: 50 ms of a CPU writing
 /// 330,000 records a second; a CPU that writes faster wakes the reader when half its
 /// slots are unread).
-pub fn slots_per_cpu(ring_bytes: u32, cpus: usize) -> u32 {
+pub(crate) fn slots_per_cpu(ring_bytes: u32, cpus: usize) -> u32 {
     let fit = ring_bytes as usize / cpus.max(1) / SLOT_BYTES;
     1 << fit.clamp(256, 16384).ilog2()
 }
@@ -69,7 +69,7 @@ fn page_size() -> usize {
 /// The slots of every CPU and their cursors. The probes write a CPU's slots in turn and
 /// move its head past each record they finish; we read the slots between the tail and
 /// the head, then move the tail, which gives those slots back to the probes.
-pub struct CpuSlots {
+pub(crate) struct CpuSlots {
     slots: Mapping,
     cursors: Mapping,
     cpus: usize,
@@ -81,7 +81,7 @@ pub struct CpuSlots {
 
 /// One CPU's unread records: its `n`th record for `n` in `tail..head`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Unread {
+pub(crate) struct Unread {
     pub cpu: usize,
     pub tail: u64,
     pub head: u64,
@@ -118,7 +118,7 @@ impl CpuSlots {
     }
 
     /// Every CPU's records written and not read yet, oldest first.
-    pub fn unread(&self) -> Vec<Unread> {
+    pub(crate) fn unread(&self) -> Vec<Unread> {
         let head_at = std::mem::offset_of!(SlotCursor, head);
         let tail_at = std::mem::offset_of!(SlotCursor, tail);
         (0..self.cpus)
@@ -133,7 +133,7 @@ impl CpuSlots {
 
     /// The whole slot of `cpu`'s `n`th record (the record is at its start). Valid until
     /// [`CpuSlots::release`] passes `n`.
-    pub fn slot(&self, cpu: usize, n: u64) -> &[u8] {
+    pub(crate) fn slot(&self, cpu: usize, n: u64) -> &[u8] {
         assert!(cpu < self.cpus);
         let index = cpu as u64 * self.per_cpu + (n & (self.per_cpu - 1));
         // SAFETY: inside the slots' mapping; a slot between tail and head is whole and the
@@ -144,7 +144,7 @@ impl CpuSlots {
     }
 
     /// Gives `cpu`'s slots below `head` back to the probes.
-    pub fn release(&self, u: Unread) {
+    pub(crate) fn release(&self, u: Unread) {
         let tail_at = std::mem::offset_of!(SlotCursor, tail);
         // Release: we are done reading the slots before the probes may write them again.
         self.cursor_word(u.cpu, tail_at)

@@ -25,7 +25,7 @@ fn events_root() -> Result<&'static str, ProbeError> {
 }
 
 /// Offset of `field` in the tracepoint `group/name`.
-pub fn field_offset(group: &str, name: &str, field: &str) -> Result<u32, ProbeError> {
+pub(crate) fn field_offset(group: &str, name: &str, field: &str) -> Result<u32, ProbeError> {
     let path = Path::new(events_root()?)
         .join("events")
         .join(group)
@@ -64,7 +64,7 @@ fn parse_offset(format: &str, field: &str) -> Option<u32> {
 }
 
 /// The futex tracepoints' field offsets, in a config that is otherwise default.
-pub fn futex_offsets() -> Result<ProbeConfig, ProbeError> {
+pub(crate) fn futex_offsets() -> Result<ProbeConfig, ProbeError> {
     Ok(ProbeConfig {
         futex_uaddr: field_offset("syscalls", "sys_enter_futex", "uaddr")?,
         futex_op: field_offset("syscalls", "sys_enter_futex", "op")?,

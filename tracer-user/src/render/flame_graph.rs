@@ -34,7 +34,7 @@ pub fn write_flame_graph<W: Write>(
 /// (`tracer report --html`): inferno's drawing without its XML prolog and its script.
 /// Inline, the script would take the page's first `<svg>` for its own, and nothing would
 /// call its `init`; the frames keep their tooltips (`<title>`).
-pub fn inline_flame_graph(source: &dyn StackSource) -> io::Result<String> {
+pub(crate) fn inline_flame_graph(source: &dyn StackSource) -> io::Result<String> {
     let Written { out: bytes, .. } = write_flame_graph(source, Vec::new())?;
     let svg = String::from_utf8(bytes).map_err(io::Error::other)?;
     Ok(inline(&svg))

@@ -3,7 +3,7 @@
 //! and in the HTML report's page), the Parquet tables, and the OTF2 archive (written by
 //! the OTF2 C library).
 
-pub mod flame_graph;
-pub mod html_report;
-pub mod otf2;
-pub mod parquet;
+pub(crate) mod flame_graph;
+pub(crate) mod html_report;
+pub(crate) mod otf2;
+pub(crate) mod parquet;

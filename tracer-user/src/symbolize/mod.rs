@@ -9,4 +9,4 @@
 
 mod symbolizer;
 
-pub use symbolizer::{SymbolizeError, Symbolizer};
+pub use symbolizer::Symbolizer;

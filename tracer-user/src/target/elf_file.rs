@@ -13,7 +13,7 @@ const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
 // Read through the handle whose metadata was checked, not by path again
 // (`fs::read`): the path may name another file by then.
 #[allow(clippy::verbose_file_reads)]
-pub fn read_elf(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_elf(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut file = std::fs::File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {

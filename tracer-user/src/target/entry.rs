@@ -29,16 +29,17 @@ const MAX_SKIPPED: usize = 4;
 /// first (`CallLayout::arguments_read`). The instructions a probe is moved past must
 /// leave their registers alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArgumentsRead(pub u16);
+pub(crate) struct ArgumentsRead(pub u16);
 
 impl ArgumentsRead {
     /// A probe that reads no argument (`--func` procedures).
-    pub const NONE: ArgumentsRead = ArgumentsRead(0);
+    pub(crate) const NONE: ArgumentsRead = ArgumentsRead(0);
     /// One that may read any.
-    pub const ALL: ArgumentsRead = ArgumentsRead(u16::MAX);
+    #[cfg(test)]
+    pub(crate) const ALL: ArgumentsRead = ArgumentsRead(u16::MAX);
 
     /// What the call probes read of a call laid out as `layout`.
-    pub fn of(layout: &CallLayout) -> ArgumentsRead {
+    pub(crate) fn of(layout: &CallLayout) -> ArgumentsRead {
         ArgumentsRead(layout.arguments_read())
     }
 
@@ -71,7 +72,7 @@ impl ArgumentsRead {
 ///   memory nor the stack pointer nor the registers of `args` ([`harmless_len`]), when
 ///   the instruction after them is one it emulates ([`emulated`]);
 /// - otherwise on the symbol itself.
-pub fn probe_point(sym: &Symbol, code: &[u8], args: ArgumentsRead) -> Option<Symbol> {
+pub(crate) fn probe_point(sym: &Symbol, code: &[u8], args: ArgumentsRead) -> Option<Symbol> {
     if code.first() == Some(&LOCK) {
         let len = locked_instruction_len(code)?;
         return Some(moved(sym, len));
@@ -83,7 +84,7 @@ pub fn probe_point(sym: &Symbol, code: &[u8], args: ArgumentsRead) -> Option<Sym
 /// cannot be read or its first instruction is a `lock` one we do not know (where the
 /// kernel refuses the probe, or for a process held at exec leaves it out: callers that
 /// may meet one, the C library's, use [`probe_point`] and skip the call).
-pub fn probe_point_in(file: &Path, sym: &Symbol, args: ArgumentsRead) -> Symbol {
+pub(crate) fn probe_point_in(file: &Path, sym: &Symbol, args: ArgumentsRead) -> Symbol {
     let mut code = [0u8; 64];
     let read = std::fs::File::open(file)
         .and_then(|f| f.read_at(&mut code, sym.file_offset))
@@ -141,7 +142,7 @@ const EMULATED_NOPS: [&[u8]; 8] = [
 /// single-step it: `push` of a 64-bit register (with or without REX.B), the relative
 /// jumps and calls, and the kernel's own NOPs ([`EMULATED_NOPS`]; code built with
 /// `-fcf-protection -mnop-mcount` starts with `endbr64` and the five-byte one).
-pub fn emulated(code: &[u8]) -> bool {
+pub(crate) fn emulated(code: &[u8]) -> bool {
     let push = matches!(code, [0x50..=0x57, ..] | [0x41, 0x50..=0x57, ..]);
     let branch = matches!(
         code,

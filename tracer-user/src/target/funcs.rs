@@ -30,14 +30,14 @@ struct Spec {
     matched: bool,
 }
 
-pub struct FunctionSelector {
+pub(crate) struct FunctionSelector {
     specs: Vec<Spec>,
     /// Files already searched for the path-less patterns.
     searched: HashSet<PathBuf>,
 }
 
 impl FunctionSelector {
-    pub fn new(specs: &[String]) -> Result<Self, FuncError> {
+    pub(crate) fn new(specs: &[String]) -> Result<Self, FuncError> {
         let specs = specs
             .iter()
             .map(|text| {
@@ -73,18 +73,18 @@ impl FunctionSelector {
 
     /// Path-less patterns must be looked up in every program the targets exec, before
     /// that program runs.
-    pub fn needs_exec_hold(&self) -> bool {
+    pub(crate) fn needs_exec_hold(&self) -> bool {
         self.specs.iter().any(|s| s.path.is_none())
     }
 
     /// The files the `PATH:SYMBOL` patterns name (they exist already).
-    pub fn fixed_paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn fixed_paths(&self) -> Vec<PathBuf> {
         self.specs.iter().filter_map(|s| s.path.clone()).collect()
     }
 
     /// The files of a process (its executable and mapped libraries) the path-less
     /// patterns have not been looked up in yet; none without such patterns.
-    pub fn new_files_of_process(&mut self, pid: u32) -> Vec<PathBuf> {
+    pub(crate) fn new_files_of_process(&mut self, pid: u32) -> Vec<PathBuf> {
         if !self.needs_exec_hold() {
             return Vec::new();
         }
@@ -107,7 +107,11 @@ impl FunctionSelector {
     /// The functions of `file` the patterns select, in pattern order (a function two
     /// patterns select comes twice): the `PATH:SYMBOL` patterns naming `file` when
     /// `fixed`, else the path-less ones. The patterns that select one count as matched.
-    pub fn select_in_file(&mut self, file: &Path, fixed: bool) -> Result<Vec<Symbol>, SymbolError> {
+    pub(crate) fn select_in_file(
+        &mut self,
+        file: &Path,
+        fixed: bool,
+    ) -> Result<Vec<Symbol>, SymbolError> {
         let table = SymbolTable::read(file)?;
         let mut selected = Vec::new();
         for spec in &mut self.specs {
@@ -128,7 +132,7 @@ impl FunctionSelector {
     }
 
     /// Patterns that matched nothing anywhere.
-    pub fn unmatched(&self) -> Vec<String> {
+    pub(crate) fn unmatched(&self) -> Vec<String> {
         self.specs
             .iter()
             .filter(|s| !s.matched)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// How long `ldd` may take. It takes 6-9 ms here; a program whose libraries are on a
 /// hung network file system must not hold a rank (and the session) for longer.
-pub const LDD_DEADLINE: Duration = Duration::from_secs(2);
+pub(crate) const LDD_DEADLINE: Duration = Duration::from_secs(2);
 
 /// How often a running `ldd` is checked on.
 const POLL: Duration = Duration::from_millis(2);
@@ -18,7 +18,7 @@ const POLL: Duration = Duration::from_millis(2);
 /// The absolute paths `ldd` resolves for the program at `exe`, with `LD_LIBRARY_PATH`
 /// set to `ld_library_path` (None: unset), not canonicalized; empty when `ldd` fails,
 /// finds nothing (a static program) or misses its deadline.
-pub fn resolved_libraries(
+pub(crate) fn resolved_libraries(
     exe: &Path,
     ld_library_path: Option<&str>,
     deadline: Duration,

@@ -2,11 +2,11 @@
 //! PVM, C and OpenMP libraries a program uses, and the procedures `--func` selects.
 
 pub mod candidates;
-pub mod elf_file;
-pub mod entry;
-pub mod funcs;
-pub mod ldd;
-pub mod libraries;
-pub mod openmp;
-pub mod procfs;
-pub mod symbols;
+pub(crate) mod elf_file;
+pub(crate) mod entry;
+pub(crate) mod funcs;
+pub(crate) mod ldd;
+pub(crate) mod libraries;
+pub(crate) mod openmp;
+pub(crate) mod procfs;
+pub(crate) mod symbols;

@@ -4,14 +4,14 @@
 use std::fs;
 use std::path::PathBuf;
 
-pub use tracer_analysis::format::{Mapping, ProcessInfo};
+pub(crate) use tracer_analysis::format::{Mapping, ProcessInfo};
 
 fn proc_path(pid: u32, what: &str) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/{what}"))
 }
 
 /// Whether `pid` exists and is not a zombie.
-pub fn is_alive(pid: u32) -> bool {
+pub(crate) fn is_alive(pid: u32) -> bool {
     match fs::read_to_string(proc_path(pid, "stat")) {
         Ok(stat) => !matches!(stat_state(&stat), Some('Z') | Some('X')),
         Err(_) => false,
@@ -24,22 +24,13 @@ fn stat_state(stat: &str) -> Option<char> {
         .and_then(|i| stat[i + 1..].trim_start().chars().next())
 }
 
-pub fn parent_of(pid: u32) -> Option<u32> {
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
     let stat = fs::read_to_string(proc_path(pid, "stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// The process (tgid) a thread belongs to.
-pub fn tgid_of(tid: u32) -> Option<u32> {
-    let status = fs::read_to_string(proc_path(tid, "status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-pub fn threads_of(pid: u32) -> Vec<u32> {
+pub(crate) fn threads_of(pid: u32) -> Vec<u32> {
     let mut tids: Vec<u32> = fs::read_dir(proc_path(pid, "task"))
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -60,7 +51,7 @@ fn all_pids() -> Vec<u32> {
 }
 
 /// `root` and every process below it, now.
-pub fn descendants(root: u32) -> Vec<u32> {
+pub(crate) fn descendants(root: u32) -> Vec<u32> {
     let parents: Vec<(u32, u32)> = all_pids()
         .into_iter()
         .filter_map(|p| Some((p, parent_of(p)?)))
@@ -76,7 +67,7 @@ pub fn descendants(root: u32) -> Vec<u32> {
 }
 
 /// Every process that maps a file whose name contains one of `needles`.
-pub fn processes_mapping(needles: &[&str]) -> Vec<u32> {
+pub(crate) fn processes_mapping(needles: &[&str]) -> Vec<u32> {
     all_pids()
         .into_iter()
         .filter(|&p| {
@@ -111,7 +102,7 @@ fn env_find<T>(env: &[u8], names: &[&str], parse: impl Fn(&str) -> Option<T>) ->
 }
 
 /// Every mapped file with the address its offset 0 is mapped at.
-pub fn mappings(pid: u32) -> Vec<Mapping> {
+pub(crate) fn mappings(pid: u32) -> Vec<Mapping> {
     let Ok(maps) = fs::read_to_string(proc_path(pid, "maps")) else {
         return Vec::new();
     };
@@ -142,7 +133,7 @@ pub fn mappings(pid: u32) -> Vec<Mapping> {
 
 /// Everything /proc knows about `pid` now; fields stay empty if it is gone.
 /// The MPI rank a launcher gave process `pid` in its environment, if any.
-pub fn env_rank(pid: u32) -> Option<i32> {
+pub(crate) fn env_rank(pid: u32) -> Option<i32> {
     let env = fs::read(proc_path(pid, "environ")).ok()?;
     env_int(&env, RANK_VARIABLES)
 }
@@ -150,7 +141,7 @@ pub fn env_rank(pid: u32) -> Option<i32> {
 /// Where MPI launchers put a rank's number (Open MPI, Hydra, PMIx).
 const RANK_VARIABLES: &[&str] = &["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"];
 
-pub fn inspect(pid: u32) -> ProcessInfo {
+pub(crate) fn inspect(pid: u32) -> ProcessInfo {
     let command = fs::read(proc_path(pid, "cmdline"))
         .map(|c| {
             c.split(|b| *b == 0)
@@ -188,7 +179,6 @@ mod tests {
         assert_eq!(info.pid, me);
         assert!(is_alive(me));
         assert!(threads_of(me).contains(&me));
-        assert_eq!(tgid_of(me), Some(me));
         assert!(descendants(1).contains(&me));
         assert!(info.mappings.iter().any(|m| m.path.contains("libc")));
     }

@@ -41,7 +41,7 @@ impl SymbolError {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Symbol {
+pub(crate) struct Symbol {
     pub name: String,
     /// st_value: virtual address in the file's own address space.
     pub vaddr: u64,
@@ -51,8 +51,7 @@ pub struct Symbol {
 }
 
 /// The defined symbols of one ELF file.
-pub struct SymbolTable {
-    pub path: PathBuf,
+pub(crate) struct SymbolTable {
     pub symbols: Vec<Symbol>,
     /// Virtual address that file offset 0 is loaded at, before relocation (0 for shared
     /// libraries and PIEs, e.g. 0x400000 for a fixed-address executable). The mapping of
@@ -61,7 +60,7 @@ pub struct SymbolTable {
 }
 
 impl SymbolTable {
-    pub fn read(path: &Path) -> Result<Self, SymbolError> {
+    pub(crate) fn read(path: &Path) -> Result<Self, SymbolError> {
         let data = read_elf(path).map_err(|source| SymbolError::reading(path, source))?;
         let file = object::File::parse(&*data).map_err(|source| SymbolError::Parse {
             path: path.to_path_buf(),
@@ -105,14 +104,13 @@ impl SymbolTable {
             });
         }
         Ok(SymbolTable {
-            path: path.to_path_buf(),
             symbols,
             base_vaddr,
         })
     }
 
     /// Run-time address of a symbol, given where the process mapped this file's offset 0.
-    pub fn runtime_address(&self, name: &str, mapping_start: u64) -> Option<u64> {
+    pub(crate) fn runtime_address(&self, name: &str, mapping_start: u64) -> Option<u64> {
         let s = self.get(name)?;
         Some(
             mapping_start
@@ -121,13 +119,13 @@ impl SymbolTable {
         )
     }
 
-    pub fn get(&self, name: &str) -> Option<&Symbol> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Symbol> {
         self.symbols.iter().find(|s| s.name == name)
     }
 
     /// Functions whose name matches a glob pattern, one per address (aliases collapse to
     /// the first name seen, so a function is probed once).
-    pub fn functions_matching(&self, pattern: &glob::Pattern) -> Vec<&Symbol> {
+    pub(crate) fn functions_matching(&self, pattern: &glob::Pattern) -> Vec<&Symbol> {
         let mut out: Vec<&Symbol> = Vec::new();
         for s in self
             .symbols

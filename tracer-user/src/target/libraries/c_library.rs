@@ -16,7 +16,7 @@ const THREAD_LIBRARY_PREFIXES: &[&str] = &["libpthread.so", "libc.so"];
 
 /// Which of the C library's pthread calls (`Family::Threads`) a set of probes covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ThreadCallSet {
+pub(crate) enum ThreadCallSet {
     /// Thread creation and joins: probed in every traced program.
     Lifecycle,
     /// Locks, condition variables and barriers: `--locks`.
@@ -32,7 +32,7 @@ impl ThreadCallSet {
 }
 
 /// The C library's pthread calls of one [`ThreadCallSet`] in one file.
-pub struct ThreadLibrary {
+pub(crate) struct ThreadLibrary {
     pub path: PathBuf,
     /// (call id, where to probe) of each call the file defines: the symbol of the default
     /// version (glibc keeps old versions of some calls: `pthread_cond_wait@GLIBC_2.2.5`
@@ -44,7 +44,10 @@ pub struct ThreadLibrary {
 
 impl ThreadLibrary {
     /// Reads `path`; None if it defines no pthread call of `set`.
-    pub fn open(path: &Path, set: ThreadCallSet) -> Result<Option<ThreadLibrary>, SymbolError> {
+    pub(crate) fn open(
+        path: &Path,
+        set: ThreadCallSet,
+    ) -> Result<Option<ThreadLibrary>, SymbolError> {
         let table = SymbolTable::read(path)?;
         let data = read_elf(path).map_err(|source| SymbolError::reading(path, source))?;
         let defaults = default_version_addresses(path, &data)?;
@@ -121,7 +124,7 @@ fn default_version_addresses(
 
 /// Where dlopen is among a program's files (canonical paths): the C library (glibc 2.34+)
 /// or libdl (before). None for a program without one (a static executable).
-pub fn dlopen_in(files: &BTreeSet<PathBuf>) -> Option<DlopenSite> {
+pub(crate) fn dlopen_in(files: &BTreeSet<PathBuf>) -> Option<DlopenSite> {
     files
         .iter()
         .filter(|p| {
@@ -139,7 +142,7 @@ pub fn dlopen_in(files: &BTreeSet<PathBuf>) -> Option<DlopenSite> {
 }
 
 /// The file that defines a program's dlopen, and its symbol there.
-pub struct DlopenSite {
+pub(crate) struct DlopenSite {
     pub file: PathBuf,
     pub symbol: Symbol,
 }
@@ -151,7 +154,7 @@ fn is_thread_library_name(path: &Path) -> bool {
 
 /// Which processes the pthread calls of a [`ThreadCallSet`] are probed in, and in which
 /// file. Files are read once and kept.
-pub struct ThreadLibraries {
+pub(crate) struct ThreadLibraries {
     set: ThreadCallSet,
     /// By canonical path; None: the file defines no pthread call.
     read: HashMap<PathBuf, Option<ThreadLibrary>>,
@@ -161,7 +164,7 @@ pub struct ThreadLibraries {
 }
 
 impl ThreadLibraries {
-    pub fn new(set: ThreadCallSet) -> Self {
+    pub(crate) fn new(set: ThreadCallSet) -> Self {
         ThreadLibraries {
             set,
             read: HashMap::new(),
@@ -174,7 +177,7 @@ impl ThreadLibraries {
     /// if it defines them (glibc before 2.34), else libc. None when no file imports one
     /// of the probed calls (a shell, `sleep`: no probes, nothing to detach at the end)
     /// or there is no C library among them (a static executable).
-    pub fn for_program(&mut self, files: &BTreeSet<PathBuf>) -> Option<&ThreadLibrary> {
+    pub(crate) fn for_program(&mut self, files: &BTreeSet<PathBuf>) -> Option<&ThreadLibrary> {
         let uses_threads = files.iter().any(|p| {
             *self
                 .imports
@@ -202,7 +205,7 @@ impl ThreadLibraries {
     }
 
     /// [`Self::for_program`] of a running process, from the files it has mapped.
-    pub fn of_process(&mut self, pid: u32) -> Option<&ThreadLibrary> {
+    pub(crate) fn of_process(&mut self, pid: u32) -> Option<&ThreadLibrary> {
         let mapped: BTreeSet<PathBuf> = procfs::mappings(pid)
             .into_iter()
             .filter_map(|m| PathBuf::from(m.path).canonicalize().ok())

@@ -4,8 +4,8 @@
 mod c_library;
 mod mpi;
 
-pub use c_library::{dlopen_in, DlopenSite, ThreadCallSet, ThreadLibraries, ThreadLibrary};
-pub use mpi::{
-    installed_candidates, mapped_candidates, mpi_call_key, ompi_self_handle, ompi_world_handle,
-    ImportedCalls, Library, LibrarySet, NeededLibraries, ProbedLibrary,
+pub(crate) use c_library::{dlopen_in, DlopenSite, ThreadCallSet, ThreadLibraries, ThreadLibrary};
+pub(crate) use mpi::{
+    installed_candidates, mapped_candidates, ompi_self_handle, ompi_world_handle, ImportedCalls,
+    Library, LibrarySet, NeededLibraries, ProbedLibrary,
 };

@@ -25,7 +25,7 @@ const SEARCH_DIRS: &[&str] = &[
     "/usr/local/lib64",
 ];
 
-pub struct Library {
+pub(crate) struct Library {
     pub path: PathBuf,
     pub flavor: Flavor,
     pub symbols: SymbolTable,
@@ -33,7 +33,7 @@ pub struct Library {
 
 impl Library {
     /// Reads `path` and tells its family; None if it defines no MPI or PVM entry point.
-    pub fn open(path: &Path) -> Result<Option<Library>, SymbolError> {
+    pub(crate) fn open(path: &Path) -> Result<Option<Library>, SymbolError> {
         let symbols = SymbolTable::read(path)?;
         let flavor = if symbols.get(OMPI_COMM_WORLD_SYMBOL).is_some() {
             Flavor::OpenMpi
@@ -55,11 +55,11 @@ impl Library {
     /// Where the entry and exit probes of the function `name`, which read `args`, go
     /// ([`probe_point_in`]: past leading instructions the kernel would single-step);
     /// None if the library does not define it.
-    pub fn probe_point(&self, name: &str, args: ArgumentsRead) -> Option<Symbol> {
+    pub(crate) fn probe_point(&self, name: &str, args: ArgumentsRead) -> Option<Symbol> {
         Some(probe_point_in(&self.path, self.symbols.get(name)?, args))
     }
 
-    pub fn info(&self) -> LibraryInfo {
+    pub(crate) fn info(&self) -> LibraryInfo {
         LibraryInfo {
             path: self.path.display().to_string(),
             flavor: self.flavor,
@@ -75,7 +75,7 @@ impl Library {
     }
 
     /// PVM's receive-buffer global, needed to learn the source of a wildcard receive.
-    pub fn pvm_rbuf_vaddr(&self) -> u64 {
+    pub(crate) fn pvm_rbuf_vaddr(&self) -> u64 {
         self.symbols
             .get(PVM_RBUF_SYMBOL)
             .map(|s| s.vaddr)
@@ -89,7 +89,7 @@ fn is_candidate_name(path: &Path) -> bool {
 }
 
 /// Library files installed in the usual places, canonicalized and de-duplicated.
-pub fn installed_candidates() -> BTreeSet<PathBuf> {
+pub(crate) fn installed_candidates() -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
     for dir in SEARCH_DIRS {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -110,7 +110,7 @@ pub fn installed_candidates() -> BTreeSet<PathBuf> {
 }
 
 /// Candidate libraries mapped by running processes (custom installs, other prefixes).
-pub fn mapped_candidates(pids: &[u32]) -> BTreeSet<PathBuf> {
+pub(crate) fn mapped_candidates(pids: &[u32]) -> BTreeSet<PathBuf> {
     pids.iter()
         .flat_map(|&p| procfs::mappings(p))
         .map(|m| PathBuf::from(m.path))
@@ -123,12 +123,12 @@ pub fn mapped_candidates(pids: &[u32]) -> BTreeSet<PathBuf> {
 /// `ompi_mpi_comm_world`. The executable comes first in symbol lookup, and executables
 /// that use MPI_COMM_WORLD directly usually hold a copy of the object (a copy
 /// relocation); otherwise it is the library's own.
-pub fn ompi_world_handle(lib: &LibraryInfo, info: &procfs::ProcessInfo) -> Option<u64> {
+pub(crate) fn ompi_world_handle(lib: &LibraryInfo, info: &procfs::ProcessInfo) -> Option<u64> {
     ompi_predefined_handle(lib.comm_world_vaddr?, OMPI_COMM_WORLD_SYMBOL, lib, info)
 }
 
 /// Open MPI: the MPI_COMM_SELF handle of a process (as [`ompi_world_handle`]).
-pub fn ompi_self_handle(lib: &LibraryInfo, info: &procfs::ProcessInfo) -> Option<u64> {
+pub(crate) fn ompi_self_handle(lib: &LibraryInfo, info: &procfs::ProcessInfo) -> Option<u64> {
     ompi_predefined_handle(lib.comm_self_vaddr?, OMPI_COMM_SELF_SYMBOL, lib, info)
 }
 
@@ -159,7 +159,7 @@ fn ompi_predefined_handle(
 /// programs. Remembered by program file and library path: every rank of a job runs the
 /// same program, and running `ldd` took 6-9 ms of each rank's hold at exec.
 #[derive(Default)]
-pub struct NeededLibraries {
+pub(crate) struct NeededLibraries {
     known: HashMap<ProgramIdentity, BTreeSet<PathBuf>>,
 }
 
@@ -177,7 +177,7 @@ struct ProgramIdentity {
 
 impl NeededLibraries {
     /// The libraries the program of process `pid` will load.
-    pub fn of(&mut self, pid: u32) -> BTreeSet<PathBuf> {
+    pub(crate) fn of(&mut self, pid: u32) -> BTreeSet<PathBuf> {
         use std::os::unix::fs::MetadataExt;
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
             return BTreeSet::new();
@@ -217,29 +217,29 @@ impl NeededLibraries {
 /// probed when a traced process needs them (checked at exec, while the process is held),
 /// because every probe costs a trap in every process that calls it and about 0.1 s to
 /// remove at the end.
-pub struct LibrarySet {
+pub(crate) struct LibrarySet {
     pub libs: Vec<Library>,
     /// Calls probed per library (None: not probed yet).
     pub probed: Vec<Option<usize>>,
 }
 
 impl LibrarySet {
-    pub fn new(libs: Vec<Library>) -> Self {
+    pub(crate) fn new(libs: Vec<Library>) -> Self {
         let probed = vec![None; libs.len()];
         LibrarySet { libs, probed }
     }
 
-    pub fn infos(&self) -> Vec<LibraryInfo> {
+    pub(crate) fn infos(&self) -> Vec<LibraryInfo> {
         self.libs.iter().map(|l| l.info()).collect()
     }
 
     /// Whether one of `files` (canonical paths) is an MPI/PVM library of the set.
-    pub fn any_of(&self, files: &BTreeSet<PathBuf>) -> bool {
+    pub(crate) fn any_of(&self, files: &BTreeSet<PathBuf>) -> bool {
         self.libs.iter().any(|l| files.contains(&l.path))
     }
 
     /// The libraries probed so far.
-    pub fn probed(&self) -> Vec<ProbedLibrary> {
+    pub(crate) fn probed(&self) -> Vec<ProbedLibrary> {
         self.libs
             .iter()
             .zip(&self.probed)
@@ -264,7 +264,7 @@ pub struct ProbedLibrary {
 
 /// Which on-demand MPI calls ([`tracer_analysis::format::calls::CallSpec::on_demand`]) a program needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ImportedCalls {
+pub(crate) enum ImportedCalls {
     /// Unknown programs (running targets, system-wide mode) or a program that imports no
     /// MPI call at all (it may load MPI with dlopen): every call.
     All,
@@ -273,7 +273,7 @@ pub enum ImportedCalls {
 }
 
 impl ImportedCalls {
-    pub fn includes(&self, c: &tracer_analysis::format::calls::CallSpec) -> bool {
+    pub(crate) fn includes(&self, c: &tracer_analysis::format::calls::CallSpec) -> bool {
         match self {
             ImportedCalls::All => true,
             ImportedCalls::Names(names) => {
@@ -286,7 +286,7 @@ impl ImportedCalls {
     /// shared libraries, leaving out the objects that define MPI calls themselves (the
     /// MPI library, its Fortran bindings, profiling wrappers): they import nearly every
     /// call whether the program uses it or not.
-    pub fn of_process(pid: u32, needed: &BTreeSet<PathBuf>) -> ImportedCalls {
+    pub(crate) fn of_process(pid: u32, needed: &BTreeSet<PathBuf>) -> ImportedCalls {
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
             return ImportedCalls::All;
         };
@@ -347,7 +347,7 @@ impl ImportedCalls {
     /// Imported MPI calls that no probe covers and that may wait or carry traffic
     /// (their time counts as work, their messages are not matched), in C spelling
     /// (`MPI_Neighbor_alltoall`).
-    pub fn unprobed(&self) -> Vec<String> {
+    pub(crate) fn unprobed(&self) -> Vec<String> {
         let ImportedCalls::Names(names) = self else {
             return Vec::new();
         };
@@ -377,7 +377,7 @@ impl ImportedCalls {
 /// The one name of an MPI call under its C, profiling and Fortran symbols: `MPI_Send`,
 /// `PMPI_Send`, `mpi_send_`, `mpi_send__`, `MPI_SEND`, `pmpi_send_f08` all give
 /// `mpi_send`. None for a symbol that is not an MPI call's.
-pub fn mpi_call_key(symbol: &str) -> Option<String> {
+pub(crate) fn mpi_call_key(symbol: &str) -> Option<String> {
     let lower = symbol.to_ascii_lowercase();
     let name = lower
         .strip_prefix('p')
