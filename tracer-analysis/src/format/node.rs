@@ -191,20 +191,7 @@ mod tests {
     use super::*;
     use tracer_common::{kind, EventHeader, WakeRecord};
 
-    fn nodes() -> Vec<NodeInfo> {
-        let node = |name: &str, unix: u128, mono: u64| NodeInfo {
-            hostname: name.into(),
-            cpus: 2,
-            start_unix_ns: unix,
-            start_monotonic_ns: mono,
-            ..Default::default()
-        };
-        // Node b booted 5 s earlier than a (its monotonic clock is 5 s ahead).
-        vec![
-            node("a", 1_000_000_000_000, 10_000_000_000),
-            node("b", 1_000_000_000_000, 15_000_000_000),
-        ]
-    }
+    use crate::format::synth::two_nodes as nodes;
 
     #[test]
     fn node_zero_is_left_as_it_is() {
@@ -264,74 +251,17 @@ mod tests {
         use crate::analysis::profile::Profile;
         use crate::analysis::workclock::ClockKind;
         use crate::export::chrome::{ChromeExport, CRITICAL_PID};
-        use crate::format::recording::{Item, RecordingMeta, RecordingReader, RecordingWriter};
-        use crate::format::synth::SyntheticRun;
+        use crate::format::recording::{Item, RecordingReader};
+        use crate::format::synth::write_two_node_ring;
         use crate::graph::recorded::RecordedGraph;
         use crate::metrics::Metrics;
         use crate::report::{Report, ReportOptions};
         use std::collections::{BTreeSet, HashMap};
 
-        let mut run = SyntheticRun::new(4, &["work"]);
-        for round in 0..3 {
-            for r in 0..4 {
-                run.compute(r, 10_000 + 5_000 * r as u64, Some(0));
-                run.message(r, (r + 1) % 4, round);
-            }
-        }
-        // One job: the launcher's daemons on the two nodes are different parents.
-        for item in &mut run.items {
-            if let Item::Process(p) = item {
-                p.env_job = Some("job".into());
-            }
-        }
-        // Ranks 2 and 3 (pids 102, 103) go to node 1 as pids 100 and 101.
-        let node_of = |pid: u32| u32::from(pid >= 102);
-        let local = |pid: u32| if pid >= 102 { pid - 2 } else { pid };
         let dir = std::env::temp_dir().join(format!("tracer-nodes-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("two-nodes.trace");
-        let meta = RecordingMeta {
-            hostname: "a".into(),
-            nodes: nodes(),
-            start_unix_ns: nodes()[0].start_unix_ns,
-            start_monotonic_ns: nodes()[0].start_monotonic_ns,
-            ..Default::default()
-        };
-        // Node b's clock is 5 s ahead of a's: its records are written with its own times.
-        let shift = 5_000_000_000;
-        let mut w = RecordingWriter::create(&path, &meta).unwrap();
-        let mut current = 0;
-        for item in &run.items {
-            let node = match item {
-                Item::Record(r) => node_of(r.header().tgid),
-                Item::Process(p) => node_of(p.pid),
-                Item::Probe(_) => current,
-            };
-            if node != current {
-                w.begin_node(node).unwrap();
-                current = node;
-            }
-            match item {
-                Item::Record(r) => {
-                    let mut r = r.clone();
-                    if node == 1 {
-                        let h = r.header_mut();
-                        h.tgid = local(h.tgid);
-                        h.tid = local(h.tid);
-                        h.ts_ns += shift;
-                    }
-                    w.record(r.as_bytes()).unwrap();
-                }
-                Item::Process(p) => {
-                    let mut p = p.clone();
-                    p.pid = local(p.pid);
-                    w.process(&p).unwrap();
-                }
-                Item::Probe(f) => w.probe(f).unwrap(),
-            }
-        }
-        w.finish(&Default::default()).unwrap();
-
+        let one_machine = write_two_node_ring(&path);
         let mut reader = RecordingReader::open(&path).unwrap();
         let mut items = Vec::new();
         while let Some(item) = reader.next_item().unwrap() {
@@ -365,7 +295,7 @@ mod tests {
 
         // The profile: every message matched, the one-machine critical path.
         let one = Profile::new(
-            &analyze(&run.items, ClockKind::Cpu),
+            &analyze(&one_machine, ClockKind::Cpu),
             ClockKind::Cpu,
             0,
             &HashMap::new(),

@@ -2,14 +2,17 @@
 //! 100 + rank) whose records are written in causal order, with CPU clocks that advance
 //! only where the test says work happens.
 
+use std::path::Path;
+
 use tracer_common::{
     call, flavor, kind, CallRecord, EventHeader, ExitRecord, ForkRecord, FutexRecord, SwitchRecord,
     WakeRecord,
 };
 
 use crate::format::calls::MPICH_COMM_WORLD;
+use crate::format::node::NodeInfo;
 use crate::format::openmp::RegionKey;
-use crate::format::recording::{FunctionProbe, Item};
+use crate::format::recording::{FunctionProbe, Item, RecordingMeta, RecordingWriter};
 use crate::format::records::Record;
 use crate::format::ProcessInfo;
 
@@ -451,4 +454,82 @@ pub(crate) fn thread_fork_join() -> Vec<Item> {
     s.exit(501);
     s.exit(MAIN);
     s.items
+}
+
+/// The node table of [`write_two_node_ring`]: nodes `a` and `b` with 2 CPUs each, one
+/// wall clock; b booted 5 s earlier, so its monotonic clock is 5 s ahead of a's.
+pub(crate) fn two_nodes() -> Vec<NodeInfo> {
+    let node = |name: &str, monotonic_ns: u64| NodeInfo {
+        hostname: name.into(),
+        cpus: 2,
+        start_unix_ns: 1_000_000_000_000,
+        start_monotonic_ns: monotonic_ns,
+        ..Default::default()
+    };
+    vec![node("a", 10_000_000_000), node("b", 15_000_000_000)]
+}
+
+/// A job of 4 MPICH ranks in a ring (3 rounds; rank r works 10 + 5r us in `work`, then
+/// sends to r + 1), written to `path` as two nodes ([`two_nodes`]) of 2 ranks each whose
+/// processes have the same pids: ranks 0 and 1 on node a as pids 100 and 101, ranks 2
+/// and 3 on node b as pids 100 and 101 again, with b's clock, as a collector merging
+/// the two nodes' streams in time order would write them. Returns the same job as one
+/// machine would record it (pids 100 to 103).
+pub(crate) fn write_two_node_ring(path: &Path) -> Vec<Item> {
+    let mut run = SyntheticRun::new(4, &["work"]);
+    for round in 0..3 {
+        for r in 0..4 {
+            run.compute(r, 10_000 + 5_000 * r as u64, Some(0));
+            run.message(r, (r + 1) % 4, round);
+        }
+    }
+    // One job: the launcher's daemons on the two nodes are different parents.
+    for item in &mut run.items {
+        if let Item::Process(p) = item {
+            p.env_job = Some("job".into());
+        }
+    }
+    let nodes = two_nodes();
+    let node_of = |pid: u32| u32::from(pid >= 102);
+    let local = |pid: u32| if pid >= 102 { pid - 2 } else { pid };
+    let shift = nodes[1].start_monotonic_ns - nodes[0].start_monotonic_ns;
+    let meta = RecordingMeta {
+        hostname: nodes[0].hostname.clone(),
+        start_unix_ns: nodes[0].start_unix_ns,
+        start_monotonic_ns: nodes[0].start_monotonic_ns,
+        nodes,
+        ..Default::default()
+    };
+    let mut w = RecordingWriter::create(path, &meta).unwrap();
+    let mut current = 0;
+    for item in &run.items {
+        let node = match item {
+            Item::Record(r) => node_of(r.header().tgid),
+            Item::Process(p) => node_of(p.pid),
+            Item::Probe(_) => current,
+        };
+        if node != current {
+            w.begin_node(node).unwrap();
+            current = node;
+        }
+        match item {
+            Item::Record(r) => {
+                let mut r = r.clone();
+                if node == 1 {
+                    let h = r.header_mut();
+                    (h.tgid, h.tid) = (local(h.tgid), local(h.tid));
+                    h.ts_ns += shift;
+                }
+                w.record(r.as_bytes()).unwrap();
+            }
+            Item::Process(p) => {
+                let mut p = p.clone();
+                p.pid = local(p.pid);
+                w.process(&p).unwrap();
+            }
+            Item::Probe(f) => w.probe(f).unwrap(),
+        }
+    }
+    w.finish(&Default::default()).unwrap();
+    run.items
 }
