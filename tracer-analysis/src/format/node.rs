@@ -73,7 +73,10 @@ impl NodeInfo {
     /// Wall clock minus monotonic clock at start: the offset that turns the node's probe
     /// times into wall-clock times.
     fn wall_offset_ns(&self) -> i128 {
-        self.start_unix_ns as i128 - i128::from(self.start_monotonic_ns)
+        // Saturating: a damaged META may hold any numbers.
+        i128::try_from(self.start_unix_ns)
+            .unwrap_or(i128::MAX)
+            .saturating_sub(i128::from(self.start_monotonic_ns))
     }
 }
 
@@ -125,7 +128,7 @@ impl Relocation {
                 nodes: nodes.len(),
             });
         };
-        let shift = this.wall_offset_ns() - first.wall_offset_ns();
+        let shift = this.wall_offset_ns().saturating_sub(first.wall_offset_ns());
         Ok(Relocation {
             node: NodeId(node as u16),
             shift_ns: shift.clamp(i64::MIN.into(), i64::MAX.into()) as i64,
@@ -336,6 +339,22 @@ mod tests {
             .filter(|&pid| pid != u64::from(CRITICAL_PID))
             .collect();
         assert_eq!(chrome_pids, pids.iter().map(|&p| u64::from(p)).collect());
+    }
+
+    #[test]
+    fn clocks_of_any_size_do_not_overflow() {
+        let mut table = nodes();
+        table[0].start_unix_ns = u128::MAX;
+        table[1].start_monotonic_ns = u64::MAX;
+        let r = Relocation::of(&table, 1).unwrap();
+        assert_eq!(r.time(5), 0, "moved back past the start of the clock");
+        table[0].start_unix_ns = 0;
+        table[1].start_unix_ns = u128::MAX;
+        table[1].start_monotonic_ns = 0;
+        assert_eq!(
+            Relocation::of(&table, 1).unwrap().time(5),
+            5 + i64::MAX as u64
+        );
     }
 
     #[test]
