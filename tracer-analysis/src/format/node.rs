@@ -8,6 +8,7 @@
 //! record of node `n` unique as it reads it ([`Relocation`]): a process, thread or CPU
 //! id `i` of node `n` becomes `n << 22 | i` (a [`GlobalId`]; Linux never hands out a
 //! pid at or above 2^22, its `PID_MAX_LIMIT`), and its times move onto node 0's clock.
+//! Process and thread id 0 (the idle task, or "not known") stays 0 on every node.
 //! Node 0's ids and times are its own, so a recording of one machine reads as it always
 //! did, and everything downstream keys processes and threads by one `u32` that has the
 //! node in it.
@@ -143,7 +144,18 @@ impl Relocation {
         *self == Relocation::NONE
     }
 
+    /// A process or thread id: 0 (the idle task, or "none") stays 0, which every reader
+    /// takes as no process of the program.
     fn id(&self, local: u32) -> u32 {
+        if local == 0 {
+            0
+        } else {
+            GlobalId::new(self.node, local).0
+        }
+    }
+
+    /// A CPU number (CPU 0 is a CPU).
+    fn cpu(&self, local: u32) -> u32 {
         GlobalId::new(self.node, local).0
     }
 
@@ -160,17 +172,15 @@ impl Relocation {
         let h = rec.header_mut();
         h.tgid = self.id(h.tgid);
         h.tid = self.id(h.tid);
-        h.cpu = self.id(h.cpu);
+        h.cpu = self.cpu(h.cpu);
         h.ts_ns = self.time(h.ts_ns);
         match rec {
             Record::Wakeup(w) | Record::WakeupNew(w) => {
                 w.wakee_tid = self.id(w.wakee_tid);
                 // 0: the probe did not know the wakee's process.
-                if w.wakee_tgid != 0 {
-                    w.wakee_tgid = self.id(w.wakee_tgid);
-                }
+                w.wakee_tgid = self.id(w.wakee_tgid);
                 if w.target_cpu >= 0 {
-                    w.target_cpu = self.id(w.target_cpu as u32) as i32;
+                    w.target_cpu = self.cpu(w.target_cpu as u32) as i32;
                 }
             }
             Record::Fork(f) => f.child_tid = self.id(f.child_tid),
@@ -242,6 +252,17 @@ mod tests {
         assert_eq!(w.target_cpu, 1 << 22);
         // 100 ns after b's start is 100 ns after a's start too.
         assert_eq!(w.header.ts_ns, 10_000_000_100);
+        // The idle task is no process on any node; CPU 0 is a CPU.
+        let mut idle = Record::SwitchIn(tracer_common::SwitchRecord {
+            header: EventHeader {
+                kind: kind::SWITCH_IN,
+                ..Default::default()
+            },
+            prev_state: 0,
+        });
+        r.record(&mut idle);
+        let h = idle.header();
+        assert_eq!((h.tgid, h.tid, h.cpu), (0, 0, 1 << 22));
     }
 
     /// A job of 4 MPICH ranks in a ring, written as two nodes of 2 ranks each whose
