@@ -62,7 +62,8 @@ pub struct NodeInfo {
     pub boot_id: String,
     /// The kernel's release (`uname -r`).
     pub kernel: String,
-    /// CPUs the kernel may run on (what the machine's records' `cpu` numbers index).
+    /// CPUs the kernel may run on: the highest possible CPU number plus one (what the
+    /// machine's records' `cpu` numbers index).
     pub cpus: u32,
     /// The node's wall clock (Unix ns) and probe clock (CLOCK_MONOTONIC ns), read
     /// together when its tracing started: how its records' times map onto node 0's.

@@ -127,7 +127,9 @@ pub(crate) fn this_node(start: ClockPair) -> NodeInfo {
         machine_id: read("/etc/machine-id"),
         boot_id: read("/proc/sys/kernel/random/boot_id"),
         kernel: read("/proc/sys/kernel/osrelease"),
-        cpus: cpu_list_len(&read("/sys/devices/system/cpu/possible")),
+        // The CPU numbers the kernel may use (what the records' `cpu` indexes): aya
+        // reads /sys/devices/system/cpu/possible, as the probes' loading does.
+        cpus: aya::util::nr_cpus().map_or(0, |n| n.get()),
         start_unix_ns: start.unix_ns,
         start_monotonic_ns: start.monotonic_ns,
     }
@@ -152,31 +154,8 @@ impl ClockPair {
     }
 }
 
-/// How many CPUs a kernel CPU list names (`0-3,8`; 0 when it cannot be read).
-fn cpu_list_len(list: &str) -> u32 {
-    list.split(',')
-        .filter(|part| !part.is_empty())
-        .map(|part| match part.split_once('-') {
-            Some((first, last)) => match (first.parse::<u32>(), last.parse::<u32>()) {
-                (Ok(first), Ok(last)) if last >= first => last - first + 1,
-                _ => 0,
-            },
-            None => u32::from(part.parse::<u32>().is_ok()),
-        })
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn cpu_lists_are_counted() {
-        assert_eq!(super::cpu_list_len("0-1"), 2);
-        assert_eq!(super::cpu_list_len("0-3,8,10-11"), 7);
-        assert_eq!(super::cpu_list_len("0"), 1);
-        assert_eq!(super::cpu_list_len(""), 0);
-        assert_eq!(super::cpu_list_len("x"), 0);
-    }
-
     #[test]
     fn the_default_ring_grows_with_the_cpus_within_bounds() {
         let mib = |cpus| super::default_ring_bytes(cpus, None) >> 20;
