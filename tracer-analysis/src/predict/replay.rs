@@ -20,8 +20,11 @@
 //!
 //! The latency of a dependency is what the recording shows: the time from the source
 //! event to the target when the target was already waiting; when the target arrived
-//! after the source, the time it then still took. A network cost function replaces it
-//! for messages. With no change, the replay reproduces every recorded event time.
+//! after the source, the time it then still took. Where a receiver's CPUs are shared
+//! otherwise than recorded, a message costs no more than the least latency its size
+//! class had with a waiting receiver (`sim::Transport`). A network cost function
+//! replaces both for messages. With no change, the replay reproduces every recorded
+//! event time.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
