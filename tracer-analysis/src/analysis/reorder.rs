@@ -2,10 +2,16 @@
 //! in reservation order, which can differ slightly from timestamp order; the engine
 //! needs causal order (a send before its receive), which timestamps from one machine
 //! clock give. Online and offline analysis both go through this buffer.
+//!
+//! Records with one timestamp are put in the order their probe wrote them: the records
+//! of one probe hit share its header's time but may reach userspace in two reads (a
+//! CPU's slots and the ring are read one after the other, and a probe writes to the ring
+//! when its CPU's slots are full), so their arrival order is not enough (hpcc: a
+//! Waitall's handle array arrived before its entry, and its two receives went unmatched).
 
 use std::collections::VecDeque;
 
-use tracer_common::{record_size, EventHeader};
+use tracer_common::{kind, record_size, EventHeader};
 
 use crate::format::records::{self, Record};
 
@@ -23,6 +29,8 @@ const SLOT_BYTES: usize = 64;
 const HEADER_BYTES: usize = std::mem::size_of::<EventHeader>();
 // Slots read the timestamp from their first bytes.
 const _: () = assert!(std::mem::offset_of!(EventHeader, ts_ns) == 0);
+// A handle array is always long: its slot has room for its first index.
+const _: () = assert!(std::mem::size_of::<tracer_common::HandleArrayRecord>() > SLOT_BYTES);
 
 /// One record in the window: its byte image when it fits, else its header followed by
 /// its number in [`ReorderBuffer::spilled`].
@@ -34,6 +42,34 @@ impl Slot {
     fn ts(&self) -> u64 {
         u64::from_ne_bytes(self.0[..8].try_into().unwrap())
     }
+
+    /// Where the record goes among those of its timestamp ([`HitOrder`]).
+    fn order(&self) -> (u64, HitOrder) {
+        let hit = match records::peek_kind(&self.0) {
+            Ok(kind::CALL_ENTER) => HitOrder::Entry,
+            Ok(kind::CALL_EXIT) => HitOrder::Exit,
+            Ok(kind::HANDLE_ARRAY) => HitOrder::Read {
+                first: u32::from_ne_bytes(self.0[CHUNK_AT].try_into().unwrap()),
+            },
+            _ => HitOrder::Read { first: 0 },
+        };
+        (self.ts(), hit)
+    }
+}
+
+/// The order of the records one probe hit writes, all with its header's time: a call's
+/// entry, then what its entry or exit reads from memory (handle arrays, in the order of
+/// their first index, and status arrays), then the call's exit, which the analysis
+/// takes as the end of the call (the arrays of an exit belong to the call still open).
+/// Other kinds keep their arrival order among the arrays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum HitOrder {
+    Entry,
+    /// An array's chunk (or another record), by its first index.
+    Read {
+        first: u32,
+    },
+    Exit,
 }
 
 /// Records in (timestamp, arrival) order. They arrive nearly sorted (the ring buffer
@@ -57,6 +93,9 @@ pub(crate) struct ReorderBuffer {
 
 /// Where a slot keeps its long record's number: after the header.
 const SPILLED_AT: std::ops::Range<usize> = HEADER_BYTES..HEADER_BYTES + 8;
+/// Where a slot keeps a handle array's first index (`HandleArrayRecord::first`), after
+/// the long record's number ([`Slot::order`]; handle arrays are always long).
+const CHUNK_AT: std::ops::Range<usize> = HEADER_BYTES + 8..HEADER_BYTES + 12;
 
 impl ReorderBuffer {
     pub(crate) fn new(window_ns: u64) -> Self {
@@ -81,11 +120,15 @@ impl ReorderBuffer {
             self.spilled.push_back(Some(r.clone()));
             slot.0[..HEADER_BYTES].copy_from_slice(&bytes[..HEADER_BYTES]);
             slot.0[SPILLED_AT].copy_from_slice(&number.to_ne_bytes());
+            if let Record::HandleArray(a) = r {
+                slot.0[CHUNK_AT].copy_from_slice(&a.first.to_ne_bytes());
+            }
         }
-        // After every record with a timestamp not above this one's (ties keep arrival
+        // After every record that goes before or with this one (ties keep arrival
         // order).
+        let order = slot.order();
         let mut at = self.queue.len();
-        while at > 0 && self.queue[at - 1].ts() > ts {
+        while at > 0 && self.queue[at - 1].order() > order {
             at -= 1;
         }
         if at == self.queue.len() {
@@ -134,7 +177,9 @@ impl ReorderBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tracer_common::{kind, CallRecord, ExecRecord, ExitRecord, FutexRecord};
+    use tracer_common::{
+        kind, CallRecord, ExecRecord, ExitRecord, FutexRecord, HandleArrayRecord, StatusArrayRecord,
+    };
 
     fn rec(ts: u64) -> Record {
         let mut e = ExitRecord::default();
@@ -227,5 +272,53 @@ mod tests {
         b.flush(|r| out.push(r));
         assert_eq!(out, [earlier, later, rec(100)]);
         assert!(b.spilled.is_empty());
+    }
+
+    /// The records of a probe hit, all with its time, leave in the order the probe wrote
+    /// them whatever order they came in: an entry before the handles it read, the
+    /// chunks of an array by their first index, an exit after the statuses it read.
+    /// Records of other times are not moved.
+    #[test]
+    fn the_records_of_one_probe_hit_leave_in_the_order_written() {
+        let header = |k, ts| EventHeader {
+            ts_ns: ts,
+            kind: k,
+            tid: 7,
+            tgid: 7,
+            ..Default::default()
+        };
+        let entry = Record::CallEnter(CallRecord::unset(header(kind::CALL_ENTER, 10)));
+        let chunk = |first| {
+            Record::HandleArray(Box::new(HandleArrayRecord {
+                header: header(kind::HANDLE_ARRAY, 10),
+                first,
+                total: 12,
+                ..Default::default()
+            }))
+        };
+        let statuses = Record::StatusArray(Box::new(StatusArrayRecord {
+            header: header(kind::STATUS_ARRAY, 20),
+            ..Default::default()
+        }));
+        let exit = Record::CallExit(CallRecord::unset(header(kind::CALL_EXIT, 20)));
+        let written = [
+            rec(5),
+            entry.clone(),
+            chunk(0),
+            chunk(8),
+            statuses.clone(),
+            exit.clone(),
+            rec(30),
+        ];
+        // As two reads may hand them over: the ring's records of a time before the
+        // slots' ones.
+        let arrived = [rec(5), chunk(8), chunk(0), entry, exit, statuses, rec(30)];
+        let mut b = ReorderBuffer::new(1000);
+        for r in &arrived {
+            b.push(r);
+        }
+        let mut out = Vec::new();
+        b.flush(|r| out.push(r));
+        assert_eq!(out, written);
     }
 }
