@@ -468,7 +468,10 @@ fn blocking_nonblocking_and_persistent_sends_openmpi_otf2() {
     );
     // Every started send completes; every receive request posted (the cancelled one
     // too) but the cancelled ones receives.
-    assert_eq!(printed_total("MPI_ISEND_COMPLETE"), printed_total("MPI_ISEND"));
+    assert_eq!(
+        printed_total("MPI_ISEND_COMPLETE"),
+        printed_total("MPI_ISEND")
+    );
     assert_eq!(
         printed_total("MPI_IRECV_REQUEST"),
         printed_total("MPI_IRECV") + RANKS * MORE_ROUNDS

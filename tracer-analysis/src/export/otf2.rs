@@ -949,34 +949,30 @@ impl Builder {
             }
             return;
         }
-        match id {
-            _ => {
-                let Some(op) = blocking_collective_op(id) else {
-                    return;
-                };
-                let Some(comm) = self.comm(pid, e.comm, flavor) else {
-                    return;
-                };
-                let root = match op {
-                    CollectiveOp::Bcast
-                    | CollectiveOp::Scatter
-                    | CollectiveOp::Scatterv
-                    | CollectiveOp::Gather
-                    | CollectiveOp::Gatherv
-                    | CollectiveOp::Reduce => set32(e.peer).map_or(ROOT_NONE, |r| r as u32),
-                    _ => ROOT_NONE,
-                };
-                let bytes = bytes_of(e.bytes);
-                let end = Event::MpiCollectiveEnd {
-                    op,
-                    comm,
-                    root,
-                    sent: bytes,
-                    received: bytes,
-                };
-                self.push(tid, ts, end);
-            }
-        }
+        let Some(op) = blocking_collective_op(id) else {
+            return;
+        };
+        let Some(comm) = self.comm(pid, e.comm, flavor) else {
+            return;
+        };
+        let root = match op {
+            CollectiveOp::Bcast
+            | CollectiveOp::Scatter
+            | CollectiveOp::Scatterv
+            | CollectiveOp::Gather
+            | CollectiveOp::Gatherv
+            | CollectiveOp::Reduce => set32(e.peer).map_or(ROOT_NONE, |r| r as u32),
+            _ => ROOT_NONE,
+        };
+        let bytes = bytes_of(e.bytes);
+        let end = Event::MpiCollectiveEnd {
+            op,
+            comm,
+            root,
+            sent: bytes,
+            received: bytes,
+        };
+        self.push(tid, ts, end);
     }
 
     /// MPI_Start or MPI_Startall started the persistent `request`: a send's `MpiIsend`,
