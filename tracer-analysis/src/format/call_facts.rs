@@ -288,8 +288,9 @@ impl Completes {
     /// The requests the exit `exit` of a call entered as `entry` completed, in the order
     /// of its array; `handles` is the handle array read between the two (the requests,
     /// then for Waitsome and Testsome the indices that completed). A call that returned
-    /// an error is taken as its outputs say (MPI_ERR_IN_STATUS: some completed). None
-    /// for [`Completes::Cancels`], which completes nothing.
+    /// an error is taken as its outputs say (MPI_ERR_IN_STATUS: some completed), as the
+    /// matcher always took it. Empty for [`Completes::Cancels`], which completes nothing
+    /// ([`Completes::cancelled`]).
     pub fn completed(
         self,
         entry: &CallRecord,
