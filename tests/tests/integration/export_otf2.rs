@@ -420,6 +420,68 @@ fn nonblocking_and_collectives_openmpi_otf2() {
     assert_eq!(v["messages"]["unmatched_receives"], 0);
 }
 
+/// Blocking, nonblocking and persistent sends (tests/programs/mpi_more_calls.c, 3 rounds
+/// on 4 ranks: per rank and round, an MPI_Sendrecv_replace; a persistent send and receive
+/// started by MPI_Startall and completed by MPI_Waitsome; an Isend/Irecv pair completed
+/// by MPI_Testall after an Irecv that was cancelled; an Isend whose message is found by
+/// MPI_Probe and received by MPI_Recv; an Isend/Irecv pair completed by MPI_Testsome):
+/// the archive's MPI sends and receives, as otf2-print reads them, are the 60 messages
+/// the program sends and `tracer analyze` matches, every receive paired with its send.
+#[test]
+fn blocking_nonblocking_and_persistent_sends_openmpi_otf2() {
+    const RANKS: u64 = 4;
+    const MORE_ROUNDS: u64 = 3;
+    const MESSAGES: u64 = 5 * RANKS * MORE_ROUNDS;
+    let e = Exported::new(
+        "more-calls",
+        &[],
+        &openmpi(RANKS as usize, "mpi_more_calls", &["3"]),
+    );
+    let printed = e.otf2_print();
+    let v = e.python();
+    e.check_common(&printed, &v);
+    let printed_total = |kind: &str| -> u64 {
+        printed
+            .iter()
+            .filter(|((k, _), _)| k == kind)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let ours = &e.analyze["messages"];
+    assert_eq!(ours["matched"], MESSAGES);
+    assert_eq!(ours["unmatched"], 0);
+    assert_eq!(e.report["messages"]["matched"], MESSAGES, "report --json");
+    // Sendrecv_replace's send; the persistent send's start and the three Isends.
+    assert_eq!(printed_total("MPI_SEND"), RANKS * MORE_ROUNDS);
+    assert_eq!(printed_total("MPI_ISEND"), 4 * RANKS * MORE_ROUNDS);
+    assert_eq!(
+        printed_total("MPI_SEND") + printed_total("MPI_ISEND"),
+        MESSAGES
+    );
+    // Sendrecv_replace's receive and the probed message's MPI_Recv; the persistent
+    // receive and the two Irecvs that were not cancelled.
+    assert_eq!(printed_total("MPI_RECV"), 2 * RANKS * MORE_ROUNDS);
+    assert_eq!(printed_total("MPI_IRECV"), 3 * RANKS * MORE_ROUNDS);
+    assert_eq!(
+        printed_total("MPI_RECV") + printed_total("MPI_IRECV"),
+        MESSAGES
+    );
+    // Every started send completes; every receive request posted (the cancelled one
+    // too) but the cancelled ones receives.
+    assert_eq!(
+        printed_total("MPI_ISEND_COMPLETE"),
+        printed_total("MPI_ISEND")
+    );
+    assert_eq!(
+        printed_total("MPI_IRECV_REQUEST"),
+        printed_total("MPI_IRECV") + RANKS * MORE_ROUNDS
+    );
+    assert_eq!(v["messages"]["matched"], MESSAGES);
+    assert_eq!(v["messages"]["same_length"], MESSAGES);
+    assert_eq!(v["messages"]["unmatched_receives"], 0);
+    assert_eq!(v["messages"]["unmatched_sends"], 0);
+}
+
 /// Every directory of the archive is mode 0700 and every file 0600, as every output of
 /// the tracer (libotf2 creates them with the umask's modes).
 fn assert_private(dir: &Path) {

@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap;
 use tracer_common::{call, CallRecord, UNSET32};
 
 use crate::format::call_facts::{
-    AskedEnvelope, Collective, CollectiveShape, Receives, RequestsIn, Sends,
+    AskedEnvelope, Collective, CollectiveShape, Completes, Receives, RequestsIn, Sends, StatusAt,
 };
 use crate::format::calls::{self, split_call_field, CallField, Family, Flavor};
 
@@ -444,58 +444,13 @@ impl<S: Clone> MessageMatcher<S> {
         if let Some(receives) = spec.and_then(|s| s.receives) {
             return self.receive_exit(pid, e, x, flavor, receives);
         }
+        if let Some(completes) = spec.and_then(|s| s.completes) {
+            return self.completion_exit(pid, e, handles, statuses, x, completes);
+        }
         let mut out = Vec::new();
         match id {
             call::MPI_SEND_INIT | call::MPI_RECV_INIT if x.ret == 0 => {
                 self.persistent.insert((pid, x.handle), *e);
-            }
-            // A cancelled receive takes no message (a cancel that came too late leaves
-            // the message it would have taken unmatched).
-            call::MPI_CANCEL if x.ret == 0 => {
-                self.irecvs.remove(&(pid, e.handle));
-            }
-            call::MPI_WAIT => out.extend(self.complete(pid, e.handle, x)),
-            call::MPI_TEST if x.out == 1 => out.extend(self.complete(pid, e.handle, x)),
-            call::MPI_WAITANY | call::MPI_TESTANY if x.out >= 0 => {
-                if let Some(&h) = handles.get(x.out as usize) {
-                    out.extend(self.complete(pid, h, x));
-                }
-            }
-            call::MPI_WAITALL | call::MPI_TESTALL | call::MPI_WAITSOME | call::MPI_TESTSOME => {
-                let n = usize::try_from(e.count).unwrap_or(0).min(handles.len());
-                let (requests, indices) = handles.split_at(n);
-                // Each request with the status written at its index (Waitall and Testall
-                // with an array of statuses; none with MPI_STATUSES_IGNORE, nor for
-                // Waitsome/Testsome, whose probes read the indices only).
-                let status_of = |i: usize| {
-                    let s = statuses.get(i).copied().unwrap_or(ReceivedStatus::UNSET);
-                    CallRecord {
-                        peer: s.source,
-                        tag: s.tag,
-                        bytes: s.bytes,
-                        ..*x
-                    }
-                };
-                let done: Vec<(u64, CallRecord)> = match id {
-                    call::MPI_WAITALL => requests
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &h)| (h, status_of(i)))
-                        .collect(),
-                    call::MPI_TESTALL if x.out == 1 => requests
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &h)| (h, status_of(i)))
-                        .collect(),
-                    // Waitsome/Testsome: the indices written before the exit.
-                    call::MPI_WAITSOME | call::MPI_TESTSOME if x.out > 0 => indices
-                        .iter()
-                        .filter_map(|&i| requests.get(i as u32 as usize).copied())
-                        .map(|h| (h, status_of(usize::MAX)))
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                out.extend(self.complete_together(pid, &done, x));
             }
             _ => match spec.and_then(|s| s.collective) {
                 Some(c) if c.nonblocking => {
@@ -516,6 +471,58 @@ impl<S: Clone> MessageMatcher<S> {
         out
     }
 
+    /// A completing call's exit: the requests its exit completed, as the call table's
+    /// column says ([`Completes::completed`]), each with its status; several completed
+    /// by one call (those of an array) are completed together, as one exit depends on
+    /// them all (see [`Self::complete_together`]).
+    fn completion_exit(
+        &mut self,
+        pid: u32,
+        e: &CallRecord,
+        handles: &[u64],
+        statuses: &[ReceivedStatus],
+        x: &CallRecord,
+        completes: Completes,
+    ) -> Vec<S> {
+        // A cancelled receive takes no message (a cancel that came too late leaves
+        // the message it would have taken unmatched).
+        if completes.cancelled(x) {
+            self.irecvs.remove(&(pid, e.handle));
+            return Vec::new();
+        }
+        let status_of = |at: StatusAt| match at {
+            StatusAt::Exit => *x,
+            StatusAt::Array(i) => {
+                let s = statuses.get(i).copied().unwrap_or(ReceivedStatus::UNSET);
+                CallRecord {
+                    peer: s.source,
+                    tag: s.tag,
+                    bytes: s.bytes,
+                    ..*x
+                }
+            }
+            StatusAt::NotRead => CallRecord {
+                peer: ReceivedStatus::UNSET.source,
+                tag: ReceivedStatus::UNSET.tag,
+                bytes: ReceivedStatus::UNSET.bytes,
+                ..*x
+            },
+        };
+        let done: Vec<(u64, CallRecord)> = completes
+            .completed(e, handles, x)
+            .into_iter()
+            .map(|c| (c.request, status_of(c.status)))
+            .collect();
+        if completes.completes_several() {
+            return self.complete_together(pid, &done, x);
+        }
+        let mut out = Vec::new();
+        for (request, status) in &done {
+            out.extend(self.complete(pid, *request, status));
+        }
+        out
+    }
+
     /// A receiving call's exit (its message is known there, `call_facts::RECEIVE_KNOWN_AT`):
     /// the send it took, or the receive request it posted.
     fn receive_exit(
@@ -529,9 +536,7 @@ impl<S: Clone> MessageMatcher<S> {
         let asked = match receives {
             Receives::Message { asked } => asked,
             // A matched probe that found a message: the receive (see call::MPI_MPROBE).
-            Receives::ProbedMessage { polls } if x.ret == 0 && (!polls || x.out == 1) => {
-                AskedEnvelope::First
-            }
+            Receives::ProbedMessage { .. } if receives.found_message(x) => AskedEnvelope::First,
             Receives::Request if x.ret == 0 => {
                 self.receive_posted(pid, x.handle, e, flavor);
                 return Vec::new();

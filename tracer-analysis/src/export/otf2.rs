@@ -20,7 +20,7 @@ use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{futex_waits, REORDER_WINDOW_NS};
 use crate::format::call_facts::{
-    AskedEnvelope, CollectiveOp, Moment, Receives, Sends, SEND_POSTED_AT,
+    AskedEnvelope, CollectiveOp, Moment, Receives, RequestsIn, Sends, StatusAt, SEND_POSTED_AT,
 };
 use crate::format::calls::{self, split_call_field, CallField, Family, Flavor, Role};
 use crate::format::recording::{Item, RecordingError, RecordingMeta, RecordingReader};
@@ -528,6 +528,9 @@ struct Builder {
     /// Directory communicator id -> our communicator index.
     mpi_comms: BTreeMap<u32, u32>,
     pending: FxHashMap<(u32, u64), Pending>,
+    /// Persistent requests (MPI_Send_init, MPI_Recv_init) by (pid, request): their
+    /// init's entry, which each MPI_Start starts again.
+    persistent: FxHashMap<(u32, u64), CallRecord>,
     /// Threads cloned and not yet seen: their creator's (tid, pid) and the time.
     forks: HashMap<u32, Fork>,
     /// Per process: threads created so far (the next sequence number).
@@ -842,8 +845,18 @@ impl Builder {
         let (pid, tid, ts) = (x.header.tgid, x.header.tid, x.header.ts_ns);
         let ok = x.ret == 0;
         let spec = calls::spec(id);
-        match spec.and_then(|s| s.receives) {
-            Some(Receives::Message { asked }) if ok => {
+        let receives = spec.and_then(|s| s.receives);
+        // A matched probe's message is received where the probe found it (the matcher
+        // takes it there), not in the MPI_Mrecv or MPI_Imrecv that copies it out.
+        let received = match receives {
+            Some(Receives::Message { asked }) => Some(asked),
+            Some(r @ Receives::ProbedMessage { .. }) if r.found_message(x) => {
+                Some(AskedEnvelope::First)
+            }
+            _ => None,
+        };
+        match (receives, received) {
+            (_, Some(asked)) if ok => {
                 let (req_peer, req_tag) = match asked {
                     AskedEnvelope::First => (e.peer, e.tag),
                     AskedEnvelope::Second => (e.peer2, e.tag2),
@@ -864,7 +877,7 @@ impl Builder {
                 }
                 return;
             }
-            Some(Receives::Request) if ok => {
+            (Some(Receives::Request), _) if ok => {
                 if let Some(comm) = self.comm(pid, e.comm, flavor) {
                     // What the receive asked for; the completion's status says what came.
                     let asked = Message {
@@ -879,10 +892,26 @@ impl Builder {
                 }
                 return;
             }
-            // A matched probe's message is not written (see `send_event_at`).
             _ => {}
         }
-        if ok && send_event_at(spec.and_then(|s| s.sends)) == Some(Moment::Exit) {
+        let sends = spec.and_then(|s| s.sends);
+        if let Some(Sends::Persistent(requests_in)) = sends {
+            let requests = match requests_in {
+                RequestsIn::Handle => std::slice::from_ref(&e.handle),
+                RequestsIn::HandleArray => &open.handles[..],
+            };
+            for &request in requests {
+                self.start_persistent(pid, tid, ts, request);
+            }
+            return;
+        }
+        if matches!(id, call::MPI_SEND_INIT | call::MPI_RECV_INIT) {
+            if ok {
+                self.persistent.insert((pid, x.handle), e);
+            }
+            return;
+        }
+        if ok && send_event_at(sends) == Some(Moment::Exit) {
             let comm = self.comm(pid, e.comm, flavor);
             if let (Some(peer), Some(tag), Some(comm)) = (set32(e.peer), set32(e.tag), comm) {
                 let message = Message {
@@ -897,59 +926,80 @@ impl Builder {
             }
             return;
         }
-        match id {
-            call::MPI_WAIT if ok => {
-                let status = Status {
-                    source: x.peer,
-                    tag: x.tag,
-                    bytes: x.bytes,
-                };
-                self.complete(pid, tid, ts, e.handle, Some(status));
-            }
-            call::MPI_TEST if ok && x.out == 1 => {
-                let status = Status {
-                    source: x.peer,
-                    tag: x.tag,
-                    bytes: x.bytes,
-                };
-                self.complete(pid, tid, ts, e.handle, Some(status));
-            }
-            call::MPI_WAITALL if ok => {
-                for (i, &request) in open.handles.iter().enumerate() {
-                    self.complete(pid, tid, ts, request, open.statuses.get(i).copied());
+        if let Some(completes) = spec.and_then(|s| s.completes) {
+            if completes.cancelled(x) {
+                // A cancelled receive takes no message (as the matcher takes it): the
+                // Wait or Test completing its request writes nothing.
+                if let Some(Pending::Recv(_)) = self.pending.get(&(pid, e.handle)) {
+                    self.pending.remove(&(pid, e.handle));
                 }
+                return;
             }
-            call::MPI_TESTALL if ok && x.out == 1 => {
-                for (i, &request) in open.handles.iter().enumerate() {
-                    self.complete(pid, tid, ts, request, open.statuses.get(i).copied());
-                }
+            for done in completes.completed(&e, &open.handles, x) {
+                let status = match done.status {
+                    StatusAt::Exit => Some(Status {
+                        source: x.peer,
+                        tag: x.tag,
+                        bytes: x.bytes,
+                    }),
+                    StatusAt::Array(i) => open.statuses.get(i).copied(),
+                    StatusAt::NotRead => None,
+                };
+                self.complete(pid, tid, ts, done.request, status);
             }
-            _ => {
-                let Some(op) = blocking_collective_op(id) else {
-                    return;
-                };
-                let Some(comm) = self.comm(pid, e.comm, flavor) else {
-                    return;
-                };
-                let root = match op {
-                    CollectiveOp::Bcast
-                    | CollectiveOp::Scatter
-                    | CollectiveOp::Scatterv
-                    | CollectiveOp::Gather
-                    | CollectiveOp::Gatherv
-                    | CollectiveOp::Reduce => set32(e.peer).map_or(ROOT_NONE, |r| r as u32),
-                    _ => ROOT_NONE,
-                };
-                let bytes = bytes_of(e.bytes);
-                let end = Event::MpiCollectiveEnd {
-                    op,
-                    comm,
-                    root,
-                    sent: bytes,
-                    received: bytes,
-                };
-                self.push(tid, ts, end);
-            }
+            return;
+        }
+        let Some(op) = blocking_collective_op(id) else {
+            return;
+        };
+        let Some(comm) = self.comm(pid, e.comm, flavor) else {
+            return;
+        };
+        let root = match op {
+            CollectiveOp::Bcast
+            | CollectiveOp::Scatter
+            | CollectiveOp::Scatterv
+            | CollectiveOp::Gather
+            | CollectiveOp::Gatherv
+            | CollectiveOp::Reduce => set32(e.peer).map_or(ROOT_NONE, |r| r as u32),
+            _ => ROOT_NONE,
+        };
+        let bytes = bytes_of(e.bytes);
+        let end = Event::MpiCollectiveEnd {
+            op,
+            comm,
+            root,
+            sent: bytes,
+            received: bytes,
+        };
+        self.push(tid, ts, end);
+    }
+
+    /// MPI_Start or MPI_Startall started the persistent `request`: a send's `MpiIsend`,
+    /// or a receive's `MpiIrecvRequest`, as MPI_Isend's and MPI_Irecv's, with the
+    /// message its init described; the Wait or Test completing it writes its completion.
+    fn start_persistent(&mut self, pid: u32, tid: u32, ts: u64, request: u64) {
+        let Some(init) = self.persistent.get(&(pid, request)).copied() else {
+            return;
+        };
+        let CallField { id, flavor } = split_call_field(init.header.call);
+        let Some(comm) = self.comm(pid, init.comm, Flavor::from_id(flavor)) else {
+            return;
+        };
+        let described = Message {
+            peer: init.peer as u32,
+            comm,
+            tag: init.tag as u32,
+            bytes: bytes_of(init.bytes),
+        };
+        if id == call::MPI_SEND_INIT {
+            self.pending.insert((pid, request), Pending::Send);
+            let message = described;
+            self.push(tid, ts, Event::MpiIsend { message, request });
+        } else {
+            self.pending
+                .insert((pid, request), Pending::Recv(described));
+            self.push(tid, ts, Event::MpiIrecvRequest { request });
         }
     }
 
@@ -1155,15 +1205,17 @@ fn blocking_collective_op(id: u16) -> Option<CollectiveOp> {
 /// describes where it leaves (`SEND_POSTED_AT`, as the matcher posts it), but a send that
 /// only starts where its request is known (`Sends::request_known_at`: the exit), because
 /// OTF2's `MpiIsend` carries the request that the `MpiIsendComplete` of the Wait or Test
-/// completing it names. Persistent requests (MPI_Start) are not followed, nor matched
-/// probes' receives: their messages' receives or sends are written without the other
-/// side. PVM's sends are no MPI events (the export writes MPI's only).
+/// completing it names. The persistent requests MPI_Start and MPI_Startall start are
+/// written at their exit too: MPI_Startall's are in the handle array read after its
+/// entry (each an `MpiIsend` or `MpiIrecvRequest`, as MPI_Isend's or MPI_Irecv's). PVM's
+/// sends are no MPI events (the export writes MPI's only).
 fn send_event_at(sends: Option<Sends>) -> Option<Moment> {
     match sends? {
         s @ (Sends::Message | Sends::MessageWithRequest) => {
             Some(s.request_known_at().unwrap_or(SEND_POSTED_AT))
         }
-        Sends::Persistent(_) | Sends::Multicast => None,
+        Sends::Persistent(_) => Some(Moment::Exit),
+        Sends::Multicast => None,
     }
 }
 
@@ -1397,28 +1449,55 @@ mod tests {
         ts: u64,
     }
 
-    /// Blocking, nonblocking (MPI_Isend and MPI_Irecv, completed by MPI_Wait) and
-    /// persistent (MPI_Send_init, started twice) sends between three ranks: the export
-    /// writes the messages the matcher pairs, each send at its call's entry as the
-    /// matcher posts it (an MpiIsend, at the exit where its request is known, is the
-    /// send of the call it leaves) and each receive where the matcher completes it.
-    /// Persistent requests are not followed by the export (`send_event_at`): their
-    /// messages' receives are written, their sends not.
+    /// Blocking, nonblocking (MPI_Isend and MPI_Irecv, completed by MPI_Wait,
+    /// MPI_Waitany, MPI_Testany, MPI_Waitsome and MPI_Testall), persistent (MPI_Send_init
+    /// and MPI_Recv_init, started by MPI_Start and MPI_Startall, one send started twice)
+    /// and matched-probe messages between three ranks: the export writes every message
+    /// the matcher pairs, each send at its call's entry as the matcher posts it (an
+    /// MpiIsend, at the exit where its request is known, is the send of the call it
+    /// leaves) and each receive where the matcher completes it.
     #[test]
     fn the_export_writes_the_messages_the_matcher_pairs() {
         let mut s = SyntheticRun::new(3, &[]);
+        // Blocking.
         s.message(0, 1, 5);
+        // Nonblocking, completed by MPI_Wait.
         s.irecv(2, 1, 6, 0xa);
         s.isend(1, 2, 6, 0xb);
         s.wait(1, 0xb);
         s.wait(2, 0xa);
-        const PERSISTENT_SENDER: u32 = 102;
+        // A persistent send, started twice by MPI_Start.
         s.send_init(2, 0, 7, 0xc);
         for _ in 0..2 {
             s.start(2, 0xc);
             s.recv(0, 2, 7);
             s.wait(2, 0xc);
         }
+        // A persistent send and receive started by MPI_Startall, completed by
+        // MPI_Testall and MPI_Waitany.
+        s.recv_init(1, 0, 8, 0xd);
+        s.send_init(0, 1, 8, 0xe);
+        s.startall(1, &[0xd]);
+        s.startall(0, &[0xe]);
+        s.testall(0, &[0xe], 1);
+        s.waitany(1, &[0xd], 0);
+        // Two receives on rank 0, completed by MPI_Testany then MPI_Waitsome (the first
+        // request is MPI_REQUEST_NULL by then); their sends by MPI_Testall and
+        // MPI_Waitany, a Testany and a Testall that completed nothing before them.
+        s.irecv(0, 1, 9, 0x10);
+        s.irecv(0, 2, 9, 0x11);
+        s.isend(1, 0, 9, 0x12);
+        s.isend(2, 0, 9, 0x13);
+        s.testany(0, &[0x10, 0x11], -1);
+        s.testall(1, &[0x12], 0);
+        s.testany(0, &[0x10, 0x11], 0);
+        s.waitsome(0, &[0, 0x11], &[1]);
+        s.testall(1, &[0x12], 1);
+        s.waitany(2, &[0x13], 0);
+        // A matched probe's message.
+        s.send(1, 2, 10);
+        s.mprobe_and_mrecv(2, 1, 10);
+        const MESSAGES: usize = 8;
 
         let mut analyzer = Analyzer::with_model(ClockKind::Cpu, NoPaths);
         analyzer.matcher.log_matches();
@@ -1426,18 +1505,16 @@ mod tests {
             analyzer.item(item);
         }
         let matched = analyzer.matcher.take_matches();
-        assert_eq!(matched.len(), 4, "{matched:?}");
+        assert_eq!(matched.len(), MESSAGES, "{matched:?}");
+        assert_eq!(analyzer.matcher.stats.unmatched, 0);
         let seen = |m: &crate::analysis::matcher::MatchedMessage, ts: u64| SeenMessage {
             from: m.from_pid,
             to: m.to_pid,
             bytes: m.bytes.expect("every synthetic message has its size"),
             ts,
         };
-        let mut matcher_sends: Vec<SeenMessage> = matched
-            .iter()
-            .filter(|m| m.from_pid != PERSISTENT_SENDER)
-            .map(|m| seen(m, m.send_ts))
-            .collect();
+        let mut matcher_sends: Vec<SeenMessage> =
+            matched.iter().map(|m| seen(m, m.send_ts)).collect();
         let mut matcher_receives: Vec<SeenMessage> =
             matched.iter().map(|m| seen(m, m.recv_ts)).collect();
 
@@ -1477,11 +1554,18 @@ mod tests {
                 }
             }
         }
+        // Isend's three and the persistent sends' three starts.
+        assert_eq!(count(&events, |e| matches!(e, Event::MpiIsend { .. })), 6);
         assert_eq!(
-            count(&events, |e| matches!(e, Event::MpiIsend { .. })),
-            1,
-            "the nonblocking send is one"
+            count(&events, |e| matches!(e, Event::MpiIsendComplete { .. })),
+            6
         );
+        // Irecv's three and the persistent receive's start.
+        assert_eq!(
+            count(&events, |e| matches!(e, Event::MpiIrecvRequest { .. })),
+            4
+        );
+        assert_eq!(export_sends.len(), MESSAGES);
         for list in [
             &mut matcher_sends,
             &mut matcher_receives,

@@ -1,8 +1,10 @@
-//! What a probed call does with messages and collectives: the columns of the call table
+//! What a probed call does with messages, requests and collectives: the columns of the call table
 //! (`calls::CALLS`) that the matcher and the exports read, instead of lists of call ids
 //! of their own. A column says what the call does and when its records show it (its
 //! entry or its exit); what a reader makes of that (an OTF2 event at the exit, a
 //! matcher queue at the entry) is the reader's, documented there.
+
+use tracer_common::CallRecord;
 
 /// A moment of a call: the one of its two records that shows a fact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +106,18 @@ pub enum Receives {
     PvmMessage { received: PvmReceived },
 }
 
+impl Receives {
+    /// Whether a matched probe's exit `exit` found the message it takes for its own: it
+    /// returned 0 and, polling (MPI_Improbe), its flag (`out`) is 1. False for the other
+    /// receives, whose exits say what came in their own ways.
+    pub fn found_message(self, exit: &CallRecord) -> bool {
+        match self {
+            Receives::ProbedMessage { polls } => exit.ret == 0 && (!polls || exit.out == 1),
+            Receives::Message { .. } | Receives::Request | Receives::PvmMessage { .. } => false,
+        }
+    }
+}
+
 /// When a receive's message is known: at its call's exit (see [`Receives`]).
 pub const RECEIVE_KNOWN_AT: Moment = Moment::Exit;
 
@@ -202,5 +216,127 @@ impl Collective {
             count_at_every_member: true,
             ..self
         }
+    }
+}
+
+/// Which requests a call completes, and how its exit says which (`Role::Completion`
+/// calls that take requests). The requests are the entry's `handle`, or the handle
+/// array after the entry (`count` of them; Waitsome and Testsome write the indices of
+/// those that completed after them, before their exit). What a completed request was
+/// (a receive's message, a send, a nonblocking collective) is the reader's: this column
+/// only names the requests, through [`Completes::completed`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completes {
+    /// The request its entry names (`handle`): MPI_Wait, always; MPI_Test (`polls`)
+    /// when its flag (`out`) is 1. The exit's status is the request's.
+    Request { polls: bool },
+    /// The request at index `out` of the array (MPI_Waitany, MPI_Testany); none when
+    /// `out` is negative (MPI_UNDEFINED, or a Testany that completed nothing). The exit's
+    /// status is the request's.
+    RequestAtIndex,
+    /// Every request of the array: MPI_Waitall, always; MPI_Testall (`polls`) when its
+    /// flag (`out`) is 1. Each request's status is at its index in the status array.
+    EveryRequest { polls: bool },
+    /// The requests at the `out` indices written after the array (MPI_Waitsome,
+    /// MPI_Testsome); their statuses are not read.
+    RequestsAtIndices,
+    /// Cancels the request its entry names (`handle`) when it returns 0 (MPI_Cancel):
+    /// a cancelled receive takes no message, and the Wait or Test that later completes
+    /// its request completes nothing.
+    Cancels,
+}
+
+/// Where the status of a completed request is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusAt {
+    /// In the exit record (`peer`, `tag`, `bytes`).
+    Exit,
+    /// At this index of the status array after the exit (unset if the call ignored it).
+    Array(usize),
+    /// Nowhere the probes read.
+    NotRead,
+}
+
+/// A request a call's exit completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletedRequest {
+    pub request: u64,
+    pub status: StatusAt,
+}
+
+impl Completes {
+    /// Whether the call takes its requests from the handle array (several at once),
+    /// rather than from the entry's `handle`.
+    pub fn takes_array(self) -> bool {
+        matches!(
+            self,
+            Completes::RequestAtIndex
+                | Completes::EveryRequest { .. }
+                | Completes::RequestsAtIndices
+        )
+    }
+
+    /// Whether one exit may complete several requests (Waitall, Testall, Waitsome,
+    /// Testsome), on all of which it then depends.
+    pub fn completes_several(self) -> bool {
+        matches!(
+            self,
+            Completes::EveryRequest { .. } | Completes::RequestsAtIndices
+        )
+    }
+
+    /// The requests the exit `exit` of a call entered as `entry` completed, in the order
+    /// of its array; `handles` is the handle array read between the two (the requests,
+    /// then for Waitsome and Testsome the indices that completed). A call that returned
+    /// an error is taken as its outputs say (MPI_ERR_IN_STATUS: some completed), as the
+    /// matcher always took it. Empty for [`Completes::Cancels`], which completes nothing
+    /// ([`Completes::cancelled`]).
+    pub fn completed(
+        self,
+        entry: &CallRecord,
+        handles: &[u64],
+        exit: &CallRecord,
+    ) -> Vec<CompletedRequest> {
+        let n = usize::try_from(entry.count).unwrap_or(0).min(handles.len());
+        let (requests, indices) = handles.split_at(n);
+        let at_exit = |request| CompletedRequest {
+            request,
+            status: StatusAt::Exit,
+        };
+        match self {
+            Completes::Request { polls } if !polls || exit.out == 1 => vec![at_exit(entry.handle)],
+            // The array holds the requests alone.
+            Completes::RequestAtIndex => usize::try_from(exit.out)
+                .ok()
+                .and_then(|i| handles.get(i))
+                .map(|&r| at_exit(r))
+                .into_iter()
+                .collect(),
+            Completes::EveryRequest { polls } if !polls || exit.out == 1 => requests
+                .iter()
+                .enumerate()
+                .map(|(i, &request)| CompletedRequest {
+                    request,
+                    status: StatusAt::Array(i),
+                })
+                .collect(),
+            Completes::RequestsAtIndices if exit.out > 0 => indices
+                .iter()
+                .filter_map(|&i| requests.get(i as u32 as usize))
+                .map(|&request| CompletedRequest {
+                    request,
+                    status: StatusAt::NotRead,
+                })
+                .collect(),
+            Completes::Request { .. }
+            | Completes::EveryRequest { .. }
+            | Completes::RequestsAtIndices
+            | Completes::Cancels => Vec::new(),
+        }
+    }
+
+    /// Whether the exit `exit` cancelled the request its entry named.
+    pub fn cancelled(self, exit: &CallRecord) -> bool {
+        self == Completes::Cancels && exit.ret == 0
     }
 }

@@ -3,8 +3,8 @@
 //! columns of `call_facts`), and the per-library facts (handle sizes, status layouts).
 
 use super::call_facts::{
-    AskedEnvelope, Collective, CollectiveOp, CollectiveShape, PvmReceived, Receives, RequestsIn,
-    Sends,
+    AskedEnvelope, Collective, CollectiveOp, CollectiveShape, Completes, PvmReceived, Receives,
+    RequestsIn, Sends,
 };
 use tracer_common::{
     array_when, call, count_mode, dtype_mode, flavor, status_mode, CallLayout, CallRecord,
@@ -91,6 +91,9 @@ pub struct CallSpec {
     pub receives: Option<Receives>,
     /// Its collective (`Role::Collective` calls only).
     pub collective: Option<Collective>,
+    /// The requests it completes or cancels (`Role::Completion` calls that take
+    /// requests).
+    pub completes: Option<Completes>,
 }
 
 const fn layout() -> CallLayout {
@@ -109,6 +112,7 @@ macro_rules! spec {
             sends: None,
             receives: None,
             collective: None,
+            completes: None,
         }
     };
 }
@@ -140,6 +144,14 @@ impl CallSpec {
     const fn receives(self, receives: Receives) -> CallSpec {
         CallSpec {
             receives: Some(receives),
+            ..self
+        }
+    }
+
+    /// The call, completing (or cancelling) requests as `completes` says.
+    const fn completes(self, completes: Completes) -> CallSpec {
+        CallSpec {
+            completes: Some(completes),
             ..self
         }
     }
@@ -291,13 +303,17 @@ pub static CALLS: &[CallSpec] = &[
     spec!(call::MPI_SENDRECV, "MPI_Sendrecv", Mpi, SendRecv,
         { count: 1, dtype: 2, peer: 3, tag: 4, peer2: 8, tag2: 9, comm: 10, status: 11, status_mode: S })
             .sends(Sends::Message).receives(SENDRECV_RECV),
-    spec!(call::MPI_WAIT, "MPI_Wait", Mpi, Completion, { handle_in: 0, status: 1, status_mode: S }),
+    spec!(call::MPI_WAIT, "MPI_Wait", Mpi, Completion, { handle_in: 0, status: 1, status_mode: S })
+        .completes(Completes::Request { polls: false }),
     spec!(call::MPI_WAITALL, "MPI_Waitall", Mpi, Completion,
-        { count: 0, array: 1, status: 2, status_mode: status_mode::MPI_STATUS_ARRAY }),
+        { count: 0, array: 1, status: 2, status_mode: status_mode::MPI_STATUS_ARRAY })
+            .completes(Completes::EveryRequest { polls: false }),
     spec!(call::MPI_WAITANY, "MPI_Waitany", Mpi, Completion,
-        { count: 0, array: 1, out: 2, status: 3, status_mode: S }),
+        { count: 0, array: 1, out: 2, status: 3, status_mode: S })
+            .completes(Completes::RequestAtIndex),
     spec!(call::MPI_TEST, "MPI_Test", Mpi, Completion,
-        { handle_in: 0, out: 1, status: 2, status_mode: S, cannot_block: 1 }),
+        { handle_in: 0, out: 1, status: 2, status_mode: S, cannot_block: 1 })
+            .completes(Completes::Request { polls: true }),
     spec!(call::MPI_BARRIER, "MPI_Barrier", Mpi, Collective, { comm: 0 })
         .collective(Collective::blocking(Everyone, Op::Barrier)),
     spec!(call::MPI_BCAST, "MPI_Bcast", Mpi, Collective, { count: 1, dtype: 2, peer: 3, comm: 4 })
@@ -354,16 +370,20 @@ pub static CALLS: &[CallSpec] = &[
     // is then one record per call.
     on_demand(spec!(call::MPI_TESTANY, "MPI_Testany", Mpi, Completion,
         { count: 0, array: 1, out: 2, status: 4, status_mode: S,
-          array_when: array_when::IF_OUT_NOT_NEGATIVE })),
+          array_when: array_when::IF_OUT_NOT_NEGATIVE })
+        .completes(Completes::RequestAtIndex)),
     on_demand(spec!(call::MPI_TESTALL, "MPI_Testall", Mpi, Completion,
         { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::MPI_STATUS_ARRAY,
-          array_when: array_when::IF_OUT_POSITIVE })),
+          array_when: array_when::IF_OUT_POSITIVE })
+        .completes(Completes::EveryRequest { polls: true })),
     // The completed requests' indices (argument 3) are read at exit.
     on_demand(spec!(call::MPI_TESTSOME, "MPI_Testsome", Mpi, Completion,
         { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY,
-          array_when: array_when::IF_OUT_POSITIVE })),
+          array_when: array_when::IF_OUT_POSITIVE })
+        .completes(Completes::RequestsAtIndices)),
     on_demand(spec!(call::MPI_WAITSOME, "MPI_Waitsome", Mpi, Completion,
-        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY })),
+        { count: 0, array: 1, out: 2, status: 3, status_mode: status_mode::INDEX_ARRAY })
+        .completes(Completes::RequestsAtIndices)),
     // Probes find a message without receiving it: waits, not matched.
     on_demand(spec!(call::MPI_IPROBE, "MPI_Iprobe", Mpi, Completion,
         { peer: 0, tag: 1, comm: 2, out: 3, status: 4, status_mode: S, cannot_block: 1 })),
@@ -380,7 +400,8 @@ pub static CALLS: &[CallSpec] = &[
     on_demand(spec!(call::MPI_IMRECV, "MPI_Imrecv", Mpi, Completion,
         { count: 1, dtype: 2, cannot_block: 1 })),
     on_demand(
-        spec!(call::MPI_CANCEL, "MPI_Cancel", Mpi, Completion, { handle_in: 0, cannot_block: 1 }),
+        spec!(call::MPI_CANCEL, "MPI_Cancel", Mpi, Completion, { handle_in: 0, cannot_block: 1 })
+            .completes(Completes::Cancels),
     ),
     on_demand(spec!(call::MPI_SEND_INIT, "MPI_Send_init", Mpi, Setup,
         { count: 1, dtype: 2, peer: 3, tag: 4, comm: 5, handle_out: 6, cannot_block: 1 })),
@@ -807,11 +828,12 @@ pub const PVM_RBUF_SYMBOL: &str = "pvmrbuf";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::call_facts::{CollectiveShape, Moment, SEND_POSTED_AT};
+    use crate::format::call_facts::{CollectiveShape, Completes, Moment, SEND_POSTED_AT};
     use tracer_common::NO_ARG;
 
-    /// What a call sends, receives or takes part in is filled for the calls whose role
-    /// says they do, and for no other; and each fact finds the arguments it needs.
+    /// What a call sends, receives, completes or takes part in is filled for the calls
+    /// whose role says they do, and for no other; and each fact finds the arguments it
+    /// needs.
     #[test]
     fn message_and_collective_facts_are_those_of_the_role() {
         assert_eq!(SEND_POSTED_AT, Moment::Entry);
@@ -857,6 +879,38 @@ mod tests {
                 Some(Receives::Request) => assert_ne!(l.handle_out, NO_ARG, "{name}"),
                 Some(Receives::PvmMessage { .. }) => assert_eq!(c.family, Family::Pvm),
                 None => {}
+            }
+            // Every completion that takes requests says which it completes, from where.
+            let takes_requests = l.handle_in != NO_ARG || l.array != NO_ARG;
+            assert_eq!(
+                c.completes.is_some(),
+                c.role == Role::Completion && takes_requests,
+                "{name}"
+            );
+            match c.completes {
+                Some(Completes::Request { polls }) => {
+                    assert_ne!(l.handle_in, NO_ARG, "{name}");
+                    assert_eq!(polls, l.out != NO_ARG, "{name}: the flag");
+                    assert_eq!(l.status_mode, S, "{name}");
+                }
+                Some(Completes::RequestAtIndex) => {
+                    assert_ne!(l.out, NO_ARG, "{name}: the index");
+                    assert_eq!(l.status_mode, S, "{name}");
+                }
+                Some(Completes::EveryRequest { polls }) => {
+                    assert_eq!(polls, l.out != NO_ARG, "{name}: the flag");
+                    assert_eq!(l.status_mode, status_mode::MPI_STATUS_ARRAY, "{name}");
+                }
+                Some(Completes::RequestsAtIndices) => {
+                    assert_ne!(l.out, NO_ARG, "{name}: how many");
+                    assert_eq!(l.status_mode, status_mode::INDEX_ARRAY, "{name}");
+                }
+                Some(Completes::Cancels) => assert_ne!(l.handle_in, NO_ARG, "{name}"),
+                None => {}
+            }
+            if let Some(done) = c.completes {
+                assert_eq!(done.takes_array(), l.array != NO_ARG, "{name}");
+                assert_eq!(done.takes_array(), l.count != NO_ARG, "{name}: how many");
             }
             if let Some(coll) = c.collective {
                 assert_eq!(c.family, Family::Mpi, "{name}");

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use tracer_common::{
-    call, flavor, kind, CallRecord, EventHeader, ExitRecord, ForkRecord, FutexRecord, SwitchRecord,
-    WakeRecord,
+    call, flavor, kind, CallRecord, EventHeader, ExitRecord, ForkRecord, FutexRecord,
+    HandleArrayRecord, SwitchRecord, WakeRecord, ARRAY_CHUNK,
 };
 
 use crate::format::calls::MPICH_COMM_WORLD;
@@ -172,6 +172,79 @@ impl SyntheticRun {
     pub(crate) fn wait(&mut self, rank: usize, request: u64) {
         self.call_with(rank, call::MPI_WAIT, false, |c| c.handle = request);
         self.call_with(rank, call::MPI_WAIT, true, |_| {});
+    }
+
+    /// MPI_Recv_init's entry and exit on `dst`: the persistent receive `request`.
+    pub(crate) fn recv_init(&mut self, dst: usize, src: usize, tag: i32, request: u64) {
+        self.request_call(dst, call::MPI_RECV_INIT, src, tag, request);
+    }
+
+    /// The handle array a probe writes after an entry (or, indices, before an exit) on
+    /// `rank`: `values`, in one record (at most `ARRAY_CHUNK`).
+    fn handle_array(&mut self, rank: usize, values: &[u64]) {
+        let header = self.header(rank, kind::HANDLE_ARRAY, 0);
+        let mut array = HandleArrayRecord {
+            header,
+            first: 0,
+            total: values.len() as u32,
+            values: [0; ARRAY_CHUNK],
+        };
+        array.values[..values.len()].copy_from_slice(values);
+        self.items
+            .push(Item::Record(Record::HandleArray(Box::new(array))));
+    }
+
+    /// Call `id` on `rank` over the array `requests` (its entry's count, the array after
+    /// it), `written` the handle array its exit writes before it (Waitsome's indices),
+    /// `out` its exit's `out` (a flag, an index or a count).
+    fn array_call(&mut self, rank: usize, id: u16, requests: &[u64], written: &[u64], out: i64) {
+        self.call_with(rank, id, false, |c| c.count = requests.len() as i32);
+        self.handle_array(rank, requests);
+        if !written.is_empty() {
+            self.handle_array(rank, written);
+        }
+        self.call_with(rank, id, true, |c| c.out = out);
+    }
+
+    /// MPI_Startall of the persistent `requests` on `rank`.
+    pub(crate) fn startall(&mut self, rank: usize, requests: &[u64]) {
+        self.array_call(rank, call::MPI_STARTALL, requests, &[], 0);
+    }
+
+    /// MPI_Waitany on `requests` of `rank`, returning `index` (its status ignored).
+    pub(crate) fn waitany(&mut self, rank: usize, requests: &[u64], index: i64) {
+        self.array_call(rank, call::MPI_WAITANY, requests, &[], index);
+    }
+
+    /// MPI_Testany on `requests` of `rank`, returning `index` (-1: none completed).
+    pub(crate) fn testany(&mut self, rank: usize, requests: &[u64], index: i64) {
+        self.array_call(rank, call::MPI_TESTANY, requests, &[], index);
+    }
+
+    /// MPI_Testall on `requests` of `rank`, its flag `flag` (statuses ignored).
+    pub(crate) fn testall(&mut self, rank: usize, requests: &[u64], flag: i64) {
+        self.array_call(rank, call::MPI_TESTALL, requests, &[], flag);
+    }
+
+    /// MPI_Waitsome on `requests` of `rank`, the ones at `indices` completing.
+    pub(crate) fn waitsome(&mut self, rank: usize, requests: &[u64], indices: &[u64]) {
+        let n = indices.len() as i64;
+        self.array_call(rank, call::MPI_WAITSOME, requests, indices, n);
+    }
+
+    /// MPI_Mprobe on `dst` finding the message from `src` with `tag`, then the MPI_Mrecv
+    /// that copies it out.
+    pub(crate) fn mprobe_and_mrecv(&mut self, dst: usize, src: usize, tag: i32) {
+        self.call(dst, call::MPI_MPROBE, src as i32, tag, false);
+        self.call_with(dst, call::MPI_MPROBE, true, |c| {
+            c.peer = src as i32;
+            c.tag = tag;
+            c.bytes = MESSAGE_BYTES;
+        });
+        self.call_with(dst, call::MPI_MRECV, false, |c| {
+            c.count = MESSAGE_BYTES as i32
+        });
+        self.call_with(dst, call::MPI_MRECV, true, |_| {});
     }
 
     /// MPI_Send's entry and exit on `src`.
