@@ -77,6 +77,8 @@ pub(super) fn launch(
         )?),
     };
     let output_fd = output.as_ref().map(|f| f.as_raw_fd());
+    // SAFETY: getpid has no preconditions.
+    let tracer = unsafe { libc::getpid() };
     let mut fds = [0i32; 2];
     // SAFETY: no runtime yet, and the child only calls async-signal-safe functions before
     // exec (another thread, such as `tracer top`'s view, may hold a lock at the fork: the
@@ -110,6 +112,18 @@ pub(super) fn launch(
                     libc::write(2, BECOME_FAILED.as_ptr().cast(), BECOME_FAILED.len());
                     libc::_exit(126);
                 }
+            }
+            if output_fd.is_some() {
+                // Out of the foreground group, the command would not get the SIGHUP of
+                // a terminal that closes under the view: it gets one when the tracer
+                // dies (set after the change of user, which clears it). A tracer dead
+                // already: no command.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGHUP);
+                if libc::getppid() != tracer {
+                    libc::_exit(129);
+                }
+            }
+            if run_as.is_some() {
                 libc::execve(prog.as_ptr(), argp.as_ptr(), envp.as_ptr());
                 libc::write(2, EXEC_FAILED.as_ptr().cast(), EXEC_FAILED.len());
             } else {
