@@ -1,7 +1,12 @@
 /* A hybrid MPI + threads program.
  *
- * Usage: mpirun -np NP hybrid_mpi_threads.{openmpi,mpich} [T [R [L [W [SLOW]]]]]
- *        (defaults 2 5 40 10 -1; tests: -np 2 and 2 5 40 10 -1)
+ * Usage: mpirun -np NP hybrid_mpi_threads.{openmpi,mpich} [T [R [L [W [SLOW [LINES]]]]]]
+ *        (defaults 2 5 40 10 -1 0; tests: -np 2 and 2 5 40 10 -1)
+ *
+ * With LINES > 0 every rank's main thread prints LINES lines on standard output after
+ * each round's Allreduce ("rank N round R line K of LINES"), flushed: a command that
+ * prints, for `tracer top`'s test (it adds a little main-thread work, outside the
+ * procedures the figures below are about).
  *
  * Construction: MPI_Init_thread(MPI_THREAD_FUNNELED): only each rank's main thread calls
  * MPI. R rounds; in each round every rank's main thread creates T pthreads and joins them
@@ -59,6 +64,7 @@ int main(int argc, char **argv) {
     l_ms = argc > 3 ? atof(argv[3]) : 40;
     w_ms = argc > 4 ? atof(argv[4]) : 10;
     int slow_arg = argc > 5 ? atoi(argv[5]) : -1;
+    int lines = argc > 6 ? atoi(argv[6]) : 0;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 64) nthreads = 64;
     if (provided < MPI_THREAD_FUNNELED)
@@ -81,6 +87,8 @@ int main(int argc, char **argv) {
         }
         MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         if (out != size) fprintf(stderr, "hybrid_mpi_threads: rank %d: allreduce gave %d\n", rank, out);
+        for (int k = 1; k <= lines; k++) printf("rank %d round %d line %d of %d\n", rank, r, k, lines);
+        if (lines > 0) fflush(stdout);
     }
     MPI_Finalize();
     if (rank == 0) printf("ok\n");

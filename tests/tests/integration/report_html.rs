@@ -5,6 +5,10 @@
 //! construction. The page's DOM must name it in the diagnosis and first in the
 //! procedure table with the figures of `report --json`, draw its five runs in the
 //! timeline and hold the flame graph; the screenshot is kept as a test artifact.
+//! The timeline is drawn in the clock of the figures beside it (each process's bars add
+//! up to its row of the process table), and a rank a signal killed
+//! (tests/programs/mpi_killed.c) is the diagnosis's first finding, on the page and in
+//! the text report.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -99,6 +103,12 @@ fn check_title(dom: &str) {
 /// The diagnosis's findings, in order, word for word as in `--json`; the first names
 /// thread_slow.
 fn check_diagnosis(dom: &str, json: &Value) {
+    let items = check_diagnosis_items(dom, json);
+    assert!(items[0].contains("thread_slow"), "{items:?}");
+}
+
+/// The page's findings, word for word and in order those of `--json`.
+fn check_diagnosis_items(dom: &str, json: &Value) -> Vec<String> {
     let list = between(dom, "<ol id=\"diagnosis\"", "</ol>");
     let items: Vec<String> = list
         .split("<li ")
@@ -112,7 +122,7 @@ fn check_diagnosis(dom: &str, json: &Value) {
         .map(|f| dom_text(f["text"].as_str().unwrap()))
         .collect();
     assert_eq!(items, want);
-    assert!(items[0].contains("thread_slow"), "{items:?}");
+    items
 }
 
 /// Each row of the procedure table has the report's figures, in its order; thread_slow
@@ -189,6 +199,105 @@ fn check_timeline(dom: &str, json: &Value) {
         .map(|a| a["tid"].as_u64().unwrap())
         .collect();
     assert_eq!(slow_threads.len(), ROUNDS, "a new slow thread each round");
+    check_timeline_clock(dom, json);
+}
+
+/// The timeline is in the clock of the figures: every bar is as wide as the work it adds
+/// to the path (in the report's clock, not the wall time it took), so the bars of each
+/// process add up to its critical path time in the process table.
+fn check_timeline_clock(dom: &str, json: &Value) {
+    let svg = between(dom, "<svg id=\"timeline\"", "</svg>");
+    let clock = json["clock"].as_str().unwrap();
+    assert!(svg.contains(&format!("data-clock=\"{clock}\"")), "no clock");
+    assert!(svg.contains(&format!("ms along the path ({clock} clock)")));
+    // The plot: from the labels (230 px) to the right margin (20 px) of 1200 px.
+    let plot = 1200.0 - 230.0 - 20.0;
+    let length = json["critical_path"]["length_ns"].as_u64().unwrap() as f64;
+    let bars: Vec<(u64, f64)> = svg
+        .split("<rect class=\"work\"")
+        .skip(1)
+        .map(|rect| {
+            let width: f64 = attribute(rect, "width").parse().unwrap();
+            let work_ns: f64 = attribute(rect, "data-work-ns").parse().unwrap();
+            let expected = (work_ns * plot / length).max(0.5);
+            assert!(
+                (width - expected).abs() < 0.01,
+                "{width} px for {work_ns} ns"
+            );
+            (attribute(rect, "data-pid").parse().unwrap(), width)
+        })
+        .collect();
+    for p in json["processes"].as_array().unwrap() {
+        let pid = p["pid"].as_u64().unwrap();
+        let drawn: f64 = bars.iter().filter(|b| b.0 == pid).map(|b| b.1).sum();
+        let cp_ns = p["cp_ns"].as_u64().unwrap() as f64;
+        // Half a pixel at most per bar: what a bar under half a pixel is drawn as.
+        let slack = 0.5 * bars.iter().filter(|b| b.0 == pid).count() as f64 + 0.05;
+        assert!(
+            (drawn - cp_ns * plot / length).abs() <= slack,
+            "pid {pid}: {drawn} px of bars for {cp_ns} ns of {length} on the path"
+        );
+    }
+}
+
+/// A rank that SIGKILLs itself mid-run: the page's diagnosis names it first, as the text
+/// report does, and the timeline is still in the figures' clock.
+#[test]
+fn a_killed_rank_is_the_first_finding_of_the_page_and_the_text() {
+    const RANKS: usize = 4;
+    const VICTIM: i64 = 2;
+    let dir = std::env::temp_dir().join(format!("tracer-report-killed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("killed.trace");
+    let out = Command::new(tracer())
+        .args(["record", "-q", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .args(openmpi(RANKS, "mpi_killed", &["5", "2"]))
+        .output()
+        .unwrap();
+    // mpirun fails (137) and the tracer passes its status on; 1 would be its own error.
+    let code = out.status.code();
+    assert!(
+        code.is_some_and(|c| c != 0 && c != 1),
+        "status {code:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = tracer_json(&["report"], &trace);
+    let victim = json["killed"][0]["pid"].as_u64().expect("a killed process");
+    assert_eq!(json["killed"][0]["rank"], VICTIM, "{}", json["killed"]);
+    let first = &json["diagnosis"][0];
+    assert_eq!(first["kind"], "process_killed", "{}", json["diagnosis"]);
+    let named = format!("rank {VICTIM} (pid {victim}, ");
+    let text = first["text"].as_str().unwrap();
+    assert!(text.starts_with(&named), "{text}");
+    assert!(
+        text.contains("mpi_killed.openmpi 5 2) was killed by SIGKILL at "),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("sends never received: 3 from it, 1 to it; incomplete collectives: 1"),
+        "{text}"
+    );
+
+    let page = dir.join("report.html");
+    let report = report_html(&trace, &page);
+    assert!(
+        report.contains(&format!("diagnosis:\n  1. {text}\n")),
+        "{report}"
+    );
+    let dom = dump_dom(&page);
+    check_diagnosis_items(&dom, &json);
+    let list = between(&dom, "<ol id=\"diagnosis\"", "</ol>");
+    assert!(list.contains("<li data-kind=\"process_killed\">"), "{list}");
+    check_timeline_clock(&dom, &json);
+    screenshot_sized(&page, "report-html-killed.png", (1280, 1200));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The value of `name="..."` in an element's markup.
+fn attribute<'a>(element: &'a str, name: &str) -> &'a str {
+    between(element, &format!(" {name}=\""), "\"")
 }
 
 /// inferno's flame graph, inline and without its script: the total is the path's

@@ -33,21 +33,69 @@ fn figures(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
 pub(crate) fn diagnose(r: &Report, m: Option<&Metrics>) -> Vec<Finding> {
     let len = r.critical_path.path.length_ns;
     let mut out = Vec::new();
-    if len == 0 {
-        return out;
+    if len > 0 {
+        rules_on_figures(r, m, len, &mut out);
     }
-    sequential_bottleneck(r, len, &mut out);
-    procedures_on_path(r, &mut out);
-    communication(r, &mut out);
-    close_paths(r, len, &mut out);
-    off_path(r, &mut out);
+    // A dead process comes before anything the figures say: they are of a run cut short.
+    let mut findings = killed(r);
+    findings.append(&mut out);
+    findings
+}
+
+/// The findings the figures of a non-empty path raise, largest impact first.
+fn rules_on_figures(r: &Report, m: Option<&Metrics>, len: u64, out: &mut Vec<Finding>) {
+    sequential_bottleneck(r, len, out);
+    procedures_on_path(r, out);
+    communication(r, out);
+    close_paths(r, len, out);
+    off_path(r, out);
     if let Some(m) = m {
-        waiting_in_calls(m, &mut out);
-        cpu_contention(m, &mut out);
+        waiting_in_calls(m, out);
+        cpu_contention(m, out);
     }
     // Stable: findings of equal impact keep the order of the rules above.
     out.sort_by_key(|f| std::cmp::Reverse(f.impact_ns));
-    out
+}
+
+/// A finding per process a signal killed, in order of death; the first says what the
+/// figures then are.
+fn killed(r: &Report) -> Vec<Finding> {
+    r.killed
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let whom = match k.rank {
+                Some(rank) => format!("rank {rank} (pid {}, {})", k.pid, k.command),
+                None => format!("pid {} ({})", k.pid, k.command),
+            };
+            let so = if i == 0 {
+                ": the run did not end as written, and the figures below are of what was \
+                 recorded until then"
+            } else {
+                ""
+            };
+            Finding {
+                kind: FindingKind::ProcessKilled,
+                text: format!(
+                    "{whom} was killed by {} at {:.2} ms{so}; sends never received: {} from \
+                     it, {} to it; incomplete collectives: {}",
+                    k.signal_name,
+                    ms_hundredths(k.at_ns),
+                    k.sends_unreceived,
+                    k.sends_to_it_unreceived,
+                    k.collectives_incomplete
+                ),
+                impact_ns: 0,
+                figures: figures(&[
+                    ("at_ms", ms_hundredths(k.at_ns)),
+                    ("signal", f64::from(k.signal)),
+                    ("sends_unreceived", k.sends_unreceived as f64),
+                    ("sends_to_it_unreceived", k.sends_to_it_unreceived as f64),
+                    ("collectives_incomplete", k.collectives_incomplete as f64),
+                ]),
+            }
+        })
+        .collect()
 }
 
 /// The process whose work is most of the path, and the procedure it spends it in.
@@ -543,6 +591,52 @@ mod tests {
             .unwrap();
         // Without `slow` the longest path is rank 0's: 3 x 10 ms, then busy's 200 ms.
         assert_eq!(slow.figures["zeroing_ms"], 320.0 - 230.0, "{d:#?}");
+    }
+
+    /// A process a signal killed is the first finding, before the bottleneck.
+    #[test]
+    fn a_killed_process_comes_first() {
+        let mut s = pipeline(&["fast", "slow", "busy"]);
+        s.compute(0, 200_000_000, Some(2));
+        let mut r = report_of(&s.items);
+        let dead = crate::analysis::faults::Killed {
+            pid: 102,
+            rank: Some(2),
+            command: "stage".into(),
+            signal: 9,
+            signal_name: "SIGKILL".into(),
+            at_ns: 12_345_678,
+            sends_unreceived: 1,
+            sends_to_it_unreceived: 2,
+            collectives_incomplete: 3,
+        };
+        let then = crate::analysis::faults::Killed {
+            pid: 7,
+            rank: None,
+            command: "helper".into(),
+            signal: 15,
+            signal_name: "SIGTERM".into(),
+            at_ns: 20_000_000,
+            sends_unreceived: 0,
+            sends_to_it_unreceived: 0,
+            collectives_incomplete: 0,
+        };
+        r.killed = vec![dead, then];
+        let d = diagnose(&r, None);
+        assert_eq!(d[0].kind, FindingKind::ProcessKilled, "{d:#?}");
+        assert_eq!(
+            d[0].text,
+            "rank 2 (pid 102, stage) was killed by SIGKILL at 12.35 ms: the run did not end as \
+             written, and the figures below are of what was recorded until then; sends never \
+             received: 1 from it, 2 to it; incomplete collectives: 3"
+        );
+        assert_eq!(
+            d[1].text,
+            "pid 7 (helper) was killed by SIGTERM at 20.00 ms; sends never received: 0 from it, \
+             0 to it; incomplete collectives: 0"
+        );
+        assert_eq!(d[2].kind, FindingKind::SequentialBottleneck, "{d:#?}");
+        assert_eq!(d.len(), r.diagnosis.len() + 2);
     }
 
     fn report_of(items: &[crate::format::recording::Item]) -> Report {

@@ -166,12 +166,13 @@ impl Report {
         let t = &self.totals;
         let _ = writeln!(
             s,
-            r#"<p class="sub">{} activities: computation {} ms ({:.2} %), {} waits for other threads with {} ms measured latency. Bars are work on the path, lines the waits (from the thread waited for to the waiting one); hover for details.</p>"#,
+            r#"<p class="sub">{} activities: computation {} ms ({:.2} %), {} waits for other threads with {} ms measured latency. Bars are the work on the path laid end to end in the {} clock, the clock of every figure on this page: each is as wide as what it adds to the path's length (its tooltip also gives when it ran, in wall time). Lines are where the path moves to another thread (from the thread waited for to the waiting one; their latency, wall time, is not in the length).</p>"#,
             self.activities.len(),
             ms_text(t.length_ns),
             percent(t.length_ns, t.length_ns + t.dependency_latency_ns),
             t.dependencies,
             ms_text(t.dependency_latency_ns),
+            escape(&self.clock),
         );
         if self.activities.len() > MAX_ACTIVITIES {
             let _ = writeln!(
@@ -340,9 +341,46 @@ mod tests {
         // One row per thread on the path: the three ranks' main threads.
         assert_eq!(html.matches("<g class=\"row\">").count(), 3);
         assert!(
-            html.contains("<title>slow: 300.000 ms of work, pid 101 tid 101"),
+            html.contains("<title>slow: 300.000 ms of work (cpu clock), pid 101 tid 101"),
             "{html}"
         );
+    }
+
+    /// The bars are in the clock of the tables: each is as wide as its share of the
+    /// path's length, so a process's bars add up to its row of the process table.
+    #[test]
+    fn the_timeline_is_drawn_in_the_clock_of_the_figures() {
+        let r = pipeline();
+        let html = r.html(&page("p"));
+        let plot = 1200.0 - 230.0 - 20.0;
+        let length = r.critical_path.path.length_ns as f64;
+        assert!(html.contains("data-clock=\"cpu\""), "{html}");
+        assert!(html.contains("ms along the path (cpu clock)"), "{html}");
+        for p in &r.processes {
+            let mut width = 0.0;
+            for rect in html.split("<rect class=\"work\"").skip(1) {
+                if !rect.contains(&format!("data-pid=\"{}\"", p.pid)) {
+                    continue;
+                }
+                let w: f64 = attribute(rect, "width").parse().unwrap();
+                let ns: f64 = attribute(rect, "data-work-ns").parse().unwrap();
+                assert!((w - (ns * plot / length).max(0.5)).abs() < 0.01, "{rect}");
+                width += w;
+            }
+            let expected = p.cp_ns as f64 * plot / length;
+            assert!(
+                (width - expected).abs() < 0.05,
+                "pid {}: {width} px, not {expected}",
+                p.pid
+            );
+        }
+    }
+
+    /// The value of `name="..."` in an element's text.
+    fn attribute<'a>(element: &'a str, name: &str) -> &'a str {
+        let start = element.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        let len = element[start..].find('"').unwrap();
+        &element[start..start + len]
     }
 
     #[test]

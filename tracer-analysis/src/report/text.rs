@@ -4,7 +4,6 @@ use std::fmt::Write;
 
 use super::build::activity_start;
 use super::types::*;
-use crate::analysis::faults::killed_lines;
 use crate::analysis::profile::messages_line;
 use crate::graph::path::{Activity, THREAD_START};
 use crate::units::{ms, percent};
@@ -205,7 +204,6 @@ impl Report {
             }
         }
         let _ = writeln!(s, "\n{}", messages_line(&self.messages));
-        s.push_str(&killed_lines(&self.killed));
         s
     }
 }

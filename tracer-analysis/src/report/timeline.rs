@@ -60,42 +60,40 @@ impl Rows {
     }
 }
 
-/// Probe-clock time to x: the first activity at the left of the plot, the last at its
-/// right.
+/// Where on the path an activity is, to x: the path laid out in the clock its length
+/// and every figure of the report are in (the work clock: with the CPU clock a thread's
+/// bar is as wide as the CPU time it adds to the path, not the wall time it took), the
+/// first work at the left of the plot and the path's end at its right. A wait adds
+/// nothing to the length: it is drawn where the path moves, as a line between the rows.
 struct Scale {
-    t0: u64,
     span_ns: u64,
+    /// The probe clock at the path's first work: tooltips give wall times from there.
+    wall_t0: u64,
 }
 
 impl Scale {
     fn of(acts: &[Activity]) -> Scale {
         let works = acts.iter().filter_map(|a| match a {
             Activity::Work {
-                start_ns, end_ns, ..
-            } => Some((*start_ns, *end_ns)),
+                start_ns, work_ns, ..
+            } => Some((*start_ns, *work_ns)),
             Activity::Wait { .. } => None,
         });
-        let t0 = works
-            .clone()
-            .map(|(s, _)| s)
-            .filter(|&s| s > 0)
-            .min()
-            .unwrap_or(0);
-        let t1 = works.map(|(_, e)| e).max().unwrap_or(t0);
         Scale {
-            t0,
-            span_ns: t1.saturating_sub(t0).max(1),
+            span_ns: works.clone().map(|(_, w)| w).sum::<u64>().max(1),
+            wall_t0: works.map(|(s, _)| s).filter(|&s| s > 0).min().unwrap_or(0),
         }
     }
 
-    fn x(&self, t: u64) -> f64 {
+    /// x of a point `along_ns` into the path.
+    fn x(&self, along_ns: u64) -> f64 {
         let plot = WIDTH - LABEL_WIDTH - RIGHT_MARGIN;
-        LABEL_WIDTH + t.saturating_sub(self.t0) as f64 * plot / self.span_ns as f64
+        LABEL_WIDTH + along_ns as f64 * plot / self.span_ns as f64
     }
 
-    /// Milliseconds since the path's first activity.
-    fn since(&self, t: u64) -> String {
-        ms_text(t.saturating_sub(self.t0))
+    /// Wall milliseconds since the path's first work, on the probe clock.
+    fn wall_since(&self, t: u64) -> String {
+        ms_text(t.saturating_sub(self.wall_t0))
     }
 }
 
@@ -108,11 +106,13 @@ pub(crate) fn timeline_svg(r: &Report, palette: &Palette) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        r#"<svg id="timeline" class="timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="timeline of the critical path">"#
+        r#"<svg id="timeline" class="timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="timeline of the critical path" data-clock="{}" data-span-ns="{}">"#,
+        escape(&r.clock),
+        scale.span_ns,
     );
     s.push_str(&row_labels(r, &rows));
-    s.push_str(&activities(acts, &rows, &scale, palette));
-    s.push_str(&axis(&scale, rows.height()));
+    s.push_str(&activities(acts, &rows, &scale, palette, &r.clock));
+    s.push_str(&axis(&scale, rows.height(), &r.clock));
     s.push_str("</svg>\n");
     s
 }
@@ -141,11 +141,16 @@ fn row_labels(r: &Report, rows: &Rows) -> String {
 }
 
 /// The work rectangles and wait lines, in path order.
-fn activities(acts: &[Activity], rows: &Rows, scale: &Scale, palette: &Palette) -> String {
+fn activities(
+    acts: &[Activity],
+    rows: &Rows,
+    scale: &Scale,
+    palette: &Palette,
+    clock: &str,
+) -> String {
     let mut s = String::new();
-    // Where the path is on the probe clock: the end of the last work (a wait starts
-    // there and lasts its latency).
-    let mut at = scale.t0;
+    // How far along the path the drawing is, in the work clock.
+    let mut along = 0;
     for a in acts {
         match a {
             Activity::Work {
@@ -156,64 +161,74 @@ fn activities(acts: &[Activity], rows: &Rows, scale: &Scale, palette: &Palette) 
                 end_ns,
                 work_ns,
             } => {
-                let start = (*start_ns).max(scale.t0);
                 let work = DrawnWork {
                     pid: *pid,
                     tid: *tid,
                     procedure,
-                    start_ns: start,
-                    end_ns: *end_ns,
+                    along_ns: along,
                     work_ns: *work_ns,
+                    wall_start_ns: (*start_ns).max(scale.wall_t0),
+                    wall_end_ns: *end_ns,
                 };
-                s.push_str(&work_rect(&work, rows, scale, palette));
-                at = (*end_ns).max(start);
+                s.push_str(&work_rect(&work, rows, scale, palette, clock));
+                along += work_ns;
             }
             Activity::Wait { .. } => {
-                s.push_str(&wait_line(a, at, rows, scale, palette));
+                s.push_str(&wait_line(a, along, rows, scale, palette));
             }
         }
     }
     s
 }
 
-/// A thread's work in one procedure as drawn: from its start on the drawing (not before
-/// the drawing's first instant) to its end.
+/// A thread's work in one procedure as drawn: where on the path it starts and what it
+/// adds to it, and when it ran on the probe (wall) clock.
 struct DrawnWork<'a> {
     pid: u32,
     tid: u32,
     procedure: &'a str,
-    start_ns: u64,
-    end_ns: u64,
+    along_ns: u64,
     work_ns: u64,
+    wall_start_ns: u64,
+    wall_end_ns: u64,
 }
 
 /// A thread's work in one procedure: a rectangle at least half a pixel wide.
-fn work_rect(work: &DrawnWork, rows: &Rows, scale: &Scale, palette: &Palette) -> String {
+fn work_rect(
+    work: &DrawnWork,
+    rows: &Rows,
+    scale: &Scale,
+    palette: &Palette,
+    clock: &str,
+) -> String {
     let DrawnWork {
         pid,
         tid,
         procedure,
-        start_ns: start,
-        end_ns: end,
+        along_ns,
         work_ns,
+        wall_start_ns,
+        wall_end_ns,
     } = *work;
-    let x = scale.x(start);
-    let width = (scale.x(end) - x).max(0.5);
+    let x = scale.x(along_ns);
+    let width = (scale.x(along_ns + work_ns) - x).max(0.5);
     format!(
-        r#"<rect class="work" x="{x:.2}" y="{}" width="{width:.2}" height="{ROW_HEIGHT}" fill="{}"><title>{}: {} ms of work, pid {pid} tid {tid}, from {} ms to {} ms</title></rect>
+        r#"<rect class="work" x="{x:.2}" y="{}" width="{width:.2}" height="{ROW_HEIGHT}" fill="{}" data-pid="{pid}" data-work-ns="{work_ns}"><title>{}: {} ms of work ({clock} clock), pid {pid} tid {tid}, from {} ms to {} ms of the path; it ran from {} ms to {} ms wall time</title></rect>
 "#,
         rows.y(pid, tid),
         palette.colour(procedure),
         escape(procedure),
         ms_text(work_ns),
-        scale.since(start),
-        scale.since(end),
+        ms_text(along_ns),
+        ms_text(along_ns + work_ns),
+        scale.wall_since(wall_start_ns),
+        scale.wall_since(wall_end_ns),
     )
 }
 
-/// A wait: a line from the thread waited for, at `at`, to the waiting thread, its
-/// latency later.
-fn wait_line(a: &Activity, at: u64, rows: &Rows, scale: &Scale, palette: &Palette) -> String {
+/// A wait: a line from the thread waited for to the waiting thread, where the path
+/// moves from one to the other (its latency is not in the path's length).
+fn wait_line(a: &Activity, along: u64, rows: &Rows, scale: &Scale, palette: &Palette) -> String {
     let Activity::Wait {
         from_pid,
         from_tid,
@@ -231,12 +246,11 @@ fn wait_line(a: &Activity, at: u64, rows: &Rows, scale: &Scale, palette: &Palett
         format!("pid {to_pid} tid {to_tid} waits in {call} for pid {from_pid} tid {from_tid}")
     };
     let middle = ROW_HEIGHT / 2.0;
+    let x = scale.x(along);
     format!(
-        r#"<line class="wait" x1="{:.2}" y1="{}" x2="{:.2}" y2="{}" stroke="{}"><title>{} ({} ms latency)</title></line>
+        r#"<line class="wait" x1="{x:.2}" y1="{}" x2="{x:.2}" y2="{}" stroke="{}"><title>{} ({} ms measured latency, wall time)</title></line>
 "#,
-        scale.x(at),
         rows.y(*from_pid, *from_tid) + middle,
-        scale.x(at + latency_ns),
         rows.y(*to_pid, *to_tid) + middle,
         palette.colour(call),
         escape(&what),
@@ -244,8 +258,8 @@ fn wait_line(a: &Activity, at: u64, rows: &Rows, scale: &Scale, palette: &Palett
     )
 }
 
-/// A time axis under the rows, in milliseconds since the path's first activity.
-fn axis(scale: &Scale, top: f64) -> String {
+/// An axis under the rows, in milliseconds along the path in its clock.
+fn axis(scale: &Scale, top: f64, clock: &str) -> String {
     let step = tick_step(scale.span_ns);
     let mut s = format!(
         r#"<g class="axis"><line x1="{LABEL_WIDTH}" y1="{top}" x2="{}" y2="{top}"/>"#,
@@ -253,7 +267,7 @@ fn axis(scale: &Scale, top: f64) -> String {
     );
     let mut t = 0;
     while t <= scale.span_ns {
-        let x = scale.x(scale.t0 + t);
+        let x = scale.x(t);
         let _ = write!(
             s,
             r#"<line x1="{x:.2}" y1="{top}" x2="{x:.2}" y2="{}"/><text x="{x:.2}" y="{}">{} ms</text>"#,
@@ -263,6 +277,12 @@ fn axis(scale: &Scale, top: f64) -> String {
         );
         t += step;
     }
+    let _ = write!(
+        s,
+        r#"<text class="unit" x="{}" y="{}" style="text-anchor:end">ms along the path ({clock} clock)</text>"#,
+        LABEL_WIDTH - 24.0,
+        top + 18.0,
+    );
     s.push_str("</g>\n");
     s
 }

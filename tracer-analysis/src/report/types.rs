@@ -158,6 +158,9 @@ pub struct PhaseRow {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
+    /// A signal killed a process: the run did not end as written, and every figure is
+    /// of what was recorded until then. Always first.
+    ProcessKilled,
     /// One process carries most of the path while the others wait for it.
     SequentialBottleneck,
     /// A procedure is a large part of the path: what removing it would gain.

@@ -9,8 +9,8 @@ use tracer_analysis::predict::network::NetworkTable;
 use tracer_analysis::predict::online::OnlineReplay;
 use tracer_analysis::predict::placement::PlacementSpec;
 use tracer_user::session::{
-    self, CommandStatus, EventsSoFar, LossHook, ReadyHook, RecordOptions, RunAs, SampleHook,
-    StopReason,
+    self, CommandStatus, CommandTerminal, EventsSoFar, LossHook, ProbedHook, ReadyHook,
+    RecordOptions, RunAs, SampleHook, StopReason,
 };
 use tracer_user::UprobeLinks;
 
@@ -101,6 +101,13 @@ pub(super) struct RecordArgs {
     command: Vec<String>,
 }
 
+impl RecordArgs {
+    /// Whether the session launches a command (`-- COMMAND`).
+    pub(super) fn launches_command(&self) -> bool {
+        !self.command.is_empty()
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ProbeSet {
     All,
@@ -120,9 +127,12 @@ pub(super) struct WhileTracing {
     pub(super) on_sample: SampleHook,
     pub(super) on_ready: Option<ReadyHook>,
     pub(super) on_loss: LossHook,
+    pub(super) on_probed: Option<ProbedHook>,
     pub(super) before_detach: Option<Box<dyn FnOnce()>>,
-    /// The view reads the terminal's keys: the launched command reads /dev/null.
+    /// A view samples every second by default.
     pub(super) live_view: bool,
+    /// A view draws on the terminal and reads its keys: the command is kept away from it.
+    pub(super) command_terminal: CommandTerminal,
 }
 
 impl WhileTracing {
@@ -139,8 +149,10 @@ impl WhileTracing {
             // Even with --quiet: the outputs will be incomplete, and the user can still
             // stop and retry with larger buffers.
             on_loss: Box::new(|e: &EventsSoFar| eprintln!("{}", loss_line(e))),
+            on_probed: None,
             before_detach: None,
             live_view: false,
+            command_terminal: CommandTerminal::Shared,
         }
     }
 }
@@ -186,8 +198,10 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         on_sample,
         on_ready,
         on_loss,
+        on_probed,
         before_detach,
-        live_view,
+        live_view: _,
+        command_terminal,
     } = tracing;
     let outcome = session::record(RecordOptions {
         run_as,
@@ -228,8 +242,9 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
             .map_or_else(session::default_limit_bytes, |mib| mib << 20),
         floor_probes: a.probes == ProbeSet::Floor,
         uprobe_links: a.uprobe_links,
-        command_stdin_null: live_view,
+        command_terminal,
         on_ready,
+        on_probed,
     })?;
     if !a.quiet {
         let why = match outcome.stop {

@@ -8,6 +8,7 @@ use inferno::flamegraph::{self, Options};
 use tracer_analysis::export::flame::{folded_stacks, stats, FlameStats};
 use tracer_analysis::export::stack_source::StackSource;
 use tracer_analysis::export::written::Written;
+use tracer_analysis::units::ms_text;
 
 /// Writes the flame graph of the critical path as SVG (interactive in a browser: click
 /// to zoom, search). Frames are kept however narrow, so that every stack of the folded
@@ -19,8 +20,8 @@ pub fn write_flame_graph<W: Write>(
     let stacks = folded_stacks(source);
     let summary = source.summary();
     let subtitle = format!(
-        "{} ns of work on the {} clock; width = time on the critical path",
-        summary.critical_path_ns,
+        "{} ms of work on the {} clock; width = time on the critical path",
+        ms_text(summary.critical_path_ns),
         summary.clock.name()
     );
     draw(&stacks, subtitle, &mut out)?;

@@ -15,7 +15,7 @@ use super::processes::from_traced_thread;
 use super::sink::Sink;
 use super::thread_calls::ThreadCallProbes;
 use super::watchdog::Watchdog;
-use super::{CommandStatus, EventsSoFar, LossHook, SampleHook, SessionError};
+use super::{CommandStatus, EventsSoFar, LossHook, ProbedHook, SampleHook, SessionError};
 use crate::probes::{one_line, ProbeError, Probes};
 use crate::target::libraries::{self, ImportedCalls, LibrarySet, NeededLibraries};
 use crate::target::procfs;
@@ -43,6 +43,7 @@ pub(super) struct LoopContext {
     pub(super) system_wide: bool,
     pub(super) on_sample: Option<SampleHook>,
     pub(super) on_loss: Option<LossHook>,
+    pub(super) on_probed: Option<ProbedHook>,
     /// The kernel's lost-events counter when `on_loss` was last called.
     pub(super) lost_reported: u64,
     /// MPI calls the programs held at exec import and no probe covers: programs each.

@@ -60,6 +60,12 @@ pub enum SessionError {
     /// A command or argument with a NUL byte, which exec cannot take.
     #[error(transparent)]
     Nul(#[from] std::ffi::NulError),
+    #[error("cannot write the command's output to {path}")]
+    CommandOutput {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("malformed record from the probes")]
     Decode(#[from] records::DecodeError),
 }

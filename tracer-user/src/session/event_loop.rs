@@ -7,7 +7,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::context::LoopContext;
-use super::{SessionError, StopReason, LOSS_CHECK_PERIOD};
+use super::{Probed, SessionError, StopReason, LOSS_CHECK_PERIOD};
 use crate::probes::slots::CpuSlots;
 use tracer_analysis::format::records;
 
@@ -227,6 +227,12 @@ async fn event_loop(
                 let lost = ctx.lost()?;
                 if let (Some(profile), Some(hook)) = (ctx.sink.profile(lost), &mut ctx.on_sample) {
                     hook(&profile);
+                }
+                if let Some(hook) = &mut ctx.on_probed {
+                    hook(&Probed {
+                        probes: ctx.probes.probe_count(),
+                        libraries: ctx.libs.probed().len(),
+                    });
                 }
             }
             _ = loss_checks.tick(), if watch_loss => ctx.check_loss()?,

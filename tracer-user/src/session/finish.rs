@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use super::context::LoopContext;
 use super::detach::Detacher;
-use super::launch::{reap_within, COMMAND_GRACE};
+use super::launch::{interrupt_group, reap_within, COMMAND_GRACE};
 use super::output::write_private;
 use super::sink::SinkResults;
-use super::{Detaching, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason};
+use super::{
+    CommandTerminal, Detaching, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason,
+};
 
 /// Ends a session the event loop stopped for `stop`.
 pub(super) fn finish(
@@ -45,8 +47,13 @@ pub(super) fn finish(
     write_json(opts.profile_json.as_deref(), &profile, owner)?;
     // Tracing stopped before the command ended. From a terminal, Ctrl-C reaches the
     // command too: give it a moment to end, so that its status is the tracer's (as
-    // `time` does). At the deadline it runs on.
+    // `time` does). A command away from the terminal gets the Ctrl-C from us. At the
+    // deadline it runs on.
     if let (None, Some(child)) = (command_status, child) {
+        let detached = matches!(opts.command_terminal, CommandTerminal::Detached { .. });
+        if detached && stop == StopReason::Signal {
+            interrupt_group(child);
+        }
         let grace = match stop {
             StopReason::Signal => COMMAND_GRACE,
             StopReason::Deadline | StopReason::TargetsExited => Duration::ZERO,

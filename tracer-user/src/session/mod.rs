@@ -30,8 +30,8 @@ mod watchdog;
 pub use error::SessionError;
 pub use memory::default_limit_bytes;
 pub use options::{
-    Analysis, CommandStatus, Detaching, EventsSoFar, LossHook, Ready, ReadyHook, RecordOptions,
-    RecordOutcome, SampleHook, StopReason, LOSS_CHECK_PERIOD,
+    Analysis, CommandStatus, CommandTerminal, Detaching, EventsSoFar, LossHook, Probed, ProbedHook,
+    Ready, ReadyHook, RecordOptions, RecordOutcome, SampleHook, StopReason, LOSS_CHECK_PERIOD,
 };
 pub use output::{
     create_private, invoking_user, make_private, make_tree_private, remove_partial,

@@ -36,8 +36,8 @@ pub struct RecordOptions {
     pub memory_limit_bytes: u64,
     /// Benchmarks only: empty programs instead of the per-call probes (`ProbeOptions::floor`).
     pub floor_probes: bool,
-    /// The launched command reads /dev/null, not the tracer's standard input.
-    pub command_stdin_null: bool,
+    /// Where the launched command's standard streams go.
+    pub command_terminal: CommandTerminal,
     /// How uprobes are attached (`--uprobe-links`).
     pub uprobe_links: UprobeLinks,
     /// Work clock of the critical path engine.
@@ -58,6 +58,23 @@ pub struct RecordOptions {
     pub on_detach: Option<Box<dyn FnOnce(Detaching)>>,
     /// Called once every probe is attached and the targets are traced.
     pub on_ready: Option<ReadyHook>,
+    /// Called after each sample (`interval`) with the probes attached so far: a program
+    /// loads its MPI or PVM library after tracing started, and the probes come then.
+    pub on_probed: Option<ProbedHook>,
+}
+
+/// Where a launched command's standard streams go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommandTerminal {
+    /// The tracer's (`record`): the command writes where the tracer does, and a
+    /// terminal's Ctrl-C reaches both.
+    Shared,
+    /// Away from the terminal, which a live view draws on and reads keys from (`tracer
+    /// top`): the command reads /dev/null and writes its standard output and error to
+    /// `output` (created, or emptied), in a process group of its own, so that nothing
+    /// it writes lands on the view. A session stopped by a signal sends SIGINT to that
+    /// group, as a terminal's Ctrl-C reaches the command of `record`.
+    Detached { output: PathBuf },
 }
 
 /// When the critical path is computed: while tracing, or from the recording once tracing
@@ -72,6 +89,7 @@ pub enum Analysis {
 pub type ReadyHook = Box<dyn FnOnce(&Ready)>;
 pub type SampleHook = Box<dyn FnMut(&Profile)>;
 pub type LossHook = Box<dyn FnMut(&EventsSoFar)>;
+pub type ProbedHook = Box<dyn FnMut(&Probed)>;
 
 /// How often the session looks at the kernel's lost-events counter while it traces: a
 /// warning a second late is still in time, and a person can read one a second.
@@ -104,6 +122,15 @@ pub struct Ready {
     /// How the uprobes are attached.
     pub links: LinkKind,
     pub processes: usize,
+}
+
+/// The probes attached so far, told while tracing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probed {
+    /// Uprobes (an entry and a return probe count two).
+    pub probes: usize,
+    /// MPI and PVM libraries probed.
+    pub libraries: usize,
 }
 
 /// What is left to detach when the outputs are written.

@@ -62,7 +62,7 @@ fn start_tracing(
         Some(program) => Some(launch(
             &program,
             &opts.command,
-            opts.command_stdin_null,
+            &opts.command_terminal,
             opts.run_as.as_ref(),
             &mut probes,
             watchdog.as_mut(),
@@ -98,6 +98,7 @@ fn start_tracing(
         system_wide,
         on_sample: opts.on_sample.take(),
         on_loss: opts.on_loss.take(),
+        on_probed: opts.on_probed.take(),
         lost_reported: 0,
         unprobed_mpi_calls: BTreeMap::new(),
         watchdog,
