@@ -254,6 +254,7 @@ impl<M: PathModel> Analyzer<M> {
                     sends_unreceived: undone.sends_unreceived,
                     sends_to_it_unreceived: undone.sends_to_it_unreceived,
                     collectives_incomplete: undone.collectives_incomplete,
+                    in_program: self.participants.is_empty() || self.participants.contains(&d.pid),
                 }
             })
             .collect();

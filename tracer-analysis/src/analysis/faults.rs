@@ -24,6 +24,11 @@ pub struct Killed {
     pub sends_to_it_unreceived: u64,
     /// Collectives of a communicator it belongs to that never completed.
     pub collectives_incomplete: u64,
+    /// Part of the program: it made MPI or PVM calls or entered a selected procedure, or
+    /// no process did (a threads program, which is all program). A launcher's helper or
+    /// a PVM console that its teardown kills is not.
+    #[serde(skip)]
+    pub in_program: bool,
 }
 
 /// What a process's end left undone, as the matcher holds it at the end.

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::types::{Finding, FindingKind, Report};
+use crate::analysis::faults::Killed;
 use crate::format::calls::{self, Role};
 use crate::graph::path::{Activity, FUTEX_WAIT, OUTSIDE, THREAD_START};
 use crate::metrics::{Cause, Metrics};
@@ -37,8 +38,12 @@ pub(crate) fn diagnose(r: &Report, m: Option<&Metrics>) -> Vec<Finding> {
         rules_on_figures(r, m, len, &mut out);
     }
     // A dead process comes before anything the figures say: they are of a run cut short.
-    let mut findings = killed(r);
+    // A dead rank is the first thing to know; a helper killed at teardown the last.
+    let (program, others): (Vec<&Killed>, Vec<&Killed>) =
+        r.killed.iter().partition(|k| k.in_program);
+    let mut findings = killed(&program, true);
     findings.append(&mut out);
+    findings.append(&mut killed(&others, false));
     findings
 }
 
@@ -57,18 +62,22 @@ fn rules_on_figures(r: &Report, m: Option<&Metrics>, len: u64, out: &mut Vec<Fin
     out.sort_by_key(|f| std::cmp::Reverse(f.impact_ns));
 }
 
-/// A finding per process a signal killed, in order of death; the first says what the
-/// figures then are.
-fn killed(r: &Report) -> Vec<Finding> {
-    r.killed
-        .iter()
+/// A finding per process a signal killed, in order of death; of processes of the
+/// program (`in_program`), the first says what the figures then are.
+fn killed(dead: &[&Killed], in_program: bool) -> Vec<Finding> {
+    dead.iter()
         .enumerate()
         .map(|(i, k)| {
             let whom = match k.rank {
                 Some(rank) => format!("rank {rank} (pid {}, {})", k.pid, k.command),
                 None => format!("pid {} ({})", k.pid, k.command),
             };
-            let so = if i == 0 {
+            let whom = if in_program {
+                whom
+            } else {
+                format!("{whom}, outside the program (no MPI or PVM call),")
+            };
+            let so = if in_program && i == 0 {
                 ": the run did not end as written, and the figures below are of what was \
                  recorded until then"
             } else {
@@ -609,6 +618,7 @@ mod tests {
             sends_unreceived: 1,
             sends_to_it_unreceived: 2,
             collectives_incomplete: 3,
+            in_program: true,
         };
         let then = crate::analysis::faults::Killed {
             pid: 7,
@@ -620,8 +630,9 @@ mod tests {
             sends_unreceived: 0,
             sends_to_it_unreceived: 0,
             collectives_incomplete: 0,
+            in_program: false,
         };
-        r.killed = vec![dead, then];
+        r.killed = vec![then, dead];
         let d = diagnose(&r, None);
         assert_eq!(d[0].kind, FindingKind::ProcessKilled, "{d:#?}");
         assert_eq!(
@@ -630,12 +641,16 @@ mod tests {
              written, and the figures below are of what was recorded until then; sends never \
              received: 1 from it, 2 to it; incomplete collectives: 3"
         );
+        // A process outside the program (killed first here) comes last, without the
+        // warning.
+        assert_eq!(d[1].kind, FindingKind::SequentialBottleneck, "{d:#?}");
+        let last = d.last().unwrap();
+        assert_eq!(last.kind, FindingKind::ProcessKilled, "{d:#?}");
         assert_eq!(
-            d[1].text,
-            "pid 7 (helper) was killed by SIGTERM at 20.00 ms; sends never received: 0 from it, \
-             0 to it; incomplete collectives: 0"
+            last.text,
+            "pid 7 (helper), outside the program (no MPI or PVM call), was killed by SIGTERM \
+             at 20.00 ms; sends never received: 0 from it, 0 to it; incomplete collectives: 0"
         );
-        assert_eq!(d[2].kind, FindingKind::SequentialBottleneck, "{d:#?}");
         assert_eq!(d.len(), r.diagnosis.len() + 2);
     }
 
