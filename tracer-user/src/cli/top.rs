@@ -10,6 +10,7 @@
 
 use std::cell::RefCell;
 use std::io::{IsTerminal, Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -17,7 +18,7 @@ use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::Args;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::Rect;
@@ -43,18 +44,37 @@ pub(super) struct TopArgs {
     record: RecordArgs,
 }
 
+/// A new file in the temporary directory for the command's output. Created here, never
+/// opened through a name someone else made: the tracer runs as root, and a link planted
+/// under a name it would open in a shared /tmp could make it empty another file.
+fn fresh_output_file() -> anyhow::Result<PathBuf> {
+    let path = std::env::temp_dir().join(format!("tracer-top-{}.out", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(tracer_user::session::PRIVATE_MODE)
+        .open(&path)
+        .with_context(|| {
+            format!(
+                "cannot create {} for the command's output (give --command-output FILE)",
+                path.display()
+            )
+        })?;
+    Ok(path)
+}
+
 pub(super) fn run(a: TopArgs) -> anyhow::Result<ExitCode> {
     if !std::io::stdout().is_terminal() {
         bail!("tracer top draws on a terminal; without one, use `tracer record --interval SECS`");
     }
-    let output = a.record.launches_command().then(|| {
-        a.command_output.clone().unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("tracer-top-{}.out", std::process::id()))
-        })
-    });
-    if output.is_none() && a.command_output.is_some() {
+    if !a.record.launches_command() && a.command_output.is_some() {
         bail!("--command-output is the output of a command: give -- COMMAND");
     }
+    let output = match (a.record.launches_command(), &a.command_output) {
+        (false, _) => None,
+        (true, Some(path)) => Some(path.clone()),
+        (true, None) => Some(fresh_output_file()?),
+    };
     let screen = Screen::new(output.clone());
     let sender = |s: &Screen| s.tx.clone();
     let (samples, losses, probed) = (sender(&screen), sender(&screen), sender(&screen));
