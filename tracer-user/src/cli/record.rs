@@ -2,6 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use super::print::{say, say_part};
 use anyhow::{bail, Context};
 use clap::Args;
 use tracer_analysis::analysis::profile::Profile;
@@ -130,15 +131,12 @@ impl WhileTracing {
     fn printed(quiet: bool) -> WhileTracing {
         let started = std::time::Instant::now();
         WhileTracing {
-            on_sample: Box::new(move |p: &Profile| {
-                eprintln!("{}", sample_line(started.elapsed(), p))
-            }),
-            on_ready: (!quiet).then(|| {
-                Box::new(|r: &session::Ready| eprintln!("{}", ready_line(r))) as ReadyHook
-            }),
+            on_sample: Box::new(move |p: &Profile| say!("{}", sample_line(started.elapsed(), p))),
+            on_ready: (!quiet)
+                .then(|| Box::new(|r: &session::Ready| say!("{}", ready_line(r))) as ReadyHook),
             // Even with --quiet: the outputs will be incomplete, and the user can still
             // stop and retry with larger buffers.
-            on_loss: Box::new(|e: &EventsSoFar| eprintln!("{}", loss_line(e))),
+            on_loss: Box::new(|e: &EventsSoFar| say!("{}", loss_line(e))),
             before_detach: None,
             live_view: false,
         }
@@ -213,9 +211,10 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
                 end_view();
             }
             if !quiet {
-                eprintln!(
+                say!(
                     "tracer: outputs written; detaching {} probes in {} kernel links",
-                    d.probes, d.kernel_links
+                    d.probes,
+                    d.kernel_links
                 )
             }
         })),
@@ -230,14 +229,22 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         uprobe_links: a.uprobe_links,
         command_stdin_null: live_view,
         on_ready,
+        // Even with --quiet: the tracer would seem to hang without it.
+        on_command_wait: Some(Box::new(|pid| {
+            say!(
+                "tracer: waiting for the traced command (pid {pid}) to end, for its status; \
+                 Ctrl-C again stops waiting"
+            )
+        })),
     })?;
     if !a.quiet {
         let why = match outcome.stop {
             StopReason::TargetsExited => "traced processes exited",
             StopReason::Deadline => "duration reached",
-            StopReason::Signal => "interrupted",
+            StopReason::Interrupted => "interrupted",
+            StopReason::Terminated => "terminated",
         };
-        eprintln!("tracer: stopped ({why})");
+        say!("tracer: stopped ({why})");
         for l in &outcome.libraries {
             log::info!(
                 "probed {} calls in {} ({:?})",
@@ -247,22 +254,22 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
             );
         }
         super::print_summary(&outcome.summary);
-        eprint!("{}", outcome.profile.text());
+        say_part!("{}", outcome.profile.text());
         if let Some(Ok(p)) = &outcome.whatif {
-            eprintln!("{}", p.text_line());
+            say!("{}", p.text_line());
         }
         match outcome.command_status {
             Some(CommandStatus::Exited(code)) if code != 0 => {
-                eprintln!("tracer: the traced command exited with status {code}")
+                say!("tracer: the traced command exited with status {code}")
             }
-            Some(CommandStatus::Killed { signal }) => eprintln!(
+            Some(CommandStatus::Killed { signal }) => say!(
                 "tracer: the traced command was killed by signal {signal} (status {})",
                 128 + signal
             ),
             _ => {}
         }
         if let Some(o) = &a.output {
-            eprintln!("recording written to {}", o.display());
+            say!("recording written to {}", o.display());
         }
     }
     super::warn_probe_failures(&outcome.summary.events.failures);

@@ -2,6 +2,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::print::{out, out_part};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -69,9 +70,9 @@ fn online(
     super::warn_probe_failures(&trailer.probe_failures);
     super::warn_lost(trailer.events_total, trailer.events_lost);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&p)?);
+        out!("{}", serde_json::to_string_pretty(&p)?);
     } else {
-        println!("{}", p.text_line());
+        out!("{}", p.text_line());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -167,9 +168,9 @@ pub(super) fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
     super::warn_probe_failures(&totals.probe_failures);
     super::warn_lost(run.cpu.events, run.events_lost);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        out!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", text(&out, &run));
+        out_part!("{}", text(&out, &run));
     }
     Ok(ExitCode::SUCCESS)
 }

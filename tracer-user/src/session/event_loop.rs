@@ -230,8 +230,8 @@ async fn event_loop(
                 }
             }
             _ = loss_checks.tick(), if watch_loss => ctx.check_loss()?,
-            _ = sigint.recv() => break StopReason::Signal,
-            _ = sigterm.recv() => break StopReason::Signal,
+            _ = sigint.recv() => break StopReason::Interrupted,
+            _ = sigterm.recv() => break StopReason::Terminated,
             _ = &mut deadline, if duration.is_some() => break StopReason::Deadline,
         }
     };

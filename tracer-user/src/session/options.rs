@@ -58,6 +58,10 @@ pub struct RecordOptions {
     pub on_detach: Option<Box<dyn FnOnce(Detaching)>>,
     /// Called once every probe is attached and the targets are traced.
     pub on_ready: Option<ReadyHook>,
+    /// Called, after the detaching, when a session stopped by Ctrl-C waits for the
+    /// command it launched to end (mpirun takes seconds to end its ranks), with the
+    /// command's pid: a second Ctrl-C stops the wait.
+    pub on_command_wait: Option<Box<dyn FnOnce(u32)>>,
 }
 
 /// When the critical path is computed: while tracing, or from the recording once tracing
@@ -119,7 +123,12 @@ pub struct Detaching {
 pub enum StopReason {
     TargetsExited,
     Deadline,
-    Signal,
+    /// SIGINT (Ctrl-C): the session waits for the command it launched to end, which the
+    /// same Ctrl-C reached from a terminal, as long as it takes (a second one stops the
+    /// wait).
+    Interrupted,
+    /// SIGTERM: the session ends promptly, the command given a moment to end.
+    Terminated,
 }
 
 /// How the command `tracer record -- COMMAND` launched ended.
