@@ -13,18 +13,18 @@ use tracer_user::session::{
     self, CommandStatus, EventsSoFar, LossHook, ReadyHook, RecordOptions, RunAs, SampleHook,
     StopReason,
 };
-use tracer_user::UprobeLinks;
+use tracer_user::{UprobeLinks, MAX_RING_MIB};
 
 #[derive(Args)]
 pub(super) struct RecordArgs {
     /// Trace this running process, its threads and all its descendants (repeatable).
-    #[arg(long = "pid", value_name = "PID")]
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
     pids: Vec<u32>,
     /// Trace every process that calls MPI, PVM or a selected procedure.
-    #[arg(long)]
+    #[arg(short = 'a', long)]
     all: bool,
-    /// Stop after this many seconds.
-    #[arg(long, value_name = "SECS")]
+    /// Stop after this many seconds (a positive number).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     duration: Option<f64>,
     /// Write the event recording here.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -44,7 +44,7 @@ pub(super) struct RecordArgs {
     /// pair measured; docs/benchmarks.md).
     #[arg(long)]
     locks: bool,
-    /// Ring buffer size in MiB (a power of two); the per-CPU slots get as much, shared out
+    /// Ring buffer size in MiB (a power of two, at most 2048); the per-CPU slots get as much, shared out
     /// among the CPUs (256 to 16,384 slots of 136 bytes each). Default: 4 MiB per CPU
     /// (rounded up to a power of two) or a 256th of the machine's memory (rounded down),
     /// whichever is more, at least 16 and at most 256.
@@ -59,7 +59,7 @@ pub(super) struct RecordArgs {
     #[arg(long, value_name = "FILE")]
     profile_json: Option<PathBuf>,
     /// Print the current critical path and top procedures every SECS seconds.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     interval: Option<f64>,
     /// Which clock weighs the work between events.
     #[arg(long, value_enum, default_value = "cpu")]
@@ -151,16 +151,22 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
     if let Some(mib) = a.buffer_mib.filter(|mib| !mib.is_power_of_two()) {
         bail!("--buffer-mib must be a power of two, got {mib}");
     }
+    if let Some(mib) = a.buffer_mib.filter(|&mib| mib > MAX_RING_MIB) {
+        bail!(
+            "--buffer-mib {mib} is over the kernel's limit: a ring buffer holds at most \
+             {MAX_RING_MIB} MiB (its size is a 32-bit count of bytes)"
+        );
+    }
     let duration = match a.duration {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--duration must be a positive number of seconds")
+            bail!("--duration must be a positive number of seconds, got {s}")
         }
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
     let interval = match a.interval {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--interval must be a positive number of seconds")
+            bail!("--interval must be a positive number of seconds, got {s}")
         }
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => tracing.live_view.then_some(LIVE_INTERVAL),

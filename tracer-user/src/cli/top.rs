@@ -26,7 +26,10 @@ use tracer_user::session::{EventsSoFar, Ready};
 
 use super::record::{loss_line, run_with, RecordArgs, WhileTracing};
 
+/// `record`'s options, but `--analyze-after`, which computes no live profile (README:
+/// not with `tracer top`): not offered (and refused if given).
 #[derive(Args)]
+#[command(mut_arg("analyze_after", |a| a.hide(true)))]
 pub(super) struct TopArgs {
     #[command(flatten)]
     record: RecordArgs,
