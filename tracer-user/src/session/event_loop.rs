@@ -218,7 +218,7 @@ async fn event_loop(
                 let memory = &ctx.memory;
                 ctx.sink
                     .flush_if_due(|| LoopContext::failures(probes, deadline, memory))?;
-                if !ctx.system_wide && ctx.targets_gone()? {
+                if ctx.targets_gone()? {
                     break StopReason::TargetsExited;
                 }
             }
