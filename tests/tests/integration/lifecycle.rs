@@ -363,6 +363,71 @@ fn ctrl_c_of_mpirun_gives_mpirun_s_status() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A command that survives Ctrl-C is waited for with nothing attached (the outputs
+/// written, the probes detached, before the wait), and a second Ctrl-C ends the wait at
+/// once: the tracer exits 0 (the command has no status yet) and leaves it running.
+#[test]
+fn a_second_ctrl_c_stops_waiting_for_the_command() {
+    use std::os::unix::process::CommandExt;
+    let dir = std::env::temp_dir().join(format!("tracer-int2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("int2.trace");
+    let mut command = Command::new(tracer());
+    command
+        .args(["record", "-o", rec.to_str().unwrap(), "--"])
+        .args(["sh", "-c", "trap '' INT; sleep 60"])
+        .process_group(0)
+        .stderr(Stdio::piped());
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(|| {
+            libc_signal(2, SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut t = command.spawn().unwrap();
+    let _guard = Guard::new(t.id(), Duration::from_secs(60));
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut printed = String::new();
+    while !printed.contains("tracing (") {
+        assert!(err.read_line(&mut printed).unwrap() > 0, "{printed}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: plain kill(2) to the process group of our own child (Ctrl-C).
+    assert_eq!(unsafe { libc_kill(-(t.id() as i32), 2) }, 0);
+    while !printed.contains("waiting for the traced command") {
+        assert!(err.read_line(&mut printed).unwrap() > 0, "{printed}");
+    }
+    assert!(
+        printed.contains("tracer: outputs written; detaching"),
+        "{printed}"
+    );
+    // While it waits: the recording is complete and no probe is left.
+    assert_eq!(read_recording(&rec).meta.command[0], "sh");
+    assert_nothing_left();
+    let asked = std::time::Instant::now();
+    // SAFETY: plain kill(2) to our own child (the second Ctrl-C, the tracer's only).
+    assert_eq!(unsafe { libc_kill(t.id() as i32, 2) }, 0);
+    let status = t.wait().unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    // The command runs on (sh and its sleep, still in the tracer's process group, and
+    // holding the pipe): ended here, so that the pipe ends.
+    // SAFETY: plain kill(2) of the process group this test made.
+    assert_eq!(unsafe { libc_kill(-(t.id() as i32), 9) }, 0);
+    std::io::Read::read_to_string(&mut err, &mut printed).unwrap_or_default();
+    assert_eq!(status.code(), Some(0), "{printed}");
+    assert!(
+        printed.contains("tracer: stopped (interrupted)"),
+        "{printed}"
+    );
+    assert!(!printed.contains("the traced command exited"), "{printed}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `tracer record ... 2>&1 | head -1`: the reader of the tracer's stderr leaves after
 /// the first line. The tracer still finishes the session (a complete recording with
 /// every send of the ring, no probe left), exits with the command's status, and does not
