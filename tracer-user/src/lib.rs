@@ -16,7 +16,7 @@ mod target;
 
 // The surface the `tracer` binary (`cli/`) and the integration tests use: the session
 // (its own curated `pub use` list), and these. Everything else is the crate's own.
-pub use probes::{machine_memory_bytes, UprobeLinks};
+pub use probes::{machine_memory_bytes, UprobeLinks, MAX_RING_MIB};
 pub use render::flame_graph::write_flame_graph;
 pub use render::html_report::{html_report, Traced};
 pub use render::otf2::{write_otf2, Otf2Error};

@@ -10,7 +10,11 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tracer: error: {e:#}");
+            {
+                use std::io::Write as _;
+                // Not eprintln!: a reader of stderr that left must not turn an error into a panic.
+                let _ = writeln!(std::io::stderr(), "tracer: error: {e:#}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -116,3 +116,110 @@ fn truncated_and_corrupt_recordings() {
     assert!(err.contains("not a recording"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A scratch directory and a marker file in it that `touch MARKER`, the command of the
+/// early-check tests, would create if the tracer launched it.
+fn not_launched_dir(tag: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("tracer-early-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("launched");
+    (dir, marker)
+}
+
+/// What can be checked before launching is: output paths that cannot be written, two
+/// outputs naming one file, a `--func` that matches nothing in the program's files
+/// (path-less or `PATH:SYMBOL`). Each fails with one line and the command never runs:
+/// `touch MARKER` (an executable, so its files are searched) leaves no marker.
+#[test]
+fn what_can_be_checked_fails_before_the_command_runs() {
+    let (dir, marker) = not_launched_dir("checks");
+    let m = marker.to_str().unwrap();
+    let d = dir.to_str().unwrap();
+    let rec = dir.join("r.trace");
+    let r = rec.to_str().unwrap();
+    let busy = format!("{}:no_such_function_xyz", program("threads_busy"));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--summary-json", "/no/such/dir/s.json"],
+            "--summary-json /no/such/dir/s.json cannot be written: no directory /no/such/dir",
+        ),
+        (
+            vec!["--profile-json", d],
+            "cannot be written: it is a directory",
+        ),
+        (
+            vec!["-o", r, "--profile-json", r],
+            "-o and --profile-json name the same file",
+        ),
+        (
+            vec!["--func", "no_such_function_xyz"],
+            "--func no_such_function_xyz matches no function in /usr/bin/touch",
+        ),
+        (vec!["--func", &busy], "matches no function in"),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["record"];
+        all.extend(&args);
+        all.extend(["--", "touch", m]);
+        let (code, err) = tracer_fails(&all);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!marker.exists(), "{args:?}: the command ran: {err}");
+    }
+    assert!(!rec.exists(), "no recording was started");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A `--func` that is near a name the program has is told the near names, as `tracer
+/// functions` lists them: gfortran's trailing underscore and the OpenMP outlined
+/// function of tests/programs/omp_conj_grad_f.f90's `conj_grad`, and the C program's
+/// `work` asked as `Work`.
+#[test]
+fn a_func_that_matches_nothing_names_the_near_names() {
+    let (_, err) = tracer_fails(&[
+        "record",
+        "--func",
+        "conj_grad",
+        "--",
+        &program("omp_conj_grad_f"),
+    ]);
+    assert!(
+        err.contains("near names: conj_grad_, conj_grad_._omp_fn.0 (`tracer functions"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (_, err) = tracer_fails(&["record", "--func", "Work", "--", &program("threads_busy")]);
+    assert!(err.contains("near names: work ("), "{err}");
+}
+
+/// Habits of perf, bpftrace and strace: `-p PID` and `-a`; a negative duration is a
+/// number that is not positive, not a flag; a ring over the kernel's limit is refused
+/// before anything is loaded, with the limit; `top --help` offers no option that does
+/// not apply to it.
+#[test]
+fn command_line_habits() {
+    let (code, err) = tracer_fails(&["record", "-p", "999999999"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no process with PID 999999999"), "{err}");
+    let (code, err) = tracer_fails(&["record", "-a", "--duration", "-1"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err.trim(),
+        "tracer: error: --duration must be a positive number of seconds, got -1"
+    );
+    let (code, err) = tracer_fails(&["record", "--buffer-mib", "4096", "--", "true"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err.trim(),
+        "tracer: error: --buffer-mib 4096 is over the kernel's limit: a ring buffer holds at \
+         most 2048 MiB (its size is a 32-bit count of bytes)"
+    );
+    let help = std::process::Command::new(tracer())
+        .args(["top", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--func"), "{help}");
+    assert!(!help.contains("--analyze-after"), "{help}");
+}

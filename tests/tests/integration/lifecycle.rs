@@ -253,6 +253,248 @@ fn ctrl_c_to_the_process_group_gives_the_command_s_status() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Kills the tracer `pid` (only it) if the test has not ended it by `after`: a test that
+/// could hang the machine's CI guards itself.
+struct Guard(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Guard {
+    fn new(pid: u32, after: Duration) -> Guard {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = done.clone();
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while start.elapsed() < after {
+                if seen.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            eprintln!("tracer {pid} still running after {after:?}: killed");
+            // SAFETY: plain kill(2) of the tracer this test started.
+            unsafe { libc_kill(pid as i32, 9) };
+        });
+        Guard(done)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Runs `command` in a process group of its own with SIGINT's default action (as a
+/// terminal's foreground job), SIGINTs the group (Ctrl-C) once `ready` says so on
+/// stderr and `wait` later, and returns its exit code and stderr.
+fn ctrl_c(command: &mut Command, ready: &str, wait: Duration) -> (Option<i32>, String) {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0).stderr(Stdio::piped());
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(|| {
+            libc_signal(2, SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let _guard = Guard::new(child.id(), Duration::from_secs(120));
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut printed = String::new();
+    while !printed.contains(ready) {
+        assert!(err.read_line(&mut printed).unwrap() > 0, "{printed}");
+    }
+    std::thread::sleep(wait);
+    // SAFETY: plain kill(2) to the process group of our own child.
+    assert_eq!(unsafe { libc_kill(-(child.id() as i32), 2) }, 0);
+    std::io::Read::read_to_string(&mut err, &mut printed).unwrap();
+    (child.wait().unwrap().code(), printed)
+}
+
+/// Ctrl-C of `record -- mpirun -np 2 ...`: mpirun takes about a second to end its ranks,
+/// and the tracer waits for it (once its outputs are written and its probes detached)
+/// and exits with mpirun's own status: the one mpirun gives untraced under the same
+/// Ctrl-C (Open MPI 4.1's is 1). Nothing sends mpirun a signal the user did not: it
+/// never says it forwards one (SIGCONT is 18).
+#[test]
+fn ctrl_c_of_mpirun_gives_mpirun_s_status() {
+    let dir = std::env::temp_dir().join(format!("tracer-intmpi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("int.trace");
+    let job = openmpi(2, "mpi_sleeper", &["60"]);
+    let (untraced, said) = ctrl_c(
+        Command::new(&job[0]).args(&job[1..]),
+        "",
+        Duration::from_secs(3),
+    );
+    assert!(
+        matches!(untraced, Some(c) if c != 0),
+        "untraced: {untraced:?} {said}"
+    );
+    let (traced, printed) = ctrl_c(
+        Command::new(tracer())
+            .args(["record", "-o", rec.to_str().unwrap(), "--"])
+            .args(&job),
+        "tracing (",
+        Duration::from_secs(3),
+    );
+    assert_eq!(traced, untraced, "{printed}");
+    assert!(
+        printed.contains(&format!(
+            "tracer: the traced command exited with status {}",
+            untraced.unwrap()
+        )),
+        "{printed}"
+    );
+    assert!(!printed.contains("Forwarding signal"), "{printed}");
+    let recorded = read_recording(&rec);
+    assert_eq!(recorded.lost, 0);
+    let ranks = recorded.ranks();
+    assert_eq!(ranks.len(), 2, "{printed}");
+    // The ranks end with mpirun (their last moments, reaped by init, may follow
+    // mpirun's exit by a little).
+    for pid in ranks.keys() {
+        let gone_by = std::time::Instant::now() + Duration::from_secs(10);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(std::time::Instant::now() < gone_by, "rank {pid} still runs");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_nothing_left();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A command that survives Ctrl-C is waited for with nothing attached (the outputs
+/// written, the probes detached, before the wait), and a second Ctrl-C ends the wait at
+/// once: the tracer exits 0 (the command has no status yet) and leaves it running.
+#[test]
+fn a_second_ctrl_c_stops_waiting_for_the_command() {
+    use std::os::unix::process::CommandExt;
+    let dir = std::env::temp_dir().join(format!("tracer-int2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("int2.trace");
+    let mut command = Command::new(tracer());
+    command
+        .args(["record", "-o", rec.to_str().unwrap(), "--"])
+        .args(["sh", "-c", "trap '' INT; sleep 60"])
+        .process_group(0)
+        .stderr(Stdio::piped());
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(|| {
+            libc_signal(2, SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut t = command.spawn().unwrap();
+    let _guard = Guard::new(t.id(), Duration::from_secs(60));
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut printed = String::new();
+    while !printed.contains("tracing (") {
+        assert!(err.read_line(&mut printed).unwrap() > 0, "{printed}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: plain kill(2) to the process group of our own child (Ctrl-C).
+    assert_eq!(unsafe { libc_kill(-(t.id() as i32), 2) }, 0);
+    while !printed.contains("waiting for the traced command") {
+        assert!(err.read_line(&mut printed).unwrap() > 0, "{printed}");
+    }
+    assert!(
+        printed.contains("tracer: outputs written; detaching"),
+        "{printed}"
+    );
+    // While it waits: the recording is complete and no probe is left.
+    assert_eq!(read_recording(&rec).meta.command[0], "sh");
+    assert_nothing_left();
+    let asked = std::time::Instant::now();
+    // SAFETY: plain kill(2) to our own child (the second Ctrl-C, the tracer's only).
+    assert_eq!(unsafe { libc_kill(t.id() as i32, 2) }, 0);
+    let status = t.wait().unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    // The command runs on (sh and its sleep, still in the tracer's process group, and
+    // holding the pipe): ended here, so that the pipe ends.
+    // SAFETY: plain kill(2) of the process group this test made.
+    assert_eq!(unsafe { libc_kill(-(t.id() as i32), 9) }, 0);
+    std::io::Read::read_to_string(&mut err, &mut printed).unwrap_or_default();
+    assert_eq!(status.code(), Some(0), "{printed}");
+    assert!(
+        printed.contains("tracer: stopped (interrupted)"),
+        "{printed}"
+    );
+    assert!(!printed.contains("the traced command exited"), "{printed}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `tracer record ... 2>&1 | head -1`: the reader of the tracer's stderr leaves after
+/// the first line. The tracer still finishes the session (a complete recording with
+/// every send of the ring, no probe left), exits with the command's status, and does not
+/// panic (101).
+#[test]
+fn a_closed_pipe_ends_the_output_not_the_session() {
+    let dir = std::env::temp_dir().join(format!("tracer-epipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("pipe.trace");
+    let mut t = Command::new(tracer())
+        .args(["record", "-o", rec.to_str().unwrap(), "--"])
+        .args(openmpi(2, "mpi_ring", &["5", "32"]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _guard = Guard::new(t.id(), Duration::from_secs(120));
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("tracing ("), "{line}");
+    drop(err); // as `head -1` does
+    let status = t.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the ring's status, not a panic's 101"
+    );
+    let recorded = read_recording(&rec);
+    assert_eq!(recorded.lost, 0);
+    assert_eq!(recorded.calls_of(call::MPI_SEND).len(), 5 * 2);
+    assert_nothing_left();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--all -- sleep 1`, as `perf record -a -- sleep 1`: the session ends with the command.
+#[test]
+fn system_wide_with_a_command_ends_with_it() {
+    let dir = std::env::temp_dir().join(format!("tracer-allcmd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("all.trace");
+    let mut t = Command::new(tracer())
+        .args([
+            "record",
+            "-a",
+            "-o",
+            rec.to_str().unwrap(),
+            "--",
+            "sleep",
+            "1",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _guard = Guard::new(t.id(), Duration::from_secs(60));
+    let mut printed = String::new();
+    std::io::Read::read_to_string(&mut t.stderr.take().unwrap(), &mut printed).unwrap();
+    let status = t.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{printed}");
+    assert!(
+        printed.contains("tracer: stopped (traced processes exited)"),
+        "{printed}"
+    );
+    assert_eq!(read_recording(&rec).meta.command, ["sleep", "1"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// signal(2)'s default action.
 const SIG_DFL: usize = 0;
 

@@ -17,7 +17,7 @@ use serde_json::Value;
 use tracer_analysis::format::records::Record;
 use tracer_common::call;
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, tracer_json};
-use tracer_tests::{openmpi, read_recording, tracer, Traced};
+use tracer_tests::{openmpi, program, read_recording, tracer, tracer_fails, Traced};
 
 const RANKS: usize = 4;
 /// The pipeline both launched jobs run: 5 items, stage_slow 60 ms, stage_fast 20 ms
@@ -327,4 +327,117 @@ fn pid_session_beside_a_launched_one() {
     let senders: HashSet<u32> = sends.iter().map(|s| s.pid).collect();
     assert_eq!(senders.len(), RANKS);
     assert!(first.pids.is_disjoint(&attached.pids));
+}
+
+/// What a person reads of a threads-only recording: `dump` prints plain text and each
+/// process once; `whatif --placement` says a single process has nothing to move; the
+/// predicted path's parts add up to its length; `analyze` of a recording with no events
+/// says there is no path.
+#[test]
+fn plain_answers_about_a_threads_only_recording() {
+    let dir = std::env::temp_dir().join(format!("tracer-plain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("threads.trace");
+    let rec_s = rec.to_str().unwrap();
+    let ok = Command::new(tracer())
+        .args(["record", "-q", "-o", rec_s, "--func", "work", "--"])
+        .args([program("threads_busy").as_str(), "2", "5"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+
+    let dump = Command::new(tracer())
+        .args(["dump", rec_s])
+        .output()
+        .unwrap();
+    assert!(dump.status.success());
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    assert!(!dump.contains("Some(") && !dump.contains("None"), "{dump}");
+    let processes: Vec<&str> = dump.lines().filter(|l| l.starts_with("process ")).collect();
+    assert_eq!(processes.len(), 1, "{processes:?}");
+    assert!(
+        processes[0].ends_with(&format!(
+            " rank=- mappings={} command={} 2 5",
+            processes[0]
+                .split("mappings=")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap(),
+            program("threads_busy")
+        )),
+        "{processes:?}"
+    );
+
+    let (code, err) = tracer_fails(&["whatif", rec_s, "--placement", "*@0"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--placement moves the program's processes among CPUs")
+            && err.contains("has a single one: nothing to move"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let whatif = Command::new(tracer())
+        .args(["whatif", rec_s])
+        .output()
+        .unwrap();
+    assert!(whatif.status.success());
+    let text = String::from_utf8_lossy(&whatif.stdout);
+    let figure = |label: &str, after: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap();
+        let rest = line.split(after).nth(1).unwrap_or(line);
+        let ms = rest
+            .split_whitespace()
+            .find_map(|w| w.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{label}: {line}"));
+        ms
+    };
+    let length = figure("predicted critical path:", ":");
+    let running = figure("work", "of CPU,");
+    let parts = running
+        + figure("off CPU", "CPU")
+        + figure("messages", "messages")
+        + figure("wakeups", "wakeups")
+        + figure("before it", "it");
+    // Each figure is rounded to 0.1 ms.
+    assert!(
+        (parts - length).abs() <= 0.25,
+        "{parts} of {length}:\n{text}"
+    );
+
+    // A process that sleeps the whole session writes no event.
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let empty = dir.join("empty.trace");
+    let ok = Command::new(tracer())
+        .args([
+            "record",
+            "-q",
+            "-o",
+            empty.to_str().unwrap(),
+            "--duration",
+            "1",
+        ])
+        .args(["-p", &sleeper.id().to_string()])
+        .status()
+        .unwrap();
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(ok.success());
+    let analyze = Command::new(tracer())
+        .args(["analyze", empty.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&analyze.stdout);
+    assert!(analyze.status.success(), "{text}");
+    assert_eq!(
+        text.lines().next(),
+        Some("critical path: none: the recording has no events of a traced thread"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

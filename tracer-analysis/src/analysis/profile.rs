@@ -95,6 +95,12 @@ impl CriticalPath {
     /// The first line of the profile and of `tracer report`: the path's length and where
     /// it ends.
     pub(crate) fn headline(&self, clock: &str) -> String {
+        // Thread 0 is the idle task, never traced: no thread ran, so there is no path
+        // to end anywhere.
+        if self.ends_in_tid == 0 && self.length_ns == 0 {
+            return "critical path: none: the recording has no events of a traced thread"
+                .to_string();
+        }
         format!(
             "critical path: {:.3} ms ({clock} clock) of {:.3} ms elapsed, ends in pid {} tid {} {}",
             ms(self.length_ns),
@@ -274,4 +280,24 @@ pub(crate) fn resynchronised_clause(r: &Resynchronised) -> String {
         count(r.exits_missing, "exit", "exits"),
         count(r.entries_missing, "entry", "entries")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::{ClockKind, Pipeline, Profile};
+
+    /// A recording with no events has no path: not one that "ends in pid 0 tid 0".
+    #[test]
+    fn a_recording_without_events_has_no_critical_path() {
+        let mut pipeline = Pipeline::new(ClockKind::Cpu);
+        let profile = Profile::new(pipeline.flush(), ClockKind::Cpu, 0, &HashMap::new());
+        let text = profile.text();
+        assert_eq!(
+            text.lines().next(),
+            Some("critical path: none: the recording has no events of a traced thread"),
+            "{text}"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::print::{out, out_part};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use tracer_analysis::analysis::{profile::Profile, workclock::ClockKind};
@@ -52,9 +53,9 @@ pub(super) fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&profile)?);
+        out!("{}", serde_json::to_string_pretty(&profile)?);
     } else {
-        print!("{}", profile.text());
+        out_part!("{}", profile.text());
     }
     super::warn_probe_failures(&trailer.probe_failures);
     super::warn_lost(trailer.events_total, trailer.events_lost);

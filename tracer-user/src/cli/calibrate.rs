@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Output};
 
+use super::print::say;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use tracer_analysis::predict::network::{NetworkTable, Scope};
@@ -152,7 +153,7 @@ pub(super) fn run(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
         Some(out) => {
             write_atomically(out, &csv, run_as.as_ref())
                 .with_context(|| format!("writing {}", out.display()))?;
-            eprintln!(
+            say!(
                 "tracer: {} {scope} sizes measured; wrote {}",
                 measured.len(),
                 out.display()
@@ -163,7 +164,7 @@ pub(super) fn run(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
         }
     }
     for m in &measured {
-        eprintln!(
+        say!(
             "  {scope} {:>9} bytes  {:>12.3} us one-way (median of {}, mean {:.3} us)",
             m.bytes,
             m.median_ns as f64 / 1e3,

@@ -1,3 +1,4 @@
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,18 +38,28 @@ pub(super) fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
         RecordingReader::open(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
+    // The recording snapshots a process again after exec and at its first MPI/PVM call:
+    // a snapshot that says nothing new (same command, same rank) is not printed again.
+    let mut shown: HashMap<u32, (Option<i32>, String)> = HashMap::new();
     while let Some(item) = r
         .next_item()
         .with_context(|| format!("reading {}", a.file.display()))?
     {
         let line = match item {
-            Item::Process(p) => format!(
-                "process pid={} rank={:?} mappings={} command={:?}",
-                p.pid,
-                p.env_rank,
-                p.mappings.len(),
-                p.command
-            ),
+            Item::Process(p) => {
+                let seen = (p.env_rank, p.command.clone());
+                if shown.get(&p.pid) == Some(&seen) {
+                    continue;
+                }
+                shown.insert(p.pid, seen);
+                format!(
+                    "process pid={} rank={} mappings={} command={}",
+                    p.pid,
+                    p.env_rank.map_or_else(|| "-".into(), |r| r.to_string()),
+                    p.mappings.len(),
+                    p.command
+                )
+            }
             Item::Probe(p) => format!("probe id={} {} in {}", p.id, p.symbol, p.path),
             Item::Record(rec) => {
                 let h = rec.header();
@@ -75,12 +86,27 @@ pub(super) fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
                         c.site
                     ),
                     Record::HandleArray(x) => {
-                        format!("first={} total={} values={:x?}", x.first, x.total, x.values)
+                        let values: Vec<String> =
+                            x.values.iter().map(|v| format!("{v:#x}")).collect();
+                        format!(
+                            "first={} total={} values={}",
+                            x.first,
+                            x.total,
+                            values.join(",")
+                        )
                     }
-                    Record::StatusArray(x) => format!(
-                        "first={} total={} source={:?} tag={:?}",
-                        x.first, x.total, x.source, x.tag
-                    ),
+                    Record::StatusArray(x) => {
+                        let list = |v: &[i32]| {
+                            v.iter().map(|&n| opt32(n)).collect::<Vec<_>>().join(",")
+                        };
+                        format!(
+                            "first={} total={} source={} tag={}",
+                            x.first,
+                            x.total,
+                            list(&x.source),
+                            list(&x.tag)
+                        )
+                    }
                     Record::FuncEnter(_) | Record::FuncExit(_) => format!("probe={}", h.call),
                     Record::FutexEnter(f) => {
                         format!(

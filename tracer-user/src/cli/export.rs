@@ -2,6 +2,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use super::print::say;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use tracer_analysis::analysis::workclock::ClockKind;
@@ -303,7 +304,7 @@ fn write_archive(
 }
 
 fn report_otf2(s: &Otf2Stats, out: &Path) {
-    eprintln!(
+    say!(
         "wrote {}: {} events in {} locations, {} regions, {} communicators; critical path {:.3} ms (metric \"critical path\")",
         out.display(),
         s.events,
@@ -337,7 +338,7 @@ fn report_chrome(s: &ExportStats, out: &Path) {
 
 fn report_perfetto(s: &PerfettoStats, out: &Path) {
     let t = &s.timeline;
-    eprintln!(
+    say!(
         "wrote {}: {} slices, {} flows (in {} slices of their own), {} processes, {} threads; critical path {:.3} ms in {} slices; {} sched switches ({} repaired), {} wakeups, {} counter values, {} threads named only by the scheduler{}",
         out.display(),
         t.slices,
@@ -361,7 +362,7 @@ fn report_perfetto(s: &PerfettoStats, out: &Path) {
 }
 
 fn report_pprof(s: &PprofStats, out: &Path) {
-    eprintln!(
+    say!(
         "wrote {}: {} samples, {} functions; critical path {:.3} ms, work {:.3} ms",
         out.display(),
         s.samples,
@@ -372,7 +373,7 @@ fn report_pprof(s: &PprofStats, out: &Path) {
 }
 
 fn report_flame(s: &FlameStats, out: &Path) {
-    eprintln!(
+    say!(
         "wrote {}: {} stacks; critical path {:.3} ms",
         out.display(),
         s.stacks,
@@ -381,7 +382,7 @@ fn report_flame(s: &FlameStats, out: &Path) {
 }
 
 fn report_hatchet(s: &HatchetStats, out: &Path) {
-    eprintln!(
+    say!(
         "wrote {}: {} nodes, {} roots; critical path {:.3} ms, work {:.3} ms",
         out.display(),
         s.nodes,
@@ -397,7 +398,7 @@ fn report_parquet(s: &ParquetStats, out: &Path) {
         .iter()
         .map(|t| format!("{} {} rows", t.name, t.rows))
         .collect();
-    eprintln!(
+    say!(
         "wrote {}: {}; critical path {:.3} ms",
         out.display(),
         tables.join(", "),

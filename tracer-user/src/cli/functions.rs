@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::print::say;
 use clap::Args;
 use serde::Serialize;
 use tracer_analysis::units::ms_text;
@@ -113,11 +114,11 @@ pub(super) fn run(a: FunctionsArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(n) = matched {
-        eprintln!("{} functions, {n} of them in the profile", list.len());
+        say!("{} functions, {n} of them in the profile", list.len());
     } else if let (false, Some(first)) = (several_objects, list.first()) {
-        eprintln!("{} functions in {}", list.len(), first.object);
+        say!("{} functions in {}", list.len(), first.object);
     } else {
-        eprintln!("{} functions", list.len());
+        say!("{} functions", list.len());
     }
     Ok(ExitCode::SUCCESS)
 }

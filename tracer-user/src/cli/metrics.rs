@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::print::{out, out_part};
 use anyhow::Context;
 use clap::Args;
 use tracer_analysis::format::recording::RecordingReader;
@@ -23,9 +24,9 @@ pub(super) fn run(a: MetricsArgs) -> anyhow::Result<ExitCode> {
     let mut m = Metrics::from_reader(&mut reader).with_context(context)?;
     m.locate_sites(&mut tracer_user::Symbolizer::new());
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&m)?);
+        out!("{}", serde_json::to_string_pretty(&m)?);
     } else {
-        print!("{}", m.text());
+        out_part!("{}", m.text());
     }
     super::warn_probe_failures(&totals.probe_failures);
     super::warn_lost(m.events.analyzed, m.events.lost);

@@ -7,6 +7,45 @@ use std::path::Path;
 use tracer_analysis::format::failures;
 use tracer_analysis::format::recording::{self, Trailer};
 
+/// `eprintln!` that never panics: a reader of the tracer's stderr that left (`2>&1 |
+/// head -1`) ends what the tracer says, not the tracer, which still finishes its session
+/// (the recording written, the probes detached, nothing held) and exits with its status.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(super) use say;
+
+/// `eprint!` that never panics (see [`say`]).
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(super) use say_part;
+
+/// `println!` that never panics: a closed stdout (`| head`) ends the output, and the
+/// command goes on to its end as `dump`, `report` and `metrics` do.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+pub(super) use out;
+
+/// `print!` that never panics (see [`out`]).
+macro_rules! out_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+pub(super) use out_part;
+
 /// Says on stderr, once, before a command reads a recording, that it was cut short (no
 /// END chunk: the tracer was killed) or has damaged chunks: the command then reads every
 /// sound chunk. A file that cannot be read at all is left to the command's reader to
@@ -18,7 +57,7 @@ pub(super) fn tell_condition(path: &Path) -> Trailer {
     match recording::skim_of(path) {
         Ok(skimmed) => {
             for m in skimmed.condition.messages() {
-                eprintln!("tracer: warning: {m}");
+                say!("tracer: warning: {m}");
             }
             skimmed.totals
         }
@@ -32,7 +71,7 @@ pub(super) fn tell_condition(path: &Path) -> Trailer {
 pub(super) fn warn_lost(recorded: u64, lost: u64) {
     if lost > 0 {
         let produced = recorded + lost;
-        eprintln!(
+        say!(
             "tracer: warning: {lost} of {produced} events ({:.1} %) were lost (the tracer \
              fell behind and the probes' buffers filled up, or it passed its memory limit): \
              calls and messages among them are missing, so the results are incomplete",
@@ -47,7 +86,7 @@ pub(super) fn warn_lost(recorded: u64, lost: u64) {
 /// name), and what each failure means for them; lost records are `warn_lost`'s.
 pub(super) fn warn_probe_failures(failures: &BTreeMap<String, u64>) {
     if let Some(warning) = failures::failures_warning(failures) {
-        eprintln!("tracer: warning: {warning}");
+        say!("tracer: warning: {warning}");
     }
 }
 
@@ -57,12 +96,13 @@ pub(super) fn print_summary(s: &tracer_analysis::format::summary::Summary) {
         .tracer_cpu_ns
         .map(|ns| format!("; tracer CPU {:.2} s", ns as f64 / 1e9))
         .unwrap_or_default();
-    eprintln!(
+    say!(
         "events: {} recorded, {} lost{cpu}",
-        s.events.total, s.events.lost
+        s.events.total,
+        s.events.lost
     );
     if let Some(line) = failures::failures_line(&s.events.failures) {
-        eprintln!("{line}");
+        say!("{line}");
     }
     for p in &s.processes {
         let mut who = String::new();
@@ -72,14 +112,16 @@ pub(super) fn print_summary(s: &tracer_analysis::format::summary::Summary) {
         if let Some(t) = p.pvm_tid {
             who.push_str(&format!(" pvm tid {t:#x}"));
         }
-        eprintln!(
+        say!(
             "  pid {:>7}{who}  threads {:>3}  {}",
-            p.pid, p.threads, p.command
+            p.pid,
+            p.threads,
+            p.command
         );
     }
     if !s.calls.is_empty() {
         let calls: Vec<String> = s.calls.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        eprintln!("calls: {}", calls.join(", "));
+        say!("calls: {}", calls.join(", "));
     }
     if !s.functions.is_empty() {
         let f: Vec<String> = s
@@ -87,11 +129,11 @@ pub(super) fn print_summary(s: &tracer_analysis::format::summary::Summary) {
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        eprintln!("procedures entered: {}", f.join(", "));
+        say!("procedures entered: {}", f.join(", "));
     }
     if let Some(unprobed) = s.unprobed_mpi_calls.as_ref().filter(|u| !u.is_empty()) {
         let names: Vec<&str> = unprobed.keys().map(String::as_str).collect();
-        eprintln!(
+        say!(
             "MPI calls imported but not probed (their time counts as work, their traffic \
              is unmatched): {}",
             names.join(", ")

@@ -2,6 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use super::print::{say, say_part};
 use anyhow::{bail, Context};
 use clap::Args;
 use tracer_analysis::analysis::profile::Profile;
@@ -12,18 +13,18 @@ use tracer_user::session::{
     self, CommandStatus, CommandTerminal, EventsSoFar, LossHook, ProbedHook, ReadyHook,
     RecordOptions, RunAs, SampleHook, StopReason,
 };
-use tracer_user::UprobeLinks;
+use tracer_user::{UprobeLinks, MAX_RING_MIB};
 
 #[derive(Args)]
 pub(super) struct RecordArgs {
     /// Trace this running process, its threads and all its descendants (repeatable).
-    #[arg(long = "pid", value_name = "PID")]
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
     pids: Vec<u32>,
     /// Trace every process that calls MPI, PVM or a selected procedure.
-    #[arg(long)]
+    #[arg(short = 'a', long)]
     all: bool,
-    /// Stop after this many seconds.
-    #[arg(long, value_name = "SECS")]
+    /// Stop after this many seconds (a positive number).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     duration: Option<f64>,
     /// Write the event recording here.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -43,7 +44,7 @@ pub(super) struct RecordArgs {
     /// pair measured; docs/benchmarks.md).
     #[arg(long)]
     locks: bool,
-    /// Ring buffer size in MiB (a power of two); the per-CPU slots get as much, shared out
+    /// Ring buffer size in MiB (a power of two, at most 2048); the per-CPU slots get as much, shared out
     /// among the CPUs (256 to 16,384 slots of 136 bytes each). Default: 4 MiB per CPU
     /// (rounded up to a power of two) or a 256th of the machine's memory (rounded down),
     /// whichever is more, at least 16 and at most 256.
@@ -58,7 +59,7 @@ pub(super) struct RecordArgs {
     #[arg(long, value_name = "FILE")]
     profile_json: Option<PathBuf>,
     /// Print the current critical path and top procedures every SECS seconds.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     interval: Option<f64>,
     /// Which clock weighs the work between events.
     #[arg(long, value_enum, default_value = "cpu")]
@@ -140,15 +141,12 @@ impl WhileTracing {
     fn printed(quiet: bool) -> WhileTracing {
         let started = std::time::Instant::now();
         WhileTracing {
-            on_sample: Box::new(move |p: &Profile| {
-                eprintln!("{}", sample_line(started.elapsed(), p))
-            }),
-            on_ready: (!quiet).then(|| {
-                Box::new(|r: &session::Ready| eprintln!("{}", ready_line(r))) as ReadyHook
-            }),
+            on_sample: Box::new(move |p: &Profile| say!("{}", sample_line(started.elapsed(), p))),
+            on_ready: (!quiet)
+                .then(|| Box::new(|r: &session::Ready| say!("{}", ready_line(r))) as ReadyHook),
             // Even with --quiet: the outputs will be incomplete, and the user can still
             // stop and retry with larger buffers.
-            on_loss: Box::new(|e: &EventsSoFar| eprintln!("{}", loss_line(e))),
+            on_loss: Box::new(|e: &EventsSoFar| say!("{}", loss_line(e))),
             on_probed: None,
             before_detach: None,
             live_view: false,
@@ -165,16 +163,22 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
     if let Some(mib) = a.buffer_mib.filter(|mib| !mib.is_power_of_two()) {
         bail!("--buffer-mib must be a power of two, got {mib}");
     }
+    if let Some(mib) = a.buffer_mib.filter(|&mib| mib > MAX_RING_MIB) {
+        bail!(
+            "--buffer-mib {mib} is over the kernel's limit: a ring buffer holds at most \
+             {MAX_RING_MIB} MiB (its size is a 32-bit count of bytes)"
+        );
+    }
     let duration = match a.duration {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--duration must be a positive number of seconds")
+            bail!("--duration must be a positive number of seconds, got {s}")
         }
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
     let interval = match a.interval {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--interval must be a positive number of seconds")
+            bail!("--interval must be a positive number of seconds, got {s}")
         }
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => tracing.live_view.then_some(LIVE_INTERVAL),
@@ -227,9 +231,10 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
                 end_view();
             }
             if !quiet {
-                eprintln!(
+                say!(
                     "tracer: outputs written; detaching {} probes in {} kernel links",
-                    d.probes, d.kernel_links
+                    d.probes,
+                    d.kernel_links
                 )
             }
         })),
@@ -245,14 +250,22 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         command_terminal,
         on_ready,
         on_probed,
+        // Even with --quiet: the tracer would seem to hang without it.
+        on_command_wait: Some(Box::new(|pid| {
+            say!(
+                "tracer: waiting for the traced command (pid {pid}) to end, for its status; \
+                 Ctrl-C again stops waiting"
+            )
+        })),
     })?;
     if !a.quiet {
         let why = match outcome.stop {
             StopReason::TargetsExited => "traced processes exited",
             StopReason::Deadline => "duration reached",
-            StopReason::Signal => "interrupted",
+            StopReason::Interrupted => "interrupted",
+            StopReason::Terminated => "terminated",
         };
-        eprintln!("tracer: stopped ({why})");
+        say!("tracer: stopped ({why})");
         for l in &outcome.libraries {
             log::info!(
                 "probed {} calls in {} ({:?})",
@@ -262,22 +275,22 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
             );
         }
         super::print_summary(&outcome.summary);
-        eprint!("{}", outcome.profile.text());
+        say_part!("{}", outcome.profile.text());
         if let Some(Ok(p)) = &outcome.whatif {
-            eprintln!("{}", p.text_line());
+            say!("{}", p.text_line());
         }
         match outcome.command_status {
             Some(CommandStatus::Exited(code)) if code != 0 => {
-                eprintln!("tracer: the traced command exited with status {code}")
+                say!("tracer: the traced command exited with status {code}")
             }
-            Some(CommandStatus::Killed { signal }) => eprintln!(
+            Some(CommandStatus::Killed { signal }) => say!(
                 "tracer: the traced command was killed by signal {signal} (status {})",
                 128 + signal
             ),
             _ => {}
         }
         if let Some(o) = &a.output {
-            eprintln!("recording written to {}", o.display());
+            say!("recording written to {}", o.display());
         }
     }
     super::warn_probe_failures(&outcome.summary.events.failures);

@@ -12,6 +12,7 @@ use tracer_analysis::report::{write_arcs_csv, Report, ReportOptions};
 use tracer_user::{html_report, Traced};
 
 use super::analyze::Clock;
+use super::print::{out, out_part, say};
 
 #[derive(Args)]
 pub(super) struct ReportArgs {
@@ -86,14 +87,14 @@ pub(super) fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
         };
         write_html(&html_report(&report, &rg, &traced)?, path)
             .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {} (HTML report)", path.display());
+        say!("wrote {} (HTML report)", path.display());
     }
     super::warn_probe_failures(&totals.probe_failures);
     super::warn_lost(rg.events, rg.lost);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        out!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.text());
+        out_part!("{}", report.text());
     }
     Ok(ExitCode::SUCCESS)
 }

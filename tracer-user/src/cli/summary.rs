@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::print::out;
 use anyhow::Context;
 use clap::Args;
 use tracer_analysis::format::{recording, summary};
@@ -21,7 +22,7 @@ pub(super) fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
     let mut s = summary::summarize(&items, trailer.events_lost);
     s.events.failures = trailer.probe_failures.clone();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        out!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         super::print_summary(&s);
     }

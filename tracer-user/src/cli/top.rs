@@ -33,7 +33,10 @@ use tracer_user::session::{CommandTerminal, EventsSoFar, Probed, Ready};
 
 use super::record::{loss_line, run_with, RecordArgs, WhileTracing};
 
+/// `record`'s options, but `--analyze-after`, which computes no live profile (README:
+/// not with `tracer top`): not offered (and refused if given).
 #[derive(Args)]
+#[command(mut_arg("analyze_after", |a| a.hide(true)))]
 pub(super) struct TopArgs {
     /// Write the launched command's standard output and error here (created, or emptied);
     /// the view shows its last lines. Default: tracer-top-PID.out in the temporary

@@ -2,6 +2,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::print::{out, out_part};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -69,9 +70,9 @@ fn online(
     super::warn_probe_failures(&trailer.probe_failures);
     super::warn_lost(trailer.events_total, trailer.events_lost);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&p)?);
+        out!("{}", serde_json::to_string_pretty(&p)?);
     } else {
-        println!("{}", p.text_line());
+        out!("{}", p.text_line());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -130,6 +131,21 @@ pub(super) fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
     }
     let context = || format!("reading {}", a.file.display());
     let mut run = RecordedRun::read(&a.file).with_context(context)?;
+    // A placement puts processes on CPUs; the threads of one process go where the
+    // scheduler puts them, as they did when recorded: such a prediction would be the
+    // measured run again, whatever the placement said.
+    if spec.is_some() && run.cpu.participants.len() <= 1 {
+        let has = match run.cpu.participants.len() {
+            0 => "none (no process called MPI, PVM or a selected procedure)",
+            _ => "a single one",
+        };
+        anyhow::bail!(
+            "--placement moves the program's processes among CPUs, and {} has {has}: \
+             nothing to move (threads are placed by the scheduler, not by --placement; \
+             docs/whatif.md)",
+            a.file.display(),
+        );
+    }
     match a.polling.forced() {
         None => {}
         Some(true) => run.polling = run.cpu.participants.iter().copied().collect(),
@@ -167,9 +183,9 @@ pub(super) fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
     super::warn_probe_failures(&totals.probe_failures);
     super::warn_lost(run.cpu.events, run.events_lost);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        out!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", text(&out, &run));
+        out_part!("{}", text(&out, &run));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -221,6 +237,14 @@ fn text(o: &Output, run: &RecordedRun) -> String {
     let _ = writeln!(s, "  off CPU     {}", ms(p.off_ns));
     let _ = writeln!(s, "  messages    {}", ms(p.message_ns));
     let _ = writeln!(s, "  wakeups     {}", ms(p.wakeup_ns));
+    // The parts above are the path's pieces; the path starts where its first thread
+    // does, which can be well after the section's start (a thread that starts late).
+    let before = p.length_ns - (p.running_ns + p.off_ns + p.message_ns + p.wakeup_ns);
+    let _ = writeln!(
+        s,
+        "  before it   {} (from the section's start to the path's first thread)",
+        ms(before.max(0.0))
+    );
     let _ = writeln!(s, "  by process:");
     for r in p.processes.iter().take(8) {
         let who = match r.rank {

@@ -8,8 +8,11 @@ pub enum ProbeError {
     Tracefs(#[from] TracefsError),
     #[error("kernel BTF")]
     Btf(#[from] BtfError),
-    #[error("loading the eBPF object failed")]
-    Load(#[from] aya::EbpfError),
+    // aya's loading errors print their source inside their own message too (`map error:
+    // failed to create map X` whose source is `failed to create map X`): the chain is
+    // written here once, and is not this error's source.
+    #[error("loading the eBPF object failed: {}", one_line(.0))]
+    Load(aya::EbpfError),
     #[error("eBPF program {name}")]
     Program {
         name: &'static str,
@@ -79,15 +82,48 @@ pub enum BtfError {
     },
 }
 
+impl From<aya::EbpfError> for ProbeError {
+    fn from(e: aya::EbpfError) -> Self {
+        ProbeError::Load(e)
+    }
+}
+
 /// An error and each of its sources once, on one line (`a: b: c`), for warnings that go
-/// on without it (errors that stop a command are printed so by the CLI).
+/// on without it (errors that stop a command are printed so by the CLI). A source that
+/// the line says already (an error that prints its source in its own message) is left
+/// out.
 pub(crate) fn one_line(e: &dyn std::error::Error) -> String {
     let mut line = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        line.push_str(": ");
-        line.push_str(&s.to_string());
+        let text = s.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
         source = s.source();
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("map error: {0}")]
+    struct Inline(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("failed to create map `EVENTS`")]
+    struct Inner(#[source] std::io::Error);
+
+    #[test]
+    fn a_source_printed_inline_is_written_once() {
+        let e = Inline(Inner(std::io::Error::from_raw_os_error(22)));
+        assert_eq!(
+            one_line(&e),
+            "map error: failed to create map `EVENTS`: Invalid argument (os error 22)"
+        );
+    }
 }

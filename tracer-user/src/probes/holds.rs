@@ -36,8 +36,8 @@ impl HeldProcesses {
 }
 
 impl Probes {
-    /// Lets held process `pid` go on: out of the held set, then SIGCONT (to a process
-    /// that is not stopped it does nothing).
+    /// Lets held process `pid` go on: out of the held set, then SIGCONT, only if the
+    /// probes held it (it was in the set; not let go at its deadline already).
     pub(crate) fn let_go(&mut self, pid: u32) -> Result<(), ProbeError> {
         let mut held: HashMap<&mut MapData, u32, u64> = map(&mut self.ebpf, maps::HELD)?;
         let_go(&mut held, pid);
@@ -71,8 +71,12 @@ impl Probes {
 }
 
 fn let_go<T: std::borrow::BorrowMut<MapData>>(held: &mut HashMap<T, u32, u64>, pid: u32) {
-    // Gone from the set first: the deadline's thread must not count it as expired.
-    let _ = held.remove(&pid);
-    // SAFETY: plain kill(2).
-    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    // Gone from the set first: the deadline's thread must not count it as expired. A
+    // process that is not in it was not stopped by the probes (or was let go already):
+    // no signal the user did not ask for (mpirun forwards every SIGCONT it gets to its
+    // job, and says so on the terminal).
+    if held.remove(&pid).is_ok() {
+        // SAFETY: plain kill(2).
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    }
 }

@@ -83,6 +83,10 @@ pub(crate) fn default_ring_bytes(cpus: usize, memory_bytes: Option<u64>) -> u32 
     for_cpus.max(for_memory).clamp(16 * MIB, 256 * MIB) as u32
 }
 
+/// The largest ring `--buffer-mib` may ask for: the kernel takes a ring's size as a
+/// 32-bit count of bytes, a power of two (4096 MiB would be 2^32).
+pub const MAX_RING_MIB: u32 = 2048;
+
 /// The machine's memory (`MemTotal` of /proc/meminfo), if it says.
 pub fn machine_memory_bytes() -> Option<u64> {
     std::fs::read_to_string("/proc/meminfo")

@@ -245,11 +245,17 @@ impl LoopContext {
         Ok(())
     }
 
-    /// True when no traced process is alive any more.
+    /// True when no traced process is alive any more (system-wide: when the command the
+    /// session launched has ended).
     pub(super) fn targets_gone(&mut self) -> Result<bool, SessionError> {
         if let Some(status) = self.child.and_then(reap) {
             self.command_status = Some(status);
             self.child = None;
+        }
+        // System-wide, every process is a target: the session ends with the command it
+        // launched (`--all -- sleep 1`, as `perf record -a` does), or never.
+        if self.system_wide {
+            return Ok(self.command_status.is_some());
         }
         // While the command we launched runs, a target is alive: no need to list the
         // traced set, a walk of the probes' 65,536-bucket hash map every tick (4 % of

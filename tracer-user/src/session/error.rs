@@ -51,6 +51,19 @@ pub enum SessionError {
     AnalyzeAfterWithSamples,
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    #[error("{option} {path} cannot be written")]
+    Unwritable {
+        option: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{first} and {second} name the same file {path}")]
+    SameOutput {
+        first: &'static str,
+        second: &'static str,
+        path: PathBuf,
+    },
     #[error("writing {path}")]
     WriteJson {
         path: PathBuf,

@@ -218,7 +218,7 @@ async fn event_loop(
                 let memory = &ctx.memory;
                 ctx.sink
                     .flush_if_due(|| LoopContext::failures(probes, deadline, memory))?;
-                if !ctx.system_wide && ctx.targets_gone()? {
+                if ctx.targets_gone()? {
                     break StopReason::TargetsExited;
                 }
             }
@@ -236,8 +236,8 @@ async fn event_loop(
                 }
             }
             _ = loss_checks.tick(), if watch_loss => ctx.check_loss()?,
-            _ = sigint.recv() => break StopReason::Signal,
-            _ = sigterm.recv() => break StopReason::Signal,
+            _ = sigint.recv() => break StopReason::Interrupted,
+            _ = sigterm.recv() => break StopReason::Terminated,
             _ = &mut deadline, if duration.is_some() => break StopReason::Deadline,
         }
     };

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::context::LoopContext;
 use super::detach::Detacher;
-use super::launch::{interrupt_group, reap_within, COMMAND_GRACE};
+use super::launch::{interrupt_group, reap_unless_interrupted, reap_within, COMMAND_GRACE};
 use super::output::write_private;
 use super::sink::SinkResults;
 use super::{
@@ -47,18 +47,23 @@ pub(super) fn finish(
     write_json(opts.profile_json.as_deref(), &profile, owner)?;
     // Tracing stopped before the command ended. From a terminal, Ctrl-C reaches the
     // command too: give it a moment to end, so that its status is the tracer's (as
-    // `time` does). A command away from the terminal gets the Ctrl-C from us. At the
-    // deadline it runs on.
+    // `time` does); one that takes longer (mpirun ends its ranks first) is waited for
+    // once the probes are gone, below. A command away from the terminal gets the Ctrl-C
+    // from us. At the deadline it runs on.
+    let mut wait_for = None;
     if let (None, Some(child)) = (command_status, child) {
         let detached = matches!(opts.command_terminal, CommandTerminal::Detached { .. });
-        if detached && stop == StopReason::Signal {
+        if detached && matches!(stop, StopReason::Interrupted | StopReason::Terminated) {
             interrupt_group(child);
         }
         let grace = match stop {
-            StopReason::Signal => COMMAND_GRACE,
+            StopReason::Interrupted | StopReason::Terminated => COMMAND_GRACE,
             StopReason::Deadline | StopReason::TargetsExited => Duration::ZERO,
         };
         command_status = reap_within(child, grace);
+        if command_status.is_none() && stop == StopReason::Interrupted {
+            wait_for = Some(child);
+        }
     }
     let detacher = locks.and_then(|l| l.detacher);
     if let Some(detaching) = opts.on_detach {
@@ -76,6 +81,14 @@ pub(super) fn finish(
     }
     if let Some(w) = watchdog {
         w.finish();
+    }
+    // Nothing is probed or held any more: the wait harms nothing, and a second Ctrl-C
+    // (or SIGTERM) ends it.
+    if let Some(child) = wait_for {
+        if let Some(waiting) = opts.on_command_wait {
+            waiting(child);
+        }
+        command_status = reap_unless_interrupted(child)?;
     }
     Ok(RecordOutcome {
         summary,

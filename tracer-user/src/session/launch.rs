@@ -173,6 +173,35 @@ pub(super) fn reap_within(pid: u32, grace: Duration) -> Option<CommandStatus> {
     }
 }
 
+/// How our child `pid` ended, waiting as long as it takes; None if SIGINT or SIGTERM
+/// comes first (or it is not our child).
+pub(super) fn reap_unless_interrupted(pid: u32) -> Result<Option<CommandStatus>, SessionError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut sigint = signal(SignalKind::interrupt())?;
+        let mut sigterm = signal(SignalKind::terminate())?;
+        let mut poll = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tokio::select! {
+                _ = poll.tick() => {
+                    if let Some(status) = reap(pid) {
+                        return Ok(Some(status));
+                    }
+                    // SAFETY: plain kill(2) with signal 0, which only checks.
+                    if unsafe { libc::kill(pid as i32, 0) } != 0 {
+                        return Ok(None);
+                    }
+                }
+                _ = sigint.recv() => return Ok(None),
+                _ = sigterm.recv() => return Ok(None),
+            }
+        }
+    })
+}
+
 /// How our child `pid` ended, if it has (without waiting).
 pub(super) fn reap(pid: u32) -> Option<CommandStatus> {
     let mut status = 0;

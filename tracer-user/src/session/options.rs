@@ -61,6 +61,10 @@ pub struct RecordOptions {
     /// Called after each sample (`interval`) with the probes attached so far: a program
     /// loads its MPI or PVM library after tracing started, and the probes come then.
     pub on_probed: Option<ProbedHook>,
+    /// Called, after the detaching, when a session stopped by Ctrl-C waits for the
+    /// command it launched to end (mpirun takes seconds to end its ranks), with the
+    /// command's pid: a second Ctrl-C stops the wait.
+    pub on_command_wait: Option<Box<dyn FnOnce(u32)>>,
 }
 
 /// Where a launched command's standard streams go.
@@ -146,7 +150,12 @@ pub struct Detaching {
 pub enum StopReason {
     TargetsExited,
     Deadline,
-    Signal,
+    /// SIGINT (Ctrl-C): the session waits for the command it launched to end, which the
+    /// same Ctrl-C reached from a terminal, as long as it takes (a second one stops the
+    /// wait).
+    Interrupted,
+    /// SIGTERM: the session ends promptly, the command given a moment to end.
+    Terminated,
 }
 
 /// How the command `tracer record -- COMMAND` launched ended.

@@ -2,16 +2,18 @@
 //! now; what attaches more as programs start goes on into the event loop.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::funcs::FunctionProbes;
+use super::launch::find_in_path;
 use super::libraries::probe_libraries;
 use super::openmp::OpenMpProbes;
 use super::targets::Targets;
 use super::thread_calls::ThreadCallProbes;
 use super::{RecordOptions, SessionError};
 use crate::probes::{ProbeOptions, Probes};
-use crate::target::funcs::FunctionSelector;
+use crate::target::funcs::{self, FunctionSelector};
+use crate::target::ldd;
 use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
 use tracer_analysis::format::recording::FunctionProbe;
 
@@ -41,7 +43,15 @@ impl Probing {
             user: user_libs,
             all: found_libs,
         } = find_libraries(&opts.libs, running)?;
-        let mut funcs = FunctionProbes::new(FunctionSelector::new(&opts.funcs)?);
+        let selector = FunctionSelector::new(&opts.funcs)?;
+        // A pattern that matches nothing fails now, not after the whole run.
+        if let Some(program) = &targets.program {
+            let files = (opts.pids.is_empty() && !system_wide && !opts.funcs.is_empty())
+                .then(|| program_files(program, &opts.command[1..]))
+                .flatten();
+            selector.check_before_launch(files.as_deref(), program)?;
+        }
+        let mut funcs = FunctionProbes::new(selector);
         let mut probes = Probes::load(&ProbeOptions {
             system_wide,
             hold_on_exec: !system_wide,
@@ -84,6 +94,39 @@ impl Probing {
             attached_functions,
         })
     }
+}
+
+/// The files whose functions a launched command runs: its program and the executables
+/// among its arguments (`mpirun -np 4 ./app`, `timeout 60 app`) and their libraries as
+/// `ldd` resolves them; None when that cannot be known before it runs (a shell, an
+/// interpreter, a script).
+fn program_files(program: &Path, args: &[String]) -> Option<Vec<PathBuf>> {
+    if funcs::runs_code_elsewhere(program) {
+        return None;
+    }
+    let mut executables = vec![program.to_path_buf()];
+    for arg in args {
+        let found = if Path::new(arg).is_file() {
+            Some(PathBuf::from(arg))
+        } else {
+            find_in_path(arg).filter(|_| !arg.contains('/'))
+        };
+        if let Some(file) = found.filter(|f| funcs::is_elf(f)) {
+            executables.push(file);
+        }
+    }
+    let mut files: Vec<PathBuf> = Vec::new();
+    for exe in executables {
+        let ld_library_path = std::env::var("LD_LIBRARY_PATH").ok();
+        let libs = ldd::resolved_libraries(&exe, ld_library_path.as_deref(), ldd::LDD_DEADLINE);
+        for f in std::iter::once(exe).chain(libs) {
+            let f = f.canonicalize().unwrap_or(f);
+            if !files.contains(&f) {
+                files.push(f);
+            }
+        }
+    }
+    Some(files)
 }
 
 /// Candidate libraries: the user's (always probed), the installed ones, and those the

@@ -2,7 +2,7 @@
 //! traces from the start.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::launch::find_in_path;
 use super::watchdog::Watchdog;
@@ -72,6 +72,74 @@ impl Targets {
     }
 }
 
+/// Every output file can be written, and no two name the same file: found out before
+/// anything runs, not once the program has run.
+fn check_outputs(opts: &RecordOptions) -> Result<(), SessionError> {
+    let outputs: Vec<(&'static str, &Path)> = [
+        ("-o", opts.output.as_deref()),
+        ("--summary-json", opts.summary_json.as_deref()),
+        ("--profile-json", opts.profile_json.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(option, path)| path.map(|p| (option, p)))
+    .collect();
+    for (i, &(option, path)) in outputs.iter().enumerate() {
+        writable(path).map_err(|source| SessionError::Unwritable {
+            option,
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let same = |p: &Path| p == path || same_file(p, path);
+        if let Some(&(first, _)) = outputs[..i].iter().find(|(_, p)| same(p)) {
+            return Err(SessionError::SameOutput {
+                first,
+                second: option,
+                path: path.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether two existing paths are one file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino() && a.is_file(),
+        _ => false,
+    }
+}
+
+/// Whether `path` can be written, without creating or truncating it: an existing file
+/// opens for writing; a new one's directory exists and can be written.
+fn writable(path: &Path) -> std::io::Result<()> {
+    if path.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "it is a directory",
+        ));
+    }
+    if path.exists() {
+        return std::fs::OpenOptions::new().write(true).open(path).map(drop);
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no directory {}", dir.display()),
+        ));
+    }
+    let dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+    // SAFETY: access(2) on a NUL-terminated path.
+    if unsafe { libc::access(dir.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Refuses a session that cannot run: not root, nothing to trace, options that do not
 /// go together, a `--pid` that is not there or is the tracer's own.
 fn check(opts: &RecordOptions) -> Result<(), SessionError> {
@@ -90,6 +158,7 @@ fn check(opts: &RecordOptions) -> Result<(), SessionError> {
             return Err(SessionError::AnalyzeAfterWithSamples);
         }
     }
+    check_outputs(opts)?;
     for &pid in &opts.pids {
         if pid == 0 || !procfs::is_alive(pid) {
             return Err(SessionError::NoSuchProcess(pid));
