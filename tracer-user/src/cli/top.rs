@@ -31,6 +31,7 @@ use tracer_analysis::analysis::profile::{PathThread, ProcedureRow, Profile};
 use tracer_analysis::units::{ms, ms_text};
 use tracer_user::session::{CommandTerminal, EventsSoFar, Probed, Ready};
 
+use super::print::say;
 use super::record::{loss_line, run_with, RecordArgs, WhileTracing};
 
 /// `record`'s options, but `--analyze-after`, which computes no live profile (README:
@@ -108,7 +109,7 @@ pub(super) fn run(a: TopArgs) -> anyhow::Result<ExitCode> {
         before_detach: Some(Box::new(move || {
             ender.end();
             if let Some(path) = told {
-                eprintln!("tracer: the command's output is in {}", path.display());
+                say!("tracer: the command's output is in {}", path.display());
             }
         })),
         live_view: true,
