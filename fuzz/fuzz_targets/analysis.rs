@@ -7,11 +7,11 @@
 use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
-use tracer_analysis::analysis::{profile::Profile, workclock::ClockKind, Pipeline};
-use tracer_analysis::format::recording::{Item, RecordingReader};
-use tracer_analysis::graph::recorded::RecordedGraph;
-use tracer_analysis::metrics::Metrics;
-use tracer_analysis::report::{Report, ReportOptions};
+use tracer_analysis::recorded::RecordedGraph;
+use tracer_analysis::recording::{Item, RecordingReader};
+use tracer_analysis::Metrics;
+use tracer_analysis::{profile::Profile, workclock::ClockKind, Pipeline};
+use tracer_analysis::{Report, ReportOptions};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(mut reader) = RecordingReader::from_bytes(tracer_fuzz::seal(data)) else {

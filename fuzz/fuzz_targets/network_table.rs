@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracer_analysis::predict::network::{NetworkTable, Scope};
+use tracer_analysis::network::{NetworkTable, Scope};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracer_analysis::format::recording::{condition_of_bytes, RecordingReader};
+use tracer_analysis::recording::{condition_of_bytes, RecordingReader};
 
 fuzz_target!(|data: &[u8]| {
     for bytes in [data.to_vec(), tracer_fuzz::seal(data)] {

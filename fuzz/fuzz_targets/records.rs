@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracer_analysis::format::calls;
-use tracer_analysis::format::records::{self, Record};
+use tracer_analysis::calls;
+use tracer_analysis::records::{self, Record};
 
 fn look(r: &Record) {
     let h = r.header();

@@ -1,6 +1,6 @@
 //! What the fuzz targets share.
 
-use tracer_analysis::format::recording::SYNC;
+use tracer_analysis::recording::SYNC;
 
 /// `data` with the checksum of every chunk made right (version 3 framing, from the file
 /// header on): a mutated byte in a chunk would otherwise make nearly every input a

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use tracer_analysis::format::calls::split_call_field;
-use tracer_analysis::format::recording::{self, Item, RecordingMeta};
-use tracer_analysis::format::records::Record;
+use tracer_analysis::calls::split_call_field;
+use tracer_analysis::recording::{self, Item, RecordingMeta};
+use tracer_analysis::records::Record;
 use tracer_common::CallRecord;
 
 pub mod netlab;
@@ -266,7 +266,7 @@ pub fn read_recording(path: &Path) -> Traced {
         trailer,
     } = recording::read_all(path).expect("complete recording");
     assert_graph_matches_engine(&items);
-    let summary = tracer_analysis::format::summary::summarize(&items, trailer.events_lost);
+    let summary = tracer_analysis::summary::summarize(&items, trailer.events_lost);
     Traced {
         summary: serde_json::to_value(summary).unwrap(),
         meta,
@@ -280,8 +280,8 @@ pub fn read_recording(path: &Path) -> Traced {
 /// length and the same zeroing value for every selected procedure (checked on every
 /// recording the integration tests make).
 pub fn assert_graph_matches_engine(items: &[Item]) {
-    use tracer_analysis::analysis::{analyze, workclock::ClockKind};
-    use tracer_analysis::graph::{cpm::Schedule, recorded::RecordedGraph, whatif};
+    use tracer_analysis::{analyze, workclock::ClockKind};
+    use tracer_analysis::{cpm::Schedule, recorded::RecordedGraph, whatif};
     for clock in [ClockKind::Cpu, ClockKind::Wall] {
         let online = analyze(items, clock);
         let length = online.critical().map(|end| end.path.longest).unwrap_or(0);
@@ -322,7 +322,7 @@ pub fn tracer_fails(args: &[&str]) -> (i32, String) {
 }
 
 /// The message matrix by world rank: (from, to, messages, bytes), sorted.
-pub fn world_pairs(m: &tracer_analysis::metrics::Metrics) -> Vec<(i32, i32, u64, u64)> {
+pub fn world_pairs(m: &tracer_analysis::Metrics) -> Vec<(i32, i32, u64, u64)> {
     let mut v: Vec<(i32, i32, u64, u64)> = m
         .traffic
         .processes

@@ -25,10 +25,10 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use tracer_analysis::graph::cpm::Schedule;
-use tracer_analysis::graph::kpaths::{k_longest_lengths_baseline_within, NearCriticalPaths};
-use tracer_analysis::graph::mbm::maximum_benefit;
-use tracer_analysis::graph::{ArcKind, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
+use tracer_analysis::cpm::Schedule;
+use tracer_analysis::kpaths::{k_longest_lengths_baseline_within, NearCriticalPaths};
+use tracer_analysis::mbm::maximum_benefit;
+use tracer_analysis::{ArcKind, Graph, GraphBuilder, Vertex, VertexId, NO_PROCEDURE};
 
 const USAGE: &str =
     "usage: graph_bench build|cpm|search|baseline|mbm|suite [--arcs N] [--threads P] \

@@ -9,12 +9,31 @@
 // event path, so their size does not matter.
 #![allow(clippy::result_large_err)]
 
-pub mod analysis;
-pub mod export;
-pub mod format;
-pub mod graph;
-pub mod metrics;
-pub mod predict;
-pub mod report;
-pub mod symbolize;
-pub mod units;
+mod analysis;
+mod export;
+mod format;
+mod graph;
+mod metrics;
+mod predict;
+mod report;
+mod symbolize;
+mod units;
+
+// The surface other crates use: the binary, the tests, the fuzz targets and examples.
+pub use analysis::{analyze, futex_waits, profile, workclock, Pipeline};
+pub use export::{
+    chrome, flame, hatchet, otf2, perfetto, pprof, recording_items, stack_source, stacks, tables,
+    timeline, write_behind, written, ExportError,
+};
+pub use format::{
+    calls, failures, node, openmp, recording, records, summary, Mapping, ProcessInfo,
+};
+pub use graph::{
+    cpm, kpaths, mbm, path, recorded, whatif, ArcKind, Graph, GraphBuilder, Vertex, VertexId,
+    NO_PROCEDURE,
+};
+pub use metrics::{Cause, Measures, Metrics, ProcedureMetrics, ProcessMetrics};
+pub use predict::{network, online, placement, replay, PathProfile, RecordedRun, DEFAULT_SLICE_NS};
+pub use report::{write_arcs_csv, ArcRow, HtmlPage, ProcedureRow, Report, ReportOptions};
+pub use symbolize::{base_vaddr, CodeLocation, CodeLocator, ElfLayout};
+pub use units::{ms, ms_text};

@@ -15,12 +15,12 @@ pub fn ms_text(ns: u64) -> String {
 }
 
 /// Milliseconds rounded to hundredths: the diagnosis's figures.
-pub fn ms_hundredths(ns: u64) -> f64 {
+pub(crate) fn ms_hundredths(ns: u64) -> f64 {
     (ns as f64 / 1e4).round() / 100.0
 }
 
 /// `part` in percent of `whole`, rounded to hundredths; 0 of nothing.
-pub fn percent(part: u64, whole: u64) -> f64 {
+pub(crate) fn percent(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {

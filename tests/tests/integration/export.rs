@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
 
 use serde_json::Value;
-use tracer_analysis::export::chrome::CRITICAL_PID;
+use tracer_analysis::chrome::CRITICAL_PID;
 use tracer_tests::{openmpi, tracer};
 
 const N: usize = 4;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use tracer_analysis::export::chrome::CRITICAL_PID;
+use tracer_analysis::chrome::CRITICAL_PID;
 use tracer_tests::{openmpi, tracer, tracer_fails};
 
 fn run(args: &[&OsStr]) -> Vec<u8> {

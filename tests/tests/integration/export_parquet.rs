@@ -101,9 +101,7 @@ impl Exported {
         let traced = read_recording(&self.trace);
         let mut calls: BTreeMap<String, u64> = BTreeMap::new();
         for c in traced.calls() {
-            *calls
-                .entry(tracer_analysis::format::calls::name(c.id))
-                .or_default() += 1;
+            *calls.entry(tracer_analysis::calls::name(c.id)).or_default() += 1;
         }
         let records = traced.records().count() as u64;
         let procedures: BTreeMap<String, Vec<u64>> = r["procedures"]

@@ -244,7 +244,7 @@ pub(crate) fn check_perfetto(r: &Recording, main_tid: u64, screenshot: &str) -> 
 /// Whether `name` is a call that sends messages (MPI_Send, pvm_send, pvm_mcast...), by
 /// the analysis's own call table.
 fn is_send(name: Option<&str>) -> bool {
-    use tracer_analysis::format::calls::{Role, CALLS};
+    use tracer_analysis::calls::{Role, CALLS};
     CALLS
         .iter()
         .any(|c| Some(c.symbol) == name && matches!(c.role, Role::Send | Role::SendRecv))

@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use tracer_analysis::format::records::Record;
+use tracer_analysis::records::Record;
 use tracer_common::call;
 use tracer_tests::{mpich, openmpi, read_recording, tracer};
 

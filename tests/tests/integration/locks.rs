@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use tracer_analysis::format::calls::{self, split_call_field, Family, Flavor};
+use tracer_analysis::calls::{self, split_call_field, Family, Flavor};
 use tracer_common::call;
 use tracer_tests::{program, record, Call, Traced};
 
@@ -53,8 +53,8 @@ fn locks_records_each_threads_pthread_calls_with_the_object() {
 
     // Every pthread record comes from the probes' glibc flavor.
     for r in t.records() {
-        if let tracer_analysis::format::records::Record::CallEnter(c)
-        | tracer_analysis::format::records::Record::CallExit(c) = r
+        if let tracer_analysis::records::Record::CallEnter(c)
+        | tracer_analysis::records::Record::CallExit(c) = r
         {
             let calls::CallField { id, flavor } = split_call_field(c.header.call);
             assert!(is_pthread(id), "unexpected call {}", calls::name(id));
@@ -204,8 +204,8 @@ fn without_locks_no_pthread_lock_calls_are_recorded() {
     let lock_records = t
         .records()
         .filter(|r| match r {
-            tracer_analysis::format::records::Record::CallEnter(c)
-            | tracer_analysis::format::records::Record::CallExit(c) => {
+            tracer_analysis::records::Record::CallEnter(c)
+            | tracer_analysis::records::Record::CallExit(c) => {
                 let id = split_call_field(c.header.call).id;
                 is_pthread(id) && !calls::spec(id).unwrap().is_thread_lifecycle()
             }

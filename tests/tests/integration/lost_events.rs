@@ -14,8 +14,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use tracer_analysis::format::recording;
-use tracer_analysis::format::records::Record;
+use tracer_analysis::recording;
+use tracer_analysis::records::Record;
 use tracer_common::ProbeFailure;
 use tracer_tests::{program, tracer};
 

@@ -13,9 +13,9 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use tracer_analysis::format::recording::Item;
-use tracer_analysis::format::records::Record;
-use tracer_analysis::metrics::{Measures, Metrics, ProcessMetrics};
+use tracer_analysis::recording::Item;
+use tracer_analysis::records::Record;
+use tracer_analysis::{Measures, Metrics, ProcessMetrics};
 use tracer_common::call;
 use tracer_tests::{mpich, openmpi, program, pvm, read_recording, tracer, Traced};
 
@@ -186,7 +186,7 @@ fn assert_ratios(what: &str, x: &Measures, cpus: u32) {
     );
 }
 
-fn procedure<'a>(m: &'a Metrics, name: &str) -> &'a tracer_analysis::metrics::ProcedureMetrics {
+fn procedure<'a>(m: &'a Metrics, name: &str) -> &'a tracer_analysis::ProcedureMetrics {
     m.procedures
         .iter()
         .find(|p| p.name == name)
@@ -254,7 +254,7 @@ fn ring(tag: &str, launch: fn(usize, &str, &[&str]) -> Vec<String>) {
     for name in ["MPI_Send", "MPI_Recv"] {
         let c = m.calls.iter().find(|c| c.name == name).unwrap();
         assert_eq!(c.blocked.count, total, "{name}");
-        assert_eq!(c.cause, tracer_analysis::metrics::Cause::Message);
+        assert_eq!(c.cause, tracer_analysis::Cause::Message);
         // Two source lines per call in mpi_ring.c (rank 0's branch: `rounds` calls, the
         // other ranks' branch: 3 x `rounds`), each one site across all ranks.
         let mut sites: Vec<(u64, &str)> = m
@@ -474,7 +474,7 @@ fn imbalance_collective_wait() {
     assert_eq!(m.program.blocked.message_ns, 0);
     let allreduce = m.calls.iter().find(|c| c.name == "MPI_Allreduce").unwrap();
     assert_eq!(allreduce.blocked.count, 2 * iters);
-    assert_eq!(allreduce.cause, tracer_analysis::metrics::Cause::Collective);
+    assert_eq!(allreduce.cause, tracer_analysis::Cause::Collective);
     // Every rank calls Allreduce from one line: one site for both ranks.
     let sites: Vec<_> = m
         .call_sites
@@ -542,10 +542,10 @@ fn corrupt_recording_is_one_line() {
     std::fs::create_dir_all(&dir).unwrap();
     let rec = dir.join("bad.trace");
     // A header, then the first chunk's header cut short (its sync word and half a tag).
-    let mut bytes = tracer_analysis::format::recording::MAGIC.to_vec();
-    bytes.extend(tracer_analysis::format::recording::VERSION.to_le_bytes());
+    let mut bytes = tracer_analysis::recording::MAGIC.to_vec();
+    bytes.extend(tracer_analysis::recording::VERSION.to_le_bytes());
     bytes.extend([0, 0, 0, 0]);
-    bytes.extend(tracer_analysis::format::recording::SYNC);
+    bytes.extend(tracer_analysis::recording::SYNC);
     bytes.extend([1, 0]);
     std::fs::write(&rec, bytes).unwrap();
     let out = Command::new(tracer())

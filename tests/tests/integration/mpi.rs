@@ -129,7 +129,7 @@ fn nonblocking(mpi: &str) {
     let mut live: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut waitall_handles: HashMap<u32, Vec<u64>> = HashMap::new();
     for r in t.records() {
-        if let tracer_analysis::format::records::Record::HandleArray(a) = r {
+        if let tracer_analysis::records::Record::HandleArray(a) = r {
             let v = waitall_handles.entry(a.header.tgid).or_default();
             v.extend(a.values.iter().take(a.total as usize - a.first as usize));
         }
@@ -211,7 +211,7 @@ fn collectives(mpi: &str) {
                 n,
                 rounds,
                 "{} on pid {pid}",
-                tracer_analysis::format::calls::name(id)
+                tracer_analysis::calls::name(id)
             );
         }
     }
@@ -276,11 +276,13 @@ fn selected_procedures_in_mpi_ranks() {
     for &pid in ranks.keys() {
         let enters = t
             .records()
-            .filter(|r| matches!(r, tracer_analysis::format::records::Record::FuncEnter(h) if h.tgid == pid))
+            .filter(
+                |r| matches!(r, tracer_analysis::records::Record::FuncEnter(h) if h.tgid == pid),
+            )
             .count();
         let exits = t
             .records()
-            .filter(|r| matches!(r, tracer_analysis::format::records::Record::FuncExit(h) if h.tgid == pid))
+            .filter(|r| matches!(r, tracer_analysis::records::Record::FuncExit(h) if h.tgid == pid))
             .count();
         assert_eq!(enters, 2 * iters);
         assert_eq!(exits, 2 * iters);

@@ -6,8 +6,8 @@
 //!
 //! Times: 5 % of the expected value or 10 ms, whichever is larger (critical_path.rs).
 
-use tracer_analysis::format::records::Record;
-use tracer_analysis::metrics::Metrics;
+use tracer_analysis::records::Record;
+use tracer_analysis::Metrics;
 use tracer_common::call;
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, profile};
 use tracer_tests::{mpich, openmpi, record};

@@ -4,8 +4,8 @@
 //! counts follow from the program's construction (its header comment).
 
 use std::collections::BTreeMap;
-use tracer_analysis::format::records::Record;
-use tracer_analysis::metrics::Metrics;
+use tracer_analysis::records::Record;
+use tracer_analysis::Metrics;
 use tracer_common::{call, ProbeFailure};
 use tracer_tests::{mpich, openmpi, record, world_pairs, Traced};
 

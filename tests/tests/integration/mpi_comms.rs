@@ -3,7 +3,7 @@
 //! Real Open MPI and MPICH jobs under the real tracer; every count follows from the
 //! program's construction (see each program's header comment).
 
-use tracer_analysis::metrics::Metrics;
+use tracer_analysis::Metrics;
 use tracer_tests::{mpich, openmpi, record, world_pairs, Traced};
 
 const N: usize = 4;

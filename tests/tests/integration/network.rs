@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use tracer_analysis::predict::network::{NetworkTable, Scope};
+use tracer_analysis::network::{NetworkTable, Scope};
 use tracer_tests::netlab::{calibrate, NetLab};
 use tracer_tests::{tracer, tracer_fails};
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tracer_analysis::format::recording::{Ending, Item, RecordingReader};
+use tracer_analysis::recording::{Ending, Item, RecordingReader};
 use tracer_tests::{program, tracer};
 
 fn scratch(tag: &str) -> PathBuf {

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tracer_analysis::format::records::Record;
+use tracer_analysis::records::Record;
 use tracer_common::call;
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, tracer_json};
 use tracer_tests::{openmpi, program, read_recording, tracer, tracer_fails, Traced};

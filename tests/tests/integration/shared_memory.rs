@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use tracer_analysis::format::records::Record;
+use tracer_analysis::records::Record;
 use tracer_tests::profile::{assert_near, length, ms, proc_row, profile, profile_with};
 use tracer_tests::{mpich, openmpi, program, record};
 

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use tracer_analysis::format::recording::Item;
-use tracer_analysis::format::records::Record;
-use tracer_analysis::format::{Mapping, ProcessInfo};
-use tracer_analysis::symbolize::CodeLocation;
+use tracer_analysis::recording::Item;
+use tracer_analysis::records::Record;
+use tracer_analysis::CodeLocation;
+use tracer_analysis::{Mapping, ProcessInfo};
 use tracer_common::{call, futex_waits};
 use tracer_tests::{mpich, openmpi, program, record, root, tracer, tracer_fails, Traced};
 use tracer_user::Symbolizer;
@@ -66,7 +66,7 @@ fn check_ring_sites(t: &Traced) {
             Record::CallExit(c) => (c, false),
             _ => continue,
         };
-        let id = tracer_analysis::format::calls::split_call_field(c.header.call).id;
+        let id = tracer_analysis::calls::split_call_field(c.header.call).id;
         let lines = match id {
             call::MPI_SEND => &send_lines,
             call::MPI_RECV => &recv_lines,

@@ -3,8 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tracer_analysis::analysis::futex_waits;
-use tracer_analysis::format::records::Record;
+use tracer_analysis::futex_waits;
+use tracer_analysis::records::Record;
 use tracer_tests::{program, record};
 
 #[test]

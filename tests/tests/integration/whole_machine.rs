@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use tracer_analysis::format::records::Record;
+use tracer_analysis::records::Record;
 use tracer_tests::{read_recording, tracer};
 
 /// Longest a session may take here: its duration, the start (loading the probes) and

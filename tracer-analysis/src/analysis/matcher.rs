@@ -523,7 +523,7 @@ impl<S: Clone> MessageMatcher<S> {
         out
     }
 
-    /// A receiving call's exit (its message is known there, `call_facts::RECEIVE_KNOWN_AT`):
+    /// A receiving call's exit (its message is known there: `call_facts::Receives`):
     /// the send it took, or the receive request it posted.
     fn receive_exit(
         &mut self,

@@ -3,23 +3,23 @@
 //! inside `tracer record` and offline in `tracer analyze` on a recording.
 
 mod analyzer;
-pub mod directory;
-pub mod engine;
-pub mod faults;
-pub mod matcher;
-pub mod model;
+pub(crate) mod directory;
+pub(crate) mod engine;
+pub(crate) mod faults;
+pub(crate) mod matcher;
+pub(crate) mod model;
 pub(crate) mod ordered;
 mod pipeline;
 pub mod profile;
-pub mod reorder;
-pub mod sync;
+pub(crate) mod reorder;
+pub(crate) mod sync;
 pub mod workclock;
 
 #[cfg(test)]
 mod tests;
 
+pub(crate) use analyzer::Analyzer;
 pub(crate) use analyzer::{makes_participant, poll_loop_went_on};
-pub use analyzer::{Analyzer, Procedures};
 pub(crate) use model::{Clocks, Milestone, NoPaths, PathModel, Sched};
 pub use pipeline::{analyze, Pipeline};
 pub(crate) use reorder::REORDER_WINDOW_NS;

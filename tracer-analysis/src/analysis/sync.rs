@@ -30,7 +30,7 @@ use rustc_hash::FxHashMap;
 /// futex(2) operations that wake waiters (FUTEX_WAKE, FUTEX_REQUEUE,
 /// FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_UNLOCK_PI, FUTEX_WAKE_BITSET,
 /// FUTEX_CMP_REQUEUE_PI), without the private/clock flags.
-pub fn futex_wakes(op: u32) -> bool {
+pub(crate) fn futex_wakes(op: u32) -> bool {
     matches!(op & 0x7f, 1 | 3 | 4 | 5 | 7 | 10 | 12)
 }
 

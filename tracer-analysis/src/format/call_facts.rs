@@ -55,7 +55,7 @@ pub enum Sends {
 /// exit is seen (an eager message; the exit of a rendezvous send can come after the
 /// receive's): the receiver depends on the sender as it was at the entry. MPI orders
 /// the messages between two processes on a communicator and tag by their sends' starts.
-pub const SEND_POSTED_AT: Moment = Moment::Entry;
+pub(crate) const SEND_POSTED_AT: Moment = Moment::Entry;
 
 impl Sends {
     /// When the request that names the send is known: at the exit, which writes it, for
@@ -117,9 +117,6 @@ impl Receives {
         }
     }
 }
-
-/// When a receive's message is known: at its call's exit (see [`Receives`]).
-pub const RECEIVE_KNOWN_AT: Moment = Moment::Exit;
 
 /// Whom a member's exit from a collective depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,14 +3,14 @@
 //! hold, `call_facts`), the pairing of calls' entries with their exits, the probes'
 //! failure counts, and the summary of a stream of records.
 
-pub mod call_facts;
+pub(crate) mod call_facts;
 pub mod calls;
 pub mod failures;
 pub mod node;
 pub mod openmp;
-pub mod pairing;
-pub mod process;
-pub mod read_ahead;
+pub(crate) mod pairing;
+pub(crate) mod process;
+pub(crate) mod read_ahead;
 pub mod recording;
 pub mod records;
 pub mod summary;

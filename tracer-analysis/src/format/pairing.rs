@@ -18,7 +18,7 @@ pub struct ClosedCall<T> {
 /// last; `id_of` reads an entry's call id): the calls above it lost their exits, and are
 /// dropped. None when no call of `id` is open (its entry is missing): the exit is to be
 /// dropped, and `open` is left as it was.
-pub fn close_call<T>(
+pub(crate) fn close_call<T>(
     open: &mut Vec<T>,
     id: u16,
     id_of: impl Fn(&T) -> u16,
@@ -36,7 +36,7 @@ pub fn close_call<T>(
 /// Drops the `calls` innermost open calls that the probes found returned without their
 /// exits (a `CALLS_UNWOUND` record), as the probes dropped them; returns how many there
 /// were.
-pub fn drop_unwound<T>(open: &mut Vec<T>, calls: u32) -> u64 {
+pub(crate) fn drop_unwound<T>(open: &mut Vec<T>, calls: u32) -> u64 {
     let keep = open.len().saturating_sub(calls as usize);
     let dropped = (open.len() - keep) as u64;
     open.truncate(keep);

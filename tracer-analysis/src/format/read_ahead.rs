@@ -6,7 +6,7 @@
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
 
-use super::recording::{Item, ItemSource, RecordingError, RecordingMeta, RecordingReader, Trailer};
+use super::recording::{Item, ItemSource, RecordingError, RecordingReader, Trailer};
 
 /// Items handed over at a time: one hand-over per item would cost more than decoding it.
 const BATCH: usize = 4096;
@@ -25,9 +25,7 @@ enum Batch {
 
 /// The items of a [`RecordingReader`], read and decoded ahead on another thread; the
 /// same items, errors and totals as the reader's own `next_item` and `totals`.
-pub struct ReadAhead {
-    /// The reader's META chunk.
-    pub meta: RecordingMeta,
+pub(crate) struct ReadAhead {
     batches: Receiver<Batch>,
     current: std::vec::IntoIter<Item>,
     /// Set once the end was reached.
@@ -39,8 +37,7 @@ pub struct ReadAhead {
 
 impl ReadAhead {
     /// Starts reading `reader` (its META chunk already read) on a new thread.
-    pub fn new(mut reader: RecordingReader) -> Self {
-        let meta = reader.meta.clone();
+    pub(crate) fn new(mut reader: RecordingReader) -> Self {
         let (send, batches) = sync_channel(BATCHES_AHEAD);
         let reading = std::thread::spawn(move || loop {
             let mut items = Vec::with_capacity(BATCH);
@@ -66,7 +63,6 @@ impl ReadAhead {
             }
         });
         ReadAhead {
-            meta,
             batches,
             current: Vec::new().into_iter(),
             totals: None,
@@ -133,7 +129,7 @@ mod tests {
     use tracer_common::{kind, ExitRecord};
 
     use super::*;
-    use crate::format::recording::RecordingWriter;
+    use crate::format::recording::{RecordingMeta, RecordingWriter};
     use crate::format::records::Record;
     use crate::format::ProcessInfo;
 

@@ -15,7 +15,7 @@ pub mod cpm;
 pub mod kpaths;
 pub mod mbm;
 pub mod path;
-pub mod phases;
+pub(crate) mod phases;
 pub mod recorded;
 pub mod whatif;
 

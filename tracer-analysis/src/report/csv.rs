@@ -33,7 +33,7 @@ pub struct ArcRow {
 }
 
 /// Every arc of the graph, in id order, timed by `sched` (the graph's schedule).
-pub fn arc_rows<'a>(
+pub(crate) fn arc_rows<'a>(
     rg: &'a RecordedGraph,
     sched: &'a Schedule,
 ) -> impl Iterator<Item = ArcRow> + 'a {

@@ -12,6 +12,7 @@ mod text;
 mod timeline;
 mod types;
 
-pub use csv::{arc_rows, write_arcs_csv, ArcRow};
+pub(crate) use csv::arc_rows;
+pub use csv::{write_arcs_csv, ArcRow};
 pub use html::HtmlPage;
 pub use types::*;

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 use super::print::{out, out_part};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use tracer_analysis::analysis::{profile::Profile, workclock::ClockKind};
-use tracer_analysis::format::recording::RecordingReader;
+use tracer_analysis::recording::RecordingReader;
+use tracer_analysis::{profile::Profile, workclock::ClockKind};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Clock {

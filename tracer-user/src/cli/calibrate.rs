@@ -8,7 +8,7 @@ use std::process::{Command, ExitCode, Output};
 use super::print::say;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use tracer_analysis::predict::network::{NetworkTable, Scope};
+use tracer_analysis::network::{NetworkTable, Scope};
 use tracer_user::session::{self, RunAs};
 
 /// The ping-pong program, compiled at run time with the MPI the user picks.

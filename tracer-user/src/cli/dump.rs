@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use tracer_analysis::format::calls;
-use tracer_analysis::format::recording::{Item, RecordingReader};
-use tracer_analysis::format::records::{self, Record};
+use tracer_analysis::calls;
+use tracer_analysis::recording::{Item, RecordingReader};
+use tracer_analysis::records::{self, Record};
 use tracer_common::{UNSET, UNSET32};
 
 #[derive(Args)]

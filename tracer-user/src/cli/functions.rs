@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use super::print::say;
 use clap::Args;
 use serde::Serialize;
-use tracer_analysis::units::ms_text;
+use tracer_analysis::ms_text;
 use tracer_user::candidates::{self, Candidate, ProfileRanks, Target};
 
 #[derive(Args)]

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 use super::print::{out, out_part};
 use anyhow::Context;
 use clap::Args;
-use tracer_analysis::format::recording::RecordingReader;
-use tracer_analysis::metrics::Metrics;
+use tracer_analysis::recording::RecordingReader;
+use tracer_analysis::Metrics;
 
 #[derive(Args)]
 pub(super) struct MetricsArgs {

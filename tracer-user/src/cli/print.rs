@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use tracer_analysis::format::failures;
-use tracer_analysis::format::recording::{self, Trailer};
+use tracer_analysis::failures;
+use tracer_analysis::recording::{self, Trailer};
 
 /// `eprintln!` that never panics: a reader of the tracer's stderr that left (`2>&1 |
 /// head -1`) ends what the tracer says, not the tracer, which still finishes its session
@@ -91,7 +91,7 @@ pub(super) fn warn_probe_failures(failures: &BTreeMap<String, u64>) {
 }
 
 /// Prints a summary for people.
-pub(super) fn print_summary(s: &tracer_analysis::format::summary::Summary) {
+pub(super) fn print_summary(s: &tracer_analysis::summary::Summary) {
     let cpu = s
         .tracer_cpu_ns
         .map(|ns| format!("; tracer CPU {:.2} s", ns as f64 / 1e9))

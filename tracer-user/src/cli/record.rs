@@ -5,10 +5,10 @@ use std::time::Duration;
 use super::print::{say, say_part};
 use anyhow::{bail, Context};
 use clap::Args;
-use tracer_analysis::analysis::profile::Profile;
-use tracer_analysis::predict::network::NetworkTable;
-use tracer_analysis::predict::online::OnlineReplay;
-use tracer_analysis::predict::placement::PlacementSpec;
+use tracer_analysis::network::NetworkTable;
+use tracer_analysis::online::OnlineReplay;
+use tracer_analysis::placement::PlacementSpec;
+use tracer_analysis::profile::Profile;
 use tracer_user::session::{
     self, CommandStatus, CommandTerminal, EventsSoFar, LossHook, ProbedHook, ReadyHook,
     RecordOptions, RunAs, SampleHook, StopReason,

@@ -3,11 +3,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use tracer_analysis::format::recording::RecordingReader;
-use tracer_analysis::graph::recorded::RecordedGraph;
-use tracer_analysis::graph::whatif::parse_scale;
-use tracer_analysis::metrics::Metrics;
-use tracer_analysis::report::{write_arcs_csv, Report, ReportOptions};
+use tracer_analysis::recorded::RecordedGraph;
+use tracer_analysis::recording::RecordingReader;
+use tracer_analysis::whatif::parse_scale;
+use tracer_analysis::Metrics;
+use tracer_analysis::{write_arcs_csv, Report, ReportOptions};
 
 use tracer_user::{html_report, Traced};
 

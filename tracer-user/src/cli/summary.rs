@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use super::print::out;
 use anyhow::Context;
 use clap::Args;
-use tracer_analysis::format::{recording, summary};
+use tracer_analysis::{recording, summary};
 
 #[derive(Args)]
 pub(super) struct SummaryArgs {

@@ -27,8 +27,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table, Wrap};
 use ratatui::{DefaultTerminal, Frame};
-use tracer_analysis::analysis::profile::{PathThread, ProcedureRow, Profile};
-use tracer_analysis::units::{ms, ms_text};
+use tracer_analysis::profile::{PathThread, ProcedureRow, Profile};
+use tracer_analysis::{ms, ms_text};
 use tracer_user::session::{CommandTerminal, EventsSoFar, Probed, Ready};
 
 use super::print::say;

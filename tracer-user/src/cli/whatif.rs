@@ -6,12 +6,12 @@ use super::print::{out, out_part};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use tracer_analysis::format::recording::RecordingReader;
-use tracer_analysis::predict::network::NetworkTable;
-use tracer_analysis::predict::online::{network_cost, OnlineReplay, OnlineWhatIf};
-use tracer_analysis::predict::placement::{Placement, PlacementSpec};
-use tracer_analysis::predict::DEFAULT_SLICE_NS;
-use tracer_analysis::predict::{PathProfile, RecordedRun};
+use tracer_analysis::network::NetworkTable;
+use tracer_analysis::online::{network_cost, OnlineReplay, OnlineWhatIf};
+use tracer_analysis::placement::{Placement, PlacementSpec};
+use tracer_analysis::recording::RecordingReader;
+use tracer_analysis::DEFAULT_SLICE_NS;
+use tracer_analysis::{PathProfile, RecordedRun};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub(super) enum Polling {
@@ -95,7 +95,7 @@ struct Output {
     predicted_total_ns: u64,
     predicted_path: PathProfile,
     /// The predicted critical path piece by piece (times in ns from the first event).
-    path: Vec<tracer_analysis::predict::replay::PathPiece>,
+    path: Vec<tracer_analysis::replay::PathPiece>,
 }
 
 impl Polling {
@@ -255,7 +255,7 @@ fn text(o: &Output, run: &RecordedRun) -> String {
     }
     if p.procedures
         .iter()
-        .any(|r| r.procedure != tracer_analysis::graph::path::OUTSIDE)
+        .any(|r| r.procedure != tracer_analysis::path::OUTSIDE)
     {
         let _ = writeln!(s, "  by procedure (running time, inclusive):");
         for r in p.procedures.iter().take(8) {

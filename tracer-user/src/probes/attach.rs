@@ -13,7 +13,7 @@ use tracer_common::maps;
 use super::load::{AttachedPoint, LinkKind, ProcessLink, ProgramPair, LIBRARY_LOADED};
 use super::maps::{map, program};
 use super::{ProbeError, Probes};
-use tracer_analysis::format::calls::Flavor;
+use tracer_analysis::calls::Flavor;
 
 impl Probes {
     /// Writes the flavor table entry of `flavor` (PVM needs the library's own symbol).

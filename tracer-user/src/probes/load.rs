@@ -15,7 +15,7 @@ use tracer_common::{call, maps, ProbeConfig};
 use super::machine::{default_ring_bytes, kernel_clock_lag_ns, machine_memory_bytes, wakeup_bytes};
 use super::maps::{map, program};
 use super::{btf, slots, tracefs, BtfError, ProbeError};
-use tracer_analysis::format::calls::CALLS;
+use tracer_analysis::calls::CALLS;
 
 static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
 

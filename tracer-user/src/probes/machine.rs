@@ -2,7 +2,7 @@
 //! wakeups) and its kernel's scheduler tick; and what the recording's node table says of
 //! it.
 
-use tracer_analysis::format::node::NodeInfo;
+use tracer_analysis::node::NodeInfo;
 
 /// How far the kernel's count of a running thread's CPU time may lag behind: it is
 /// brought up to date at every scheduler tick, so one tick (`kernel_tick_ns`). This is also

@@ -4,7 +4,7 @@
 
 use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use aya::Ebpf;
-use tracer_analysis::format::failures::FailureCounts;
+use tracer_analysis::failures::FailureCounts;
 use tracer_common::{maps, ProbeFailure, ThreadClock, ThreadState};
 
 use super::{slots, ProbeError, Probes};

@@ -1,14 +1,14 @@
 //! The critical path as an SVG flame graph, drawn by inferno from the folded stacks that
-//! `tracer_analysis::export::flame` computes (the same lines `--format folded` writes).
+//! `tracer_analysis::flame` computes (the same lines `--format folded` writes).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use inferno::flamegraph::{self, Options};
-use tracer_analysis::export::flame::{folded_stacks, stats, FlameStats};
-use tracer_analysis::export::stack_source::StackSource;
-use tracer_analysis::export::written::Written;
-use tracer_analysis::units::ms_text;
+use tracer_analysis::flame::{folded_stacks, stats, FlameStats};
+use tracer_analysis::ms_text;
+use tracer_analysis::stack_source::StackSource;
+use tracer_analysis::written::Written;
 
 /// Writes the flame graph of the critical path as SVG (interactive in a browser: click
 /// to zoom, search). Frames are kept however narrow, so that every stack of the folded

@@ -3,9 +3,9 @@
 
 use std::io;
 
-use tracer_analysis::export::stacks::GraphStacks;
-use tracer_analysis::graph::recorded::RecordedGraph;
-use tracer_analysis::report::{HtmlPage, Report};
+use tracer_analysis::recorded::RecordedGraph;
+use tracer_analysis::stacks::GraphStacks;
+use tracer_analysis::{HtmlPage, Report};
 
 use super::flame_graph::inline_flame_graph;
 

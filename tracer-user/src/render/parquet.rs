@@ -1,5 +1,5 @@
 //! The Parquet export: one `.parquet` file per table of
-//! `tracer_analysis::export::tables`, written by the `parquet` crate's Arrow writer
+//! `tracer_analysis::tables`, written by the `parquet` crate's Arrow writer
 //! (snappy-compressed, pure Rust). Not in tracer-analysis: arrow brings the C library in.
 //!
 //! One pass over the recording builds the activity graph and, as the analysis takes
@@ -26,15 +26,15 @@ use arrow_array::{
     UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use tracer_analysis::analysis::workclock::ClockKind;
-use tracer_analysis::export::tables::{
+use tracer_analysis::path::Activity;
+use tracer_analysis::recorded::RecordedGraph;
+use tracer_analysis::recording::ItemSource;
+use tracer_analysis::tables::{
     stream_tables, ArcTable, CallRow, EventRow, GraphTables, MessageRow, Streamed, TableSink,
 };
-use tracer_analysis::export::ExportError;
-use tracer_analysis::format::recording::ItemSource;
-use tracer_analysis::graph::path::Activity;
-use tracer_analysis::graph::recorded::RecordedGraph;
-use tracer_analysis::report::{ArcRow, ProcedureRow};
+use tracer_analysis::workclock::ClockKind;
+use tracer_analysis::ExportError;
+use tracer_analysis::{ArcRow, ProcedureRow};
 
 use crate::session::{self, RunAs};
 

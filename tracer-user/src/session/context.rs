@@ -19,10 +19,10 @@ use super::{CommandStatus, EventsSoFar, LossHook, ProbedHook, SampleHook, Sessio
 use crate::probes::{one_line, ProbeError, Probes};
 use crate::target::libraries::{self, ImportedCalls, LibrarySet, NeededLibraries};
 use crate::target::procfs;
-use tracer_analysis::format::calls;
-use tracer_analysis::format::failures::FailureCounts;
-use tracer_analysis::format::openmp::{self as lowering, OpenMpLowering};
-use tracer_analysis::format::records::{self, Record};
+use tracer_analysis::calls;
+use tracer_analysis::failures::FailureCounts;
+use tracer_analysis::openmp::{self as lowering, OpenMpLowering};
+use tracer_analysis::records::{self, Record};
 
 pub(super) struct LoopContext {
     pub(super) probes: Probes,

@@ -6,8 +6,8 @@ use super::WatchdogError;
 use crate::probes::ProbeError;
 use crate::target::funcs::FuncError;
 use crate::target::symbols::SymbolError;
-use tracer_analysis::format::recording::RecordingError;
-use tracer_analysis::format::records;
+use tracer_analysis::recording::RecordingError;
+use tracer_analysis::records;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {

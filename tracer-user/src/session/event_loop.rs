@@ -9,7 +9,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use super::context::LoopContext;
 use super::{Probed, SessionError, StopReason, LOSS_CHECK_PERIOD};
 use crate::probes::slots::CpuSlots;
-use tracer_analysis::format::records;
+use tracer_analysis::records;
 
 /// Nice value of the thread that reads the buffers (this one, once the command is
 /// launched: the command keeps the nice value it would have had) while it is behind.

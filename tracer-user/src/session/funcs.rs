@@ -10,7 +10,7 @@ use crate::target::entry::{probe_point_in, ArgumentsRead};
 use crate::target::funcs::{FuncError, FunctionSelector};
 use crate::target::procfs;
 use crate::target::symbols::Symbol;
-use tracer_analysis::format::recording::FunctionProbe;
+use tracer_analysis::recording::FunctionProbe;
 
 /// The selected procedures of a session and the probe ids given so far.
 pub(super) struct FunctionProbes {

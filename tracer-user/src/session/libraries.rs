@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tracer_analysis::format::calls::{CallSpec, Flavor, CALLS};
+use tracer_analysis::calls::{CallSpec, Flavor, CALLS};
 use tracer_common::call_cookie;
 
 use crate::probes::{ProbeError, ProbePoint, Probes};

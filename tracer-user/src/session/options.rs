@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use super::RunAs;
 use crate::probes::{LinkKind, UprobeLinks};
-use tracer_analysis::analysis::profile::Profile;
-use tracer_analysis::analysis::workclock::ClockKind;
-use tracer_analysis::format::summary::Summary;
-use tracer_analysis::predict::online::{OnlinePrediction, OnlineReplay};
-use tracer_analysis::predict::replay::ReplayError;
+use tracer_analysis::online::{OnlinePrediction, OnlineReplay};
+use tracer_analysis::profile::Profile;
+use tracer_analysis::replay::ReplayError;
+use tracer_analysis::summary::Summary;
+use tracer_analysis::workclock::ClockKind;
 
 pub struct RecordOptions {
     pub pids: Vec<u32>,

@@ -15,7 +15,7 @@ use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::{self, FunctionSelector};
 use crate::target::ldd;
 use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
-use tracer_analysis::format::recording::FunctionProbe;
+use tracer_analysis::recording::FunctionProbe;
 
 pub(super) struct Probing {
     pub(super) probes: Probes,

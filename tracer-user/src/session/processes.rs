@@ -3,10 +3,10 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::target::{libraries, procfs};
-use tracer_analysis::format::calls;
-use tracer_analysis::format::recording::LibraryInfo;
-use tracer_analysis::format::records::Record;
-use tracer_analysis::format::ProcessInfo;
+use tracer_analysis::calls;
+use tracer_analysis::recording::LibraryInfo;
+use tracer_analysis::records::Record;
+use tracer_analysis::ProcessInfo;
 
 /// Takes the snapshots of processes the stream carries: the first time a record names a
 /// process, after it execs and at its first MPI/PVM call.

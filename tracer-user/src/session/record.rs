@@ -16,7 +16,7 @@ use super::targets::Targets;
 use super::{Ready, RecordOptions, RecordOutcome, SessionError};
 use crate::target::libraries::NeededLibraries;
 use crate::target::procfs;
-use tracer_analysis::format::openmp::OpenMpLowering;
+use tracer_analysis::openmp::OpenMpLowering;
 
 /// Runs a whole session. Synchronous set-up (including the fork of a launched command)
 /// happens before the single-threaded runtime starts.

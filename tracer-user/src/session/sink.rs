@@ -9,15 +9,15 @@ use super::processes::ProcessSnapshots;
 use super::targets::Targets;
 use super::{RecordOptions, SessionError};
 use crate::probes::{this_node, ClockPair, ProbeError};
-use tracer_analysis::analysis::profile::Profile;
-use tracer_analysis::format::calls::Flavor;
-use tracer_analysis::format::failures::FailureCounts;
-use tracer_analysis::format::recording::{FunctionProbe, LibraryInfo, RecordingMeta};
-use tracer_analysis::format::records::Record;
-use tracer_analysis::format::summary::Summary;
-use tracer_analysis::format::ProcessInfo;
-use tracer_analysis::predict::online::{OnlinePrediction, OnlineReplay};
-use tracer_analysis::predict::replay::ReplayError;
+use tracer_analysis::calls::Flavor;
+use tracer_analysis::failures::FailureCounts;
+use tracer_analysis::online::{OnlinePrediction, OnlineReplay};
+use tracer_analysis::profile::Profile;
+use tracer_analysis::recording::{FunctionProbe, LibraryInfo, RecordingMeta};
+use tracer_analysis::records::Record;
+use tracer_analysis::replay::ReplayError;
+use tracer_analysis::summary::Summary;
+use tracer_analysis::ProcessInfo;
 
 pub(super) struct Sink {
     processes: ProcessSnapshots,
@@ -173,9 +173,9 @@ impl Sink {
 mod tests {
     use super::{for_session, ConsumerOptions, ProcessSnapshots, Sink};
     use crate::session::Analysis;
-    use tracer_analysis::analysis::workclock::ClockKind;
-    use tracer_analysis::format::failures::FailureCounts;
-    use tracer_analysis::format::recording::{FunctionProbe, Item, RecordingMeta, RecordingReader};
+    use tracer_analysis::failures::FailureCounts;
+    use tracer_analysis::recording::{FunctionProbe, Item, RecordingMeta, RecordingReader};
+    use tracer_analysis::workclock::ClockKind;
 
     #[test]
     fn a_probe_reaches_the_recording_and_each_consumer_gives_its_outcome() {

@@ -1,9 +1,9 @@
 //! Code addresses to function, source file and line with blazesym, offline: the
-//! resolver the analysis crate's [`CodeLocator`](tracer_analysis::symbolize::CodeLocator)
+//! resolver the analysis crate's [`CodeLocator`](tracer_analysis::CodeLocator)
 //! asks for. It lives here, not in the analysis crate, because blazesym brings libc.
 //!
 //! An address is first turned into an address *in a file* with the ELF program headers
-//! ([`ElfLayout`](tracer_analysis::symbolize::ElfLayout)), then symbolized by file path:
+//! ([`ElfLayout`](tracer_analysis::ElfLayout)), then symbolized by file path:
 //! blazesym's ELF source, with DWARF line tables where the file has them and the ELF
 //! symbol table otherwise. Nothing here reads /proc.
 

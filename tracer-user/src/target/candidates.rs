@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::symbolize::Symbolizer;
 use crate::target::elf_file::read_elf;
 use crate::target::{ldd, procfs};
-use tracer_analysis::symbolize::CodeLocation;
+use tracer_analysis::CodeLocation;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CandidateError {

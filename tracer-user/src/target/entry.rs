@@ -385,7 +385,7 @@ mod tests {
 
     #[test]
     fn the_call_table_says_which_arguments_a_probe_reads() {
-        use tracer_analysis::format::calls::CALLS;
+        use tracer_analysis::calls::CALLS;
         let read = |name: &str| {
             let c = CALLS.iter().find(|c| c.symbol == name).unwrap();
             c.layout.arguments_read()

@@ -14,7 +14,7 @@ use crate::target::entry::{probe_point_in, ArgumentsRead};
 use crate::target::libraries::ThreadLibrary;
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolTable};
-use tracer_analysis::format::calls::{Family, Role, CALLS};
+use tracer_analysis::calls::{Family, Role, CALLS};
 
 /// The OpenMP runtimes whose entry points we probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

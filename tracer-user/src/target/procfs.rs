@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-pub(crate) use tracer_analysis::format::{Mapping, ProcessInfo};
+pub(crate) use tracer_analysis::{Mapping, ProcessInfo};
 
 fn proc_path(pid: u32, what: &str) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/{what}"))

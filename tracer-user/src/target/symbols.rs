@@ -66,7 +66,7 @@ impl SymbolTable {
             path: path.to_path_buf(),
             source,
         })?;
-        let base_vaddr = tracer_analysis::symbolize::base_vaddr(&file);
+        let base_vaddr = tracer_analysis::base_vaddr(&file);
         let segments: Vec<(u64, u64, u64)> = file
             .segments()
             .map(|s| {

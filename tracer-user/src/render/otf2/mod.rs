@@ -1,4 +1,4 @@
-//! The OTF2 archive writer: the pure-Rust model of `tracer_analysis::export::otf2`
+//! The OTF2 archive writer: the pure-Rust model of `tracer_analysis::otf2`
 //! written through the OTF2 C library Debian ships (libopen-trace-format2, OTF2 3.0).
 
 mod ffi;

@@ -11,11 +11,9 @@ use std::ptr;
 
 use rustc_hash::FxHashMap;
 
-use tracer_analysis::analysis::workclock::ClockKind;
-use tracer_analysis::export::otf2::{
-    Event, Otf2Plan, Otf2Sink, Otf2Stats, Otf2Trace, Paradigm, Timed,
-};
-use tracer_analysis::format::recording::{Item, RecordingError};
+use tracer_analysis::otf2::{Event, Otf2Plan, Otf2Sink, Otf2Stats, Otf2Trace, Paradigm, Timed};
+use tracer_analysis::recording::{Item, RecordingError};
+use tracer_analysis::workclock::ClockKind;
 
 use super::ffi;
 

@@ -2,14 +2,14 @@
 
 use crate::probes::ProbeError;
 use crate::session::SessionError;
-use tracer_analysis::analysis::profile::Profile;
-use tracer_analysis::format::failures::FailureCounts;
-use tracer_analysis::format::recording::FunctionProbe;
-use tracer_analysis::format::records::Record;
-use tracer_analysis::format::summary::Summary;
-use tracer_analysis::format::ProcessInfo;
-use tracer_analysis::predict::online::OnlinePrediction;
-use tracer_analysis::predict::replay::ReplayError;
+use tracer_analysis::failures::FailureCounts;
+use tracer_analysis::online::OnlinePrediction;
+use tracer_analysis::profile::Profile;
+use tracer_analysis::recording::FunctionProbe;
+use tracer_analysis::records::Record;
+use tracer_analysis::replay::ReplayError;
+use tracer_analysis::summary::Summary;
+use tracer_analysis::ProcessInfo;
 
 /// One reader of the stream the sink fans out, in the order the session sees it: a probe
 /// attached, what /proc says of a process, a record (decoded and lowered).

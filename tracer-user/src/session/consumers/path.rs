@@ -6,12 +6,12 @@ use std::path::PathBuf;
 
 use super::consumer::{ConsumerOutcome, RecordConsumer, SessionEnd};
 use crate::session::SessionError;
-use tracer_analysis::analysis::profile::Profile;
-use tracer_analysis::analysis::workclock::ClockKind;
-use tracer_analysis::analysis::Pipeline;
-use tracer_analysis::format::recording::{FunctionProbe, Item, RecordingReader};
-use tracer_analysis::format::records::Record;
-use tracer_analysis::format::ProcessInfo;
+use tracer_analysis::profile::Profile;
+use tracer_analysis::recording::{FunctionProbe, Item, RecordingReader};
+use tracer_analysis::records::Record;
+use tracer_analysis::workclock::ClockKind;
+use tracer_analysis::Pipeline;
+use tracer_analysis::ProcessInfo;
 
 /// The online engine, fed in timestamp order; its profile so far makes the live samples.
 pub(super) struct LivePath {

@@ -7,9 +7,9 @@ use std::path::Path;
 use super::consumer::{ConsumerOutcome, CountsSoFar, RecordConsumer, SessionEnd};
 use crate::session::output::make_private;
 use crate::session::{RunAs, SessionError};
-use tracer_analysis::format::recording::{FunctionProbe, RecordingMeta, RecordingWriter, Trailer};
-use tracer_analysis::format::records::Record;
-use tracer_analysis::format::ProcessInfo;
+use tracer_analysis::recording::{FunctionProbe, RecordingMeta, RecordingWriter, Trailer};
+use tracer_analysis::records::Record;
+use tracer_analysis::ProcessInfo;
 
 pub(super) struct RecordingConsumer {
     writer: RecordingWriter,

@@ -8,9 +8,9 @@ use super::recording::RecordingConsumer;
 use super::summary::SummaryConsumer;
 use super::whatif::WhatIfConsumer;
 use crate::session::{Analysis, RunAs, SessionError};
-use tracer_analysis::analysis::workclock::ClockKind;
-use tracer_analysis::format::recording::RecordingMeta;
-use tracer_analysis::predict::online::{OnlineReplay, OnlineWhatIf};
+use tracer_analysis::online::{OnlineReplay, OnlineWhatIf};
+use tracer_analysis::recording::RecordingMeta;
+use tracer_analysis::workclock::ClockKind;
 
 /// What the consumers are made from: the parts of the session's options they read.
 pub(in crate::session) struct ConsumerOptions<'a> {

@@ -2,10 +2,10 @@
 
 use super::consumer::{ConsumerOutcome, RecordConsumer, SessionEnd};
 use crate::session::SessionError;
-use tracer_analysis::format::recording::FunctionProbe;
-use tracer_analysis::format::records::Record;
-use tracer_analysis::format::summary::SummaryBuilder;
-use tracer_analysis::format::ProcessInfo;
+use tracer_analysis::recording::FunctionProbe;
+use tracer_analysis::records::Record;
+use tracer_analysis::summary::SummaryBuilder;
+use tracer_analysis::ProcessInfo;
 
 #[derive(Default)]
 pub(super) struct SummaryConsumer {

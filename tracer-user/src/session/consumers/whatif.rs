@@ -2,10 +2,10 @@
 
 use super::consumer::{ConsumerOutcome, RecordConsumer, SessionEnd};
 use crate::session::SessionError;
-use tracer_analysis::format::recording::{FunctionProbe, Item};
-use tracer_analysis::format::records::Record;
-use tracer_analysis::format::ProcessInfo;
-use tracer_analysis::predict::online::OnlineWhatIf;
+use tracer_analysis::online::OnlineWhatIf;
+use tracer_analysis::recording::{FunctionProbe, Item};
+use tracer_analysis::records::Record;
+use tracer_analysis::ProcessInfo;
 
 pub(super) struct WhatIfConsumer {
     replay: OnlineWhatIf,

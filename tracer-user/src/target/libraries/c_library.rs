@@ -8,7 +8,7 @@ use crate::target::elf_file::read_elf;
 use crate::target::entry::{probe_point, ArgumentsRead};
 use crate::target::procfs;
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
-use tracer_analysis::format::calls::{CallSpec, Family, CALLS};
+use tracer_analysis::calls::{CallSpec, Family, CALLS};
 
 /// File name prefixes of the libraries that may define the pthread calls: libpthread
 /// before glibc 2.34, libc itself since (libpthread.so.0 is then an empty stub).

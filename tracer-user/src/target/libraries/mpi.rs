@@ -8,10 +8,10 @@ use crate::target::elf_file::read_elf;
 use crate::target::entry::{probe_point_in, ArgumentsRead};
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
 use crate::target::{ldd, procfs};
-use tracer_analysis::format::calls::{
+use tracer_analysis::calls::{
     Family, Flavor, OMPI_COMM_SELF_SYMBOL, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL,
 };
-use tracer_analysis::format::recording::LibraryInfo;
+use tracer_analysis::recording::LibraryInfo;
 
 /// File name prefixes of the libraries that define the MPI and PVM entry points.
 const LIBRARY_PREFIXES: &[&str] = &["libmpi.so", "libmpich.so", "libpvm3.so"];
@@ -262,7 +262,7 @@ pub struct ProbedLibrary {
     pub calls: usize,
 }
 
-/// Which on-demand MPI calls ([`tracer_analysis::format::calls::CallSpec::on_demand`]) a program needs.
+/// Which on-demand MPI calls ([`tracer_analysis::calls::CallSpec::on_demand`]) a program needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ImportedCalls {
     /// Unknown programs (running targets, system-wide mode) or a program that imports no
@@ -273,7 +273,7 @@ pub(crate) enum ImportedCalls {
 }
 
 impl ImportedCalls {
-    pub(crate) fn includes(&self, c: &tracer_analysis::format::calls::CallSpec) -> bool {
+    pub(crate) fn includes(&self, c: &tracer_analysis::calls::CallSpec) -> bool {
         match self {
             ImportedCalls::All => true,
             ImportedCalls::Names(names) => {
@@ -351,7 +351,7 @@ impl ImportedCalls {
         let ImportedCalls::Names(names) = self else {
             return Vec::new();
         };
-        let probed: BTreeSet<String> = tracer_analysis::format::calls::CALLS
+        let probed: BTreeSet<String> = tracer_analysis::calls::CALLS
             .iter()
             .filter(|c| c.family == Family::Mpi)
             .filter_map(|c| mpi_call_key(c.symbol))
