@@ -244,9 +244,14 @@ impl<M: PathModel> Analyzer<M> {
             .iter()
             .map(|d| {
                 let undone = self.matcher.left_undone(d.pid);
+                let rank = self.matcher.directory.world_rank(d.pid);
+                let left_undone = undone.sends_unreceived
+                    + undone.sends_to_it_unreceived
+                    + undone.collectives_incomplete
+                    > 0;
                 Killed {
                     pid: d.pid,
-                    rank: self.matcher.directory.world_rank(d.pid),
+                    rank,
                     command: String::new(),
                     signal: d.signal,
                     signal_name: signal_name(d.signal),
@@ -254,7 +259,7 @@ impl<M: PathModel> Analyzer<M> {
                     sends_unreceived: undone.sends_unreceived,
                     sends_to_it_unreceived: undone.sends_to_it_unreceived,
                     collectives_incomplete: undone.collectives_incomplete,
-                    in_program: self.participants.is_empty() || self.participants.contains(&d.pid),
+                    cut_short: rank.is_some() || left_undone || self.participants.is_empty(),
                 }
             })
             .collect();

@@ -24,11 +24,11 @@ pub struct Killed {
     pub sends_to_it_unreceived: u64,
     /// Collectives of a communicator it belongs to that never completed.
     pub collectives_incomplete: u64,
-    /// Part of the program: it made MPI or PVM calls or entered a selected procedure, or
-    /// no process did (a threads program, which is all program). A launcher's helper or
-    /// a PVM console that its teardown kills is not.
+    /// Its death cut the run short: it was an MPI rank, or left a message or a
+    /// collective undone, or no process made MPI or PVM calls (a threads program: it was
+    /// the program). The PVM console that `halt` ends at teardown did none of these.
     #[serde(skip)]
-    pub in_program: bool,
+    pub cut_short: bool,
 }
 
 /// What a process's end left undone, as the matcher holds it at the end.

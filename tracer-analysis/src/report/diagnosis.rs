@@ -38,10 +38,11 @@ pub(crate) fn diagnose(r: &Report, m: Option<&Metrics>) -> Vec<Finding> {
         rules_on_figures(r, m, len, &mut out);
     }
     // A dead process comes before anything the figures say: they are of a run cut short.
-    // A dead rank is the first thing to know; a helper killed at teardown the last.
-    let (program, others): (Vec<&Killed>, Vec<&Killed>) =
-        r.killed.iter().partition(|k| k.in_program);
-    let mut findings = killed(&program, true);
+    // A dead rank is the first thing to know; a process killed at teardown, having left
+    // nothing undone, the last.
+    let (cut_short, others): (Vec<&Killed>, Vec<&Killed>) =
+        r.killed.iter().partition(|k| k.cut_short);
+    let mut findings = killed(&cut_short, true);
     findings.append(&mut out);
     findings.append(&mut killed(&others, false));
     findings
@@ -62,9 +63,9 @@ fn rules_on_figures(r: &Report, m: Option<&Metrics>, len: u64, out: &mut Vec<Fin
     out.sort_by_key(|f| std::cmp::Reverse(f.impact_ns));
 }
 
-/// A finding per process a signal killed, in order of death; of processes of the
-/// program (`in_program`), the first says what the figures then are.
-fn killed(dead: &[&Killed], in_program: bool) -> Vec<Finding> {
+/// A finding per process a signal killed, in order of death; of those whose death cut
+/// the run short (`Killed::cut_short`), the first says what the figures then are.
+fn killed(dead: &[&Killed], cut_short: bool) -> Vec<Finding> {
     dead.iter()
         .enumerate()
         .map(|(i, k)| {
@@ -72,12 +73,7 @@ fn killed(dead: &[&Killed], in_program: bool) -> Vec<Finding> {
                 Some(rank) => format!("rank {rank} (pid {}, {})", k.pid, k.command),
                 None => format!("pid {} ({})", k.pid, k.command),
             };
-            let whom = if in_program {
-                whom
-            } else {
-                format!("{whom}, outside the program (no MPI or PVM call),")
-            };
-            let so = if in_program && i == 0 {
+            let so = if cut_short && i == 0 {
                 ": the run did not end as written, and the figures below are of what was \
                  recorded until then"
             } else {
@@ -618,7 +614,7 @@ mod tests {
             sends_unreceived: 1,
             sends_to_it_unreceived: 2,
             collectives_incomplete: 3,
-            in_program: true,
+            cut_short: true,
         };
         let then = crate::analysis::faults::Killed {
             pid: 7,
@@ -630,7 +626,7 @@ mod tests {
             sends_unreceived: 0,
             sends_to_it_unreceived: 0,
             collectives_incomplete: 0,
-            in_program: false,
+            cut_short: false,
         };
         r.killed = vec![then, dead];
         let d = diagnose(&r, None);
@@ -641,15 +637,15 @@ mod tests {
              written, and the figures below are of what was recorded until then; sends never \
              received: 1 from it, 2 to it; incomplete collectives: 3"
         );
-        // A process outside the program (killed first here) comes last, without the
-        // warning.
+        // A process whose death left nothing undone (killed first here) comes last,
+        // without the warning.
         assert_eq!(d[1].kind, FindingKind::SequentialBottleneck, "{d:#?}");
         let last = d.last().unwrap();
         assert_eq!(last.kind, FindingKind::ProcessKilled, "{d:#?}");
         assert_eq!(
             last.text,
-            "pid 7 (helper), outside the program (no MPI or PVM call), was killed by SIGTERM \
-             at 20.00 ms; sends never received: 0 from it, 0 to it; incomplete collectives: 0"
+            "pid 7 (helper) was killed by SIGTERM at 20.00 ms; sends never received: 0 from it, \
+             0 to it; incomplete collectives: 0"
         );
         assert_eq!(d.len(), r.diagnosis.len() + 2);
     }
