@@ -43,33 +43,56 @@ impl Slot {
         u64::from_ne_bytes(self.0[..8].try_into().unwrap())
     }
 
-    /// Where the record goes among those of its timestamp ([`HitOrder`]).
-    fn order(&self) -> (u64, HitOrder) {
-        let hit = match records::peek_kind(&self.0) {
-            Ok(kind::CALL_ENTER) => HitOrder::Entry,
-            Ok(kind::CALL_EXIT) => HitOrder::Exit,
-            Ok(kind::HANDLE_ARRAY) => HitOrder::Read {
+    /// What the record is to the others of its probe hit ([`HitPart`]).
+    fn hit_part(&self) -> HitPart {
+        match records::peek_kind(&self.0) {
+            Ok(kind::CALL_ENTER) => HitPart::Entry,
+            Ok(kind::CALL_EXIT) => HitPart::Exit,
+            Ok(kind::HANDLE_ARRAY) => HitPart::Array {
                 first: u32::from_ne_bytes(self.0[CHUNK_AT].try_into().unwrap()),
             },
-            _ => HitOrder::Read { first: 0 },
-        };
-        (self.ts(), hit)
+            Ok(kind::STATUS_ARRAY) => HitPart::Array { first: 0 },
+            _ => HitPart::Other,
+        }
+    }
+
+    fn tid(&self) -> u32 {
+        u32::from_ne_bytes(self.0[TID_AT].try_into().unwrap())
+    }
+
+    /// Whether this record, come after `earlier`, goes before it: `earlier` is later in
+    /// time, or both are of one probe hit (one time, one thread) that wrote this one
+    /// first. A hit writes a call's entry, then the arrays its entry or exit read
+    /// (handle arrays in the order of their first index), then the call's exit, which
+    /// the analysis takes as the end of the call (an exit's arrays belong to the call
+    /// still open). Nothing else moves: the enter and exit records the OpenMP lowering
+    /// makes at one time keep their order.
+    fn goes_before(&self, earlier: &Slot) -> bool {
+        if earlier.ts() != self.ts() {
+            return earlier.ts() > self.ts();
+        }
+        if earlier.tid() != self.tid() {
+            return false;
+        }
+        match (self.hit_part(), earlier.hit_part()) {
+            (HitPart::Entry, HitPart::Array { .. }) => true,
+            (HitPart::Array { .. }, HitPart::Exit) => true,
+            (HitPart::Array { first }, HitPart::Array { first: before }) => first < before,
+            _ => false,
+        }
     }
 }
 
-/// The order of the records one probe hit writes, all with its header's time: a call's
-/// entry, then what its entry or exit reads from memory (handle arrays, in the order of
-/// their first index, and status arrays), then the call's exit, which the analysis
-/// takes as the end of the call (the arrays of an exit belong to the call still open).
-/// Other kinds keep their arrival order among the arrays.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum HitOrder {
+/// What a record is to the other records of its probe hit ([`Slot::goes_before`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HitPart {
     Entry,
-    /// An array's chunk (or another record), by its first index.
-    Read {
+    /// A handle array's chunk (by its first index) or a status array.
+    Array {
         first: u32,
     },
     Exit,
+    Other,
 }
 
 /// Records in (timestamp, arrival) order. They arrive nearly sorted (the ring buffer
@@ -94,8 +117,13 @@ pub(crate) struct ReorderBuffer {
 /// Where a slot keeps its long record's number: after the header.
 const SPILLED_AT: std::ops::Range<usize> = HEADER_BYTES..HEADER_BYTES + 8;
 /// Where a slot keeps a handle array's first index (`HandleArrayRecord::first`), after
-/// the long record's number ([`Slot::order`]; handle arrays are always long).
+/// the long record's number ([`Slot::hit_part`]; handle arrays are always long).
 const CHUNK_AT: std::ops::Range<usize> = HEADER_BYTES + 8..HEADER_BYTES + 12;
+/// Where a slot has its record's thread id (in the header, which every slot holds).
+const TID_AT: std::ops::Range<usize> = {
+    let at = std::mem::offset_of!(EventHeader, tid);
+    at..at + 4
+};
 
 impl ReorderBuffer {
     pub(crate) fn new(window_ns: u64) -> Self {
@@ -124,11 +152,9 @@ impl ReorderBuffer {
                 slot.0[CHUNK_AT].copy_from_slice(&a.first.to_ne_bytes());
             }
         }
-        // After every record that goes before or with this one (ties keep arrival
-        // order).
-        let order = slot.order();
+        // After every record it does not go before (in arrival order otherwise).
         let mut at = self.queue.len();
-        while at > 0 && self.queue[at - 1].order() > order {
+        while at > 0 && slot.goes_before(&self.queue[at - 1]) {
             at -= 1;
         }
         if at == self.queue.len() {
@@ -320,5 +346,33 @@ mod tests {
         let mut out = Vec::new();
         b.flush(|r| out.push(r));
         assert_eq!(out, written);
+
+        // Calls entered and left at one time (the OpenMP lowering's records, a fork
+        // then a join) keep their order, and so do the records of another thread.
+        let call = |k, tid| {
+            let mut c = CallRecord::unset(header(k, 40));
+            c.header.tid = tid;
+            c
+        };
+        let lowered = [
+            Record::CallEnter(call(kind::CALL_ENTER, 7)),
+            Record::CallExit(call(kind::CALL_EXIT, 7)),
+            Record::CallEnter(call(kind::CALL_ENTER, 7)),
+            Record::CallExit(call(kind::CALL_EXIT, 7)),
+            Record::StatusArray(Box::new(StatusArrayRecord {
+                header: EventHeader {
+                    tid: 8,
+                    ..header(kind::STATUS_ARRAY, 40)
+                },
+                ..Default::default()
+            })),
+            Record::CallEnter(call(kind::CALL_ENTER, 9)),
+        ];
+        for r in &lowered {
+            b.push(r);
+        }
+        out.clear();
+        b.flush(|r| out.push(r));
+        assert_eq!(out, lowered);
     }
 }
