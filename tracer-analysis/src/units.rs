@@ -14,6 +14,12 @@ pub fn ms_text(ns: u64) -> String {
     format!("{:.3}", ms(ns))
 }
 
+/// Milliseconds with one decimal and their unit, for the what-if's predictions (a model
+/// whose figures mean nothing past a tenth of a millisecond); `ns` is fractional there.
+pub fn ms_tenths(ns: f64) -> String {
+    format!("{:.1} ms", ns / 1e6)
+}
+
 /// Milliseconds rounded to hundredths: the diagnosis's figures.
 pub(crate) fn ms_hundredths(ns: u64) -> f64 {
     (ns as f64 / 1e4).round() / 100.0
@@ -39,5 +45,6 @@ mod tests {
         assert_eq!(percent(1, 3), 33.33);
         assert_eq!(percent(5, 0), 0.0);
         assert_eq!(ms(2_500_000), 2.5);
+        assert_eq!(ms_tenths(1_250_001.0), "1.3 ms");
     }
 }

@@ -370,14 +370,20 @@ fn plain_answers_about_a_threads_only_recording() {
         "{processes:?}"
     );
 
-    let (code, err) = tracer_fails(&["whatif", rec_s, "--placement", "*@0"]);
-    assert_eq!(code, 1);
-    assert!(
-        err.contains("--placement moves the program's processes among CPUs")
-            && err.contains("has a single one: nothing to move"),
-        "{err}"
-    );
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // Offline and online alike (the online replay learns the processes as it goes).
+    for online in [&[][..], &["--online"]] {
+        let mut args = vec!["whatif", rec_s, "--placement", "*@0"];
+        args.extend(online);
+        let (code, err) = tracer_fails(&args);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("--placement for ")
+                && err.contains("a placement moves the program's processes among CPUs")
+                && err.contains("has a single one: nothing to move"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
 
     let whatif = Command::new(tracer())
         .args(["whatif", rec_s])

@@ -30,6 +30,7 @@ use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
 use crate::format::recording::Item;
 use crate::format::ProcessInfo;
+use crate::units::ms_tenths;
 
 /// Time a process spent inside the waits of MPI/PVM calls: on CPU, and awake (on CPU or
 /// runnable); their ratio tells whether it polls.
@@ -188,12 +189,11 @@ pub struct OnlinePrediction {
 impl OnlinePrediction {
     /// One line for a person.
     pub fn text_line(&self) -> String {
-        let ms = |ns: f64| format!("{:.1} ms", ns / 1e6);
         format!(
             "what-if (online): parallel section measured {}, predicted {} ({:+.1} %); \
              at most {} steps held",
-            ms(self.measured_ns as f64),
-            ms(self.predicted_ns),
+            ms_tenths(self.measured_ns as f64),
+            ms_tenths(self.predicted_ns),
             100.0 * (self.predicted_ns / self.measured_ns.max(1) as f64 - 1.0),
             self.peak_steps
         )
@@ -660,6 +660,11 @@ impl OnlineReplay {
         self.simulate(true);
         if let Some(e) = self.error.take() {
             return Err(e);
+        }
+        if self.spec.is_some() && self.program.len() <= 1 {
+            return Err(ReplayError::NothingToMove {
+                processes: self.program.len(),
+            });
         }
         let t0 = self.t0.unwrap_or(0);
         let mut out = self.out.clone();

@@ -52,6 +52,16 @@ pub enum ReplayError {
         from: u32,
         to: u32,
     },
+    /// A placement puts processes on CPUs; the threads of one process go where the
+    /// scheduler puts them, as they did when recorded: such a prediction would be the
+    /// measured run again, whatever the placement said.
+    #[error(
+        "a placement moves the program's processes among CPUs, and this program has {}: \
+         nothing to move (threads are placed by the scheduler, not by a placement; \
+         docs/whatif.md)",
+        if *processes == 0 { "none (no process called MPI, PVM or a selected procedure)" } else { "a single one" }
+    )]
+    NothingToMove { processes: usize },
 }
 
 /// The cost of a message in the predicted network: (remote?, bytes) -> one-way latency

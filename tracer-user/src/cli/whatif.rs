@@ -10,7 +10,8 @@ use tracer_analysis::network::NetworkTable;
 use tracer_analysis::online::{network_cost, OnlineReplay, OnlineWhatIf};
 use tracer_analysis::placement::{Placement, PlacementSpec};
 use tracer_analysis::recording::RecordingReader;
-use tracer_analysis::DEFAULT_SLICE_NS;
+use tracer_analysis::replay::ReplayError;
+use tracer_analysis::{ms_tenths, DEFAULT_SLICE_NS};
 use tracer_analysis::{PathProfile, RecordedRun};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -65,7 +66,10 @@ fn online(
     while let Some(item) = reader.next_item().with_context(context)? {
         w.item(&item);
     }
-    let p = w.finish()?;
+    let p = w.finish().with_context(|| match &a.placement {
+        Some(_) => format!("--placement for {}", a.file.display()),
+        None => format!("replaying {}", a.file.display()),
+    })?;
     let trailer = reader.totals();
     super::warn_probe_failures(&trailer.probe_failures);
     super::warn_lost(trailer.events_total, trailer.events_lost);
@@ -131,20 +135,11 @@ pub(super) fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
     }
     let context = || format!("reading {}", a.file.display());
     let mut run = RecordedRun::read(&a.file).with_context(context)?;
-    // A placement puts processes on CPUs; the threads of one process go where the
-    // scheduler puts them, as they did when recorded: such a prediction would be the
-    // measured run again, whatever the placement said.
     if spec.is_some() && run.cpu.participants.len() <= 1 {
-        let has = match run.cpu.participants.len() {
-            0 => "none (no process called MPI, PVM or a selected procedure)",
-            _ => "a single one",
+        let e = ReplayError::NothingToMove {
+            processes: run.cpu.participants.len(),
         };
-        anyhow::bail!(
-            "--placement moves the program's processes among CPUs, and {} has {has}: \
-             nothing to move (threads are placed by the scheduler, not by --placement; \
-             docs/whatif.md)",
-            a.file.display(),
-        );
+        return Err(e).with_context(|| format!("--placement for {}", a.file.display()));
     }
     match a.polling.forced() {
         None => {}
@@ -190,10 +185,6 @@ pub(super) fn run(a: WhatifArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ms(ns: f64) -> String {
-    format!("{:.1} ms", ns / 1e6)
-}
-
 fn text(o: &Output, run: &RecordedRun) -> String {
     let mut s = String::new();
     let what = match (&o.placement, &o.network) {
@@ -217,33 +208,33 @@ fn text(o: &Output, run: &RecordedRun) -> String {
         "MPI_Init return to MPI_Finalize call"
     };
     let _ = writeln!(s, "runtime ({section}):");
-    let _ = writeln!(s, "  measured   {}", ms(o.measured_ns as f64));
+    let _ = writeln!(s, "  measured   {}", ms_tenths(o.measured_ns as f64));
     let _ = writeln!(
         s,
         "  predicted  {} ({:+.1} %)",
-        ms(o.predicted_ns as f64),
+        ms_tenths(o.predicted_ns as f64),
         o.change_percent
     );
 
     let p = &o.predicted_path;
-    let _ = writeln!(s, "\npredicted critical path: {}", ms(p.length_ns));
+    let _ = writeln!(s, "\npredicted critical path: {}", ms_tenths(p.length_ns));
     let _ = writeln!(
         s,
         "  work        {} of CPU, {} to run ({} waiting for a shared CPU)",
-        ms(p.work_ns),
-        ms(p.running_ns),
-        ms(p.running_ns - p.work_ns)
+        ms_tenths(p.work_ns),
+        ms_tenths(p.running_ns),
+        ms_tenths(p.running_ns - p.work_ns)
     );
-    let _ = writeln!(s, "  off CPU     {}", ms(p.off_ns));
-    let _ = writeln!(s, "  messages    {}", ms(p.message_ns));
-    let _ = writeln!(s, "  wakeups     {}", ms(p.wakeup_ns));
+    let _ = writeln!(s, "  off CPU     {}", ms_tenths(p.off_ns));
+    let _ = writeln!(s, "  messages    {}", ms_tenths(p.message_ns));
+    let _ = writeln!(s, "  wakeups     {}", ms_tenths(p.wakeup_ns));
     // The parts above are the path's pieces; the path starts where its first thread
     // does, which can be well after the section's start (a thread that starts late).
     let before = p.length_ns - (p.running_ns + p.off_ns + p.message_ns + p.wakeup_ns);
     let _ = writeln!(
         s,
         "  before it   {} (from the section's start to the path's first thread)",
-        ms(before.max(0.0))
+        ms_tenths(before.max(0.0))
     );
     let _ = writeln!(s, "  by process:");
     for r in p.processes.iter().take(8) {
@@ -251,7 +242,7 @@ fn text(o: &Output, run: &RecordedRun) -> String {
             Some(rank) => format!("rank {rank} (pid {})", r.pid),
             None => format!("pid {}", r.pid),
         };
-        let _ = writeln!(s, "    {:>10}  {who}  {}", ms(r.ns), r.command);
+        let _ = writeln!(s, "    {:>10}  {who}  {}", ms_tenths(r.ns), r.command);
     }
     if p.procedures
         .iter()
@@ -259,7 +250,7 @@ fn text(o: &Output, run: &RecordedRun) -> String {
     {
         let _ = writeln!(s, "  by procedure (running time, inclusive):");
         for r in p.procedures.iter().take(8) {
-            let _ = writeln!(s, "    {:>10}  {}", ms(r.ns), r.procedure);
+            let _ = writeln!(s, "    {:>10}  {}", ms_tenths(r.ns), r.procedure);
         }
     }
     s
