@@ -10,10 +10,11 @@ mod fuzz;
 mod layout;
 mod setup;
 mod test;
-mod util;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+// The modules' `crate::util` (the library holds it: the integration tests use it too).
+use xtask::util;
 
 #[derive(Parser)]
 #[command(name = "xtask")]

@@ -5,6 +5,7 @@
 
 mod applications;
 mod critical_path;
+mod demo;
 mod errors;
 mod export;
 mod export_otf2;
