@@ -193,8 +193,8 @@ fn zeroing_gain(row: &Value) -> Result<String> {
 
 /// The third line and what it cites.
 struct RankWaits {
-    /// How often, and most often in which call, a rank on the path waits for another;
-    /// the two largest shares of the path's work.
+    /// How often, with what measured latency in all, and most often in which call, a
+    /// rank on the path waits for another; the two largest shares of the path's work.
     line: String,
     busiest: ProcessName,
     commonest: Option<CallCount>,
@@ -220,9 +220,11 @@ fn rank_waits(report: &Value) -> Result<RankWaits> {
     let shares = shares.join(", ");
     // Waits of one process for another (not those between threads of one process).
     let mut waits: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut latency_ns = 0.0;
     for activity in array(report, "activities")? {
         if activity["type"] == "wait" && activity["from_pid"] != activity["to_pid"] {
             *waits.entry(text(activity, "call")?).or_default() += 1;
+            latency_ns += number(activity, "latency_ns")?;
         }
     }
     let all_waits: usize = waits.values().sum();
@@ -236,7 +238,8 @@ fn rank_waits(report: &Value) -> Result<RankWaits> {
         });
     let line = match &commonest {
         Some(CallCount { call, count }) => format!(
-            "along the path the ranks wait for each other {all_waits} times, {count} of them in {call}; {shares}"
+            "along the path the ranks wait for each other {all_waits} times ({:.1} ms of measured latency), {count} of them in {call}; {shares}",
+            ms(latency_ns)
         ),
         None => format!("along the path no rank waits for another; {shares}"),
     };
@@ -330,7 +333,7 @@ mod tests {
             [
                 "thread_slow is 98.8 % of the critical path (200.0 ms of 202.6 ms) and 47.9 % of all work: the path weighs it more than a CPU profile does",
                 "making it take no time would shorten the run by 73.5 % (148.8 ms); thread_work by 0.0 % (0.0 ms)",
-                "along the path the ranks wait for each other 5 times, 5 of them in MPI_Allreduce; rank 0 does 60.3 % of the path's work, rank 1 39.7 %",
+                "along the path the ranks wait for each other 5 times (11.0 ms of measured latency), 5 of them in MPI_Allreduce; rank 0 does 60.3 % of the path's work, rank 1 39.7 %",
             ]
         );
         assert_eq!(lessons.top_procedure, "thread_slow");

@@ -57,18 +57,21 @@ fn lammps_demo_says_what_its_report_holds() {
     // Where the ranks wait: a call the path really waits in from one rank to the other,
     // and the rank with the larger share of the path's work.
     let CallCount { call, count } = lessons.commonest_wait.clone().expect("the ranks wait");
-    let rank_waits: Vec<&str> = report["activities"]
+    let rank_waits: Vec<&Value> = report["activities"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|a| a["type"] == "wait" && a["from_pid"] != a["to_pid"])
-        .map(|a| a["call"].as_str().unwrap())
         .collect();
     assert_eq!(
-        rank_waits.iter().filter(|c| **c == call).count(),
+        rank_waits.iter().filter(|a| a["call"] == call).count(),
         count,
         "{call}"
     );
+    let latency_ns: u64 = rank_waits
+        .iter()
+        .map(|a| a["latency_ns"].as_u64().unwrap())
+        .sum();
     assert!(call.starts_with("MPI_"), "{call}");
     let processes = report["processes"].as_array().unwrap();
     assert_eq!(processes.len(), lammps::RANKS, "{processes:?}");
@@ -80,8 +83,9 @@ fn lammps_demo_says_what_its_report_holds() {
     assert_eq!(lessons.busiest, ProcessName::Rank(rank));
     assert!(
         third.starts_with(&format!(
-            "along the path the ranks wait for each other {} times, {count} of them in {call}; rank {rank} does {:.1} % of the path's work, rank ",
+            "along the path the ranks wait for each other {} times ({:.1} ms of measured latency), {count} of them in {call}; rank {rank} does {:.1} % of the path's work, rank ",
             rank_waits.len(),
+            latency_ns as f64 / 1e6,
             pct(&busiest["cp_pct"])
         )),
         "{third}"
