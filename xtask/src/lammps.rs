@@ -25,7 +25,7 @@ pub const NEIGHBOR_BUILD: &str = "_ZN9LAMMPS_NS8Neighbor5buildEi";
 pub const LMP: &[&str] = &["lmp", "-in", "in.lj", "-log", "none", "-screen", "none"];
 /// Open MPI ranks of the demo's run.
 pub const RANKS: usize = 2;
-/// The traced run takes a few seconds; past this it hangs.
+/// The traced run takes a few seconds: past this limit it is taken to hang, and ended.
 const LIMIT: Duration = Duration::from_secs(300);
 
 /// Where LAMMPS runs: tests/apps, which holds its input.
