@@ -1,8 +1,11 @@
 //! `cargo xtask demo`: traces the bundled hybrid MPI + threads program, whose bottleneck
 //! is planted (tests/programs/hybrid_mpi_threads.c: each round one thread of one rank
 //! runs `thread_slow` for 40 ms while the others run `thread_work` for 10 ms), prints the
-//! report (its diagnosis and profile table) and writes the HTML report.
+//! report (its diagnosis and profile table) and writes the HTML report; then traces a
+//! real application, LAMMPS (xtask's `lammps` module), says in three lines what its
+//! report teaches, and ends with its HTML report's address.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::Command;
 
@@ -11,6 +14,7 @@ use anyhow::Result;
 use crate::build::{build_program, build_release};
 use crate::setup::setup;
 use crate::util::{root, run};
+use xtask::lammps;
 
 /// The program the demo traces, and its arguments: threads per rank, rounds, the slow
 /// thread's milliseconds, the others', the slow rank (-1: it rotates).
@@ -19,7 +23,7 @@ const ARGS: &[&str] = &["2", "5", "40", "10", "-1"];
 const RANKS: &str = "2";
 
 /// `cargo xtask demo`: setup, build, trace the program, print its report and write the
-/// HTML page.
+/// HTML page; then trace LAMMPS, say what its report teaches and where its page is.
 pub(crate) fn demo() -> Result<()> {
     setup()?;
     build_release()?;
@@ -45,6 +49,24 @@ pub(crate) fn demo() -> Result<()> {
         .arg(&html)
         .arg(&recording))?;
     println!("\nHTML report: {}", html.display());
+
+    eprintln!(
+        "\nxtask demo: a real application: LAMMPS (Debian's lmp), the Lennard-Jones melt of tests/apps/in.lj on {} Open MPI ranks, its force computation and neighbour-list build selected\n",
+        lammps::RANKS
+    );
+    let traced = lammps::trace(&tracer, &out)?;
+    let lessons = lammps::lessons(&traced.report)?;
+    eprintln!(
+        "\nxtask demo: what the report of LAMMPS says (tracer report {}):\n",
+        traced.recording.display()
+    );
+    for line in &lessons.lines {
+        println!("{line}");
+    }
+    println!(
+        "{}",
+        lammps::report_link(&traced.html, std::io::stdout().is_terminal())
+    );
     Ok(())
 }
 

@@ -1,7 +1,8 @@
 //! Project automation. `cargo xtask setup` installs everything a fresh machine lacks
 //! (idempotent and quick when it is all there); `test`, `demo` and `bench` run setup first.
-//! One module per command (setup, build, test, demo, bench); `util` runs commands. This
-//! file only parses the command line and dispatches.
+//! One module per command (setup, build, test, demo, bench); the library (lib.rs) holds
+//! what the integration tests use too: `util` (running commands) and `lammps` (the
+//! demo's real application). This file only parses the command line and dispatches.
 
 mod bench;
 mod build;
@@ -10,10 +11,11 @@ mod fuzz;
 mod layout;
 mod setup;
 mod test;
-mod util;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+// The modules' `crate::util` (the library holds it: the integration tests use it too).
+use xtask::util;
 
 #[derive(Parser)]
 #[command(name = "xtask")]
@@ -35,7 +37,8 @@ enum Cmd {
     /// Only the checks `test` starts with: `cargo fmt --all --check`, then `cargo clippy
     /// --all-targets -- -D warnings` on the host crates.
     Lint,
-    /// Trace a bundled MPI program and print what the tracer found.
+    /// Trace a bundled MPI program and print what the tracer found; then LAMMPS, with
+    /// three lines of what its report shows and its HTML report's address last.
     Demo,
     /// Fuzz every reader (recording, records, network table, placement, scale, the whole
     /// analysis) for a bounded time each, on a copy of fuzz/corpus in target/fuzz.

@@ -22,6 +22,8 @@ const PACKAGES: &[&str] = &[
     "make",
     "gfortran",
     "gcc",
+    // c++filt: the demo shows LAMMPS's C++ procedures by their demangled names.
+    "binutils",
     // OpenMP with LLVM's runtime: clang -fopenmp links libomp (tests/programs/*.libomp).
     "clang",
     "libomp-dev",

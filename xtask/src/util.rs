@@ -2,11 +2,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
 /// The workspace root (xtask's parent directory).
-pub(crate) fn root() -> PathBuf {
+pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -14,7 +15,7 @@ pub(crate) fn root() -> PathBuf {
 }
 
 /// Runs a command with inherited stdio, printing it first; fails unless it succeeds.
-pub(crate) fn run(cmd: &mut Command) -> Result<()> {
+pub fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("xtask: {cmd:?}");
     let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
@@ -24,7 +25,7 @@ pub(crate) fn run(cmd: &mut Command) -> Result<()> {
 }
 
 /// Runs a command, returns its stdout; fails with its status and stderr.
-pub(crate) fn output(cmd: &mut Command) -> Result<String> {
+pub fn output(cmd: &mut Command) -> Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
         bail!(
@@ -37,7 +38,7 @@ pub(crate) fn output(cmd: &mut Command) -> Result<String> {
 }
 
 /// Runs a command quietly: its output is shown only if it fails (then in the error).
-pub(crate) fn run_quiet(cmd: &mut Command) -> Result<()> {
+pub fn run_quiet(cmd: &mut Command) -> Result<()> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
         bail!(
@@ -48,4 +49,26 @@ pub(crate) fn run_quiet(cmd: &mut Command) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Runs a command as `run` does, ending it (its own process, by its pid) if it takes
+/// longer than `limit`: a traced job that hangs must not hold a demo or a test forever.
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Result<()> {
+    eprintln!("xtask: {cmd:?}");
+    let started = Instant::now();
+    let mut child = cmd.spawn().with_context(|| format!("running {cmd:?}"))?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                bail!("{cmd:?} failed with {status}");
+            }
+            return Ok(());
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{cmd:?} took more than {limit:?}: ended");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tracer_tests::profile::{check_report, tracer_json};
 use tracer_tests::{program, root, tracer};
+use xtask::lammps;
 
 /// What one traced application run left.
 struct AppRun {
@@ -233,9 +234,6 @@ fn report_bounded(recording: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// LAMMPS's library, where its procedures are.
-const LIBLAMMPS: &str = "/usr/lib/x86_64-linux-gnu/liblammps.so.0";
-
 /// An independent count of the messages a job's ranks send: tests/programs/pmpi_count.c,
 /// preloaded into every rank, writes `sends N` to `rank-R.txt` in its directory.
 struct PmpiCount {
@@ -284,19 +282,19 @@ impl Drop for PmpiCount {
 
 #[test]
 fn lammps_lennard_jones_melt() {
-    let apps = root().join("tests/apps");
+    // The demo's run (xtask's `lammps` module: its command, input and procedures), on 3
+    // ranks and with the independent count.
     let counts = PmpiCount::new("lammps");
     let ranks = 3;
-    let pair = format!("{LIBLAMMPS}:_ZN9LAMMPS_NS9PairLJCut7computeEii");
-    let neighbor = format!("{LIBLAMMPS}:_ZN9LAMMPS_NS8Neighbor5buildEi");
     let mut args = counts.mpirun_options();
-    args.extend(["lmp", "-in", "in.lj", "-log", "none", "-screen", "none"].map(String::from));
+    args.extend(lammps::LMP.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let procedures = lammps::procedures();
     let run = record_app(
         "lammps",
-        &[&pair, &neighbor],
+        &procedures.each_ref().map(String::as_str),
         &openmpi_job(ranks, &args),
-        &apps,
+        &lammps::apps_dir(),
     );
     check_application(&run, ranks);
     // The force computation is where LAMMPS spends its time: most of the path.
@@ -306,7 +304,7 @@ fn lammps_lennard_jones_melt() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["name"].as_str().unwrap().contains("PairLJCut"))
+        .find(|r| r["name"] == lammps::PAIR_COMPUTE)
         .expect("PairLJCut::compute probed");
     assert!(pair_row["cp_ns"].as_u64().unwrap() * 2 > len, "{pair_row}");
     let sends = counts.sends(ranks);

@@ -6,6 +6,7 @@
 mod applications;
 mod binary;
 mod critical_path;
+mod demo;
 mod errors;
 mod export;
 mod export_otf2;
