@@ -374,5 +374,24 @@ mod tests {
         out.clear();
         b.flush(|r| out.push(r));
         assert_eq!(out, lowered);
+
+        // A Testsome that completed requests: the 3 requests it tested, then its 2
+        // indices, numbered on after them, then its exit.
+        let array = |first, total| {
+            Record::HandleArray(Box::new(HandleArrayRecord {
+                header: header(kind::HANDLE_ARRAY, 50),
+                first,
+                total,
+                ..Default::default()
+            }))
+        };
+        let exit = Record::CallExit(CallRecord::unset(header(kind::CALL_EXIT, 50)));
+        let written = [array(0, 3), array(3, 5), exit.clone()];
+        for r in [array(3, 5), exit, array(0, 3)] {
+            b.push(&r);
+        }
+        out.clear();
+        b.flush(|r| out.push(r));
+        assert_eq!(out, written);
     }
 }

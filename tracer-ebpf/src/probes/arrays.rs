@@ -75,8 +75,8 @@ fn call_arrays_body(_ctx: &ProbeContext) {
     let scratch = unsafe { &mut *scratch };
     let job = &scratch.job;
     match job.kind {
-        array_kind::HANDLES_4 => emit_handle_array(&job.header, job.base, job.total, 4),
-        array_kind::HANDLES_8 => emit_handle_array(&job.header, job.base, job.total, 8),
+        array_kind::HANDLES_4 => emit_handle_array(&job.header, job.base, job.total, 4, 0),
+        array_kind::HANDLES_8 => emit_handle_array(&job.header, job.base, job.total, 8, 0),
         array_kind::UNSIZED_INTS => emit_unsized_ints(&job.header, job.base),
         array_kind::STATUSES => {
             if let Some(flavor) = FLAVORS.get(job.flavor) {
@@ -100,8 +100,11 @@ static NO_VALUES: [u64; ARRAY_CHUNK] = [0; ARRAY_CHUNK];
 
 /// The array's `HandleArrayRecord`s, a chunk each (elements of `elem` bytes, widened),
 /// built in place: the call exit program, which writes the array of Waitsome/Testsome
-/// itself, has no stack left for a record.
-pub fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
+/// itself, has no stack left for a record. `after` is how many elements this probe hit
+/// wrote before, in another array (a Testsome's tested requests before its indices): the
+/// records number their elements on from there, so that userspace, which puts the
+/// records of one hit in order by `first`, reads the arrays in the order written.
+pub fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32, after: u32) {
     for chunk in 0..ARRAY_MAX_CHUNKS {
         let first = chunk * ARRAY_CHUNK as u32;
         if first >= total {
@@ -113,8 +116,8 @@ pub fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32) {
         let r = place.record();
         copy_words(&mut r.header, h);
         r.header.kind = kind::HANDLE_ARRAY;
-        r.first = first;
-        r.total = total;
+        r.first = after + first;
+        r.total = after + total;
         read_chunk(
             &mut r.values,
             base + elem as u64 * first as u64,

@@ -449,14 +449,17 @@ fn try_call_exit(ctx: &RetProbeContext) -> Result<AfterCall, ()> {
         place.submit();
         return Ok(AfterCall::Done);
     }
+    // Elements of the tested requests' array, which the indices follow.
+    let mut tested_written = 0;
     if completed {
         emit_tested_array(&h, thread);
+        tested_written = thread.tested_total;
     }
     if layout.status_mode == status_mode::INDEX_ARRAY {
         // Waitsome/Testsome: the indices of the requests that completed, written before
         // the exit so that userspace reads them while the call is still open.
         if out > 0 {
-            emit_handle_array(&h, frame.status[0], out as u32, 4);
+            emit_handle_array(&h, frame.status[0], out as u32, 4, tested_written);
         }
     }
     let Some(mut place) = reserve::<CallReturnRecord>() else {
