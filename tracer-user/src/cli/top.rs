@@ -364,7 +364,7 @@ impl View {
                 .areas(body);
                 f.render_widget(self.procedures(&t.profile), procedures);
                 let shown = threads_shown(&through, heights.path.saturating_sub(TABLE_CHROME));
-                f.render_widget(path_table(&t.profile, &through, shown), path);
+                f.render_widget(path_table(&t.profile, &through, &shown), path);
                 rest
             }
             (Some(t), Page::Messages) => {
@@ -627,17 +627,31 @@ impl PaneHeights {
     }
 }
 
-/// Threads shown under each process of the path in `rows` rows: all of them if they
-/// fit, else as many under each as fit under every one (the largest first, each process
-/// keeping its row).
-fn threads_shown(through: &[PathProcess], rows: u16) -> usize {
+/// Threads shown under each process of the path (in `through`'s order) in `rows` rows:
+/// all of them if they fit, else as many under each as fit under every one (each process
+/// keeping its row), and the rows left over to one more thread of the processes that
+/// hold most of the path: no row stays blank while a thread is left out.
+fn threads_shown(through: &[PathProcess], rows: u16) -> Vec<usize> {
+    let rows = usize::from(rows);
     let rows_with =
         |k: usize| -> usize { through.iter().map(|q| 1 + q.threads.len().min(k)).sum() };
     let most = through.iter().map(|q| q.threads.len()).max().unwrap_or(0);
-    (0..=most)
+    let under_each = (0..=most)
         .rev()
-        .find(|&k| rows_with(k) <= usize::from(rows))
-        .unwrap_or(0)
+        .find(|&k| rows_with(k) <= rows)
+        .unwrap_or(0);
+    let mut left = rows.saturating_sub(rows_with(under_each));
+    through
+        .iter()
+        .map(|q| {
+            let mut shown = q.threads.len().min(under_each);
+            if shown < q.threads.len() && left > 0 {
+                shown += 1;
+                left -= 1;
+            }
+            shown
+        })
+        .collect()
 }
 
 /// The last `n` lines of the file at `path`, for a terminal: read from its last 64 KiB,
@@ -684,9 +698,9 @@ fn printable(line: &str) -> String {
 }
 
 /// Where the path runs: a row per process, then its threads that hold most of it.
-fn path_table(p: &Profile, through: &[PathProcess], threads_shown: usize) -> Table<'static> {
+fn path_table(p: &Profile, through: &[PathProcess], threads_shown: &[usize]) -> Table<'static> {
     let mut body = Vec::new();
-    for q in through {
+    for (q, &threads_shown) in through.iter().zip(threads_shown) {
         body.push(Row::new(vec![
             format!("pid {} {}", q.pid, q.command),
             q.threads.len().to_string(),
@@ -802,15 +816,29 @@ mod tests {
                 },
             ]
         };
-        assert_eq!(threads_shown(&through(8), 13), 8, "all 13 rows fit");
-        assert_eq!(threads_shown(&through(8), 12), 7);
+        assert_eq!(threads_shown(&through(8), 13), [8, 3], "all 13 rows fit");
+        assert_eq!(threads_shown(&through(8), 12), [7, 3]);
         assert_eq!(
             threads_shown(&through(8), 7),
-            2,
-            "2 + 2 threads and 2 process rows"
+            [3, 2],
+            "2 + 2 threads and 2 process rows, the last row to the process with most of the path"
         );
-        assert_eq!(threads_shown(&through(8), 2), 0, "the process rows only");
-        assert_eq!(threads_shown(&through(8), 1), 0);
+        assert_eq!(
+            threads_shown(&through(8), 3),
+            [1, 0],
+            "the process rows, one thread"
+        );
+        assert_eq!(
+            threads_shown(&through(8), 2),
+            [0, 0],
+            "the process rows only"
+        );
+        assert_eq!(threads_shown(&through(8), 1), [0, 0]);
+        // Processes with threads left out have a row each for every row of the pane.
+        for rows in 2..=13 {
+            let shown = threads_shown(&through(8), rows);
+            assert_eq!(2 + shown.iter().sum::<usize>(), usize::from(rows), "{rows}");
+        }
     }
 
     #[test]
