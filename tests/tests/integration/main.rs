@@ -4,6 +4,7 @@
 //! area with `cargo test --release -p tracer-tests --test integration -- --test-threads=1 mpi::`.
 
 mod applications;
+mod cost;
 mod critical_path;
 mod errors;
 mod export;

@@ -279,6 +279,9 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         if let Some(Ok(p)) = &outcome.whatif {
             say!("{}", p.text_line());
         }
+        if let Some(cost) = &outcome.summary.cost {
+            say!("{}", cost.text_line());
+        }
         match outcome.command_status {
             Some(CommandStatus::Exited(code)) if code != 0 => {
                 say!("tracer: the traced command exited with status {code}")

@@ -2,7 +2,9 @@
 //! then the probes detached.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use tracer_analysis::cost::{CostInputs, RunCost};
 
 use super::context::LoopContext;
 use super::detach::Detacher;
@@ -12,12 +14,14 @@ use super::sink::SinkResults;
 use super::{
     CommandTerminal, Detaching, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason,
 };
+use crate::probes::one_line;
 
-/// Ends a session the event loop stopped for `stop`.
+/// Ends a session the event loop stopped for `stop`; it `started` then.
 pub(super) fn finish(
     ctx: LoopContext,
     stop: StopReason,
     opts: RecordOptions,
+    started: Instant,
 ) -> Result<RecordOutcome, SessionError> {
     let LoopContext {
         mut probes,
@@ -34,6 +38,16 @@ pub(super) fn finish(
         ..
     } = ctx;
     let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref(), &memory)?;
+    // Read as tracing stops: the probes still fire until they are detached, and the
+    // analysis after tracing may take a while.
+    let probe_counts = probes.run_counts().unwrap_or_else(|e| {
+        log::warn!(
+            "the kernel's BPF statistics could not be read; the session's probe hits will be \
+             unknown: {}",
+            one_line(&e)
+        );
+        None
+    });
     // Every output is complete before the probes go: detaching takes seconds.
     let SinkResults {
         mut summary,
@@ -41,6 +55,12 @@ pub(super) fn finish(
         whatif,
     } = sink.finish(&failures)?;
     summary.tracer_cpu_ns = own_cpu_ns();
+    summary.cost = Some(RunCost::new(&CostInputs {
+        probes: probe_counts,
+        program_cpu_ns: profile.traced_cpu_ns,
+        tracer_cpu_ns: summary.tracer_cpu_ns.unwrap_or(0),
+        session_ns: started.elapsed().as_nanos() as u64,
+    }));
     summary.unprobed_mpi_calls = Some(unprobed_mpi_calls);
     let owner = opts.run_as.as_ref();
     write_json(opts.summary_json.as_deref(), &summary, owner)?;
