@@ -150,3 +150,38 @@ fn cost_counts_the_probe_hits_and_shares_the_program_cpu() {
     assert_eq!(offline["functions"], summary["functions"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--no-bpf-stats` leaves the kernel's statistics off: no probe counts, and the reason,
+/// in the JSON and on the line; the tracer's CPU is still measured.
+#[test]
+fn without_the_kernel_statistics_the_hits_are_unknown() {
+    let dir = std::env::temp_dir().join(format!("tracer-it-{}-cost-off", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sum = dir.join("summary.json");
+    let output = Command::new(tracer())
+        .args(["record", "--no-bpf-stats", "--summary-json"])
+        .arg(&sum)
+        .arg("--")
+        .args(openmpi(RANKS as usize, "mpi_busy", &["2", "1"]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let summary: Value = serde_json::from_slice(&std::fs::read(&sum).unwrap()).unwrap();
+    let cost = &summary["cost"];
+    assert_eq!(cost["probes"], Value::Null, "{cost}");
+    assert_eq!(cost["probes_unknown"], "off", "{cost}");
+    assert!(f(&cost["tracer_core_pct"]) > 0.0, "{cost}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("cost: "))
+        .unwrap_or_else(|| panic!("no cost line in:\n{stderr}"));
+    assert!(
+        line.starts_with(
+            "cost: probe hits unknown (the kernel's BPF statistics were left off \
+             (--no-bpf-stats)); tracer "
+        ),
+        "{line}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

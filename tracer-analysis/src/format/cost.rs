@@ -70,11 +70,39 @@ pub struct ProbeCounts {
     pub counted_ns: u64,
 }
 
+/// The kernel's counts of a session's programs, or why there are none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeCounting {
+    Counted(ProbeCounts),
+    Unknown(NoCounts),
+}
+
+/// Why a session has no probe counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoCounts {
+    /// `--no-bpf-stats`: the statistics were left off.
+    Off,
+    /// The kernel would not turn its statistics on (before Linux 5.8).
+    Refused,
+    /// They were on, but could not be read at the end.
+    Unreadable,
+}
+
+impl NoCounts {
+    fn says(self) -> &'static str {
+        match self {
+            NoCounts::Off => "the kernel's BPF statistics were left off (--no-bpf-stats)",
+            NoCounts::Refused => "the kernel's BPF statistics could not be turned on",
+            NoCounts::Unreadable => "the kernel's BPF statistics could not be read",
+        }
+    }
+}
+
 /// The facts a session's cost is computed from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CostInputs {
-    /// None when the kernel's BPF statistics could not be turned on.
-    pub probes: Option<ProbeCounts>,
+    pub probes: ProbeCounting,
     /// CPU time of the traced threads, first to last record of each (the critical path
     /// analysis' total).
     pub program_cpu_ns: u64,
@@ -91,8 +119,10 @@ pub struct RunCost {
     pub session_ns: u64,
     /// The summary's `tracer_cpu_ns` over `session_ns`, in percent of one core.
     pub tracer_core_pct: f64,
-    /// None when the kernel's BPF statistics could not be turned on.
+    /// None without the kernel's counts; `probes_unknown` then says why.
     pub probes: Option<ProbeCost>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probes_unknown: Option<NoCounts>,
 }
 
 /// What the probes cost.
@@ -130,10 +160,16 @@ impl RunCost {
         RunCost {
             session_ns: inputs.session_ns,
             tracer_core_pct: percent(inputs.tracer_cpu_ns, inputs.session_ns),
-            probes: inputs
-                .probes
-                .as_ref()
-                .map(|counts| ProbeCost::new(counts, inputs.program_cpu_ns)),
+            probes: match &inputs.probes {
+                ProbeCounting::Counted(counts) => {
+                    Some(ProbeCost::new(counts, inputs.program_cpu_ns))
+                }
+                ProbeCounting::Unknown(_) => None,
+            },
+            probes_unknown: match inputs.probes {
+                ProbeCounting::Counted(_) => None,
+                ProbeCounting::Unknown(why) => Some(why),
+            },
         }
     }
 
@@ -141,10 +177,8 @@ impl RunCost {
     pub fn text_line(&self) -> String {
         let tracer = format!("tracer {:.1} % of a core", self.tracer_core_pct);
         let Some(p) = &self.probes else {
-            return format!(
-                "cost: probe hits unknown (the kernel's BPF statistics could not be turned \
-                 on); {tracer}"
-            );
+            let why = self.probes_unknown.map_or("", NoCounts::says);
+            return format!("cost: probe hits unknown ({why}); {tracer}");
         };
         let hits = format!(
             "{} probe hits/s (uprobes {}, tracepoints {})",
@@ -247,7 +281,7 @@ mod tests {
     #[test]
     fn hits_split_by_kind_and_shares_of_the_program() {
         let cost = RunCost::new(&CostInputs {
-            probes: Some(counts()),
+            probes: ProbeCounting::Counted(counts()),
             program_cpu_ns: 400_000_000,
             tracer_cpu_ns: 500_000_000,
             session_ns: 2_500_000_000,
@@ -281,7 +315,7 @@ mod tests {
     #[test]
     fn what_is_unknown_is_said_so() {
         let no_program = RunCost::new(&CostInputs {
-            probes: Some(counts()),
+            probes: ProbeCounting::Counted(counts()),
             program_cpu_ns: 0,
             tracer_cpu_ns: 1_000,
             session_ns: 0,
@@ -292,17 +326,34 @@ mod tests {
         assert!(no_program
             .text_line()
             .contains("share of the program's CPU unknown"));
-        let no_stats = RunCost::new(&CostInputs {
-            probes: None,
-            program_cpu_ns: 1,
-            tracer_cpu_ns: 1,
-            session_ns: 4,
-        });
+        let no_stats = RunCost::new(&no_stats_inputs());
+        assert!(no_stats.probes.is_none());
+        assert_eq!(no_stats.probes_unknown, Some(NoCounts::Refused));
         assert_eq!(
             no_stats.text_line(),
             "cost: probe hits unknown (the kernel's BPF statistics could not be turned on); \
              tracer 25.0 % of a core"
         );
+        let off = RunCost::new(&CostInputs {
+            probes: ProbeCounting::Unknown(NoCounts::Off),
+            ..no_stats_inputs()
+        });
+        assert!(off.text_line().contains("left off (--no-bpf-stats)"));
+        let json = serde_json::to_value(&off).unwrap();
+        assert_eq!(json["probes"], serde_json::Value::Null);
+        assert_eq!(json["probes_unknown"], "off");
+        // With counts, no reason.
+        let counted = serde_json::to_value(&no_program).unwrap();
+        assert!(counted.get("probes_unknown").is_none());
+    }
+
+    fn no_stats_inputs() -> CostInputs {
+        CostInputs {
+            probes: ProbeCounting::Unknown(NoCounts::Refused),
+            program_cpu_ns: 1,
+            tracer_cpu_ns: 1,
+            session_ns: 4,
+        }
     }
 
     #[test]

@@ -81,6 +81,12 @@ pub(super) struct RecordArgs {
     /// kernel has it.
     #[arg(long, value_enum, default_value = "auto", hide = true)]
     uprobe_links: UprobeLinks,
+    /// Leave the kernel's BPF run statistics off. They count every run of our probes and
+    /// its time, for the `cost:` line and the summary's `cost`, and add about 75 ns to
+    /// each run on the benchmark VM, about 150 ns to a probed MPI call
+    /// (docs/benchmarks.md); without them the probe hits are unknown.
+    #[arg(long)]
+    no_bpf_stats: bool,
     /// What-if while tracing: replay the run online with processes placed as SPEC says
     /// (as `tracer whatif --placement`) and print the predicted runtime at the end.
     #[arg(long, value_name = "SPEC")]
@@ -246,6 +252,7 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
             .memory_limit_mib
             .map_or_else(session::default_limit_bytes, |mib| mib << 20),
         floor_probes: a.probes == ProbeSet::Floor,
+        bpf_stats: !a.no_bpf_stats,
         uprobe_links: a.uprobe_links,
         command_terminal,
         on_ready,

@@ -35,6 +35,9 @@ pub(crate) struct ProbeOptions {
     /// How uprobes are attached: `Auto` takes uprobe_multi links where the kernel has
     /// them.
     pub uprobe_links: UprobeLinks,
+    /// Have the kernel count our programs' runs and run time (`run_stats`): the
+    /// session's probe hits, at a price per run (docs/benchmarks.md).
+    pub run_statistics: bool,
 }
 
 /// How uprobes are attached, as asked for (`--uprobe-links`).
@@ -336,7 +339,11 @@ impl Probes {
         for &(name, _, _) in &tracepoints {
             families.insert(classic_program(name), ProbeFamily::Futex);
         }
-        let run_statistics = RunStatistics::enable(families);
+        let run_statistics = if opts.run_statistics {
+            RunStatistics::enable(families)
+        } else {
+            None
+        };
         for (name, tracepoint, per_call) in raw_tracepoints {
             let name = raw_program(name, per_call);
             let p: &mut RawTracePoint = program(&mut ebpf, name)?;

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tracer_analysis::cost::{CostInputs, RunCost};
+use tracer_analysis::cost::{CostInputs, NoCounts, ProbeCounting, RunCost};
 
 use super::context::LoopContext;
 use super::detach::Detacher;
@@ -40,14 +40,19 @@ pub(super) fn finish(
     let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref(), &memory)?;
     // Read as tracing stops: the probes still fire until they are detached, and the
     // analysis after tracing may take a while.
-    let probe_counts = probes.run_counts().unwrap_or_else(|e| {
-        log::warn!(
-            "the kernel's BPF statistics could not be read; the session's probe hits will be \
-             unknown: {}",
-            one_line(&e)
-        );
-        None
-    });
+    let probe_counts = match probes.run_counts() {
+        _ if !opts.bpf_stats => ProbeCounting::Unknown(NoCounts::Off),
+        Ok(Some(counts)) => ProbeCounting::Counted(counts),
+        Ok(None) => ProbeCounting::Unknown(NoCounts::Refused),
+        Err(e) => {
+            log::warn!(
+                "the kernel's BPF statistics could not be read; the session's probe hits \
+                 are unknown: {}",
+                one_line(&e)
+            );
+            ProbeCounting::Unknown(NoCounts::Unreadable)
+        }
+    };
     // Every output is complete before the probes go: detaching takes seconds.
     let SinkResults {
         mut summary,
