@@ -6,7 +6,8 @@
 //! descriptor `BPF_ENABLE_STATS` returns, and closing it (when the probes go) ends its
 //! request. Unlike the `kernel.bpf_stats_enabled` sysctl, nothing stays changed after
 //! the tracer. While it is held, every BPF program on the machine pays the statistics'
-//! two clock reads a run (docs/benchmarks.md measured them with the empty programs).
+//! two clock reads a run: about 75 ns on the benchmark VM (docs/benchmarks.md), hence
+//! `--no-bpf-stats`.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -52,8 +53,9 @@ impl RunStatistics {
 
 impl Probes {
     /// Runs and run time of our programs so far, by family, and the span since the
-    /// statistics were turned on; None when they could not be. A program not loaded
-    /// (the procedure programs of a session without `--func`) never ran.
+    /// statistics were turned on; None when they are off (not asked for, or refused by
+    /// the kernel). A program not loaded (the procedure programs of a session without
+    /// `--func`) never ran.
     pub(crate) fn run_counts(&self) -> Result<Option<ProbeCounts>, ProbeError> {
         let Some(stats) = &self.run_statistics else {
             return Ok(None);

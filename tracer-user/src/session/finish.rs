@@ -40,17 +40,20 @@ pub(super) fn finish(
     let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref(), &memory)?;
     // Read as tracing stops: the probes still fire until they are detached, and the
     // analysis after tracing may take a while.
-    let probe_counts = match probes.run_counts() {
-        _ if !opts.bpf_stats => ProbeCounting::Unknown(NoCounts::Off),
-        Ok(Some(counts)) => ProbeCounting::Counted(counts),
-        Ok(None) => ProbeCounting::Unknown(NoCounts::Refused),
-        Err(e) => {
-            log::warn!(
-                "the kernel's BPF statistics could not be read; the session's probe hits \
-                 are unknown: {}",
-                one_line(&e)
-            );
-            ProbeCounting::Unknown(NoCounts::Unreadable)
+    let probe_counts = if !opts.bpf_stats {
+        ProbeCounting::Unknown(NoCounts::Off)
+    } else {
+        match probes.run_counts() {
+            Ok(Some(counts)) => ProbeCounting::Counted(counts),
+            Ok(None) => ProbeCounting::Unknown(NoCounts::Refused),
+            Err(e) => {
+                log::warn!(
+                    "the kernel's BPF statistics could not be read; the session's probe hits \
+                     are unknown: {}",
+                    one_line(&e)
+                );
+                ProbeCounting::Unknown(NoCounts::Unreadable)
+            }
         }
     };
     // Every output is complete before the probes go: detaching takes seconds.
