@@ -1,12 +1,15 @@
 //! What a session cost the traced program and the machine (the summary's `cost`, and the
 //! `cost:` line at the end of `tracer record`): how often the probes ran, the share of the
-//! program's CPU they took, and the tracer's own CPU. The counts come from the kernel (its
-//! BPF run statistics) and the clocks; this is only their arithmetic, tested on made-up
-//! figures. Schema: docs/summary-json.md.
+//! program's CPU they took, and the tracer's own CPU. By default the runs are counted from
+//! the records the probes wrote (free, and only the traced program's) and their time is
+//! estimated; with `tracer record --bpf-stats` the kernel counts and times every run of our
+//! programs, machine-wide, at a price per run. This is only the arithmetic, tested on
+//! made-up figures. Schema: docs/summary-json.md.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use tracer_common::RecordKind;
 
 use crate::units::percent;
 
@@ -49,52 +52,137 @@ impl ProbeFamily {
             ProbeFamily::Calls | ProbeFamily::Procedures | ProbeFamily::LibraryLoaded
         )
     }
+
+    /// The time one run of the family's programs takes, for counts without the kernel's
+    /// timing ([`CountSource::Records`]): the mean run time the kernel's statistics
+    /// measured on the benchmark VM (docs/benchmarks.md, "What a run costs": `tracer
+    /// record --bpf-stats` on bench_slowdown's message loop for calls, its `--func
+    /// 'bproc_*'` procedures, threads_pingpong's futex calls, and the switches and
+    /// processes of mpi_busy and those runs). An estimate: runs that read arrays or
+    /// statuses, or scan the stack (a futex wait's site), take longer than the mean, and
+    /// other machines differ.
+    pub fn estimated_run_ns(self) -> u64 {
+        match self {
+            ProbeFamily::Calls => 300,
+            ProbeFamily::Procedures => 155,
+            ProbeFamily::Scheduler => 400,
+            // A held process's dlopen return stops it, as an exec does: not measured
+            // apart (one run per dlopen), taken as the processes' figure.
+            ProbeFamily::Processes | ProbeFamily::LibraryLoaded => 1_800,
+            ProbeFamily::Futex => 1_000,
+        }
+    }
+
+    /// The family whose run wrote a record of `kind` as its first (head) record; None
+    /// for the records a run writes after its head (a call's handle and status arrays,
+    /// the calls it found unwound, a process's end after its last thread's exit) and
+    /// for the ring's short forms, which userspace expands into whole records before
+    /// anything counts them.
+    fn of_head_record(kind: RecordKind) -> Option<ProbeFamily> {
+        match kind {
+            RecordKind::CallEnter | RecordKind::CallExit => Some(ProbeFamily::Calls),
+            RecordKind::FuncEnter | RecordKind::FuncExit => Some(ProbeFamily::Procedures),
+            RecordKind::SwitchOut
+            | RecordKind::SwitchIn
+            | RecordKind::Wakeup
+            | RecordKind::WakeupNew => Some(ProbeFamily::Scheduler),
+            RecordKind::Fork | RecordKind::Exec | RecordKind::Exit => Some(ProbeFamily::Processes),
+            RecordKind::FutexEnter | RecordKind::FutexExit => Some(ProbeFamily::Futex),
+            RecordKind::HandleArray
+            | RecordKind::StatusArray
+            | RecordKind::CallsUnwound
+            | RecordKind::ProcessEnd => None,
+            RecordKind::CallPair
+            | RecordKind::CallReturn
+            | RecordKind::FutexPair
+            | RecordKind::SwitchPair
+            | RecordKind::SlotsNudge
+            | RecordKind::LibraryLoaded => None,
+        }
+    }
 }
 
-/// What the kernel counted of one family's programs: runs and the time they took.
+/// Where a session's probe counts come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountSource {
+    /// The records the probes wrote for the traced threads (free): hits in the traced
+    /// program only, run time estimated ([`ProbeFamily::estimated_run_ns`]).
+    Records,
+    /// The kernel's BPF run statistics (`--bpf-stats`): every run of our programs on the
+    /// machine, its time measured.
+    Kernel,
+}
+
+/// One family's runs and the time they took.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProgramRuns {
     /// Runs of the family's programs: each run is one probe hit.
     pub hits: u64,
-    /// Time inside the programs (the tail calls they make included), as the kernel
-    /// measures it.
+    /// Time inside the programs (the tail calls they make included): measured by the
+    /// kernel, or `hits` x the family's estimated run time.
     pub run_ns: u64,
 }
 
-/// The kernel's counts of a session's programs, by family, over `counted_ns`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A session's probe runs, by family, over `counted_ns`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeCounts {
+    pub source: CountSource,
     pub families: BTreeMap<ProbeFamily, ProgramRuns>,
-    /// From the statistics turned on (before the first probe was attached) to their
-    /// reading (tracing stopped).
+    /// From just before the first probe was attached to tracing stopped.
     pub counted_ns: u64,
 }
 
-/// The kernel's counts of a session's programs, or why there are none.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProbeCounting {
-    Counted(ProbeCounts),
-    Unknown(NoCounts),
+/// The runs of a session's probes that wrote other than one record the summary counts
+/// as a run's head: counted where userspace reads the ring, the rest of the runs being
+/// the summary's records by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunsNotOneRecord {
+    /// Switches from one traced thread to another: one run of the switch program that
+    /// wrote both a `switch_out` and a `switch_in`.
+    pub switch_pairs: u64,
+    /// dlopen returns in processes held for them: runs whose ring record stands for no
+    /// record.
+    pub libraries_loaded: u64,
 }
 
-/// Why a session has no probe counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NoCounts {
-    /// `--no-bpf-stats`: the statistics were left off.
-    Off,
-    /// The kernel would not turn its statistics on (before Linux 5.8).
-    Refused,
-    /// They were on, but could not be read at the end.
-    Unreadable,
-}
-
-impl NoCounts {
-    fn says(self) -> &'static str {
-        match self {
-            NoCounts::Off => "the kernel's BPF statistics were left off (--no-bpf-stats)",
-            NoCounts::Refused => "the kernel's BPF statistics could not be turned on",
-            NoCounts::Unreadable => "the kernel's BPF statistics could not be read",
+impl ProbeCounts {
+    /// The runs the records stand for: one per head record (a call's entry or exit, a
+    /// procedure's, a switch, a wakeup, a fork, exec or exit, a futex call's entry or
+    /// exit), a switch pair one run, each held dlopen return one; the time estimated.
+    /// `by_kind`: the records by kind name, as the summary counts them
+    /// (`EventCounts::by_kind`).
+    pub fn from_records(
+        by_kind: &BTreeMap<String, u64>,
+        apart: RunsNotOneRecord,
+        counted_ns: u64,
+    ) -> ProbeCounts {
+        let mut hits: BTreeMap<ProbeFamily, u64> = BTreeMap::new();
+        for (name, &count) in by_kind {
+            let family = RecordKind::ALL
+                .iter()
+                .find(|k| k.name() == name)
+                .and_then(|&k| ProbeFamily::of_head_record(k));
+            if let Some(family) = family {
+                *hits.entry(family).or_default() += count;
+            }
+        }
+        if let Some(switches) = hits.get_mut(&ProbeFamily::Scheduler) {
+            *switches = switches.saturating_sub(apart.switch_pairs);
+        }
+        if apart.libraries_loaded > 0 {
+            *hits.entry(ProbeFamily::LibraryLoaded).or_default() += apart.libraries_loaded;
+        }
+        ProbeCounts {
+            source: CountSource::Records,
+            families: hits
+                .into_iter()
+                .map(|(family, hits)| {
+                    let run_ns = hits * family.estimated_run_ns();
+                    (family, ProgramRuns { hits, run_ns })
+                })
+                .collect(),
+            counted_ns,
         }
     }
 }
@@ -102,7 +190,7 @@ impl NoCounts {
 /// The facts a session's cost is computed from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CostInputs {
-    pub probes: ProbeCounting,
+    pub probes: ProbeCounts,
     /// CPU time of the traced threads, first to last record of each (the critical path
     /// analysis' total).
     pub program_cpu_ns: u64,
@@ -119,15 +207,15 @@ pub struct RunCost {
     pub session_ns: u64,
     /// The summary's `tracer_cpu_ns` over `session_ns`, in percent of one core.
     pub tracer_core_pct: f64,
-    /// None without the kernel's counts; `probes_unknown` then says why.
-    pub probes: Option<ProbeCost>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub probes_unknown: Option<NoCounts>,
+    pub probes: ProbeCost,
 }
 
 /// What the probes cost.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProbeCost {
+    /// Where the counts come from: `records` (the traced program's, run time estimated)
+    /// or `kernel` (the whole machine's, run time measured).
+    pub source: CountSource,
     /// The span the counts cover: from the first probe attached to tracing stopped.
     pub counted_ns: u64,
     /// Runs of our uprobe programs (an entry and a return probe are one hit each).
@@ -138,7 +226,7 @@ pub struct ProbeCost {
     pub hits_per_s: f64,
     pub uprobe_hits_per_s: f64,
     pub tracepoint_hits_per_s: f64,
-    /// Time inside all our programs, measured by the kernel.
+    /// Time inside all our programs: measured by the kernel, or estimated (`source`).
     pub run_ns: u64,
     /// The constant [`TRAP_NS_PER_UPROBE_HIT`].
     pub trap_ns_per_uprobe_hit: u64,
@@ -160,42 +248,36 @@ impl RunCost {
         RunCost {
             session_ns: inputs.session_ns,
             tracer_core_pct: percent(inputs.tracer_cpu_ns, inputs.session_ns),
-            probes: match &inputs.probes {
-                ProbeCounting::Counted(counts) => {
-                    Some(ProbeCost::new(counts, inputs.program_cpu_ns))
-                }
-                ProbeCounting::Unknown(_) => None,
-            },
-            probes_unknown: match inputs.probes {
-                ProbeCounting::Counted(_) => None,
-                ProbeCounting::Unknown(why) => Some(why),
-            },
+            probes: ProbeCost::new(&inputs.probes, inputs.program_cpu_ns),
         }
     }
 
     /// The line `tracer record` ends with.
     pub fn text_line(&self) -> String {
-        let tracer = format!("tracer {:.1} % of a core", self.tracer_core_pct);
-        let Some(p) = &self.probes else {
-            let why = self.probes_unknown.map_or("", NoCounts::says);
-            return format!("cost: probe hits unknown ({why}); {tracer}");
+        let p = &self.probes;
+        let (whose, run) = match p.source {
+            CountSource::Records => ("in the traced program", "estimated"),
+            CountSource::Kernel => ("machine-wide", "measured"),
         };
         let hits = format!(
-            "{} probe hits/s (uprobes {}, tracepoints {})",
+            "{} probe hits/s {whose} (uprobes {}, tracepoints {})",
             grouped(p.hits_per_s),
             grouped(p.uprobe_hits_per_s),
             grouped(p.tracepoint_hits_per_s)
         );
         let share = match (p.probes_pct, p.run_pct, p.trap_pct) {
-            (Some(all), Some(run), Some(trap)) => format!(
-                "probes ~{all:.1} % of the program's CPU ({run:.1} % in our programs, \
-                 ~{trap:.1} % estimated trap cost)"
+            (Some(all), Some(run_pct), Some(trap)) => format!(
+                "probes ~{all:.1} % of the program's CPU ({run_pct:.1} % in our programs, \
+                 {run}; {trap:.1} % in traps, estimated)"
             ),
             _ => "probes' share of the program's CPU unknown (no CPU time of a traced \
                   thread recorded)"
                 .to_string(),
         };
-        format!("cost: {hits}; {share}; {tracer}")
+        format!(
+            "cost: {hits}; {share}; tracer {:.1} % of a core",
+            self.tracer_core_pct
+        )
     }
 }
 
@@ -222,6 +304,7 @@ impl ProbeCost {
         };
         let share = |ns: u64| (program_cpu_ns > 0).then(|| percent(ns, program_cpu_ns));
         ProbeCost {
+            source: counts.source,
             counted_ns: counts.counted_ns,
             uprobe_hits,
             tracepoint_hits,
@@ -262,9 +345,10 @@ fn grouped(rate: f64) -> String {
 mod tests {
     use super::*;
 
-    fn counts() -> ProbeCounts {
+    fn counts(source: CountSource) -> ProbeCounts {
         let runs = |hits, run_ns| ProgramRuns { hits, run_ns };
         ProbeCounts {
+            source,
             families: BTreeMap::from([
                 (ProbeFamily::Calls, runs(40_000, 12_000_000)),
                 (ProbeFamily::Procedures, runs(100, 30_000)),
@@ -276,18 +360,22 @@ mod tests {
         }
     }
 
+    fn inputs(source: CountSource) -> CostInputs {
+        CostInputs {
+            probes: counts(source),
+            program_cpu_ns: 400_000_000,
+            tracer_cpu_ns: 500_000_000,
+            session_ns: 2_500_000_000,
+        }
+    }
+
     /// Uprobes and tracepoints are counted apart, every program's time counts, the trap
     /// is estimated for uprobe hits only, and shares are of the program's CPU.
     #[test]
     fn hits_split_by_kind_and_shares_of_the_program() {
-        let cost = RunCost::new(&CostInputs {
-            probes: ProbeCounting::Counted(counts()),
-            program_cpu_ns: 400_000_000,
-            tracer_cpu_ns: 500_000_000,
-            session_ns: 2_500_000_000,
-        });
+        let cost = RunCost::new(&inputs(CountSource::Kernel));
         assert_eq!(cost.tracer_core_pct, 20.0);
-        let p = cost.probes.as_ref().unwrap();
+        let p = &cost.probes;
         assert_eq!(p.uprobe_hits, 40_100);
         assert_eq!(p.tracepoint_hits, 2_000);
         assert_eq!(p.hits_per_s, 21_050.0);
@@ -304,56 +392,101 @@ mod tests {
         assert_eq!(p.families.len(), 4);
         assert_eq!(
             cost.text_line(),
-            "cost: 21,050 probe hits/s (uprobes 20,050, tracepoints 1,000); probes ~7.1 % of \
-             the program's CPU (3.2 % in our programs, ~3.9 % estimated trap cost); tracer \
-             20.0 % of a core"
+            "cost: 21,050 probe hits/s machine-wide (uprobes 20,050, tracepoints 1,000); \
+             probes ~7.1 % of the program's CPU (3.2 % in our programs, measured; 3.9 % in \
+             traps, estimated); tracer 20.0 % of a core"
         );
+        let json = serde_json::to_value(&cost).unwrap();
+        assert_eq!(json["probes"]["source"], "kernel");
     }
 
-    /// Without the program's CPU there is no share, and without the kernel's statistics
-    /// no hits; the tracer's CPU is still told.
+    /// The line says whose hits they are and that the programs' time is an estimate
+    /// when the records counted them; the JSON says where the counts come from.
+    #[test]
+    fn the_source_is_said() {
+        let cost = RunCost::new(&inputs(CountSource::Records));
+        assert_eq!(
+            cost.text_line(),
+            "cost: 21,050 probe hits/s in the traced program (uprobes 20,050, tracepoints \
+             1,000); probes ~7.1 % of the program's CPU (3.2 % in our programs, estimated; \
+             3.9 % in traps, estimated); tracer 20.0 % of a core"
+        );
+        let json = serde_json::to_value(&cost).unwrap();
+        assert_eq!(json["probes"]["source"], "records");
+    }
+
+    /// Without the program's CPU there is no share; the hits and the tracer's CPU are
+    /// still told.
     #[test]
     fn what_is_unknown_is_said_so() {
         let no_program = RunCost::new(&CostInputs {
-            probes: ProbeCounting::Counted(counts()),
             program_cpu_ns: 0,
-            tracer_cpu_ns: 1_000,
             session_ns: 0,
+            ..inputs(CountSource::Records)
         });
         assert_eq!(no_program.tracer_core_pct, 0.0);
-        let p = no_program.probes.as_ref().unwrap();
+        let p = &no_program.probes;
         assert_eq!((p.probes_pct, p.run_pct, p.trap_pct), (None, None, None));
         assert!(no_program
             .text_line()
             .contains("share of the program's CPU unknown"));
-        let no_stats = RunCost::new(&no_stats_inputs());
-        assert!(no_stats.probes.is_none());
-        assert_eq!(no_stats.probes_unknown, Some(NoCounts::Refused));
-        assert_eq!(
-            no_stats.text_line(),
-            "cost: probe hits unknown (the kernel's BPF statistics could not be turned on); \
-             tracer 25.0 % of a core"
-        );
-        let off = RunCost::new(&CostInputs {
-            probes: ProbeCounting::Unknown(NoCounts::Off),
-            ..no_stats_inputs()
-        });
-        assert!(off.text_line().contains("left off (--no-bpf-stats)"));
-        let json = serde_json::to_value(&off).unwrap();
-        assert_eq!(json["probes"], serde_json::Value::Null);
-        assert_eq!(json["probes_unknown"], "off");
-        // With counts, no reason.
-        let counted = serde_json::to_value(&no_program).unwrap();
-        assert!(counted.get("probes_unknown").is_none());
+        assert!(no_program
+            .text_line()
+            .starts_with("cost: 21,050 probe hits/s"));
     }
 
-    fn no_stats_inputs() -> CostInputs {
-        CostInputs {
-            probes: ProbeCounting::Unknown(NoCounts::Refused),
-            program_cpu_ns: 1,
-            tracer_cpu_ns: 1,
-            session_ns: 4,
+    /// One run per head record: entries and exits of calls, procedures and futex calls,
+    /// switches, wakeups, forks, execs and exits; not the arrays, statuses, unwound
+    /// calls and process ends written after a head; a switch pair is one run (two
+    /// records), and each held dlopen return one more run. Time is hits x the family's
+    /// estimate.
+    #[test]
+    fn records_count_one_run_per_head_record() {
+        let by_kind: BTreeMap<String, u64> = [
+            (RecordKind::CallEnter, 10),
+            (RecordKind::CallExit, 9),
+            (RecordKind::HandleArray, 4),
+            (RecordKind::StatusArray, 3),
+            (RecordKind::CallsUnwound, 1),
+            (RecordKind::FuncEnter, 5),
+            (RecordKind::FuncExit, 5),
+            (RecordKind::SwitchOut, 30),
+            (RecordKind::SwitchIn, 28),
+            (RecordKind::Wakeup, 7),
+            (RecordKind::WakeupNew, 1),
+            (RecordKind::Fork, 2),
+            (RecordKind::Exec, 2),
+            (RecordKind::Exit, 3),
+            (RecordKind::ProcessEnd, 2),
+            (RecordKind::FutexEnter, 6),
+            (RecordKind::FutexExit, 6),
+        ]
+        .into_iter()
+        .map(|(kind, n)| (kind.name().to_string(), n))
+        .collect();
+        let counts = ProbeCounts::from_records(
+            &by_kind,
+            RunsNotOneRecord {
+                switch_pairs: 20,
+                libraries_loaded: 1,
+            },
+            1_000,
+        );
+        assert_eq!(counts.source, CountSource::Records);
+        assert_eq!(counts.counted_ns, 1_000);
+        let hits = |family| counts.families[&family].hits;
+        assert_eq!(hits(ProbeFamily::Calls), 19);
+        assert_eq!(hits(ProbeFamily::Procedures), 10);
+        assert_eq!(hits(ProbeFamily::Scheduler), 30 + 28 + 7 + 1 - 20);
+        assert_eq!(hits(ProbeFamily::Processes), 7);
+        assert_eq!(hits(ProbeFamily::Futex), 12);
+        assert_eq!(hits(ProbeFamily::LibraryLoaded), 1);
+        for (family, runs) in &counts.families {
+            assert_eq!(runs.run_ns, runs.hits * family.estimated_run_ns());
         }
+        // No library loaded: no such family.
+        let none = ProbeCounts::from_records(&by_kind, RunsNotOneRecord::default(), 1_000);
+        assert!(!none.families.contains_key(&ProbeFamily::LibraryLoaded));
     }
 
     #[test]

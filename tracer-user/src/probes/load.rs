@@ -35,8 +35,8 @@ pub(crate) struct ProbeOptions {
     /// How uprobes are attached: `Auto` takes uprobe_multi links where the kernel has
     /// them.
     pub uprobe_links: UprobeLinks,
-    /// Have the kernel count our programs' runs and run time (`run_stats`): the
-    /// session's probe hits, at a price per run (docs/benchmarks.md).
+    /// Have the kernel count and time our programs' runs (`run_stats`, `--bpf-stats`),
+    /// machine-wide, at a price per run (docs/benchmarks.md).
     pub run_statistics: bool,
 }
 
@@ -188,7 +188,10 @@ pub(crate) struct Probes {
     pub(super) slots_per_cpu: u32,
     /// The ring buffer's size in bytes.
     pub(super) ring_bytes: u32,
-    /// The kernel's run statistics of our programs, when it keeps them for us.
+    /// Just before the first probe was attached: where the session's probe counts start.
+    pub(super) counting_since: Instant,
+    /// The kernel's run statistics of our programs, when it keeps them for us
+    /// (`--bpf-stats`).
     pub(super) run_statistics: Option<RunStatistics>,
 }
 
@@ -328,18 +331,19 @@ impl Probes {
             set_array_program(&mut ebpf, name)?;
         }
         // Counted from before the first probe is attached (the tracepoints, just below).
-        let mut families: HashMap<&'static str, ProbeFamily> = HashMap::new();
-        for (name, family) in programs.families() {
-            families.entry(name).or_insert(family);
-        }
-        families.insert(LIBRARY_LOADED, ProbeFamily::LibraryLoaded);
-        for &(name, _, per_call) in &raw_tracepoints {
-            families.insert(raw_program(name, per_call), raw_family(per_call));
-        }
-        for &(name, _, _) in &tracepoints {
-            families.insert(classic_program(name), ProbeFamily::Futex);
-        }
+        let counting_since = Instant::now();
         let run_statistics = if opts.run_statistics {
+            let mut families: HashMap<&'static str, ProbeFamily> = HashMap::new();
+            for (name, family) in programs.families() {
+                families.entry(name).or_insert(family);
+            }
+            families.insert(LIBRARY_LOADED, ProbeFamily::LibraryLoaded);
+            for &(name, _, per_call) in &raw_tracepoints {
+                families.insert(raw_program(name, per_call), raw_family(per_call));
+            }
+            for &(name, _, _) in &tracepoints {
+                families.insert(classic_program(name), ProbeFamily::Futex);
+            }
             RunStatistics::enable(families)
         } else {
             None
@@ -368,6 +372,7 @@ impl Probes {
             cpus,
             slots_per_cpu,
             ring_bytes,
+            counting_since,
             run_statistics,
         })
     }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tracer_analysis::cost::{CostInputs, NoCounts, ProbeCounting, RunCost};
+use tracer_analysis::cost::{CostInputs, ProbeCounts, RunCost};
 
 use super::context::LoopContext;
 use super::detach::Detacher;
@@ -35,27 +35,22 @@ pub(super) fn finish(
         watchdog,
         hold_deadline,
         memory,
+        runs_not_one_record,
         ..
     } = ctx;
     let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref(), &memory)?;
     // Read as tracing stops: the probes still fire until they are detached, and the
-    // analysis after tracing may take a while.
-    let probe_counts = if !opts.bpf_stats {
-        ProbeCounting::Unknown(NoCounts::Off)
-    } else {
-        match probes.run_counts() {
-            Ok(Some(counts)) => ProbeCounting::Counted(counts),
-            Ok(None) => ProbeCounting::Unknown(NoCounts::Refused),
-            Err(e) => {
-                log::warn!(
-                    "the kernel's BPF statistics could not be read; the session's probe hits \
-                     are unknown: {}",
-                    one_line(&e)
-                );
-                ProbeCounting::Unknown(NoCounts::Unreadable)
-            }
-        }
-    };
+    // analysis after tracing may take a while. The kernel's counts only with
+    // `--bpf-stats`; else, or if they cannot be had, the records' (below).
+    let counted_ns = probes.counted_ns();
+    let kernel_counts = probes.kernel_run_counts().unwrap_or_else(|e| {
+        log::warn!(
+            "the kernel's BPF statistics could not be read; the session's cost counts the \
+             probes' records instead: {}",
+            one_line(&e)
+        );
+        None
+    });
     // Every output is complete before the probes go: detaching takes seconds.
     let SinkResults {
         mut summary,
@@ -63,6 +58,9 @@ pub(super) fn finish(
         whatif,
     } = sink.finish(&failures)?;
     summary.tracer_cpu_ns = own_cpu_ns();
+    let probe_counts = kernel_counts.unwrap_or_else(|| {
+        ProbeCounts::from_records(&summary.events.by_kind, runs_not_one_record, counted_ns)
+    });
     summary.cost = Some(RunCost::new(&CostInputs {
         probes: probe_counts,
         program_cpu_ns: profile.traced_cpu_ns,

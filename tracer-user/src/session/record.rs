@@ -17,6 +17,7 @@ use super::targets::Targets;
 use super::{Ready, RecordOptions, RecordOutcome, SessionError};
 use crate::target::libraries::NeededLibraries;
 use crate::target::procfs;
+use tracer_analysis::cost::RunsNotOneRecord;
 use tracer_analysis::openmp::OpenMpLowering;
 
 /// Runs a whole session. Synchronous set-up (including the fork of a launched command)
@@ -106,5 +107,6 @@ fn start_tracing(
         watchdog,
         hold_deadline,
         memory: MemoryLimit::new(opts.memory_limit_bytes),
+        runs_not_one_record: RunsNotOneRecord::default(),
     })
 }
