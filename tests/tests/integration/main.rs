@@ -5,6 +5,7 @@
 
 mod applications;
 mod binary;
+mod cost;
 mod critical_path;
 mod demo;
 mod errors;

@@ -134,6 +134,11 @@ fn top_shows_the_bottleneck_live_and_q_writes_the_outputs() {
     // The terminal is back to normal and shows what record prints at the end.
     assert!(after.contains("tracer: stopped (interrupted)"), "{after}");
     assert!(after.contains("recording written to"), "{after}");
+    // What the run cost, as record says it (docs/summary-json.md, `cost`).
+    assert!(
+        after.contains("cost: ") && after.contains(" probe hits/s"),
+        "{after}"
+    );
     assert!(
         after.contains(&format!("the command's output is in {}", output.display())),
         "{after}"

@@ -35,6 +35,11 @@ pub struct Profile {
     /// Processes a signal killed, in order of death (absent when none was).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub killed: Vec<Killed>,
+    /// CPU time of all traced threads, first to last record of each: what the
+    /// procedures' `cpu_pct` is of. Not in the JSON (docs/profile-json.md is as it was);
+    /// `tracer record` gives it in its summary's `cost`.
+    #[serde(skip)]
+    pub traced_cpu_ns: u64,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -219,6 +224,7 @@ impl Profile {
                     ..k.clone()
                 })
                 .collect(),
+            traced_cpu_ns: cpu_total,
         }
     }
 

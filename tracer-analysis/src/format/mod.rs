@@ -1,10 +1,11 @@
 //! The data the analyses read: decoded probe records, the recording file, process
 //! metadata, the call table (and the facts about messages and collectives its columns
 //! hold, `call_facts`), the pairing of calls' entries with their exits, the probes'
-//! failure counts, and the summary of a stream of records.
+//! failure counts, the summary of a stream of records, and what a session cost (`cost`).
 
 pub(crate) mod call_facts;
 pub mod calls;
+pub mod cost;
 pub mod failures;
 pub mod node;
 pub mod openmp;

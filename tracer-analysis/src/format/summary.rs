@@ -8,6 +8,7 @@ use serde::Serialize;
 use tracer_common::{call, RecordKind};
 
 use crate::format::calls::{self, Flavor, MPICH_COMM_WORLD};
+use crate::format::cost::RunCost;
 use crate::format::recording::{FunctionProbe, Item};
 use crate::format::records::{self, Record};
 use crate::format::ProcessInfo;
@@ -41,6 +42,10 @@ pub struct Summary {
     /// work, their traffic is unmatched), with how many programs held at exec import
     /// each: set by `tracer record`, None for a summary of a recording.
     pub unprobed_mpi_calls: Option<BTreeMap<String, u64>>,
+    /// What the session cost: set by `tracer record`; left out of the JSON of a summary
+    /// of a recording, which is as it was before the field came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<RunCost>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -241,6 +246,7 @@ impl SummaryBuilder {
             processes,
             tracer_cpu_ns: None,
             unprobed_mpi_calls: None,
+            cost: None,
         }
     }
 }

@@ -81,6 +81,14 @@ pub(super) struct RecordArgs {
     /// kernel has it.
     #[arg(long, value_enum, default_value = "auto", hide = true)]
     uprobe_links: UprobeLinks,
+    /// Measure the probes' runs with the kernel's BPF run statistics, for the `cost:`
+    /// line and the summary's `cost`: every run of our programs and its time, but
+    /// machine-wide (other processes that map a probed library, every context switch)
+    /// and at a price: about 75 ns more per probe run on the benchmark VM, 15 % of a
+    /// probed MPI call (docs/benchmarks.md). Without it the runs in the traced program
+    /// are counted from the records the probes wrote, and their time estimated.
+    #[arg(long)]
+    bpf_stats: bool,
     /// What-if while tracing: replay the run online with processes placed as SPEC says
     /// (as `tracer whatif --placement`) and print the predicted runtime at the end.
     #[arg(long, value_name = "SPEC")]
@@ -246,6 +254,7 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
             .memory_limit_mib
             .map_or_else(session::default_limit_bytes, |mib| mib << 20),
         floor_probes: a.probes == ProbeSet::Floor,
+        bpf_stats: a.bpf_stats,
         uprobe_links: a.uprobe_links,
         command_terminal,
         on_ready,
@@ -278,6 +287,9 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         say_part!("{}", outcome.profile.text());
         if let Some(Ok(p)) = &outcome.whatif {
             say!("{}", p.text_line());
+        }
+        if let Some(cost) = &outcome.summary.cost {
+            say!("{}", cost.text_line());
         }
         match outcome.command_status {
             Some(CommandStatus::Exited(code)) if code != 0 => {

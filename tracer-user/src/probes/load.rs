@@ -14,8 +14,10 @@ use tracer_common::{call, maps, ProbeConfig};
 
 use super::machine::{default_ring_bytes, kernel_clock_lag_ns, machine_memory_bytes, wakeup_bytes};
 use super::maps::{map, program};
+use super::run_stats::RunStatistics;
 use super::{btf, slots, tracefs, BtfError, ProbeError};
 use tracer_analysis::calls::CALLS;
+use tracer_analysis::cost::ProbeFamily;
 
 static PROBES_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
 
@@ -33,6 +35,9 @@ pub(crate) struct ProbeOptions {
     /// How uprobes are attached: `Auto` takes uprobe_multi links where the kernel has
     /// them.
     pub uprobe_links: UprobeLinks,
+    /// Have the kernel count and time our programs' runs (`run_stats`, `--bpf-stats`),
+    /// machine-wide, at a price per run (docs/benchmarks.md).
+    pub run_statistics: bool,
 }
 
 /// How uprobes are attached, as asked for (`--uprobe-links`).
@@ -84,6 +89,19 @@ pub(super) struct UprobePrograms {
 }
 
 impl UprobePrograms {
+    /// The family of each program (`ProbeFamily`); the floor's pair, shared by calls and
+    /// procedures, counts as calls.
+    fn families(&self) -> impl Iterator<Item = (&'static str, ProbeFamily)> {
+        let calls = [self.calls.entry, self.calls.exit]
+            .into_iter()
+            .chain(self.arrays)
+            .map(|name| (name, ProbeFamily::Calls));
+        let procedures = [self.procedures.entry, self.procedures.exit]
+            .into_iter()
+            .map(|name| (name, ProbeFamily::Procedures));
+        calls.chain(procedures)
+    }
+
     fn new(links: LinkKind, floor: bool) -> Self {
         let pair = |entry, exit| ProgramPair { entry, exit };
         let (calls, arrays, procedures) = match (links, floor) {
@@ -170,6 +188,11 @@ pub(crate) struct Probes {
     pub(super) slots_per_cpu: u32,
     /// The ring buffer's size in bytes.
     pub(super) ring_bytes: u32,
+    /// Just before the first probe was attached: where the session's probe counts start.
+    pub(super) counting_since: Instant,
+    /// The kernel's run statistics of our programs, when it keeps them for us
+    /// (`--bpf-stats`).
+    pub(super) run_statistics: Option<RunStatistics>,
 }
 
 impl Probes {
@@ -257,6 +280,13 @@ impl Probes {
             ("sched_process_exec", "sched_process_exec", false),
             ("sched_process_exit", "sched_process_exit", false),
         ];
+        let raw_family = |per_call| {
+            if per_call {
+                ProbeFamily::Scheduler
+            } else {
+                ProbeFamily::Processes
+            }
+        };
         // Classic ones (futex): the kernel calls them for futex only (a raw `sys_enter`
         // program would run at every system call, the uretprobe return of every probed
         // call included).
@@ -300,6 +330,24 @@ impl Probes {
         if let Some(name) = programs.arrays {
             set_array_program(&mut ebpf, name)?;
         }
+        // Counted from before the first probe is attached (the tracepoints, just below).
+        let counting_since = Instant::now();
+        let run_statistics = if opts.run_statistics {
+            let mut families: HashMap<&'static str, ProbeFamily> = HashMap::new();
+            for (name, family) in programs.families() {
+                families.entry(name).or_insert(family);
+            }
+            families.insert(LIBRARY_LOADED, ProbeFamily::LibraryLoaded);
+            for &(name, _, per_call) in &raw_tracepoints {
+                families.insert(raw_program(name, per_call), raw_family(per_call));
+            }
+            for &(name, _, _) in &tracepoints {
+                families.insert(classic_program(name), ProbeFamily::Futex);
+            }
+            RunStatistics::enable(families)
+        } else {
+            None
+        };
         for (name, tracepoint, per_call) in raw_tracepoints {
             let name = raw_program(name, per_call);
             let p: &mut RawTracePoint = program(&mut ebpf, name)?;
@@ -324,6 +372,8 @@ impl Probes {
             cpus,
             slots_per_cpu,
             ring_bytes,
+            counting_since,
+            run_statistics,
         })
     }
 

@@ -8,6 +8,7 @@ mod holds;
 mod load;
 mod machine;
 mod maps;
+mod run_stats;
 pub(crate) mod slots;
 pub(crate) mod tracefs;
 

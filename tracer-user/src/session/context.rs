@@ -20,6 +20,7 @@ use crate::probes::{one_line, ProbeError, Probes};
 use crate::target::libraries::{self, ImportedCalls, LibrarySet, NeededLibraries};
 use crate::target::procfs;
 use tracer_analysis::calls;
+use tracer_analysis::cost::RunsNotOneRecord;
 use tracer_analysis::failures::FailureCounts;
 use tracer_analysis::openmp::{self as lowering, OpenMpLowering};
 use tracer_analysis::records::{self, Record};
@@ -54,11 +55,15 @@ pub(super) struct LoopContext {
     pub(super) hold_deadline: Option<HoldDeadline>,
     /// Past it, records are dropped rather than recorded and analyzed.
     pub(super) memory: MemoryLimit,
+    /// The probe runs that wrote other than one counted record (the session's cost
+    /// counts the others from the summary's records).
+    pub(super) runs_not_one_record: RunsNotOneRecord,
 }
 
 impl LoopContext {
     pub(super) fn handle(&mut self, raw: &[u8]) -> Result<(), SessionError> {
         if records::peek_kind(raw)? == tracer_common::kind::LIBRARY_LOADED {
+            self.runs_not_one_record.libraries_loaded += 1;
             return self.library_loaded(records::peek_header(raw)?.tgid);
         }
         let rec = records::decode(raw)?;

@@ -149,7 +149,13 @@ fn drain(
             (u.tail..u.head).map(move |n| records::in_slot(slots.slot(u.cpu, n))),
         ));
     }
-    records::merge_by_time(streams, |raw| records::unpair(raw, |r| ctx.handle(r)))?;
+    records::merge_by_time(streams, |raw| {
+        // One run of the switch program wrote both records (the session's cost).
+        if records::peek_kind(raw).ok() == Some(tracer_common::kind::SWITCH_PAIR) {
+            ctx.runs_not_one_record.switch_pairs += 1;
+        }
+        records::unpair(raw, |r| ctx.handle(r))
+    })?;
     for u in unread {
         slots.release(u);
     }

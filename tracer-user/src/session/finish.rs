@@ -2,7 +2,9 @@
 //! then the probes detached.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use tracer_analysis::cost::{CostInputs, ProbeCounts, RunCost};
 
 use super::context::LoopContext;
 use super::detach::Detacher;
@@ -12,12 +14,14 @@ use super::sink::SinkResults;
 use super::{
     CommandTerminal, Detaching, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason,
 };
+use crate::probes::one_line;
 
-/// Ends a session the event loop stopped for `stop`.
+/// Ends a session the event loop stopped for `stop`; it `started` then.
 pub(super) fn finish(
     ctx: LoopContext,
     stop: StopReason,
     opts: RecordOptions,
+    started: Instant,
 ) -> Result<RecordOutcome, SessionError> {
     let LoopContext {
         mut probes,
@@ -31,9 +35,22 @@ pub(super) fn finish(
         watchdog,
         hold_deadline,
         memory,
+        runs_not_one_record,
         ..
     } = ctx;
     let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref(), &memory)?;
+    // Read as tracing stops: the probes still fire until they are detached, and the
+    // analysis after tracing may take a while. The kernel's counts only with
+    // `--bpf-stats`; else, or if they cannot be had, the records' (below).
+    let counted_ns = probes.counted_ns();
+    let kernel_counts = probes.kernel_run_counts().unwrap_or_else(|e| {
+        log::warn!(
+            "the kernel's BPF statistics could not be read; the session's cost counts the \
+             probes' records instead: {}",
+            one_line(&e)
+        );
+        None
+    });
     // Every output is complete before the probes go: detaching takes seconds.
     let SinkResults {
         mut summary,
@@ -41,6 +58,15 @@ pub(super) fn finish(
         whatif,
     } = sink.finish(&failures)?;
     summary.tracer_cpu_ns = own_cpu_ns();
+    let probe_counts = kernel_counts.unwrap_or_else(|| {
+        ProbeCounts::from_records(&summary.events.by_kind, runs_not_one_record, counted_ns)
+    });
+    summary.cost = Some(RunCost::new(&CostInputs {
+        probes: probe_counts,
+        program_cpu_ns: profile.traced_cpu_ns,
+        tracer_cpu_ns: summary.tracer_cpu_ns.unwrap_or(0),
+        session_ns: started.elapsed().as_nanos() as u64,
+    }));
     summary.unprobed_mpi_calls = Some(unprobed_mpi_calls);
     let owner = opts.run_as.as_ref();
     write_json(opts.summary_json.as_deref(), &summary, owner)?;

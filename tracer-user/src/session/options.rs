@@ -36,6 +36,9 @@ pub struct RecordOptions {
     pub memory_limit_bytes: u64,
     /// Benchmarks only: empty programs instead of the per-call probes (`ProbeOptions::floor`).
     pub floor_probes: bool,
+    /// `--bpf-stats`: the kernel's BPF run statistics on for the session, the cost's
+    /// counts from them (`ProbeOptions::run_statistics`).
+    pub bpf_stats: bool,
     /// Where the launched command's standard streams go.
     pub command_terminal: CommandTerminal,
     /// How uprobes are attached (`--uprobe-links`).

@@ -58,6 +58,7 @@ impl Probing {
             ring_bytes: opts.ring_mib.map(|mib| mib.max(1) << 20),
             floor: opts.floor_probes,
             uprobe_links: opts.uprobe_links,
+            run_statistics: opts.bpf_stats,
         })?;
         let mut libs = LibrarySet::new(found_libs);
         let mapped = libraries::mapped_candidates(running);

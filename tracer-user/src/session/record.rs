@@ -3,6 +3,7 @@
 //! (here), the event loop (`event_loop`), the outputs and the detaching (`finish`).
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
 
 use super::context::LoopContext;
 use super::event_loop;
@@ -16,18 +17,20 @@ use super::targets::Targets;
 use super::{Ready, RecordOptions, RecordOutcome, SessionError};
 use crate::target::libraries::NeededLibraries;
 use crate::target::procfs;
+use tracer_analysis::cost::RunsNotOneRecord;
 use tracer_analysis::openmp::OpenMpLowering;
 
 /// Runs a whole session. Synchronous set-up (including the fork of a launched command)
 /// happens before the single-threaded runtime starts.
 pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
+    let started = Instant::now();
     let targets = Targets::find(&opts)?;
     let probing = Probing::attach(&opts, &targets)?;
     let whatif = opts.whatif.take();
     let sink = Sink::open(&opts, whatif, &targets, &probing)?;
     let mut ctx = start_tracing(&mut opts, targets, probing, sink)?;
     let stop = event_loop::run(&mut ctx, opts.duration, opts.interval)?;
-    finish(ctx, stop, opts)
+    finish(ctx, stop, opts, started)
 }
 
 /// The stage between the sink and the event loop: the running targets traced (then
@@ -104,5 +107,6 @@ fn start_tracing(
         watchdog,
         hold_deadline,
         memory: MemoryLimit::new(opts.memory_limit_bytes),
+        runs_not_one_record: RunsNotOneRecord::default(),
     })
 }
