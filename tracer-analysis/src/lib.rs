@@ -26,7 +26,7 @@ pub use export::{
     timeline, write_behind, written, ExportError,
 };
 pub use format::{
-    calls, failures, node, openmp, recording, records, summary, Mapping, ProcessInfo,
+    calls, demangle, failures, node, openmp, recording, records, summary, Mapping, ProcessInfo,
 };
 pub use graph::{
     cpm, kpaths, mbm, path, recorded, whatif, ArcKind, Graph, GraphBuilder, Vertex, VertexId,

@@ -5,6 +5,7 @@
 
 pub(crate) mod call_facts;
 pub mod calls;
+pub mod demangle;
 pub mod failures;
 pub mod node;
 pub mod openmp;
