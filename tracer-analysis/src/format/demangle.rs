@@ -30,10 +30,7 @@ fn rust_name(symbol: &str) -> Option<String> {
 fn is_legacy_rust(symbol: &str) -> bool {
     const HASH: &str = "17h";
     const HASH_DIGITS: usize = 16;
-    let Some(path) = symbol
-        .strip_prefix("_ZN")
-        .and_then(|s| s.strip_suffix('E'))
-    else {
+    let Some(path) = symbol.strip_prefix("_ZN").and_then(|s| s.strip_suffix('E')) else {
         return false;
     };
     let Some(cut) = path.len().checked_sub(HASH.len() + HASH_DIGITS) else {
