@@ -365,6 +365,17 @@ fn cpp_procedures_are_named_demangled_in_every_output() {
                 .unwrap()
     );
 
+    // The what-if's shares of the predicted path: the name and the symbol.
+    let whatif = tracer_json(&["whatif"], &rec);
+    let shares = whatif["predicted_path"]["procedures"].as_array().unwrap();
+    for (name, symbol) in [(RELAX_NAME, RELAX_SYMBOL), (NORM_NAME, NORM_SYMBOL)] {
+        let share = shares
+            .iter()
+            .find(|s| s["procedure"] == name)
+            .unwrap_or_else(|| panic!("no share of {name}: {whatif}"));
+        assert_eq!(share["symbol"], symbol, "{share}");
+    }
+
     // The folded stacks' frames are the names.
     let folded = Command::new(tracer())
         .arg("export")
