@@ -26,7 +26,8 @@ pub use export::{
     timeline, write_behind, written, ExportError,
 };
 pub use format::{
-    calls, cost, failures, node, openmp, recording, records, summary, Mapping, ProcessInfo,
+    calls, cost, demangle, failures, node, openmp, recording, records, summary, Mapping,
+    ProcessInfo,
 };
 pub use graph::{
     cpm, kpaths, mbm, path, recorded, whatif, ArcKind, Graph, GraphBuilder, Vertex, VertexId,

@@ -34,6 +34,16 @@ pub(crate) fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// The width of a table's name column: `at_least`, or the longest of `names` (demangled
+/// C++ names with their parameters run long), so that the figures' columns stay aligned.
+pub(crate) fn name_column<'a>(names: impl Iterator<Item = &'a str>, at_least: usize) -> usize {
+    names
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(at_least)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

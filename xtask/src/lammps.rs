@@ -16,11 +16,14 @@ use crate::util::{output, root, run_bounded};
 
 /// LAMMPS's library, where its procedures are (`lmp` itself is a small launcher).
 pub const LIBLAMMPS: &str = "/usr/lib/x86_64-linux-gnu/liblammps.so.0";
-/// `LAMMPS_NS::PairLJCut::compute(int, int)`: the pair forces, where LAMMPS spends most
-/// of its time.
+/// The symbol of the pair forces, where LAMMPS spends most of its time.
 pub const PAIR_COMPUTE: &str = "_ZN9LAMMPS_NS9PairLJCut7computeEii";
-/// `LAMMPS_NS::Neighbor::build(int)`: the neighbour lists (rebuilt every 20 steps).
+/// [`PAIR_COMPUTE`] as the tracer's outputs name it (demangled).
+pub const PAIR_COMPUTE_NAME: &str = "LAMMPS_NS::PairLJCut::compute(int, int)";
+/// The symbol of the neighbour lists' build (rebuilt every 20 steps).
 pub const NEIGHBOR_BUILD: &str = "_ZN9LAMMPS_NS8Neighbor5buildEi";
+/// [`NEIGHBOR_BUILD`] as the tracer's outputs name it (demangled).
+pub const NEIGHBOR_BUILD_NAME: &str = "LAMMPS_NS::Neighbor::build(int)";
 /// The LAMMPS command, run in tests/apps: the melt's input, no log file, no screen output.
 pub const LMP: &[&str] = &["lmp", "-in", "in.lj", "-log", "none", "-screen", "none"];
 /// Open MPI ranks of the demo's run.
@@ -87,7 +90,7 @@ pub fn trace(tracer: &Path, out_dir: &Path) -> Result<Traced> {
 }
 
 /// The three lines the demo says of a report, and the report's names they cite (as the
-/// report spells them: the lines show C++ names demangled).
+/// report names them: C++ names demangled).
 pub struct Lessons {
     /// The selected procedure with the largest share of the critical path.
     pub top_procedure: String,
@@ -145,16 +148,13 @@ pub fn lessons(report: &Value) -> Result<Lessons> {
     let next = selected.get(1);
     let top_name = text(top, "name")?;
     let next_name = next.map(|row| text(row, "name")).transpose()?;
-    let mut cited = vec![top_name];
-    cited.extend(next_name);
-    let shown = demangled(&cited)?;
-    let first = path_share(report, top, &shown[0])?;
+    let first = path_share(report, top, top_name)?;
     let mut second = format!(
         "making it take no time would shorten the run by {}",
         zeroing_gain(top)?
     );
-    if let (Some(next), Some(shown)) = (next, shown.get(1)) {
-        second.push_str(&format!("; {shown} by {}", zeroing_gain(next)?));
+    if let (Some(next), Some(next_name)) = (next, next_name) {
+        second.push_str(&format!("; {next_name} by {}", zeroing_gain(next)?));
     }
     let waits = rank_waits(report)?;
     Ok(Lessons {
@@ -261,21 +261,6 @@ pub fn report_link(html: &Path, terminal: bool) -> String {
     }
 }
 
-/// Names with C++ symbols demangled by `c++filt` (binutils), in order; other names as
-/// they are.
-fn demangled(names: &[&str]) -> Result<Vec<String>> {
-    let out = output(Command::new("c++filt").args(names))?;
-    let shown: Vec<String> = out.lines().map(str::to_string).collect();
-    if shown.len() != names.len() {
-        bail!(
-            "c++filt gave {} names for {}: {out:?}",
-            shown.len(),
-            names.len()
-        );
-    }
-    Ok(shown)
-}
-
 fn process_name(process: &Value) -> Result<ProcessName> {
     Ok(match process["rank"].as_u64() {
         Some(rank) => ProcessName::Rank(rank),
@@ -371,15 +356,30 @@ mod tests {
     }
 
     #[test]
-    fn c_plus_plus_names_are_shown_demangled() {
-        let shown = demangled(&[PAIR_COMPUTE, NEIGHBOR_BUILD, OUTSIDE]).unwrap();
+    fn the_lines_cite_procedures_as_the_report_names_them() {
+        // The report names C++ procedures demangled (with their symbol beside): the lines
+        // cite the names, never the symbols.
+        let mut report = hybrid_report();
+        for row in report["procedures"].as_array_mut().unwrap() {
+            let (name, symbol) = match row["name"].as_str().unwrap() {
+                "thread_slow" => (PAIR_COMPUTE_NAME, PAIR_COMPUTE),
+                "thread_work" => (NEIGHBOR_BUILD_NAME, NEIGHBOR_BUILD),
+                _ => continue,
+            };
+            row["name"] = name.into();
+            row["symbol"] = symbol.into();
+        }
+        let lessons = lessons(&report).unwrap();
+        assert_eq!(lessons.top_procedure, PAIR_COMPUTE_NAME);
+        assert_eq!(lessons.next_procedure.as_deref(), Some(NEIGHBOR_BUILD_NAME));
+        assert!(
+            lessons.lines[0].starts_with(&format!("{PAIR_COMPUTE_NAME} is 98.8 % ")),
+            "{}",
+            lessons.lines[0]
+        );
         assert_eq!(
-            shown,
-            [
-                "LAMMPS_NS::PairLJCut::compute(int, int)",
-                "LAMMPS_NS::Neighbor::build(int)",
-                OUTSIDE
-            ]
+            lessons.lines[1],
+            format!("making it take no time would shorten the run by 73.5 % (148.8 ms); {NEIGHBOR_BUILD_NAME} by 0.0 % (0.0 ms)")
         );
     }
 

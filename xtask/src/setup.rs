@@ -22,7 +22,7 @@ const PACKAGES: &[&str] = &[
     "make",
     "gfortran",
     "gcc",
-    // c++filt: the demo shows LAMMPS's C++ procedures by their demangled names.
+    // addr2line: the binary test finds our code's file and line in the release binary.
     "binutils",
     // OpenMP with LLVM's runtime: clang -fopenmp links libomp (tests/programs/*.libomp).
     "clang",

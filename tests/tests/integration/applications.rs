@@ -304,8 +304,9 @@ fn lammps_lennard_jones_melt() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["name"] == lammps::PAIR_COMPUTE)
+        .find(|r| r["name"] == lammps::PAIR_COMPUTE_NAME)
         .expect("PairLJCut::compute probed");
+    assert_eq!(pair_row["symbol"], lammps::PAIR_COMPUTE, "{pair_row}");
     assert!(pair_row["cp_ns"].as_u64().unwrap() * 2 > len, "{pair_row}");
     let sends = counts.sends(ranks);
     assert!(sends > 1000, "{sends} sends");

@@ -4,7 +4,10 @@
 
 use serde_json::Value;
 use tracer_tests::tracer;
-use xtask::lammps::{self, CallCount, ProcessName, NEIGHBOR_BUILD, PAIR_COMPUTE};
+use xtask::lammps::{
+    self, CallCount, ProcessName, NEIGHBOR_BUILD, NEIGHBOR_BUILD_NAME, PAIR_COMPUTE,
+    PAIR_COMPUTE_NAME,
+};
 
 #[test]
 fn lammps_demo_says_what_its_report_holds() {
@@ -25,14 +28,17 @@ fn lammps_demo_says_what_its_report_holds() {
             .find(|r| r["name"] == name)
             .unwrap_or_else(|| panic!("no row {name} in {procedures:?}"))
     };
-    let (pair, neighbor) = (row(PAIR_COMPUTE), row(NEIGHBOR_BUILD));
-    assert_eq!(lessons.top_procedure, PAIR_COMPUTE);
-    assert_eq!(lessons.next_procedure.as_deref(), Some(NEIGHBOR_BUILD));
+    let (pair, neighbor) = (row(PAIR_COMPUTE_NAME), row(NEIGHBOR_BUILD_NAME));
+    // Named demangled, with the symbol --func selected beside.
+    assert_eq!(pair["symbol"], PAIR_COMPUTE, "{pair}");
+    assert_eq!(neighbor["symbol"], NEIGHBOR_BUILD, "{neighbor}");
+    assert_eq!(lessons.top_procedure, PAIR_COMPUTE_NAME);
+    assert_eq!(lessons.next_procedure.as_deref(), Some(NEIGHBOR_BUILD_NAME));
     let length_ms = ms(&report["critical_path"]["length_ns"]);
     assert_eq!(
         *first,
         format!(
-            "LAMMPS_NS::PairLJCut::compute(int, int) is {:.1} % of the critical path ({:.1} ms of {length_ms:.1} ms) and {:.1} % of all work: {}",
+            "{PAIR_COMPUTE_NAME} is {:.1} % of the critical path ({:.1} ms of {length_ms:.1} ms) and {:.1} % of all work: {}",
             pct(&pair["cp_pct"]),
             ms(&pair["cp_ns"]),
             pct(&pair["work_pct"]),
@@ -46,7 +52,7 @@ fn lammps_demo_says_what_its_report_holds() {
     assert_eq!(
         *second,
         format!(
-            "making it take no time would shorten the run by {:.1} % ({:.1} ms); LAMMPS_NS::Neighbor::build(int) by {:.1} % ({:.1} ms)",
+            "making it take no time would shorten the run by {:.1} % ({:.1} ms); {NEIGHBOR_BUILD_NAME} by {:.1} % ({:.1} ms)",
             pct(&pair["zeroing_pct"]),
             ms(&pair["zeroing_ns"]),
             pct(&neighbor["zeroing_pct"]),

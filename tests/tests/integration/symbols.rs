@@ -1,16 +1,19 @@
 //! Call sites and symbols (issue 8): the sites the probes record symbolize, offline from
 //! the recording's mappings, to the program's own functions and source lines; `tracer
-//! functions` lists what `--func` can select.
+//! functions` lists what `--func` can select; C++ procedures selected by their symbols
+//! are named demangled in every output.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
+use serde_json::Value;
 use tracer_analysis::recording::Item;
 use tracer_analysis::records::Record;
 use tracer_analysis::CodeLocation;
 use tracer_analysis::{Mapping, ProcessInfo};
 use tracer_common::{call, futex_waits};
+use tracer_tests::profile::{assert_near, check_report, ms, proc_row, tracer_json};
 use tracer_tests::{mpich, openmpi, program, record, root, tracer, tracer_fails, Traced};
 use tracer_user::Symbolizer;
 
@@ -271,4 +274,123 @@ fn functions_of_a_running_process_and_errors() {
     assert!(err.contains("not an ELF"), "{err}");
     let (_, err) = tracer_fails(&["functions", "/no/such/binary"]);
     assert_eq!(err.trim(), "tracer: error: no such file /no/such/binary");
+}
+
+/// `cpp_stages`' procedures: their symbols (what `--func` selects) and their names as
+/// every output shows them.
+const RELAX_SYMBOL: &str = "_ZN6stages6Solver5relaxEi";
+const RELAX_NAME: &str = "stages::Solver::relax(int)";
+const NORM_SYMBOL: &str = "_ZN6stages4normIdEET_RKSt6vectorIS1_SaIS1_EEd";
+const NORM_NAME: &str =
+    "double stages::norm<double>(std::vector<double, std::allocator<double> > const&, double)";
+
+#[test]
+fn cpp_procedures_are_named_demangled_in_every_output() {
+    // 4 rounds of relax (40 ms of CPU) then norm (20 ms), on one thread: the path is all
+    // of its work, 160 ms of it in relax and 80 ms in norm.
+    let (rounds, relax_ms, norm_ms): (u64, u64, u64) = (4, 40, 20);
+    let dir = std::env::temp_dir().join(format!("tracer-it-{}-cpp-names", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (rec, online, summary) = (
+        dir.join("r.trace"),
+        dir.join("online.json"),
+        dir.join("summary.json"),
+    );
+    let exe = program("cpp_stages");
+    let out = Command::new(tracer())
+        .arg("record")
+        .arg("-o")
+        .arg(&rec)
+        .arg("--profile-json")
+        .arg(&online)
+        .arg("--summary-json")
+        .arg(&summary)
+        .args(["--func", &format!("{exe}:{RELAX_SYMBOL}")])
+        .args(["--func", NORM_SYMBOL])
+        .arg("--")
+        .arg(&exe)
+        .args([rounds, relax_ms, norm_ms].map(|n| n.to_string()))
+        .output()
+        .expect("run tracer");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    // record's live profile: the table's rows are the demangled names.
+    for name in [RELAX_NAME, NORM_NAME] {
+        assert!(
+            said.lines().any(|l| l.starts_with(name)),
+            "no row {name}:\n{said}"
+        );
+    }
+    assert!(!said.contains("_ZN6stages"), "a symbol shown:\n{said}");
+
+    // The JSON rows: the name, and the symbol as the binary has it.
+    let read = |p: &std::path::Path| -> Value {
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    };
+    let online = read(&online);
+    let report = tracer_json(&["report"], &rec);
+    let metrics = tracer_json(&["metrics"], &rec);
+    for (name, symbol, want_ms) in [
+        (RELAX_NAME, RELAX_SYMBOL, (rounds * relax_ms) as f64),
+        (NORM_NAME, NORM_SYMBOL, (rounds * norm_ms) as f64),
+    ] {
+        for (what, json) in [
+            ("profile", &online),
+            ("report", &report),
+            ("metrics", &metrics),
+        ] {
+            let row = proc_row(json, name);
+            assert_eq!(row["symbol"], symbol, "{what}: {row}");
+        }
+        assert_near(name, ms(&proc_row(&report, name)["cp_ns"]), want_ms);
+        assert_eq!(proc_row(&metrics, name)["calls"], rounds, "{name}");
+    }
+    check_report(&online, &report, &rec);
+    let entries = &read(&summary)["functions"];
+    assert_eq!(entries[RELAX_NAME], rounds, "{entries}");
+    assert_eq!(entries[NORM_NAME], rounds, "{entries}");
+    // A what-if names the procedure by its name or by its symbol, alike.
+    let by_name = tracer_json(&["report", "--scale", &format!("{RELAX_NAME}=0")], &rec);
+    let by_symbol = tracer_json(&["report", "--scale", &format!("{RELAX_SYMBOL}=0")], &rec);
+    assert_eq!(by_name["whatif"], by_symbol["whatif"]);
+    assert_eq!(
+        by_name["whatif"]["predicted_ns"].as_u64().unwrap(),
+        report["critical_path"]["length_ns"].as_u64().unwrap()
+            - proc_row(&report, RELAX_NAME)["zeroing_ns"]
+                .as_u64()
+                .unwrap()
+    );
+
+    // The what-if's shares of the predicted path: the name and the symbol.
+    let whatif = tracer_json(&["whatif"], &rec);
+    let shares = whatif["predicted_path"]["procedures"].as_array().unwrap();
+    for (name, symbol) in [(RELAX_NAME, RELAX_SYMBOL), (NORM_NAME, NORM_SYMBOL)] {
+        let share = shares
+            .iter()
+            .find(|s| s["procedure"] == name)
+            .unwrap_or_else(|| panic!("no share of {name}: {whatif}"));
+        assert_eq!(share["symbol"], symbol, "{share}");
+    }
+
+    // The folded stacks' frames are the names.
+    let folded = Command::new(tracer())
+        .arg("export")
+        .arg(&rec)
+        .args(["--format", "folded", "-o", "-"])
+        .output()
+        .expect("run tracer");
+    assert!(folded.status.success(), "{folded:?}");
+    let folded = String::from_utf8_lossy(&folded.stdout);
+    for name in [RELAX_NAME, NORM_NAME] {
+        assert!(
+            folded.lines().any(|l| l.contains(&format!(";{name} "))),
+            "no stack of {name}:\n{folded}"
+        );
+    }
+    assert!(!folded.contains("_ZN6stages"), "{folded}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -88,25 +88,35 @@ fn region(c: &CallRecord) -> RegionKey {
     }
 }
 
-/// Procedures selected with `--func`, by name (one symbol probed in two files is one
+/// Procedures selected with `--func`, by symbol (one symbol probed in two files is one
 /// procedure).
 #[derive(Default)]
 pub struct Procedures {
+    /// Shown names ([`FunctionProbe::name`]), by `ProcId`.
     pub names: Vec<String>,
+    /// Symbols as the binaries have them, by `ProcId`.
+    pub symbols: Vec<String>,
     by_probe: FxHashMap<u16, ProcId>,
 }
 
 impl Procedures {
-    fn add(&mut self, p: &FunctionProbe) -> usize {
-        let id = match self.names.iter().position(|n| *n == p.symbol) {
+    /// Adds probe `p`; returns how many procedures there are now.
+    pub(crate) fn add(&mut self, p: &FunctionProbe) -> usize {
+        let id = match self.symbols.iter().position(|s| *s == p.symbol) {
             Some(i) => i,
             None => {
-                self.names.push(p.symbol.clone());
+                self.names.push(p.name());
+                self.symbols.push(p.symbol.clone());
                 self.names.len() - 1
             }
         };
         self.by_probe.insert(p.id, id);
         self.names.len()
+    }
+
+    /// The procedure probe `id` enters or leaves.
+    pub(crate) fn of_probe(&self, id: u16) -> Option<ProcId> {
+        self.by_probe.get(&id).copied()
     }
 }
 
@@ -420,7 +430,7 @@ impl<M: PathModel> Analyzer<M> {
             Record::CallExit(x) => self.call_exit(x),
             Record::CallsUnwound(u) => self.calls_unwound(&h, u.calls),
             Record::FuncEnter(_) | Record::FuncExit(_) => {
-                if let Some(&p) = self.procedures.by_probe.get(&h.call) {
+                if let Some(p) = self.procedures.of_probe(h.call) {
                     let active = &mut self.thread(&h).active;
                     if matches!(r, Record::FuncEnter(_)) {
                         active.push(p);

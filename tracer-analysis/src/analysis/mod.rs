@@ -18,8 +18,8 @@ pub mod workclock;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use analyzer::Analyzer;
 pub(crate) use analyzer::{makes_participant, poll_loop_went_on};
+pub(crate) use analyzer::{Analyzer, Procedures};
 pub(crate) use model::{Clocks, Milestone, NoPaths, PathModel, Sched};
 pub use pipeline::{analyze, Pipeline};
 pub(crate) use reorder::REORDER_WINDOW_NS;

@@ -14,7 +14,7 @@ use super::workclock::ClockKind;
 use super::{Analyzer, Pipeline};
 use crate::format::pairing::Resynchronised;
 use crate::format::recording::{Item, RecordingError, RecordingReader};
-use crate::units::{ms, percent};
+use crate::units::{ms, name_column, percent};
 
 pub(crate) const SCHEMA_VERSION: u32 = 1;
 
@@ -59,7 +59,10 @@ pub struct CriticalPath {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ProcedureRow {
+    /// Demangled (C++, Rust).
     pub name: String,
+    /// As the binary has it (what `--func` matched).
+    pub symbol: String,
     /// Time of the critical path inside the procedure (callees included).
     pub cp_ns: u64,
     pub cp_pct: f64,
@@ -163,12 +166,14 @@ impl Profile {
             .procedures
             .names
             .iter()
+            .zip(&a.procedures.symbols)
             .enumerate()
-            .map(|(p, name)| {
+            .map(|(p, (name, symbol))| {
                 let cp = path.inclusive.get(p).copied().unwrap_or(0);
                 let zeroing = length.saturating_sub(a.zeroed_length(p));
                 ProcedureRow {
                     name: name.clone(),
+                    symbol: symbol.clone(),
                     cp_ns: cp,
                     cp_pct: percent(cp, length),
                     cp_exclusive_ns: path.exclusive.get(p).copied().unwrap_or(0),
@@ -234,9 +239,10 @@ impl Profile {
         let mut s = String::new();
         let _ = writeln!(s, "{}", cp.headline(&self.clock));
         if !self.procedures.is_empty() {
+            let width = name_column(self.procedures.iter().map(|p| p.name.as_str()), 28);
             let _ = writeln!(
                 s,
-                "{:<28} {:>12} {:>7} {:>12} {:>12} {:>7} {:>12} {:>7}",
+                "{:<width$} {:>12} {:>7} {:>12} {:>12} {:>7} {:>12} {:>7}",
                 "procedure",
                 "cp ms",
                 "cp %",
@@ -249,7 +255,7 @@ impl Profile {
             for p in &self.procedures {
                 let _ = writeln!(
                     s,
-                    "{:<28} {:>12.3} {:>7.2} {:>12.3} {:>12.3} {:>7.2} {:>12.3} {:>7.2}",
+                    "{:<width$} {:>12.3} {:>7.2} {:>12.3} {:>12.3} {:>7.2} {:>12.3} {:>7.2}",
                     p.name,
                     ms(p.cp_ns),
                     p.cp_pct,

@@ -23,7 +23,9 @@ use crate::format::call_facts::{
     AskedEnvelope, CollectiveOp, Moment, Receives, RequestsIn, Sends, StatusAt, SEND_POSTED_AT,
 };
 use crate::format::calls::{self, split_call_field, CallField, Family, Flavor, Role};
-use crate::format::recording::{Item, RecordingError, RecordingMeta, RecordingReader};
+use crate::format::recording::{
+    FunctionProbe, Item, RecordingError, RecordingMeta, RecordingReader,
+};
 use crate::format::records::Record;
 use crate::graph::cpm::Schedule;
 use crate::graph::recorded::RecordedGraph;
@@ -63,7 +65,11 @@ pub const ROOT_NONE: u32 = u32::MAX;
 /// A region: an MPI/PVM/pthread call, a selected procedure, or a futex wait.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Region {
+    /// As tools show it: a selected procedure's demangled name (C++, Rust).
     pub name: String,
+    /// As the binary has it: a selected procedure's symbol (mangled for C++ and Rust);
+    /// the name for every other region.
+    pub canonical_name: String,
     pub role: RegionRole,
     pub paradigm: Paradigm,
 }
@@ -299,7 +305,7 @@ impl Otf2Plan {
                 }
                 Item::Probe(p) => {
                     b.region_keys.remove(&RegionKey::Procedure(p.id));
-                    b.probe_names.insert(p.id, p.symbol);
+                    b.probes.insert(p.id, p);
                 }
                 Item::Process(p) => {
                     b.directory.process(&p);
@@ -520,7 +526,7 @@ impl Thread {
 struct Builder {
     directory: Directory,
     commands: HashMap<u32, String>,
-    probe_names: HashMap<u16, String>,
+    probes: HashMap<u16, FunctionProbe>,
     threads: BTreeMap<u32, Thread>,
     regions: Vec<Region>,
     region_ids: HashMap<Region, u32>,
@@ -654,9 +660,10 @@ impl Builder {
                     }));
                 }
             }
-            Record::FuncEnter(_) if self.probe_names.contains_key(&h.call) => {
+            Record::FuncEnter(_) if self.probes.contains_key(&h.call) => {
                 let region = self.region_of(RegionKey::Procedure(h.call), |b| Region {
-                    name: b.probe_names[&h.call].clone(),
+                    name: b.probes[&h.call].name(),
+                    canonical_name: b.probes[&h.call].symbol.clone(),
                     role: RegionRole::Function,
                     paradigm: Paradigm::User,
                 });
@@ -686,6 +693,7 @@ impl Builder {
             Record::FutexEnter(f) if futex_waits(f.op) => {
                 let region = self.region_of(RegionKey::FutexWait, |_| Region {
                     name: "futex wait".into(),
+                    canonical_name: "futex wait".into(),
                     role: RegionRole::ThreadWait,
                     paradigm: Paradigm::Pthread,
                 });
@@ -775,6 +783,7 @@ impl Builder {
         let spec = calls::spec(id);
         let region = self.region_of(RegionKey::Call(id), |_| Region {
             name: calls::name(id),
+            canonical_name: calls::name(id),
             role: call_role(id, spec.map(|s| s.role)),
             paradigm: match spec.map(|s| s.family) {
                 Some(Family::Mpi) => Paradigm::Mpi,
@@ -1314,6 +1323,35 @@ mod tests {
             (send.role, send.paradigm),
             (RegionRole::PointToPoint, Paradigm::Mpi)
         );
+    }
+
+    #[test]
+    fn a_procedure_region_is_named_demangled_with_its_symbol_as_canonical_name() {
+        let symbol = "_ZN9LAMMPS_NS9PairLJCut7computeEii";
+        let mut s = SyntheticRun::new(2, &[symbol]);
+        for r in 0..2 {
+            s.compute(r, 10_000, Some(0));
+        }
+        s.message(0, 1, 0);
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let plan = Otf2Plan::new(&rg, RecordingMeta::default());
+        let t = plan
+            .stream(s.items.iter().cloned().map(Ok), &mut Events::default())
+            .unwrap();
+        let procedures: Vec<&Region> = t
+            .regions
+            .iter()
+            .filter(|r| r.role == RegionRole::Function)
+            .collect();
+        assert_eq!(procedures.len(), 1, "{:?}", t.regions);
+        assert_eq!(
+            procedures[0].name,
+            "LAMMPS_NS::PairLJCut::compute(int, int)"
+        );
+        assert_eq!(procedures[0].canonical_name, symbol);
+        // Calls have no other name.
+        let send = t.regions.iter().find(|r| r.name == "MPI_Send").unwrap();
+        assert_eq!(send.canonical_name, "MPI_Send");
     }
 
     /// A sink noting, per event, how many items of the recording had been read.

@@ -147,24 +147,32 @@ impl StringTable {
 }
 
 /// One function and one location per procedure name (we have no addresses: a frame is
-/// a procedure); ids start at 1, as 0 means "none" in the format.
-struct Frames {
+/// a procedure); ids start at 1, as 0 means "none" in the format. A function's
+/// `system_name` is the procedure's symbol as the binary has it (mangled for C++ and
+/// Rust), its `name` the demangled name.
+struct Frames<'s> {
     ids: HashMap<String, u64>,
+    /// Symbols by frame name, where the source knows them.
+    symbols: HashMap<&'s str, &'s str>,
     functions: Vec<proto::Function>,
     locations: Vec<proto::Location>,
 }
 
-impl Frames {
+impl Frames<'_> {
     fn id(&mut self, name: &str, strings: &mut StringTable) -> u64 {
         if let Some(&id) = self.ids.get(name) {
             return id;
         }
         let id = self.functions.len() as u64 + 1;
         let name_index = strings.intern(name);
+        let system_name = match self.symbols.get(name) {
+            Some(symbol) => strings.intern(symbol),
+            None => name_index,
+        };
         self.functions.push(proto::Function {
             id,
             name: name_index,
-            system_name: name_index,
+            system_name,
         });
         self.locations.push(proto::Location {
             id,
@@ -181,6 +189,11 @@ pub(crate) fn profile_message(source: &dyn StackSource) -> proto::Profile {
     let mut strings = StringTable::new();
     let mut frames = Frames {
         ids: HashMap::new(),
+        symbols: source
+            .zeroing()
+            .iter()
+            .filter_map(|z| Some((z.procedure.as_str(), z.symbol.as_deref()?)))
+            .collect(),
         functions: Vec::new(),
         locations: Vec::new(),
     };
@@ -358,6 +371,30 @@ mod tests {
             assert_eq!(found[0].value, [0, 0, z.zeroing_ns as i64]);
         }
         assert!(p.function.iter().any(|f| s(f.name) == OUTSIDE));
+    }
+
+    #[test]
+    fn a_function_is_named_demangled_with_its_symbol_as_system_name() {
+        let symbols = ["_Z5stagei", "_ZN5tools5solve17h0123456789abcdefE"];
+        let items = crate::format::synth::pipeline(&symbols).items;
+        let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
+        let bytes = write_pprof(&GraphStacks::new(&rg), Vec::new()).unwrap().out;
+        let p = decode(&bytes);
+        let s = |i: i64| p.string_table[i as usize].as_str();
+        let mut names: Vec<(&str, &str)> = p
+            .function
+            .iter()
+            .map(|f| (s(f.name), s(f.system_name)))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            // The pipeline works only inside its two procedures.
+            [
+                ("stage(int)", "_Z5stagei"),
+                ("tools::solve", "_ZN5tools5solve17h0123456789abcdefE")
+            ]
+        );
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct WeightedStack {
 pub struct ProcedureZeroing {
     /// A procedure (a frame name of the stacks).
     pub procedure: String,
+    /// Its symbol as the binary has it (mangled for C++ and Rust); none for a frame that
+    /// is no selected procedure.
+    pub symbol: Option<String>,
     pub zeroing_ns: u64,
 }
 

@@ -84,6 +84,7 @@ impl GraphStacks {
         let zeroing = classes
             .map(|class| ProcedureZeroing {
                 procedure: class.map_or(OUTSIDE.to_string(), |p| rg.procedures[p].clone()),
+                symbol: class.map(|p| rg.procedure_symbols[p].clone()),
                 zeroing_ns: zeroing_gain(g, class, schedule.length),
             })
             .collect();

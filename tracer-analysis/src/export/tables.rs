@@ -230,7 +230,7 @@ impl<'s, S: TableSink> StreamPass<'s, S> {
 impl<S: TableSink> RecordObserver for StreamPass<'_, S> {
     fn fact(&mut self, item: &Item) {
         if let Item::Probe(p) = item {
-            self.probe_names.insert(p.id, p.symbol.as_str().into());
+            self.probe_names.insert(p.id, p.name().into());
         }
     }
 

@@ -563,7 +563,7 @@ impl Timeline {
         match entry {
             Ordered::Record(r) => self.record(r, out, stats)?,
             Ordered::Fact(Item::Probe(p)) => {
-                self.probe_names.insert(p.id, p.symbol.clone());
+                self.probe_names.insert(p.id, p.name());
             }
             Ordered::Fact(_) => {}
         }

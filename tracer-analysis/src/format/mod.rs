@@ -6,6 +6,7 @@
 pub(crate) mod call_facts;
 pub mod calls;
 pub mod cost;
+pub mod demangle;
 pub mod failures;
 pub mod node;
 pub mod openmp;

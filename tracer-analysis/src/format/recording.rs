@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::format::calls::Flavor;
+use crate::format::demangle::demangle;
 use crate::format::node::{implied_node, NodeError, NodeInfo, Relocation};
 use crate::format::records::{self, DecodeError, Record};
 use crate::format::ProcessInfo;
@@ -122,9 +123,18 @@ pub struct LibraryInfo {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FunctionProbe {
     pub id: u16,
+    /// As the binary has it (mangled for C++ and Rust): what `--func` matched.
     pub symbol: String,
     pub path: String,
     pub vaddr: u64,
+}
+
+impl FunctionProbe {
+    /// The procedure's name as every output shows it: the symbol demangled (recordings
+    /// keep the symbol, so older ones read the same way).
+    pub fn name(&self) -> String {
+        demangle(&self.symbol)
+    }
 }
 
 /// Totals, written last (END), and so far (COUNTS, before a flush that follows a change).

@@ -32,7 +32,7 @@ pub struct Summary {
     pub events: EventCounts,
     /// Completed calls (entry and exit seen) per MPI/PVM function name.
     pub calls: BTreeMap<String, u64>,
-    /// Entries per selected procedure (`--func`), by symbol.
+    /// Entries per selected procedure (`--func`), by name (demangled).
     pub functions: BTreeMap<String, u64>,
     pub processes: Vec<ProcessSummary>,
     /// CPU time of the tracer itself (user + system, all its threads, not the traced
@@ -120,7 +120,7 @@ impl SummaryBuilder {
     }
 
     pub fn probe(&mut self, p: &FunctionProbe) {
-        self.probe_names.insert(p.id, p.symbol.clone());
+        self.probe_names.insert(p.id, p.name());
     }
 
     pub fn process(&mut self, info: &ProcessInfo) {

@@ -321,8 +321,10 @@ pub struct VertexMilestone {
 pub struct RecordedGraph {
     pub graph: Graph,
     pub clock: ClockKind,
-    /// Selected procedures, by `ProcId`.
+    /// Selected procedures' names (demangled), by `ProcId`.
     pub procedures: Vec<String>,
+    /// Selected procedures' symbols as the binaries have them, by `ProcId`.
+    pub procedure_symbols: Vec<String>,
     /// Process of every thread seen.
     /// Looked up per arc and per flow by the exports (Fx: SipHash was 1-2 % of theirs).
     pub thread_pids: FxHashMap<u32, u32>,
@@ -550,6 +552,7 @@ impl RecordedGraphBuilder {
             .filter(|&tid| a.counts(tid))
             .collect();
         let procedures = a.procedures.names.clone();
+        let procedure_symbols = a.procedures.symbols.clone();
         let (events, first_ts, last_ts) = (a.events, a.first_ts.unwrap_or(0), a.last_ts);
         // Taken, not copied: the engine is done with it.
         let message_arcs = std::mem::take(&mut a.engine.message_arcs);
@@ -566,6 +569,7 @@ impl RecordedGraphBuilder {
             graph,
             clock,
             procedures,
+            procedure_symbols,
             thread_pids,
             processes,
             participants,

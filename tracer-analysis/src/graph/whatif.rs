@@ -27,8 +27,13 @@ pub struct Scale {
     pub factor: f64,
 }
 
-/// Parses `PROCEDURE=FACTOR` against the recording's procedure names.
-pub fn parse_scale(spec: &str, procedures: &[String]) -> Result<Scale, ScaleError> {
+/// Parses `PROCEDURE=FACTOR` against the recording's procedure names (demangled), or
+/// their symbols (by `ProcId`, as the names) as the binaries have them.
+pub fn parse_scale(
+    spec: &str,
+    procedures: &[String],
+    symbols: &[String],
+) -> Result<Scale, ScaleError> {
     let (name, factor) = spec
         .rsplit_once('=')
         .ok_or_else(|| ScaleError::Syntax(spec.into()))?;
@@ -41,6 +46,7 @@ pub fn parse_scale(spec: &str, procedures: &[String]) -> Result<Scale, ScaleErro
     let procedure = procedures
         .iter()
         .position(|p| p == name.trim())
+        .or_else(|| symbols.iter().position(|s| s == name.trim()))
         .ok_or_else(|| ScaleError::Unknown {
             spec: spec.into(),
             name: name.trim().into(),
@@ -124,22 +130,41 @@ mod tests {
     fn parses_and_rejects() {
         let procs = vec!["stage_slow".to_string(), "a=b".to_string()];
         assert_eq!(
-            parse_scale("stage_slow=0.5", &procs),
+            parse_scale("stage_slow=0.5", &procs, &procs),
             Ok(Scale {
                 procedure: 0,
                 factor: 0.5
             })
         );
-        assert_eq!(parse_scale("a=b=0", &procs).unwrap().procedure, 1);
+        assert_eq!(parse_scale("a=b=0", &procs, &procs).unwrap().procedure, 1);
         assert!(matches!(
-            parse_scale("stage_slow", &procs),
+            parse_scale("stage_slow", &procs, &procs),
             Err(ScaleError::Syntax(_))
         ));
         assert!(matches!(
-            parse_scale("stage_slow=-1", &procs),
+            parse_scale("stage_slow=-1", &procs, &procs),
             Err(ScaleError::Factor { .. })
         ));
-        let e = parse_scale("nope=0", &procs).unwrap_err().to_string();
+        let e = parse_scale("nope=0", &procs, &procs)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no selected procedure nope"), "{e}");
+    }
+
+    #[test]
+    fn names_a_procedure_by_its_name_or_its_symbol() {
+        let names = vec!["tools::solve".to_string(), "solve(int)".to_string()];
+        let symbols = vec![
+            "_ZN5tools5solve17h0123456789abcdefE".to_string(),
+            "_Z5solvei".to_string(),
+        ];
+        for spec in ["solve(int)=0", "_Z5solvei=0"] {
+            assert_eq!(parse_scale(spec, &names, &symbols).unwrap().procedure, 1);
+        }
+        let e = parse_scale("solve=0", &names, &symbols).unwrap_err();
+        assert!(
+            e.to_string().contains("it has: tools::solve, solve(int)"),
+            "{e}"
+        );
     }
 }

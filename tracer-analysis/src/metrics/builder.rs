@@ -26,7 +26,7 @@ use crate::analysis::directory::Directory;
 use crate::analysis::matcher::MatchedMessage;
 use crate::analysis::reorder::ReorderBuffer;
 use crate::analysis::workclock::ClockKind;
-use crate::analysis::{futex_waits, Analyzer, NoPaths, PathModel, REORDER_WINDOW_NS};
+use crate::analysis::{futex_waits, Analyzer, NoPaths, PathModel, Procedures, REORDER_WINDOW_NS};
 use crate::format::calls::split_call_field;
 use crate::format::node::GlobalId;
 use crate::format::recording::{FunctionProbe, Item, RecordingMeta};
@@ -115,8 +115,8 @@ struct Accounts {
     execs: HashMap<u32, String>,
     /// Processes that call MPI/PVM or enter a selected procedure.
     participants: HashSet<u32>,
-    procedure_names: Vec<String>,
-    by_probe: HashMap<u16, usize>,
+    /// Selected procedures, keyed by symbol and named as the analysis does.
+    procedures_selected: Procedures,
     procedures: HashMap<(usize, u32), ProcedureAcc>,
     durations: Vec<Hist>,
     /// Blocking intervals of program processes.
@@ -144,8 +144,7 @@ impl Accounts {
             sites: SiteMap::default(),
             execs: HashMap::new(),
             participants: HashSet::new(),
-            procedure_names: Vec::new(),
-            by_probe: HashMap::new(),
+            procedures_selected: Procedures::default(),
             procedures: HashMap::new(),
             durations: Vec::new(),
             blocking: BlockingDists::default(),
@@ -176,15 +175,8 @@ impl Accounts {
 
     /// One symbol probed in several files is one procedure (as in the analysis).
     fn probe(&mut self, p: &FunctionProbe) {
-        let i = match self.procedure_names.iter().position(|n| *n == p.symbol) {
-            Some(i) => i,
-            None => {
-                self.procedure_names.push(p.symbol.clone());
-                self.durations.push(Hist::new(Precision::Fine));
-                self.procedure_names.len() - 1
-            }
-        };
-        self.by_probe.insert(p.id, i);
+        let n = self.procedures_selected.add(p);
+        self.durations.resize_with(n, || Hist::new(Precision::Fine));
     }
 
     /// The live thread `tid`. `starts` says whether the record proves a live thread (a
@@ -243,7 +235,7 @@ impl Accounts {
             return;
         }
         let procedure = match r {
-            Record::FuncEnter(_) | Record::FuncExit(_) => self.by_probe.get(&h.call).copied(),
+            Record::FuncEnter(_) | Record::FuncExit(_) => self.procedures_selected.of_probe(h.call),
             _ => None,
         };
         let switch = matches!(r, Record::SwitchIn(_) | Record::SwitchOut(_));
@@ -342,10 +334,13 @@ impl Accounts {
         dir: &Directory,
         order: &HashMap<u32, usize>,
     ) -> Vec<ProcedureMetrics> {
-        self.procedure_names
+        let selected = &self.procedures_selected;
+        selected
+            .names
             .iter()
+            .zip(&selected.symbols)
             .enumerate()
-            .map(|(p, name)| {
+            .map(|(p, (name, symbol))| {
                 let mut rows: Vec<ProcedureInProcess> = self
                     .procedures
                     .iter()
@@ -361,6 +356,7 @@ impl Accounts {
                 rows.sort_by_key(|r| (order.get(&r.pid).copied().unwrap_or(usize::MAX), r.pid));
                 ProcedureMetrics {
                     name: name.clone(),
+                    symbol: symbol.clone(),
                     calls: rows.iter().map(|r| r.calls).sum(),
                     elapsed_ns: rows.iter().map(|r| r.elapsed_ns).sum(),
                     cpu_ns: rows.iter().map(|r| r.cpu_ns).sum(),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::{Distribution, Measures, Metrics, ProcessMetrics};
-use crate::units::ms_text;
+use crate::units::{ms_text, name_column};
 
 /// Matrices wider than this are printed as a list of pairs.
 const MAX_MATRIX: usize = 12;
@@ -155,15 +155,16 @@ pub(crate) fn render(m: &Metrics) -> String {
 
     if !m.procedures.is_empty() {
         out.push('\n');
+        let width = name_column(m.procedures.iter().map(|p| p.name.as_str()), 24);
         let _ = writeln!(
             out,
-            "{:<24} {:>8} {:>12} {:>12}",
+            "{:<width$} {:>8} {:>12} {:>12}",
             "procedure", "calls", "elapsed ms", "cpu ms"
         );
         for pr in &m.procedures {
             let _ = writeln!(
                 out,
-                "{:<24} {:>8} {:>12} {:>12}",
+                "{:<width$} {:>8} {:>12} {:>12}",
                 pr.name,
                 pr.calls,
                 ms_text(pr.elapsed_ns),
@@ -176,7 +177,7 @@ pub(crate) fn render(m: &Metrics) -> String {
                 };
                 let _ = writeln!(
                     out,
-                    "{:<24} {:>8} {:>12} {:>12}",
+                    "{:<width$} {:>8} {:>12} {:>12}",
                     label,
                     r.calls,
                     ms_text(r.elapsed_ns),

@@ -102,7 +102,10 @@ pub struct ThreadMetrics {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ProcedureMetrics {
+    /// Demangled (C++, Rust).
     pub name: String,
+    /// As the binary has it (what `--func` matched).
+    pub symbol: String,
     /// Entries seen.
     pub calls: u64,
     /// Elapsed and CPU time inside the procedure (callees included; a recursive

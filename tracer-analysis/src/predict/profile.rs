@@ -38,7 +38,11 @@ pub struct ProcessShare {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct ProcedureShare {
+    /// Demangled (C++, Rust), or [`OUTSIDE`].
     pub procedure: String,
+    /// The selected procedure's symbol as the binary has it; none for [`OUTSIDE`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
     pub ns: f64,
 }
 
@@ -100,7 +104,16 @@ impl PathProfile {
         out.processes.sort_by(|a, b| b.ns.total_cmp(&a.ns));
         out.procedures = by_proc
             .into_iter()
-            .map(|(procedure, ns)| ProcedureShare { procedure, ns })
+            .map(|(procedure, ns)| ProcedureShare {
+                // The first procedure of that name (two symbols may demangle alike).
+                symbol: rg
+                    .procedures
+                    .iter()
+                    .position(|name| *name == procedure)
+                    .map(|p| rg.procedure_symbols[p].clone()),
+                procedure,
+                ns,
+            })
             .collect();
         out.procedures.sort_by(|a, b| b.ns.total_cmp(&a.ns));
         out

@@ -68,6 +68,7 @@ impl Report {
                         .copied()
                         .unwrap_or(0),
                     name,
+                    symbol: b.class.map(|p| rg.procedure_symbols[p].clone()),
                     cp_ns: b.on_critical_ns,
                     cp_pct: percent(b.on_critical_ns, length),
                     zeroing_ns: zeroing,

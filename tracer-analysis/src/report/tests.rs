@@ -82,3 +82,38 @@ fn phases_of_a_long_path_are_found_fast_with_each_occurrence_s_own_start() {
     // unoptimized build on a busy machine.
     assert!(took.as_secs() < 10, "took {took:?}");
 }
+
+#[test]
+fn procedure_rows_are_named_demangled_with_their_symbol() {
+    use crate::analysis::workclock::ClockKind;
+    use crate::graph::recorded::RecordedGraph;
+    let symbols = ["_ZN9LAMMPS_NS9PairLJCut7computeEii", "stage_c"];
+    let items = crate::format::synth::pipeline(&symbols).items;
+    let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
+    let r = Report::new(&rg, &ReportOptions::default(), None);
+    let json = serde_json::to_value(&r).unwrap();
+    let rows: Vec<(String, Option<String>)> = json["procedures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["name"].as_str().unwrap().to_string(),
+                row.get("symbol").map(|s| s.as_str().unwrap().to_string()),
+            )
+        })
+        .collect();
+    let row = |name: &str, symbol: Option<&str>| (name.to_string(), symbol.map(str::to_string));
+    // The middle stage (procedure 1, 100 ms a round) holds the path; C names stay.
+    assert_eq!(
+        rows,
+        [
+            row("stage_c", Some("stage_c")),
+            row("LAMMPS_NS::PairLJCut::compute(int, int)", Some(symbols[0])),
+            row(OUTSIDE, None),
+        ]
+    );
+    assert!(r
+        .text()
+        .contains("LAMMPS_NS::PairLJCut::compute(int, int) "));
+}

@@ -6,7 +6,7 @@ use super::build::activity_start;
 use super::types::*;
 use crate::analysis::profile::messages_line;
 use crate::graph::path::{Activity, THREAD_START};
-use crate::units::{ms, percent};
+use crate::units::{ms, name_column, percent};
 
 /// How many activities the text report lists.
 const TEXT_ACTIVITIES: usize = 30;
@@ -100,15 +100,16 @@ impl Report {
             );
         }
 
+        let width = name_column(self.procedures.iter().map(|p| p.name.as_str()), 30);
         let _ = writeln!(
             s,
-            "\n{:<30} {:>11} {:>7} {:>11} {:>11} {:>7} {:>11} {:>7}",
+            "\n{:<width$} {:>11} {:>7} {:>11} {:>11} {:>7} {:>11} {:>7}",
             "procedure", "cp ms", "cp %", "excl ms", "zeroing ms", "zero %", "mbm ms", "mbm %"
         );
         for p in &self.procedures {
             let _ = writeln!(
                 s,
-                "{:<30} {:>11.3} {:>7.2} {:>11.3} {:>11.3} {:>7.2} {:>11.3} {:>7.2}",
+                "{:<width$} {:>11.3} {:>7.2} {:>11.3} {:>11.3} {:>7.2} {:>11.3} {:>7.2}",
                 p.name,
                 ms(p.cp_ns),
                 p.cp_pct,

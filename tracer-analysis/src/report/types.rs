@@ -79,7 +79,12 @@ pub struct PathHeader {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct ProcedureRow {
+    /// Demangled (C++, Rust), or [`OUTSIDE`](crate::path::OUTSIDE).
     pub name: String,
+    /// The selected procedure's symbol as the binary has it (what `--func` matched);
+    /// none for the row of the work outside every selected procedure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
     /// Time of the critical path inside the procedure (callees included).
     pub cp_ns: u64,
     pub cp_pct: f64,

@@ -25,7 +25,8 @@ pub(super) struct ReportArgs {
     #[arg(long, value_name = "K", default_value_t = 10)]
     paths: usize,
     /// What-if: scale a selected procedure's time by FACTOR (0 removes it); repeatable,
-    /// the edits apply together.
+    /// the edits apply together. PROCEDURE is its name as the report shows it (demangled)
+    /// or its symbol.
     #[arg(long, value_name = "PROCEDURE=FACTOR")]
     scale: Vec<String>,
     /// Phases: a repeated pattern on the path must occur at least this often.
@@ -56,7 +57,7 @@ pub(super) fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let scales = a
         .scale
         .iter()
-        .map(|s| parse_scale(s, &rg.procedures))
+        .map(|s| parse_scale(s, &rg.procedures, &rg.procedure_symbols))
         .collect::<Result<Vec<_>, _>>()?;
     let opts = ReportOptions {
         paths: a.paths,

@@ -585,6 +585,7 @@ fn arc_columns() -> Vec<Column<ArcRow>> {
 fn procedure_columns() -> Vec<Column<ProcedureRow>> {
     vec![
         col("name", Values::Str(|p| Some(&p.name))),
+        nullable("symbol", Values::Str(|p| p.symbol.as_deref())),
         col("cp_ns", Values::U64(|p| Some(p.cp_ns))),
         col("cp_pct", Values::F64(|p| Some(p.cp_pct))),
         col("cp_exclusive_ns", Values::U64(|p| Some(p.cp_exclusive_ns))),

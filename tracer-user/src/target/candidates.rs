@@ -255,6 +255,10 @@ pub struct ProfileRanks {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct ProfileProcedure {
     pub name: String,
+    /// The symbol, as the candidates are named (profiles before demangling named
+    /// procedures by their symbol and have none).
+    #[serde(default)]
+    pub symbol: Option<String>,
     #[serde(default)]
     pub cpu_ns: u64,
     #[serde(default)]
@@ -276,17 +280,17 @@ impl ProfileRanks {
     }
 }
 
-/// Attaches the profile's numbers to the candidates of the same name and sorts by CPU
+/// Attaches the profile's numbers to the candidates of the same symbol and sorts by CPU
 /// time (those the profile does not know last, by size). Returns how many matched.
 pub fn rank_by_profile(candidates: &mut [Candidate], profile: &ProfileRanks) -> usize {
-    let by_name: HashMap<&str, &ProfileProcedure> = profile
+    let by_symbol: HashMap<&str, &ProfileProcedure> = profile
         .procedures
         .iter()
-        .map(|p| (p.name.as_str(), p))
+        .map(|p| (p.symbol.as_deref().unwrap_or(&p.name), p))
         .collect();
     let mut matched = HashSet::new();
     for c in candidates.iter_mut() {
-        if let Some(p) = by_name.get(c.name.as_str()) {
+        if let Some(p) = by_symbol.get(c.name.as_str()) {
             c.cpu_ns = Some(p.cpu_ns);
             c.cp_ns = Some(p.cp_ns);
             c.cp_pct = Some(p.cp_pct);
@@ -402,5 +406,19 @@ mod tests {
         assert_eq!(names, ["hot", "warm", "big"]);
         assert_eq!(c[0].cp_pct, Some(90.0));
         assert_eq!(c[2].cpu_ns, None);
+    }
+
+    #[test]
+    fn a_profile_ranks_mangled_candidates_by_their_symbol() {
+        // The profile names C++ procedures demangled; candidates are symbols.
+        let mut c = vec![cand("_Z4bigv", 300), cand("_Z3hoti", 10)];
+        let profile: ProfileRanks = serde_json::from_str(
+            r#"{"schema_version":1,"procedures":[
+                {"name":"hot(int)","symbol":"_Z3hoti","cp_ns":90,"cp_pct":90.0,"cpu_ns":900}]}"#,
+        )
+        .unwrap();
+        assert_eq!(rank_by_profile(&mut c, &profile), 1);
+        assert_eq!(c[0].name, "_Z3hoti");
+        assert_eq!(c[0].cpu_ns, Some(900));
     }
 }

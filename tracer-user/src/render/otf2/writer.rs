@@ -378,6 +378,12 @@ fn realtime(trace: &Otf2Trace, ts_ns: u64) -> u64 {
     u64::try_from(at).unwrap_or(u64::MAX)
 }
 
+/// A region's strings: its name (demangled) and its canonical name (the symbol).
+struct RegionNames {
+    name: u32,
+    canonical: u32,
+}
+
 /// A group of the global definitions.
 struct Group {
     name: u32,
@@ -400,7 +406,14 @@ fn write_definitions(
     let node_class = s.id("node");
     let processes: Vec<u32> = trace.processes.iter().map(|p| s.id(&p.name)).collect();
     let locations: Vec<u32> = trace.locations.iter().map(|l| s.id(&l.name)).collect();
-    let regions: Vec<u32> = trace.regions.iter().map(|r| s.id(&r.name)).collect();
+    let regions: Vec<RegionNames> = trace
+        .regions
+        .iter()
+        .map(|r| RegionNames {
+            name: s.id(&r.name),
+            canonical: s.id(&r.canonical_name),
+        })
+        .collect();
     // Groups: per paradigm one of the locations taking part, then each communicator's
     // members as indices into it.
     let mut groups: Vec<Group> = Vec::new();
@@ -498,13 +511,13 @@ fn write_definitions(
                 "OTF2_GlobalDefWriter_WriteLocation",
             )?;
         }
-        for (i, (r, &name)) in trace.regions.iter().zip(&regions).enumerate() {
+        for (i, (r, names)) in trace.regions.iter().zip(&regions).enumerate() {
             check(
                 ffi::OTF2_GlobalDefWriter_WriteRegion(
                     w,
                     i as u32,
-                    name,
-                    name,
+                    names.name,
+                    names.canonical,
                     empty,
                     r.role as u8,
                     r.paradigm as u8,
