@@ -13,7 +13,7 @@ use anyhow::Result;
 
 use crate::build::{build_program, build_release};
 use crate::setup::setup;
-use crate::util::{root, run};
+use crate::util::{root, run, MPIRUN_NP};
 use xtask::lammps;
 
 /// The program the demo traces, and its arguments: threads per rank, rounds, the slow
@@ -76,14 +76,9 @@ fn record(tracer: &Path, recording: &Path, program: &Path) -> Result<()> {
         .args(["record", "-o"])
         .arg(recording)
         .args(["--func", "thread_slow", "--func", "thread_work"])
-        .args([
-            "--",
-            "mpirun.openmpi",
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-np",
-            RANKS,
-        ])
+        .arg("--")
+        .args(MPIRUN_NP)
+        .arg(RANKS)
         .arg(program)
         .args(ARGS))
 }

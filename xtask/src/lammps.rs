@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::util::{output, root, run_bounded};
+use crate::util::{output, root, run_bounded, MPIRUN_NP};
 
 /// LAMMPS's library, where its procedures are (`lmp` itself is a small launcher).
 pub const LIBLAMMPS: &str = "/usr/lib/x86_64-linux-gnu/liblammps.so.0";
@@ -65,13 +65,8 @@ pub fn trace(tracer: &Path, out_dir: &Path) -> Result<Traced> {
         record.args(["--func", &pattern]);
     }
     record
-        .args([
-            "--",
-            "mpirun.openmpi",
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-np",
-        ])
+        .arg("--")
+        .args(MPIRUN_NP)
         .arg(RANKS.to_string())
         .args(LMP);
     run_bounded(&mut record, LIMIT)?;

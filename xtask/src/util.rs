@@ -72,3 +72,12 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Open MPI's launcher as the demo runs it (as root, more ranks than CPUs allowed), up
+/// to the rank count that follows.
+pub const MPIRUN_NP: &[&str] = &[
+    "mpirun.openmpi",
+    "--allow-run-as-root",
+    "--oversubscribe",
+    "-np",
+];
