@@ -116,6 +116,11 @@ record_kinds! {
     /// attached while the thread was inside the call, a longjmp): the probes dropped
     /// them from the thread's open calls, innermost first: [`crate::UnwoundRecord`].
     CallsUnwound = 25, CALLS_UNWOUND, "calls_unwound", crate::UnwoundRecord;
+    /// A sampled user call stack, unwound: [`crate::SampleRecord`] (recording format 7).
+    Sample = 26, SAMPLE, "sample", crate::SampleRecord;
+    /// What the sampler's probe copies for the unwinder: [`crate::RawSampleRecord`]
+    /// (ring only: `tracer record` unwinds it into a [`RecordKind::Sample`]).
+    RawSample = 27, RAW_SAMPLE, "raw_sample", crate::RawSampleRecord;
 }
 
 /// MPI, PVM and pthread call ids. Part of the recording format: never renumber, never

@@ -55,6 +55,8 @@ const _: () = {
     assert!(size_of::<ExitRecord>() == 40);
     assert!(size_of::<ProcessEndRecord>() == 40);
     assert!(size_of::<UnwoundRecord>() == 40);
+    assert!(size_of::<SampleRecord>() == 40 + 8 * SAMPLE_MAX_FRAMES);
+    assert!(size_of::<RawSampleRecord>() == 64 + SAMPLE_STACK_BYTES);
     assert!(size_of::<CallLayout>() == 20);
     assert!(size_of::<FlavorConfig>() == 56);
     assert!(size_of::<ProbeConfig>() == 76);

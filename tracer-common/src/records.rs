@@ -234,6 +234,60 @@ pub struct ProcessEndRecord {
     pub _reserved: u32,
 }
 
+/// Most frames a [`SampleRecord`] holds: the innermost ones when a stack is deeper.
+pub const SAMPLE_MAX_FRAMES: usize = 64;
+
+/// How the unwinding of a sampled stack ended ([`SampleRecord::end`]).
+pub mod unwind_end {
+    /// The unwinder reached the stack's root (the outermost frame has no caller: the
+    /// thread's start, `_start`, `clone`): every frame is in the record.
+    pub const COMPLETE: u16 = 0;
+    /// The stack had more than [`crate::SAMPLE_MAX_FRAMES`] frames: the innermost are
+    /// kept, the outermost lost.
+    pub const TRUNCATED: u16 = 1;
+    /// The copied stack bytes ran out before the root.
+    pub const STACK_END: u16 = 2;
+    /// An address outside every mapped file with unwind information (JIT code, a
+    /// library mapped after the tracer last read the process's mappings), or unwind
+    /// information that did not lead to a caller.
+    pub const NO_UNWIND_INFO: u16 = 3;
+    /// The probe could not read the thread's user registers or stack: no frames.
+    pub const NO_USER_STATE: u16 = 4;
+}
+
+/// A sampled user call stack of a traced thread (kind [`crate::kind::SAMPLE`]): what the
+/// sampler saw, unwound by the tracer from the stack bytes the probe copied
+/// ([`crate::RawSampleRecord`]). The header is the thread's, stamped when the sample was
+/// taken: `cpu_ns` is the thread's CPU clock then, the clock the critical path is
+/// measured in; `call` is 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleRecord {
+    pub header: EventHeader,
+    /// Frames used in `frames`.
+    pub depth: u16,
+    /// How the unwinding ended: one of [`unwind_end`].
+    pub end: u16,
+    /// Bytes of user stack the probe copied (what the unwinder had).
+    pub stack_bytes: u32,
+    /// Run-time code addresses, innermost first: `frames[0]` is the interrupted
+    /// instruction pointer, every later one a return address (symbolize `addr - 1` for
+    /// the line of the call).
+    pub frames: [u64; SAMPLE_MAX_FRAMES],
+}
+
+impl Default for SampleRecord {
+    fn default() -> Self {
+        Self {
+            header: EventHeader::default(),
+            depth: 0,
+            end: unwind_end::NO_USER_STATE,
+            stack_bytes: 0,
+            frames: [0; SAMPLE_MAX_FRAMES],
+        }
+    }
+}
+
 /// Byte size of the record of each kind, or None for an unknown kind
 /// ([`crate::RecordKind::size`]).
 pub const fn record_size(kind: u16) -> Option<usize> {

@@ -87,3 +87,24 @@ pub struct SwitchPairRecord {
     pub in_tgid: u32,
     pub in_tid: u32,
 }
+
+/// Bytes of user stack, from the stack pointer up, the sampler copies for the unwinder.
+pub const SAMPLE_STACK_BYTES: usize = 8192;
+
+/// What the sampler's probe writes (ring only, kind [`crate::kind::RAW_SAMPLE`]): the
+/// interrupted thread's user registers the unwinder starts from and the top of its user
+/// stack. `tracer record` unwinds it into a [`crate::SampleRecord`] as it reads the ring.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawSampleRecord {
+    /// The thread's header, as [`crate::SampleRecord::header`] (`kind` = RAW_SAMPLE).
+    pub header: EventHeader,
+    /// User instruction pointer, stack pointer and frame pointer (rip, rsp, rbp).
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// Bytes of `stack` copied from `sp` up; 0 when the registers could not be read.
+    pub stack_len: u32,
+    pub _reserved: u32,
+    pub stack: [u8; SAMPLE_STACK_BYTES],
+}

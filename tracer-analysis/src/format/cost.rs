@@ -92,6 +92,8 @@ impl ProbeFamily {
             | RecordKind::StatusArray
             | RecordKind::CallsUnwound
             | RecordKind::ProcessEnd => None,
+            // The sampler's runs are not counted yet.
+            RecordKind::Sample | RecordKind::RawSample => None,
             RecordKind::CallPair
             | RecordKind::CallReturn
             | RecordKind::FutexPair

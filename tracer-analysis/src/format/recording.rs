@@ -27,7 +27,7 @@ use crate::format::ProcessInfo;
 pub const MAGIC: &[u8; 8] = b"CPTRACE\0";
 /// Version 4 added the COUNTS chunk; its framing is version 3's. Version 5 added the
 /// CALLS_UNWOUND record, which a version 4 reader would refuse mid-file.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// What starts every chunk (version 3): a reader that met a damaged chunk finds the next
 /// one by it.
 pub const SYNC: [u8; 4] = [0x8b, 0x1f, 0xe6, 0x5a];

@@ -5,8 +5,8 @@ use std::mem::size_of;
 use tracer_common::{
     kind, record_size, CallPairRecord, CallRecord, CallResult, CallReturnRecord, EventHeader,
     ExecRecord, ExitRecord, ForkRecord, FutexPairRecord, FutexRecord, HandleArrayRecord,
-    ProcessEndRecord, RecordKind, StatusArrayRecord, SwitchPairRecord, SwitchRecord, UnwoundRecord,
-    WakeRecord, UNSET, UNSET32,
+    ProcessEndRecord, RecordKind, SampleRecord, StatusArrayRecord, SwitchPairRecord, SwitchRecord,
+    UnwoundRecord, WakeRecord, UNSET, UNSET32,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -42,6 +42,7 @@ pub enum Record {
     Exit(ExitRecord),
     ProcessEnd(ProcessEndRecord),
     CallsUnwound(UnwoundRecord),
+    Sample(Box<SampleRecord>),
 }
 
 // Keep the common records small (see `Record`): box a new long kind.
@@ -249,12 +250,14 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         RecordKind::Exit => Record::Exit(read(bytes)),
         RecordKind::ProcessEnd => Record::ProcessEnd(read(bytes)),
         RecordKind::CallsUnwound => Record::CallsUnwound(read(bytes)),
+        RecordKind::Sample => Record::Sample(Box::new(read(bytes))),
         // Ring-only forms: `unpair` expands them before anything decodes, and recordings
         // never hold them.
         RecordKind::CallPair
         | RecordKind::CallReturn
         | RecordKind::FutexPair
         | RecordKind::SwitchPair
+        | RecordKind::RawSample
         | RecordKind::SlotsNudge
         | RecordKind::LibraryLoaded => return Err(DecodeError::UnknownKind(k)),
     })
@@ -275,6 +278,7 @@ impl Record {
             Record::Exit(r) => &r.header,
             Record::ProcessEnd(r) => &r.header,
             Record::CallsUnwound(r) => &r.header,
+            Record::Sample(r) => &r.header,
         }
     }
 
@@ -292,6 +296,7 @@ impl Record {
             Record::Exit(r) => &mut r.header,
             Record::ProcessEnd(r) => &mut r.header,
             Record::CallsUnwound(r) => &mut r.header,
+            Record::Sample(r) => &mut r.header,
         }
     }
 
@@ -316,6 +321,7 @@ impl Record {
             Record::Exit(r) => image(r),
             Record::ProcessEnd(r) => image(r),
             Record::CallsUnwound(r) => image(r),
+            Record::Sample(r) => image(&**r),
         }
     }
 }

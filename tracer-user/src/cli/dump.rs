@@ -129,6 +129,18 @@ pub(super) fn run(a: DumpArgs) -> anyhow::Result<ExitCode> {
                         u.calls,
                         calls::name(calls::split_call_field(h.call).id)
                     ),
+                    Record::Sample(x) => {
+                        let frames: Vec<String> = x.frames[..usize::from(x.depth).min(x.frames.len())]
+                            .iter()
+                            .map(|f| format!("{f:#x}"))
+                            .collect();
+                        format!(
+                            "end={} stack_bytes={} frames={}",
+                            x.end,
+                            x.stack_bytes,
+                            frames.join(",")
+                        )
+                    }
                 };
                 format!("{head} {body}")
             }
