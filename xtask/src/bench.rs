@@ -17,8 +17,11 @@
 //!   timers, at 2 ranks on 2 cores and oversubscribed, and where the cost goes.
 //! - `start-stop`: the wall time `tracer record` adds to an Open MPI job (uprobe_multi
 //!   links against one perf event per probe), and attach/detach times by probe count.
+//! - `sampler`: what sampling call stacks at the default 99 Hz adds to the slowdown
+//!   stage's program on top of tracing without it, and the report's attribution rate.
 
 mod real;
+mod sampler;
 mod start_stop;
 
 use std::collections::{HashMap, HashSet};
@@ -43,6 +46,8 @@ pub(crate) enum Stage {
     Exports,
     StartStop,
     Real,
+    /// What sampling call stacks adds, and how fast the report attributes samples.
+    Sampler,
     /// The offline graph analyses (tracer-analysis/examples/graph_bench.rs).
     Graph,
 }
@@ -87,6 +92,7 @@ pub(crate) fn bench(only: &[Stage], opts: &Options) -> Result<()> {
         Stage::Exports,
         Stage::StartStop,
         Stage::Real,
+        Stage::Sampler,
         Stage::Graph,
     ];
     let stages: Vec<Stage> = if only.is_empty() {
@@ -168,6 +174,7 @@ fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
         Stage::Exports => exports(env, o.reps.unwrap_or(3)),
         Stage::StartStop => start_stop::start_stop(env, o.reps.unwrap_or(3)),
         Stage::Real => real::real(env, o.reps.unwrap_or(5)),
+        Stage::Sampler => sampler::sampler(env, o.reps.unwrap_or(3), o.slowdown_secs),
         Stage::Graph => unreachable!("the graph stage is run by bench()"),
     }
 }
