@@ -7,10 +7,16 @@
  * With a fifth argument GATE (a path), each rank creates GATE.RANK once MPI_Init has
  * returned (so a tracer has probed it) and naps until GATE exists before the first item:
  * a test decides when the messages flow. Naps add no dependency and almost no work (a few
- * microseconds each, 5 a second): the known answer is unchanged. */
+ * microseconds each, 5 a second): the known answer is unchanged.
+ * With a sixth argument `barrier`, the ranks meet in MPI_Barrier before MPI_Finalize:
+ * MPICH over UCX's TCP transport between two hosts hangs in MPI_Finalize when a rank
+ * enters it long before the others (it waits in the launcher's barrier without
+ * progressing UCX, whose endpoints the late rank must close with it). The barrier adds
+ * no work: the known answer is unchanged. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "spin.h"
 
@@ -40,6 +46,7 @@ int main(int argc, char **argv) {
         if (rank == slow) stage_slow(s); else stage_fast(f);
         if (rank < size - 1) MPI_Send(&item, 1, MPI_INT, rank + 1, i, MPI_COMM_WORLD);
     }
+    if (argc > 6 && strcmp(argv[6], "barrier") == 0) MPI_Barrier(MPI_COMM_WORLD);
     MPI_Finalize();
     if (rank == 0) printf("ok\n");
     return 0;

@@ -26,7 +26,7 @@ pub use export::{
     timeline, write_behind, written, ExportError,
 };
 pub use format::{
-    calls, cost, demangle, failures, node, openmp, recording, records, summary, Mapping,
+    calls, cost, demangle, failures, merge, node, openmp, recording, records, summary, Mapping,
     ProcessInfo,
 };
 pub use graph::{

@@ -23,6 +23,7 @@ mod mpi;
 mod mpi_calls;
 mod mpi_classes;
 mod mpi_comms;
+mod multinode;
 mod network;
 mod pvm;
 mod recovery;

@@ -543,12 +543,9 @@ pub(crate) fn two_nodes() -> Vec<NodeInfo> {
 }
 
 /// A job of 4 MPICH ranks in a ring (3 rounds; rank r works 10 + 5r us in `work`, then
-/// sends to r + 1), written to `path` as two nodes ([`two_nodes`]) of 2 ranks each whose
-/// processes have the same pids: ranks 0 and 1 on node a as pids 100 and 101, ranks 2
-/// and 3 on node b as pids 100 and 101 again, with b's clock, as a collector merging
-/// the two nodes' streams in time order would write them. Returns the same job as one
-/// machine would record it (pids 100 to 103).
-pub(crate) fn write_two_node_ring(path: &Path) -> Vec<Item> {
+/// sends to r + 1), as one machine would record it (pids 100 to 103); [`on_its_node`]
+/// puts it on two nodes.
+fn ring_job() -> Vec<Item> {
     let mut run = SyntheticRun::new(4, &["work"]);
     for round in 0..3 {
         for r in 0..4 {
@@ -562,10 +559,66 @@ pub(crate) fn write_two_node_ring(path: &Path) -> Vec<Item> {
             p.env_job = Some("job".into());
         }
     }
+    run.items
+}
+
+/// An item of [`ring_job`] as a node of [`two_nodes`] records it: ranks 0 and 1 on node
+/// a as pids 100 and 101, ranks 2 and 3 on node b as pids 100 and 101 again, with b's
+/// clock. A probe is on the node `current` (the node of the items around it).
+struct NodeItem {
+    node: u32,
+    item: Item,
+}
+
+fn on_its_node(item: &Item, current: u32) -> NodeItem {
     let nodes = two_nodes();
     let node_of = |pid: u32| u32::from(pid >= 102);
     let local = |pid: u32| if pid >= 102 { pid - 2 } else { pid };
     let shift = nodes[1].start_monotonic_ns - nodes[0].start_monotonic_ns;
+    match item {
+        Item::Record(r) => {
+            let node = node_of(r.header().tgid);
+            let mut r = r.clone();
+            if node == 1 {
+                let h = r.header_mut();
+                (h.tgid, h.tid) = (local(h.tgid), local(h.tid));
+                h.ts_ns += shift;
+            }
+            NodeItem {
+                node,
+                item: Item::Record(r),
+            }
+        }
+        Item::Process(p) => {
+            let mut p = p.clone();
+            let node = node_of(p.pid);
+            p.pid = local(p.pid);
+            NodeItem {
+                node,
+                item: Item::Process(p),
+            }
+        }
+        Item::Probe(_) => NodeItem {
+            node: current,
+            item: item.clone(),
+        },
+    }
+}
+
+fn write_item(w: &mut RecordingWriter, item: &Item) {
+    match item {
+        Item::Record(r) => w.record(r.as_bytes()).unwrap(),
+        Item::Process(p) => w.process(p).unwrap(),
+        Item::Probe(f) => w.probe(f).unwrap(),
+    }
+}
+
+/// [`ring_job`] written to `path` as one recording of two nodes ([`two_nodes`]) whose
+/// processes have the same pids, as a collector merging the two nodes' streams in time
+/// order would write it. Returns the job as one machine would record it.
+pub(crate) fn write_two_node_ring(path: &Path) -> Vec<Item> {
+    let job = ring_job();
+    let nodes = two_nodes();
     let meta = RecordingMeta {
         hostname: nodes[0].hostname.clone(),
         start_unix_ns: nodes[0].start_unix_ns,
@@ -575,34 +628,45 @@ pub(crate) fn write_two_node_ring(path: &Path) -> Vec<Item> {
     };
     let mut w = RecordingWriter::create(path, &meta).unwrap();
     let mut current = 0;
-    for item in &run.items {
-        let node = match item {
-            Item::Record(r) => node_of(r.header().tgid),
-            Item::Process(p) => node_of(p.pid),
-            Item::Probe(_) => current,
-        };
+    for item in &job {
+        let NodeItem { node, item } = on_its_node(item, current);
         if node != current {
             w.begin_node(node).unwrap();
             current = node;
         }
-        match item {
-            Item::Record(r) => {
-                let mut r = r.clone();
-                if node == 1 {
-                    let h = r.header_mut();
-                    (h.tgid, h.tid) = (local(h.tgid), local(h.tid));
-                    h.ts_ns += shift;
-                }
-                w.record(r.as_bytes()).unwrap();
-            }
-            Item::Process(p) => {
-                let mut p = p.clone();
-                p.pid = local(p.pid);
-                w.process(&p).unwrap();
-            }
-            Item::Probe(f) => w.probe(f).unwrap(),
-        }
+        write_item(&mut w, &item);
     }
     w.finish(&Default::default()).unwrap();
-    run.items
+    job
+}
+
+/// [`ring_job`] as each node of [`two_nodes`] records it on its own: one recording per
+/// node, with that node's host name and clocks, and the `work` probe on both. Returns
+/// the job as one machine would record it.
+pub(crate) fn write_two_node_ring_apart(paths: [&Path; 2]) -> Vec<Item> {
+    let job = ring_job();
+    for ((node, info), path) in two_nodes().into_iter().enumerate().zip(paths) {
+        let meta = RecordingMeta {
+            hostname: info.hostname.clone(),
+            start_unix_ns: info.start_unix_ns,
+            start_monotonic_ns: info.start_monotonic_ns,
+            nodes: vec![info],
+            ..Default::default()
+        };
+        let mut w = RecordingWriter::create(path, &meta).unwrap();
+        let mut events = 0;
+        for item in &job {
+            let mine = on_its_node(item, node as u32);
+            if mine.node == node as u32 {
+                events += u64::from(matches!(mine.item, Item::Record(_)));
+                write_item(&mut w, &mine.item);
+            }
+        }
+        w.finish(&crate::format::recording::Trailer {
+            events_total: events,
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    job
 }

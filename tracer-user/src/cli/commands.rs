@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use super::{
-    analyze, calibrate, dump, export, functions, metrics, record, report, summary, top, whatif,
+    analyze, calibrate, dump, export, functions, merge, metrics, record, report, summary, top,
+    whatif,
 };
 
 /// Critical-path tracer for parallel programs (MPI, PVM, threads), built on eBPF.
@@ -36,6 +37,10 @@ enum Command {
     Export(export::ExportArgs),
     /// Summarize a recording (counts, processes, ranks).
     Summary(summary::SummaryArgs),
+    /// Merge recordings made on each node of a job (`tracer record -o` on every node)
+    /// into one recording of the whole job, which every offline command reads
+    /// (docs/multinode.md).
+    Merge(merge::MergeArgs),
     /// Metrics by level (program, machine, process, thread, procedure): CPU, work and
     /// blocked time, CPU wait, parallelism, message traffic matrices and latency
     /// percentiles (no root needed).
@@ -60,6 +65,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dump(a) => dump::run(a),
         Command::Export(a) => export::run(a),
         Command::Summary(a) => summary::run(a),
+        Command::Merge(a) => merge::run(a),
         Command::Metrics(a) => metrics::run(a),
         Command::Functions(a) => functions::run(a),
         Command::Calibrate(a) => calibrate::run(a),

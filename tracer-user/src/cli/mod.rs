@@ -6,6 +6,7 @@ mod commands;
 mod dump;
 mod export;
 mod functions;
+mod merge;
 mod metrics;
 mod print;
 mod record;

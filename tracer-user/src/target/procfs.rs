@@ -164,8 +164,48 @@ pub(crate) fn inspect(pid: u32) -> ProcessInfo {
         mappings: mappings(pid),
         mpi_world_handle: None,
         mpi_self_handle: None,
-        env_job: env_str(&env, &["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"]),
+        env_job: job_of(&env, parent_of(pid).unwrap_or(0)),
     }
+}
+
+/// The job a process belongs to, named the same on every node the job runs on, from what
+/// its launcher leaves (docs/multinode.md): PMIx's namespace (Open MPI and other PMIx
+/// launchers), Open MPI's job id, a Slurm step, or the MPICH Hydra launcher's address
+/// and process group, which its proxy on every node has on its command line.
+fn job_of(env: &[u8], ppid: u32) -> Option<String> {
+    if let Some(job) = env_str(env, &["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"]) {
+        return Some(job);
+    }
+    if let (Some(job), Some(step)) = (
+        env_str(env, &["SLURM_JOB_ID"]),
+        env_str(env, &["SLURM_STEP_ID"]),
+    ) {
+        return Some(format!("slurm:{job}.{step}"));
+    }
+    let parent = fs::read(proc_path(ppid, "cmdline")).ok()?;
+    hydra_job(&parent)
+}
+
+/// The job of a rank whose parent is a Hydra proxy (`hydra_pmi_proxy --control-port
+/// HOST:PORT ... --pgid N`, NUL-separated as /proc has it): the launcher's control
+/// address and the process group, the same for the job's proxies on every node.
+fn hydra_job(parent_cmdline: &[u8]) -> Option<String> {
+    let args: Vec<String> = parent_cmdline
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    if !args.first()?.ends_with("hydra_pmi_proxy") {
+        return None;
+    }
+    let value = |flag: &str| {
+        let at = args.iter().position(|a| a == flag)?;
+        args.get(at + 1).cloned()
+    };
+    Some(format!(
+        "hydra:{}:{}",
+        value("--control-port")?,
+        value("--pgid").unwrap_or_default()
+    ))
 }
 
 #[cfg(test)]
@@ -181,6 +221,33 @@ mod tests {
         assert!(threads_of(me).contains(&me));
         assert!(descendants(1).contains(&me));
         assert!(info.mappings.iter().any(|m| m.path.contains("libc")));
+    }
+
+    #[test]
+    fn names_a_job_by_what_its_launcher_leaves() {
+        assert_eq!(
+            job_of(b"PMIX_NAMESPACE=prterun-vm-1@1\0", 0).as_deref(),
+            Some("prterun-vm-1@1")
+        );
+        assert_eq!(
+            job_of(b"SLURM_STEP_ID=0\0SLURM_JOB_ID=42\0", 0).as_deref(),
+            Some("slurm:42.0")
+        );
+        let proxy = [
+            "/usr/bin/hydra_pmi_proxy",
+            "--control-port",
+            "10.77.1.1:35447",
+            "--rmk",
+            "user",
+            "--pgid",
+            "0",
+            "--proxy-id",
+            "1",
+        ]
+        .join("\0");
+        let proxy = proxy.as_bytes();
+        assert_eq!(hydra_job(proxy).as_deref(), Some("hydra:10.77.1.1:35447:0"));
+        assert_eq!(hydra_job(b"/bin/bash\0--control-port\0x\0"), None);
     }
 
     #[test]

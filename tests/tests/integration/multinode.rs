@@ -1,0 +1,238 @@
+//! A job across nodes recorded node by node (docs/multinode.md): on the two-namespace lab
+//! (tests/src/netlab.rs), an Open MPI job with a rank in each "node", each rank recorded
+//! by a tracer of its own running in that rank's network namespace (as a node's tracer
+//! would, `--pid` of the node's rank), and `tracer merge` making one recording of the
+//! job, which the offline commands read as one program.
+//!
+//! The ranks run the gated pipeline (`mpi_pipeline ... GATE`, tests/programs): once
+//! MPI_Init has returned they wait for the gate, so both tracers are attached before the
+//! first item flows, and every message has its send on one node and its receive on the
+//! other; they meet in a barrier before MPI_Finalize.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tracer_tests::netlab::NetLab;
+use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, tracer_json};
+use tracer_tests::tracer;
+
+/// The pipeline's shape (tests/programs/mpi_pipeline.c): 5 items, rank 1 slow.
+const ITEMS: f64 = 5.0;
+const SLOW_MS: f64 = 60.0;
+const FAST_MS: f64 = 20.0;
+
+/// A node's tracer; killed (by its own pid) if the test ends before it did.
+struct NodeTracer {
+    child: Child,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl NodeTracer {
+    /// `tracer record --pid PID -o OUT` in namespace `ns`, once it says it is tracing.
+    fn start(ns: &str, pid: u32, out: &Path) -> NodeTracer {
+        let mut child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{ns}"))
+            .arg(tracer())
+            .args([
+                "record",
+                "--func",
+                "stage_*",
+                "--pid",
+                &pid.to_string(),
+                "-o",
+            ])
+            .arg(out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run nsenter");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let t = NodeTracer { child, stderr: rx };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match t.stderr.recv_timeout(left) {
+                Ok(line) if line.starts_with("tracer: tracing") => return t,
+                Ok(_) => {}
+                Err(_) => panic!("the tracer in {ns} did not start tracing pid {pid}"),
+            }
+        }
+    }
+
+    /// Waits for the tracer to end (its traced rank exited), at most `limit`.
+    fn finish(mut self, limit: Duration) -> String {
+        let start = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(start.elapsed() < limit, "the node's tracer did not end");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let status = self.child.wait().unwrap();
+        let said: Vec<String> = self.stderr.try_iter().collect();
+        assert!(status.success(), "{}", said.join("\n"));
+        said.join("\n")
+    }
+}
+
+impl Drop for NodeTracer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The ranks of the gated job: pid by world rank, for processes whose command line
+/// holds `gate`.
+fn rank_pids(gate: &str, mpi: Mpi) -> [u32; 2] {
+    let mut pids = [0u32; 2];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmdline).contains(gate)
+            || !String::from_utf8_lossy(&cmdline).contains("mpi_pipeline")
+        {
+            continue;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        let rank = environ
+            .split(|&b| b == 0)
+            .filter_map(|v| v.strip_prefix(mpi.rank_variable()))
+            .find_map(|v| std::str::from_utf8(v).ok()?.parse::<usize>().ok());
+        if let Some(r @ 0..=1) = rank {
+            pids[r] = pid;
+        }
+    }
+    assert!(pids.iter().all(|&p| p != 0), "ranks not found: {pids:?}");
+    pids
+}
+
+/// Which MPI the job runs under, and the environment variable its launcher gives each
+/// rank its world rank in.
+#[derive(Clone, Copy)]
+enum Mpi {
+    OpenMpi,
+    Mpich,
+}
+
+impl Mpi {
+    fn rank_variable(self) -> &'static [u8] {
+        match self {
+            Mpi::OpenMpi => b"OMPI_COMM_WORLD_RANK=",
+            Mpi::Mpich => b"PMI_RANK=",
+        }
+    }
+}
+
+#[test]
+fn an_open_mpi_job_recorded_node_by_node_merges_into_one_critical_path() {
+    recorded_node_by_node(Mpi::OpenMpi);
+}
+
+#[test]
+fn an_mpich_job_recorded_node_by_node_merges_into_one_critical_path() {
+    recorded_node_by_node(Mpi::Mpich);
+}
+
+fn recorded_node_by_node(mpi: Mpi) {
+    let lab = NetLab::unshaped();
+    let dir = std::env::temp_dir().join(format!(
+        "tracer-multinode-{}-{}",
+        std::process::id(),
+        mpi.rank_variable()[0]
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gate = dir.join("gate");
+    let gate_arg = gate.display().to_string();
+    // The barrier before MPI_Finalize: MPICH over UCX's TCP hangs in it otherwise
+    // (tests/programs/mpi_pipeline.c).
+    let args = ["5", "1", "60", "20", gate_arg.as_str(), "barrier"];
+    let cmd = match mpi {
+        Mpi::OpenMpi => lab.openmpi(2, "mpi_pipeline", &args),
+        Mpi::Mpich => lab.mpich(2, "mpi_pipeline", &args),
+    };
+    let mut job = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Opens the gate whatever happens, so that the job never waits forever.
+    struct OpenOnDrop(PathBuf);
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, b"");
+        }
+    }
+    let opener = OpenOnDrop(gate.clone());
+    let start = Instant::now();
+    while !(0..2).all(|r| PathBuf::from(format!("{gate_arg}.{r}")).exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the ranks did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pids = rank_pids(&gate_arg, mpi);
+    let traces: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("node{i}.trace"))).collect();
+    let tracers: Vec<NodeTracer> = (0..2)
+        .map(|i| NodeTracer::start(lab.namespace(i), pids[i], &traces[i]))
+        .collect();
+    drop(opener);
+    let start = Instant::now();
+    while job.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = job.kill();
+            panic!("the job did not end within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(job.wait().unwrap().success());
+    for t in tracers {
+        t.finish(Duration::from_secs(60));
+    }
+
+    let all = dir.join("job.trace");
+    let out = Command::new(tracer())
+        .arg("merge")
+        .args(&traces)
+        .arg("-o")
+        .arg(&all)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("merged 2 recordings (2 nodes"), "{said}");
+
+    let p = tracer_json(&["analyze"], &all);
+    all_matched(&p);
+    assert_eq!(p["messages"]["sent"], 5, "{}", p["messages"]);
+    assert_eq!(p["messages"]["matched"], 5, "{}", p["messages"]);
+    // 2 ranks: rank 0's first fast item, then rank 1's five slow ones.
+    assert_near("critical path", length(&p), FAST_MS + ITEMS * SLOW_MS);
+    assert_near(
+        "stage_slow on the path",
+        ms(&proc_row(&p, "stage_slow")["cp_ns"]),
+        ITEMS * SLOW_MS,
+    );
+    let report = tracer_json(&["report"], &all);
+    let top = &report["processes"][0];
+    assert_eq!(top["rank"], 1, "the path runs through the slow rank: {top}");
+    let ranks: Vec<i64> = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["rank"].as_i64())
+        .collect();
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
