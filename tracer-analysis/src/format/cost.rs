@@ -24,6 +24,10 @@ use crate::units::percent;
 /// emulate) costs far more (10 us a pair on that VM); other machines differ.
 pub const TRAP_NS_PER_UPROBE_HIT: u64 = 390;
 
+/// What one run of the sampler's program takes (the 8 KiB copy of the stack most of
+/// it), measured with the kernel's run statistics (docs/sampling.md, "Cost").
+pub const SAMPLER_RUN_NS: u64 = 2_000;
+
 /// Where a family of probes fires: at a function's entry or return (a uprobe, which traps
 /// into the kernel) or at a kernel tracepoint (no trap).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -42,6 +46,10 @@ pub enum ProbeFamily {
     Processes,
     /// futex system calls' entry and exit.
     Futex,
+    /// The sampler (`--sample HZ`): a perf-event program run by the CPU clock, which
+    /// copies a traced thread's registers and top of stack (docs/sampling.md). Not a
+    /// uprobe: counted with the tracepoints.
+    Sampler,
 }
 
 impl ProbeFamily {
@@ -70,6 +78,8 @@ impl ProbeFamily {
             // apart (one run per dlopen), taken as the processes' figure.
             ProbeFamily::Processes | ProbeFamily::LibraryLoaded => 1_800,
             ProbeFamily::Futex => 1_000,
+            // docs/sampling.md, "Cost": `--bpf-stats` on spin_chain at 999 Hz.
+            ProbeFamily::Sampler => SAMPLER_RUN_NS,
         }
     }
 
@@ -92,8 +102,9 @@ impl ProbeFamily {
             | RecordKind::StatusArray
             | RecordKind::CallsUnwound
             | RecordKind::ProcessEnd => None,
-            // The sampler's runs are not counted yet.
-            RecordKind::Sample | RecordKind::RawSample => None,
+            // One run of the sampler wrote the RAW_SAMPLE that became this SAMPLE.
+            RecordKind::Sample => Some(ProbeFamily::Sampler),
+            RecordKind::RawSample => None,
             RecordKind::CallPair
             | RecordKind::CallReturn
             | RecordKind::FutexPair
