@@ -152,7 +152,11 @@ fn check_chain(t: &Traced, prog: &str, chain: &[&str]) {
 #[test]
 fn c_stacks_unwind_to_main_without_frame_pointers() {
     let prog = program("sampled_chain");
-    let t = record("sampled-c", &["--sample", "999"], &[prog.clone()]);
+    let t = record(
+        "sampled-c",
+        &["--sample", "999"],
+        std::slice::from_ref(&prog),
+    );
     check_chain(&t, &prog, &["inner", "outer", "main"]);
 }
 
@@ -177,7 +181,11 @@ fn thread_stacks_unwind_to_their_start_routine() {
 #[test]
 fn cpp_stacks_unwind_to_main() {
     let prog = program("sampled_chain_cpp");
-    let t = record("sampled-cpp", &["--sample", "999"], &[prog.clone()]);
+    let t = record(
+        "sampled-cpp",
+        &["--sample", "999"],
+        std::slice::from_ref(&prog),
+    );
     check_chain(
         &t,
         &prog,
@@ -192,7 +200,11 @@ fn cpp_stacks_unwind_to_main() {
 #[test]
 fn fortran_stacks_unwind_to_main_program() {
     let prog = program("sampled_chain_f");
-    let t = record("sampled-fortran", &["--sample", "999"], &[prog.clone()]);
+    let t = record(
+        "sampled-fortran",
+        &["--sample", "999"],
+        std::slice::from_ref(&prog),
+    );
     check_chain(&t, &prog, &["inner_", "outer_", "MAIN__", "main"]);
 }
 
@@ -201,7 +213,11 @@ fn fortran_stacks_unwind_to_main_program() {
 #[test]
 fn stacks_inside_libc_reach_the_routine_and_main() {
     let prog = program("sampled_memcpy");
-    let t = record("sampled-memcpy", &["--sample", "999"], &[prog.clone()]);
+    let t = record(
+        "sampled-memcpy",
+        &["--sample", "999"],
+        std::slice::from_ref(&prog),
+    );
     let samples = program_samples(&t, &prog);
     let pct = complete_pct(&samples);
     assert!(

@@ -26,7 +26,7 @@ pub const TRAP_NS_PER_UPROBE_HIT: u64 = 390;
 
 /// What one run of the sampler's program takes (the 8 KiB copy of the stack most of
 /// it), measured with the kernel's run statistics (docs/sampling.md, "Cost").
-pub const SAMPLER_RUN_NS: u64 = 2_000;
+pub const SAMPLER_RUN_NS: u64 = 3_000;
 
 /// Where a family of probes fires: at a function's entry or return (a uprobe, which traps
 /// into the kernel) or at a kernel tracepoint (no trap).
@@ -78,7 +78,7 @@ impl ProbeFamily {
             // apart (one run per dlopen), taken as the processes' figure.
             ProbeFamily::Processes | ProbeFamily::LibraryLoaded => 1_800,
             ProbeFamily::Futex => 1_000,
-            // docs/sampling.md, "Cost": `--bpf-stats` on spin_chain at 999 Hz.
+            // docs/sampling.md, "Cost": `--bpf-stats` on sampled_chain at 999 Hz.
             ProbeFamily::Sampler => SAMPLER_RUN_NS,
         }
     }

@@ -78,7 +78,7 @@ impl ProcessUnwinder {
     ) {
         self.read_at = Some(now);
         for m in mappings {
-            if self.modules.iter().any(|r| *r == m.range) {
+            if self.modules.contains(&m.range) {
                 continue;
             }
             let Some(file) = file_of(&m.path) else {
