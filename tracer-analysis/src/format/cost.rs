@@ -449,7 +449,7 @@ mod tests {
     }
 
     /// One run per head record: entries and exits of calls, procedures and futex calls,
-    /// switches, wakeups, forks, execs and exits; not the arrays, statuses, unwound
+    /// switches, wakeups, forks, execs and exits, samples (a sampler run each); not the arrays, statuses, unwound
     /// calls and process ends written after a head; a switch pair is one run (two
     /// records), and each held dlopen return one more run. Time is hits x the family's
     /// estimate.
@@ -473,6 +473,7 @@ mod tests {
             (RecordKind::ProcessEnd, 2),
             (RecordKind::FutexEnter, 6),
             (RecordKind::FutexExit, 6),
+            (RecordKind::Sample, 11),
         ]
         .into_iter()
         .map(|(kind, n)| (kind.name().to_string(), n))
@@ -494,6 +495,13 @@ mod tests {
         assert_eq!(hits(ProbeFamily::Processes), 7);
         assert_eq!(hits(ProbeFamily::Futex), 12);
         assert_eq!(hits(ProbeFamily::LibraryLoaded), 1);
+        assert_eq!(hits(ProbeFamily::Sampler), 11);
+        assert_eq!(
+            counts.families[&ProbeFamily::Sampler].run_ns,
+            11 * SAMPLER_RUN_NS
+        );
+        // The sampler is no uprobe: its runs count with the tracepoints'.
+        assert!(!ProbeFamily::Sampler.is_uprobe());
         for (family, runs) in &counts.families {
             assert_eq!(runs.run_ns, runs.hits * family.estimated_run_ns());
         }

@@ -393,4 +393,50 @@ mod tests {
         assert_eq!(s.processes[0].threads, 2);
         assert_eq!(s.processes[0].rank, Some(3));
     }
+
+    /// Samples are counted by how their unwinding ended; a summary without samples has
+    /// no `samples` at all (its JSON is as it was before the field came).
+    #[test]
+    fn counts_samples_by_unwind_end() {
+        let mut b = SummaryBuilder::new();
+        let sample = |end| {
+            Record::Sample(Box::new(tracer_common::SampleRecord {
+                header: header(kind::SAMPLE, 5, 0),
+                end,
+                ..Default::default()
+            }))
+        };
+        for end in [
+            unwind_end::COMPLETE,
+            unwind_end::COMPLETE,
+            unwind_end::COMPLETE,
+            unwind_end::STACK_END,
+        ] {
+            b.record(&sample(end));
+        }
+        let s = b.finish(0);
+        let samples = s.samples.expect("samples");
+        assert_eq!((samples.total, samples.complete), (4, 3));
+        assert_eq!(samples.complete_pct, 75.0);
+        assert_eq!(
+            samples.by_end.into_iter().collect::<Vec<_>>(),
+            [("complete".to_string(), 3), ("stack_end".to_string(), 1)]
+        );
+        assert_eq!(
+            SampleCounts {
+                total: 1234,
+                complete: 1218,
+                complete_pct: 98.7,
+                by_end: BTreeMap::new(),
+            }
+            .text_line(),
+            "samples: 1234 (98.7 % unwound to the stack's root)"
+        );
+        let none = SummaryBuilder::new().finish(0);
+        assert!(none.samples.is_none());
+        assert!(serde_json::to_value(&none)
+            .unwrap()
+            .get("samples")
+            .is_none());
+    }
 }

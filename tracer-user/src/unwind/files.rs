@@ -10,6 +10,9 @@ use object::{Object, ObjectSection, ObjectSegment};
 
 use crate::target::elf_file::read_elf;
 
+/// Mappings start at page boundaries.
+const PAGE: u64 = 4096;
+
 /// Section bytes shared between the file's entry and every process's unwinder module.
 #[derive(Clone, Default)]
 pub(super) struct SharedBytes(Arc<[u8]>);
@@ -93,13 +96,18 @@ impl FileUnwindInfo {
 
     /// The load bias of a mapping of this file whose first byte is file offset `offset`
     /// at run-time address `start`: what to add to the file's addresses to get run-time
-    /// ones. None when no loaded segment holds that offset.
+    /// ones. None when no loaded segment holds that offset. A segment is mapped from its
+    /// offset rounded down to a page, and its file offset and address may differ by more
+    /// than a page's rounding (lld puts the code a page further in memory than in the
+    /// file): the mapping is the last segment whose rounded-down offset is at or below
+    /// `offset`, and its address follows from that segment's.
     pub(super) fn bias(&self, start: u64, offset: u64) -> Option<u64> {
         let seg = self
             .loads
             .iter()
-            .find(|s| offset >= s.offset && offset < s.offset + s.file_size.max(1))?;
-        let svma = seg.vaddr + (offset - seg.offset);
+            .filter(|s| s.offset & !(PAGE - 1) <= offset && offset < s.offset + s.file_size.max(1))
+            .max_by_key(|s| s.offset)?;
+        let svma = (seg.vaddr.wrapping_sub(seg.offset)).wrapping_add(offset);
         Some(start.wrapping_sub(svma))
     }
 

@@ -136,3 +136,142 @@ impl Unwinders {
         self.files.values().flatten().map(|f| f.held_bytes()).sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hint::black_box;
+    use tracer_common::EventHeader;
+
+    /// This thread's registers, taken inside `capture`, and its stack bytes from the
+    /// stack pointer up, as the probe copies them: at most 8 KiB, not past `stack_end`
+    /// (the end of the stack's mapping). Nothing but the copy between the two, so the
+    /// frames above the stack pointer are as they were.
+    #[inline(never)]
+    fn capture(raw: &mut RawSampleRecord, stack_end: u64) {
+        let (ip, sp, bp): (u64, u64, u64);
+        unsafe {
+            std::arch::asm!(
+                "lea {ip}, [rip]",
+                "mov {sp}, rsp",
+                "mov {bp}, rbp",
+                ip = out(reg) ip,
+                sp = out(reg) sp,
+                bp = out(reg) bp,
+            );
+        }
+        let len = (stack_end - sp).min(SAMPLE_STACK_BYTES as u64) as usize;
+        // SAFETY: `len` bytes from sp up are this thread's stack, inside its mapping.
+        unsafe { std::ptr::copy_nonoverlapping(sp as *const u8, raw.stack.as_mut_ptr(), len) };
+        (raw.ip, raw.sp, raw.bp, raw.stack_len) = (ip, sp, bp, len as u32);
+    }
+
+    /// A RAW_SAMPLE of this thread taken in `capture`, called from here.
+    #[inline(never)]
+    fn sample_here() -> Box<RawSampleRecord> {
+        // Built on the heap: an 8 KiB record built on the stack first (as a debug build
+        // does) would push this frame's return address out of the 8 KiB copied.
+        // SAFETY: every field of the record is an integer, for which zeros are valid.
+        let mut raw: Box<RawSampleRecord> = unsafe { Box::new_zeroed().assume_init() };
+        raw.header.kind = kind::RAW_SAMPLE;
+        (raw.header.tgid, raw.header.tid) = (std::process::id(), std::process::id());
+        let here = &raw as *const _ as u64;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let stack_end = maps
+            .lines()
+            .filter_map(|l| {
+                let (s, e) = l.split_whitespace().next()?.split_once('-')?;
+                Some(u64::from_str_radix(s, 16).ok()?..u64::from_str_radix(e, 16).ok()?)
+            })
+            .find(|r| r.contains(&here))
+            .unwrap()
+            .end;
+        capture(&mut raw, stack_end);
+        raw
+    }
+
+    #[inline(never)]
+    fn level_b() -> Box<RawSampleRecord> {
+        black_box(sample_here())
+    }
+
+    #[inline(never)]
+    fn level_a() -> Box<RawSampleRecord> {
+        black_box(level_b())
+    }
+
+    /// Unwinding this very thread's stack, captured as the probe would: the frames start
+    /// at the captured instruction and go through sample_here, level_b and then level_a,
+    /// each return address a little past its function's start.
+    #[test]
+    fn unwinds_this_threads_own_stack() {
+        let raw = level_a();
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                &*raw as *const RawSampleRecord as *const u8,
+                size_of::<RawSampleRecord>(),
+            )
+        };
+        let mut unwinders = Unwinders::default();
+        let unwound = unwinders.unwind(bytes).expect("a whole RAW_SAMPLE");
+        assert!(unwound.new_code, "the first sample reads the mappings");
+        let s = unwound.sample;
+        assert_eq!(s.header.kind, kind::SAMPLE);
+        assert_eq!(s.stack_bytes, raw.stack_len);
+        assert_eq!(s.frames[0], raw.ip);
+        // The 8 KiB may end before the test harness's outermost frames do.
+        assert!(
+            [unwind_end::COMPLETE, unwind_end::STACK_END].contains(&s.end),
+            "end {}: {:x?}",
+            s.end,
+            &s.frames[..usize::from(s.depth)]
+        );
+        let frames = &s.frames[..usize::from(s.depth)];
+        let within = |f: fn() -> Box<RawSampleRecord>, addr: u64| {
+            let start = f as usize as u64;
+            addr > start && addr < start + 4096
+        };
+        let b = frames
+            .iter()
+            .position(|&a| within(level_b, a))
+            .unwrap_or_else(|| panic!("no level_b ({:x}) in {frames:x?}", level_b as usize));
+        assert!(
+            frames[b + 1..].iter().any(|&a| within(level_a, a)),
+            "level_a after level_b: {frames:x?}"
+        );
+        // Forgetting the process drops what only it used.
+        unwinders.forget(std::process::id());
+        assert_eq!(unwinders.held_bytes(), 0);
+    }
+
+    #[test]
+    fn a_sample_without_user_state_has_no_frames() {
+        let raw = RawSampleRecord {
+            header: EventHeader {
+                kind: kind::RAW_SAMPLE,
+                tgid: 7,
+                tid: 8,
+                ..Default::default()
+            },
+            ip: 0,
+            sp: 0,
+            bp: 0,
+            stack_len: 0,
+            _reserved: 0,
+            stack: [0; SAMPLE_STACK_BYTES],
+        };
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                &raw as *const RawSampleRecord as *const u8,
+                size_of::<RawSampleRecord>(),
+            )
+        };
+        let mut unwinders = Unwinders::default();
+        let s = unwinders.unwind(bytes).unwrap().sample;
+        assert_eq!(
+            (s.depth, s.end, s.header.tid),
+            (0, unwind_end::NO_USER_STATE, 8)
+        );
+        assert!(unwinders.unwind(&bytes[..100]).is_none());
+    }
+}
