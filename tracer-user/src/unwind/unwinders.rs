@@ -234,7 +234,7 @@ mod tests {
         let b = frames
             .iter()
             .position(|&a| within(level_b, a))
-            .unwrap_or_else(|| panic!("no level_b ({:x}) in {frames:x?}", level_b as usize));
+            .unwrap_or_else(|| panic!("no level_b in {frames:x?}"));
         assert!(
             frames[b + 1..].iter().any(|&a| within(level_a, a)),
             "level_a after level_b: {frames:x?}"
