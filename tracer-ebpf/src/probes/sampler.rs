@@ -5,19 +5,19 @@
 //! binaries' unwind tables (docs/sampling.md). Other threads cost a lookup.
 
 use crate::{
-    clock::header,
+    clock::{cpu_clock, header},
     emit::reserve,
     thread::{current_ids, traced_thread},
 };
 use aya_ebpf::{
     bindings::pt_regs,
-    helpers::bpf_probe_read_kernel,
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
     helpers::generated::{bpf_get_current_task_btf, bpf_probe_read_user, bpf_task_pt_regs},
     macros::perf_event,
     programs::PerfEventContext,
 };
 use core::ffi::c_void;
-use tracer_common::{kind, RawSampleRecord, SAMPLE_STACK_BYTES};
+use tracer_common::{held, kind, EventHeader, RawSampleRecord, SAMPLE_STACK_BYTES};
 
 const PAGE: u64 = 4096;
 
@@ -27,17 +27,40 @@ pub fn sampler(ctx: PerfEventContext) -> u32 {
     0
 }
 
-fn try_sample(_ctx: &PerfEventContext) -> Result<(), ()> {
+fn try_sample(ctx: &PerfEventContext) -> Result<(), ()> {
     let (tgid, tid) = current_ids();
     let Some(thread) = traced_thread(tgid, tid) else {
         return Ok(());
     };
+    // Where the tick interrupted the thread: in user mode (the low bits of the saved
+    // code segment are the privilege level, 3), no program of ours can be running for
+    // it; in the kernel, one may be (a uprobe_multi program runs without the recursion
+    // guard that keeps perf-event programs out of the others), halfway through the
+    // thread's held call entry.
+    let cs = unsafe { bpf_probe_read_kernel(&(*ctx.ctx).regs.cs) }.unwrap_or(0);
+    let in_user_mode = cs & 3 == 3;
     // A full ring is counted by `reserve`.
     let Some(mut place) = reserve::<RawSampleRecord>() else {
         return Ok(());
     };
     let r = place.record();
-    r.header = header(thread, kind::RAW_SAMPLE, 0, tgid, tid);
+    r.header = if in_user_mode || thread.held == held::NOTHING {
+        // Writes the entry the thread holds back first, so its records stay in order.
+        header(thread, kind::RAW_SAMPLE, 0, tgid, tid)
+    } else {
+        // The held entry is left alone (it may be half built): it goes out later,
+        // after this sample, with its own earlier time (docs/sampling.md, "Limits").
+        let now = unsafe { bpf_ktime_get_ns() };
+        EventHeader {
+            ts_ns: now,
+            cpu_ns: cpu_clock(&mut thread.clock, tgid, now),
+            tgid,
+            tid,
+            kind: kind::RAW_SAMPLE,
+            call: 0,
+            cpu: unsafe { bpf_get_smp_processor_id() },
+        }
+    };
     r._reserved = 0;
     // The user registers, also when the sample interrupted the thread in the kernel
     // (a system call, a page fault), where the perf context's registers are the
