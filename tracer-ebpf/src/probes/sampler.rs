@@ -11,8 +11,8 @@ use crate::{
 };
 use aya_ebpf::{
     bindings::pt_regs,
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
     helpers::generated::{bpf_get_current_task_btf, bpf_probe_read_user, bpf_task_pt_regs},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
     macros::perf_event,
     programs::PerfEventContext,
 };
