@@ -41,7 +41,7 @@ struct LoadSegment {
 }
 
 /// The unwind information of one ELF file. Only the sections the unwinder reads are
-/// kept (for libc, 280 KiB of its 2 MiB).
+/// kept (for Debian 12's libc, 183 KiB of its 1.9 MB).
 pub(super) struct FileUnwindInfo {
     pub(super) eh_frame: Option<Section>,
     pub(super) eh_frame_hdr: Option<Section>,
