@@ -13,6 +13,7 @@ mod render;
 pub mod session;
 mod symbolize;
 mod target;
+mod unwind;
 
 // The surface the `tracer` binary (`cli/`) and the integration tests use: the session
 // (its own curated `pub use` list), and these. Everything else is the crate's own.

@@ -24,6 +24,10 @@ use crate::units::percent;
 /// emulate) costs far more (10 us a pair on that VM); other machines differ.
 pub const TRAP_NS_PER_UPROBE_HIT: u64 = 390;
 
+/// What one run of the sampler's program takes (the 8 KiB copy of the stack most of
+/// it), measured with the kernel's run statistics (docs/sampling.md, "Cost").
+pub const SAMPLER_RUN_NS: u64 = 3_000;
+
 /// Where a family of probes fires: at a function's entry or return (a uprobe, which traps
 /// into the kernel) or at a kernel tracepoint (no trap).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -42,6 +46,10 @@ pub enum ProbeFamily {
     Processes,
     /// futex system calls' entry and exit.
     Futex,
+    /// The sampler (`--sample HZ`): a perf-event program run by the CPU clock, which
+    /// copies a traced thread's registers and top of stack (docs/sampling.md). Not a
+    /// uprobe: counted with the tracepoints.
+    Sampler,
 }
 
 impl ProbeFamily {
@@ -70,6 +78,8 @@ impl ProbeFamily {
             // apart (one run per dlopen), taken as the processes' figure.
             ProbeFamily::Processes | ProbeFamily::LibraryLoaded => 1_800,
             ProbeFamily::Futex => 1_000,
+            // docs/sampling.md, "Cost": `--bpf-stats` on sampled_chain at 999 Hz.
+            ProbeFamily::Sampler => SAMPLER_RUN_NS,
         }
     }
 
@@ -92,8 +102,9 @@ impl ProbeFamily {
             | RecordKind::StatusArray
             | RecordKind::CallsUnwound
             | RecordKind::ProcessEnd => None,
-            // The sampler's runs are not counted yet.
-            RecordKind::Sample | RecordKind::RawSample => None,
+            // One run of the sampler wrote the RAW_SAMPLE that became this SAMPLE.
+            RecordKind::Sample => Some(ProbeFamily::Sampler),
+            RecordKind::RawSample => None,
             RecordKind::CallPair
             | RecordKind::CallReturn
             | RecordKind::FutexPair
@@ -438,7 +449,7 @@ mod tests {
     }
 
     /// One run per head record: entries and exits of calls, procedures and futex calls,
-    /// switches, wakeups, forks, execs and exits; not the arrays, statuses, unwound
+    /// switches, wakeups, forks, execs and exits, samples (a sampler run each); not the arrays, statuses, unwound
     /// calls and process ends written after a head; a switch pair is one run (two
     /// records), and each held dlopen return one more run. Time is hits x the family's
     /// estimate.
@@ -462,6 +473,7 @@ mod tests {
             (RecordKind::ProcessEnd, 2),
             (RecordKind::FutexEnter, 6),
             (RecordKind::FutexExit, 6),
+            (RecordKind::Sample, 11),
         ]
         .into_iter()
         .map(|(kind, n)| (kind.name().to_string(), n))
@@ -483,6 +495,13 @@ mod tests {
         assert_eq!(hits(ProbeFamily::Processes), 7);
         assert_eq!(hits(ProbeFamily::Futex), 12);
         assert_eq!(hits(ProbeFamily::LibraryLoaded), 1);
+        assert_eq!(hits(ProbeFamily::Sampler), 11);
+        assert_eq!(
+            counts.families[&ProbeFamily::Sampler].run_ns,
+            11 * SAMPLER_RUN_NS
+        );
+        // The sampler is no uprobe: its runs count with the tracepoints'.
+        assert!(!ProbeFamily::Sampler.is_uprobe());
         for (family, runs) in &counts.families {
             assert_eq!(runs.run_ns, runs.hits * family.estimated_run_ns());
         }

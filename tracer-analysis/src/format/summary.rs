@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tracer_common::{call, RecordKind};
+use tracer_common::{call, unwind_end, RecordKind};
 
 use crate::format::calls::{self, Flavor, MPICH_COMM_WORLD};
 use crate::format::cost::RunCost;
@@ -46,6 +46,45 @@ pub struct Summary {
     /// of a recording, which is as it was before the field came.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<RunCost>,
+    /// The sampled stacks (SAMPLE records) and how their unwinding ended; left out of
+    /// the JSON when there are none, which keeps summaries without samples as they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<SampleCounts>,
+}
+
+/// How many stacks the sampler took and how many unwound to the stack's root.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct SampleCounts {
+    pub total: u64,
+    /// Those whose unwinding reached the stack's root (`end` complete).
+    pub complete: u64,
+    /// `complete` in percent of `total`.
+    pub complete_pct: f64,
+    /// The samples by how their unwinding ended: `complete`, `truncated`, `stack_end`,
+    /// `no_unwind_info`, `no_user_state` (only those that happened).
+    pub by_end: BTreeMap<String, u64>,
+}
+
+impl SampleCounts {
+    /// The line `tracer record` and `tracer summary` print.
+    pub fn text_line(&self) -> String {
+        format!(
+            "samples: {} ({:.1} % unwound to the stack's root)",
+            self.total, self.complete_pct
+        )
+    }
+}
+
+/// The name of an `end` of a SAMPLE record ([`tracer_common::unwind_end`]).
+pub fn unwind_end_name(end: u16) -> &'static str {
+    match end {
+        unwind_end::COMPLETE => "complete",
+        unwind_end::TRUNCATED => "truncated",
+        unwind_end::STACK_END => "stack_end",
+        unwind_end::NO_UNWIND_INFO => "no_unwind_info",
+        unwind_end::NO_USER_STATE => "no_user_state",
+        _ => "unknown",
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -104,6 +143,8 @@ pub struct SummaryBuilder {
     /// The communicator of each call in progress, per thread (calls nest in some
     /// libraries): all an exit needs of its entry, 8 bytes kept instead of a record.
     open_calls: FxHashMap<u32, Vec<u64>>,
+    /// SAMPLE records by their `end` (index: the end's value; the last slot: unknown).
+    samples_by_end: [u64; 6],
 }
 
 impl SummaryBuilder {
@@ -167,6 +208,9 @@ impl SummaryBuilder {
             Record::Exec(e) => {
                 let st = self.processes.entry(h.tgid).or_default();
                 st.exec = Some(records::exec_filename(e));
+            }
+            Record::Sample(x) => {
+                self.samples_by_end[usize::from(x.end).min(self.samples_by_end.len() - 1)] += 1
             }
             Record::FuncEnter(_) => *self.entries_by_probe.entry(h.call).or_default() += 1,
             Record::CallEnter(c) => self.open_calls.entry(h.tid).or_default().push(c.comm),
@@ -247,8 +291,29 @@ impl SummaryBuilder {
             tracer_cpu_ns: None,
             unprobed_mpi_calls: None,
             cost: None,
+            samples: sample_counts(&self.samples_by_end),
         }
     }
+}
+
+/// The sample counts, None without samples.
+fn sample_counts(by_end: &[u64]) -> Option<SampleCounts> {
+    let total: u64 = by_end.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let complete = by_end[usize::from(unwind_end::COMPLETE)];
+    Some(SampleCounts {
+        total,
+        complete,
+        complete_pct: crate::units::percent(complete, total),
+        by_end: by_end
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(end, &n)| (unwind_end_name(end as u16).to_string(), n))
+            .collect(),
+    })
 }
 
 /// Summarizes a whole recording.
@@ -327,5 +392,51 @@ mod tests {
         assert_eq!(s.processes.len(), 1);
         assert_eq!(s.processes[0].threads, 2);
         assert_eq!(s.processes[0].rank, Some(3));
+    }
+
+    /// Samples are counted by how their unwinding ended; a summary without samples has
+    /// no `samples` at all (its JSON is as it was before the field came).
+    #[test]
+    fn counts_samples_by_unwind_end() {
+        let mut b = SummaryBuilder::new();
+        let sample = |end| {
+            Record::Sample(Box::new(tracer_common::SampleRecord {
+                header: header(kind::SAMPLE, 5, 0),
+                end,
+                ..Default::default()
+            }))
+        };
+        for end in [
+            unwind_end::COMPLETE,
+            unwind_end::COMPLETE,
+            unwind_end::COMPLETE,
+            unwind_end::STACK_END,
+        ] {
+            b.record(&sample(end));
+        }
+        let s = b.finish(0);
+        let samples = s.samples.expect("samples");
+        assert_eq!((samples.total, samples.complete), (4, 3));
+        assert_eq!(samples.complete_pct, 75.0);
+        assert_eq!(
+            samples.by_end.into_iter().collect::<Vec<_>>(),
+            [("complete".to_string(), 3), ("stack_end".to_string(), 1)]
+        );
+        assert_eq!(
+            SampleCounts {
+                total: 1234,
+                complete: 1218,
+                complete_pct: 98.7,
+                by_end: BTreeMap::new(),
+            }
+            .text_line(),
+            "samples: 1234 (98.7 % unwound to the stack's root)"
+        );
+        let none = SummaryBuilder::new().finish(0);
+        assert!(none.samples.is_none());
+        assert!(serde_json::to_value(&none)
+            .unwrap()
+            .get("samples")
+            .is_none());
     }
 }

@@ -7,6 +7,7 @@ pub mod futex;
 pub mod procedures;
 pub mod process;
 mod raw_tracepoint;
+pub mod sampler;
 pub mod sched;
 pub mod status;
 mod tracepoint;

@@ -104,6 +104,9 @@ pub(super) fn print_summary(s: &tracer_analysis::summary::Summary) {
     if let Some(line) = failures::failures_line(&s.events.failures) {
         say!("{line}");
     }
+    if let Some(samples) = &s.samples {
+        say!("{}", samples.text_line());
+    }
     for p in &s.processes {
         let mut who = String::new();
         if let Some(r) = p.rank {

@@ -89,6 +89,12 @@ pub(super) struct RecordArgs {
     /// are counted from the records the probes wrote, and their time estimated.
     #[arg(long)]
     bpf_stats: bool,
+    /// Sample each traced thread's user call stack HZ times per second of its CPU time
+    /// (a CPU-clock perf event on every CPU; stacks unwound with the binaries' unwind
+    /// tables, no frame pointers needed; docs/sampling.md). 0 turns the sampler off.
+    #[arg(long, value_name = "HZ", default_value_t = DEFAULT_SAMPLE_HZ,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_SAMPLE_HZ)))]
+    sample: u32,
     /// What-if while tracing: replay the run online with processes placed as SPEC says
     /// (as `tracer whatif --placement`) and print the predicted runtime at the end.
     #[arg(long, value_name = "SPEC")]
@@ -116,6 +122,13 @@ impl RecordArgs {
         !self.command.is_empty()
     }
 }
+
+/// `--sample`'s default: 99 rather than 100, so that the samples do not fall in step with
+/// a program's own periodic work (perf's habit).
+const DEFAULT_SAMPLE_HZ: u32 = 99;
+/// The most `--sample` takes: the sampler's run (3 us) and its 8 KiB of ring per sample
+/// grow with the rate; past 10 kHz they would be a sizable share of the program's CPU.
+const MAX_SAMPLE_HZ: u32 = 10_000;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ProbeSet {
@@ -255,6 +268,7 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
             .map_or_else(session::default_limit_bytes, |mib| mib << 20),
         floor_probes: a.probes == ProbeSet::Floor,
         bpf_stats: a.bpf_stats,
+        sample_hz: a.sample,
         uprobe_links: a.uprobe_links,
         command_terminal,
         on_ready,

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use aya::maps::{Array, MapData, ProgramArray};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::uprobe::UProbeLinkId;
-use aya::programs::{Program, ProgramError, RawTracePoint, TracePoint, UProbe};
+use aya::programs::{PerfEvent, Program, ProgramError, RawTracePoint, TracePoint, UProbe};
 use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
 use aya::{Ebpf, EbpfLoader};
 use tracer_common::{call, maps, ProbeConfig};
@@ -38,6 +39,9 @@ pub(crate) struct ProbeOptions {
     /// Have the kernel count and time our programs' runs (`run_stats`, `--bpf-stats`),
     /// machine-wide, at a price per run (docs/benchmarks.md).
     pub run_statistics: bool,
+    /// Samples of the traced threads' user stacks per second of their CPU time
+    /// (`--sample HZ`, docs/sampling.md); 0: no sampler.
+    pub sample_hz: u32,
 }
 
 /// How uprobes are attached, as asked for (`--uprobe-links`).
@@ -150,6 +154,9 @@ pub(super) struct AttachedPoint {
 
 /// The dlopen return probe (`Probes::attach_load_probe`).
 pub(super) const LIBRARY_LOADED: &str = "library_loaded";
+
+/// The sampler's perf-event program (docs/sampling.md).
+const SAMPLER: &str = "sampler";
 
 /// The empty tracepoint programs of `ProbeOptions::floor`, classic and raw.
 const FLOOR_TRACEPOINT: &str = "floor_tracepoint";
@@ -324,6 +331,9 @@ impl Probes {
                 .iter()
                 .map(|&(name, _, _)| classic_program(name)),
         );
+        if opts.sample_hz > 0 {
+            at_start.push(SAMPLER);
+        }
         at_start.sort_unstable();
         at_start.dedup();
         load_in_parallel(&mut ebpf, &at_start)?;
@@ -344,6 +354,9 @@ impl Probes {
             for &(name, _, _) in &tracepoints {
                 families.insert(classic_program(name), ProbeFamily::Futex);
             }
+            if opts.sample_hz > 0 {
+                families.insert(SAMPLER, ProbeFamily::Sampler);
+            }
             RunStatistics::enable(families)
         } else {
             None
@@ -359,6 +372,9 @@ impl Probes {
             let p: &mut TracePoint = program(&mut ebpf, name)?;
             p.attach(group, event)
                 .map_err(|source| ProbeError::Program { name, source })?;
+        }
+        if opts.sample_hz > 0 {
+            attach_sampler(&mut ebpf, opts.sample_hz)?;
         }
         Ok(Probes {
             ebpf,
@@ -516,6 +532,7 @@ fn load_in_parallel(ebpf: &mut Ebpf, names: &[&'static str]) -> Result<(), Probe
                         Program::UProbe(p) => p.load(),
                         Program::RawTracePoint(p) => p.load(),
                         Program::TracePoint(p) => p.load(),
+                        Program::PerfEvent(p) => p.load(),
                         _ => Ok(()),
                     };
                     loaded.map_err(|source| ProbeError::Program { name, source })
@@ -542,4 +559,27 @@ fn raise_fd_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
     }
+}
+
+/// Attaches the sampler to a CPU-clock perf event on every online CPU, `hz` samples a
+/// second of each CPU's time, so of each thread's CPU time: the program keeps the samples
+/// of traced threads. The links stay with the program, and go when the probes are
+/// dropped, as every other link does.
+fn attach_sampler(ebpf: &mut Ebpf, hz: u32) -> Result<(), ProbeError> {
+    let cpus =
+        aya::util::online_cpus().map_err(|(what, source)| ProbeError::Cpus { what, source })?;
+    let p: &mut PerfEvent = program(ebpf, SAMPLER)?;
+    for cpu in cpus {
+        p.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Frequency(u64::from(hz)),
+            false,
+        )
+        .map_err(|source| ProbeError::Program {
+            name: SAMPLER,
+            source,
+        })?;
+    }
+    Ok(())
 }

@@ -19,6 +19,7 @@ use super::{CommandStatus, EventsSoFar, LossHook, ProbedHook, SampleHook, Sessio
 use crate::probes::{one_line, ProbeError, Probes};
 use crate::target::libraries::{self, ImportedCalls, LibrarySet, NeededLibraries};
 use crate::target::procfs;
+use crate::unwind::Unwinders;
 use tracer_analysis::calls;
 use tracer_analysis::cost::RunsNotOneRecord;
 use tracer_analysis::failures::FailureCounts;
@@ -58,25 +59,53 @@ pub(super) struct LoopContext {
     /// The probe runs that wrote other than one counted record (the session's cost
     /// counts the others from the summary's records).
     pub(super) runs_not_one_record: RunsNotOneRecord,
+    /// Turns the sampler's stack bytes into call stacks.
+    pub(super) unwinders: Unwinders,
 }
 
 impl LoopContext {
     pub(super) fn handle(&mut self, raw: &[u8]) -> Result<(), SessionError> {
-        if records::peek_kind(raw)? == tracer_common::kind::LIBRARY_LOADED {
-            self.runs_not_one_record.libraries_loaded += 1;
-            return self.library_loaded(records::peek_header(raw)?.tgid);
+        match records::peek_kind(raw)? {
+            tracer_common::kind::LIBRARY_LOADED => {
+                self.runs_not_one_record.libraries_loaded += 1;
+                return self.library_loaded(records::peek_header(raw)?.tgid);
+            }
+            // The sampler's stack bytes become the SAMPLE record of the stack's return
+            // addresses before anything else sees them (docs/sampling.md).
+            tracer_common::kind::RAW_SAMPLE => {
+                let unwound =
+                    self.unwinders
+                        .unwind(raw)
+                        .ok_or(records::DecodeError::WrongSize {
+                            kind: tracer_common::kind::RAW_SAMPLE,
+                            got: raw.len(),
+                            want: size_of::<tracer_common::RawSampleRecord>(),
+                        })?;
+                if unwound.new_code {
+                    // The process's snapshot goes before the sample that needs it.
+                    self.sink.see_new_code(unwound.sample.header.tgid)?;
+                }
+                let rec = Record::Sample(Box::new(unwound.sample));
+                return self.handle_record(rec.as_bytes(), &rec);
+            }
+            _ => {}
         }
         let rec = records::decode(raw)?;
+        self.handle_record(raw, &rec)
+    }
+
+    /// What a decoded record (`raw`, its bytes) does to the session.
+    fn handle_record(&mut self, raw: &[u8], rec: &Record) -> Result<(), SessionError> {
         if let Some(w) = &mut self.watchdog {
             // A new traced thread or process, and an exec the probes hold: the watchdog
             // learns of it before anything here can fail.
-            match &rec {
+            match rec {
                 Record::Fork(f) => w.tell(f.child_tid),
                 Record::Exec(e) => w.tell(e.header.tgid),
                 _ => {}
             }
         }
-        if let Record::CallEnter(c) = &rec {
+        if let Record::CallEnter(c) = rec {
             if calls::spec(calls::split_call_field(c.header.call).id)
                 .is_some_and(|s| s.role == calls::Role::OmpParallel)
             {
@@ -89,17 +118,19 @@ impl LoopContext {
             // Held and exec'd processes are still probed and let go below; only the
             // record goes.
             self.memory.dropped += 1;
-        } else if lowering::concerns(&rec) {
+        } else if lowering::concerns(rec) {
             let mut lowered = Vec::with_capacity(2);
-            self.lowering.lower(&rec, |r| lowered.push(r));
+            self.lowering.lower(rec, |r| lowered.push(r));
             for r in &lowered {
                 self.sink.record(r.as_bytes(), r)?;
             }
         } else {
-            self.sink.record(raw, &rec)?;
+            self.sink.record(raw, rec)?;
         }
-        if let Record::Exec(e) = &rec {
+        if let Record::Exec(e) = rec {
             let pid = e.header.tgid;
+            // Another program: other code at other addresses.
+            self.unwinders.forget(pid);
             // The probes stopped the process at exec: probe the MPI/PVM libraries and the
             // procedures the new program needs, then let it run.
             let needed = self.needed.of(pid);
@@ -130,21 +161,24 @@ impl LoopContext {
             }
         }
         let pid = rec.header().tgid;
-        if matches!(&rec, Record::Exit(x) if x.group_dead != 0) && self.held_on_load.remove(&pid) {
+        if matches!(rec, Record::Exit(x) if x.group_dead != 0) && self.held_on_load.remove(&pid) {
             // Gone: nothing to hold any more.
             let _ = self.probes.hold_on_load(pid, false);
         }
-        match &rec {
+        if matches!(rec, Record::Exit(x) if x.group_dead != 0) {
+            self.unwinders.forget(pid);
+        }
+        match rec {
             Record::Exit(x) if x.group_dead != 0 => self.openmp.exited(pid),
-            _ if from_traced_thread(&rec) => self.openmp.attach_running(&mut self.probes, pid),
+            _ if from_traced_thread(rec) => self.openmp.attach_running(&mut self.probes, pid),
             _ => {}
         }
         for calls in std::iter::once(&mut self.joins).chain(self.locks.as_mut()) {
-            match &rec {
+            match rec {
                 Record::Exit(x) if x.group_dead != 0 => calls.exited(&mut self.probes, pid),
                 // A process forked by a traced one (it runs already: calls before this
                 // point are not seen), or one that became traced in system-wide mode.
-                _ if from_traced_thread(&rec) => calls.attach_running(&mut self.probes, pid),
+                _ if from_traced_thread(rec) => calls.attach_running(&mut self.probes, pid),
                 _ => {}
             }
         }

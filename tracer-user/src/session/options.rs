@@ -39,6 +39,9 @@ pub struct RecordOptions {
     /// `--bpf-stats`: the kernel's BPF run statistics on for the session, the cost's
     /// counts from them (`ProbeOptions::run_statistics`).
     pub bpf_stats: bool,
+    /// Samples of each traced thread's user stack per second of its CPU time (`--sample
+    /// HZ`, docs/sampling.md); 0: no sampling.
+    pub sample_hz: u32,
     /// Where the launched command's standard streams go.
     pub command_terminal: CommandTerminal,
     /// How uprobes are attached (`--uprobe-links`).

@@ -59,6 +59,7 @@ impl Probing {
             floor: opts.floor_probes,
             uprobe_links: opts.uprobe_links,
             run_statistics: opts.bpf_stats,
+            sample_hz: opts.sample_hz,
         })?;
         let mut libs = LibrarySet::new(found_libs);
         let mapped = libraries::mapped_candidates(running);

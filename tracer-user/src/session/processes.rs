@@ -61,6 +61,14 @@ impl ProcessSnapshots {
         snapshots
     }
 
+    /// A new snapshot of a running process that mapped new code since the last one (the
+    /// sampler's unwinder found it: the libraries a program loads after its exec, when
+    /// the first snapshot was taken, and later dlopens), so that the samples' addresses
+    /// in that code can be symbolized.
+    pub(super) fn new_code(&mut self, pid: u32) -> Option<ProcessInfo> {
+        self.refresh(pid, Earlier::Keep)
+    }
+
     /// What /proc says about a process now, if it is still there: a process that exited
     /// before the reader got to its record has nothing left to say, and an empty
     /// snapshot would hide the one recorded before.

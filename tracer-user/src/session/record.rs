@@ -17,6 +17,7 @@ use super::targets::Targets;
 use super::{Ready, RecordOptions, RecordOutcome, SessionError};
 use crate::target::libraries::NeededLibraries;
 use crate::target::procfs;
+use crate::unwind::Unwinders;
 use tracer_analysis::cost::RunsNotOneRecord;
 use tracer_analysis::openmp::OpenMpLowering;
 
@@ -30,6 +31,16 @@ pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let sink = Sink::open(&opts, whatif, &targets, &probing)?;
     let mut ctx = start_tracing(&mut opts, targets, probing, sink)?;
     let stop = event_loop::run(&mut ctx, opts.duration, opts.interval)?;
+    let u = &ctx.unwinders;
+    if u.unwound > 0 {
+        // The figures of docs/sampling.md ("Cost", "Memory"): `RUST_LOG=debug`.
+        log::debug!(
+            "unwinder: {} samples, {:.1} us each, {} KiB of unwind tables held at the end",
+            u.unwound,
+            u.unwind_ns as f64 / 1e3 / u.unwound as f64,
+            u.held_bytes() >> 10
+        );
+    }
     finish(ctx, stop, opts, started)
 }
 
@@ -108,5 +119,6 @@ fn start_tracing(
         hold_deadline,
         memory: MemoryLimit::new(opts.memory_limit_bytes),
         runs_not_one_record: RunsNotOneRecord::default(),
+        unwinders: Unwinders::default(),
     })
 }

@@ -51,6 +51,15 @@ impl Sink {
         }
     }
 
+    /// Records what /proc says about a process that mapped new code
+    /// ([`ProcessSnapshots::new_code`]).
+    pub(super) fn see_new_code(&mut self, pid: u32) -> Result<(), SessionError> {
+        match self.processes.new_code(pid) {
+            Some(info) => self.process(&info),
+            None => Ok(()),
+        }
+    }
+
     fn process(&mut self, info: &ProcessInfo) -> Result<(), SessionError> {
         for c in &mut self.consumers {
             c.process(info)?;

@@ -1,0 +1,138 @@
+//! The sampler: a perf-event program run by a software CPU-clock event on every CPU
+//! (`tracer record --sample HZ`). For a traced thread it copies the thread's user
+//! registers and the top of its user stack into a `RawSampleRecord`, stamped with the
+//! thread's CPU clock like its other records; `tracer record` unwinds it with the
+//! binaries' unwind tables (docs/sampling.md). Other threads cost a lookup.
+
+use crate::{
+    clock::{cpu_clock, header},
+    emit::reserve,
+    thread::{current_ids, traced_thread},
+};
+use aya_ebpf::{
+    bindings::pt_regs,
+    helpers::generated::{bpf_get_current_task_btf, bpf_probe_read_user, bpf_task_pt_regs},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    macros::perf_event,
+    programs::PerfEventContext,
+};
+use core::ffi::c_void;
+use tracer_common::{held, kind, EventHeader, RawSampleRecord, SAMPLE_STACK_BYTES};
+
+const PAGE: u64 = 4096;
+
+#[perf_event]
+pub fn sampler(ctx: PerfEventContext) -> u32 {
+    let _ = try_sample(&ctx);
+    0
+}
+
+fn try_sample(ctx: &PerfEventContext) -> Result<(), ()> {
+    let (tgid, tid) = current_ids();
+    let Some(thread) = traced_thread(tgid, tid) else {
+        return Ok(());
+    };
+    // Where the tick interrupted the thread: in user mode (the low bits of the saved
+    // code segment are the privilege level, 3), no program of ours can be running for
+    // it; in the kernel, one may be (a uprobe_multi program runs without the recursion
+    // guard that keeps perf-event programs out of the others), halfway through the
+    // thread's held call entry.
+    let cs = unsafe { bpf_probe_read_kernel(&(*ctx.ctx).regs.cs) }.unwrap_or(0);
+    let in_user_mode = cs & 3 == 3;
+    // A full ring is counted by `reserve`.
+    let Some(mut place) = reserve::<RawSampleRecord>() else {
+        return Ok(());
+    };
+    let r = place.record();
+    r.header = if in_user_mode || thread.held == held::NOTHING {
+        // Writes the entry the thread holds back first, so its records stay in order.
+        header(thread, kind::RAW_SAMPLE, 0, tgid, tid)
+    } else {
+        // The held entry is left alone (it may be half built): it goes out later,
+        // after this sample, with its own earlier time (docs/sampling.md, "Limits").
+        let now = unsafe { bpf_ktime_get_ns() };
+        EventHeader {
+            ts_ns: now,
+            cpu_ns: cpu_clock(&mut thread.clock, tgid, now),
+            tgid,
+            tid,
+            kind: kind::RAW_SAMPLE,
+            call: 0,
+            cpu: unsafe { bpf_get_smp_processor_id() },
+        }
+    };
+    r._reserved = 0;
+    // The user registers, also when the sample interrupted the thread in the kernel
+    // (a system call, a page fault), where the perf context's registers are the
+    // kernel's: the entry code saved the user ones at the top of the thread's kernel
+    // stack, which is what `bpf_task_pt_regs` points at.
+    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
+    let user = if regs.is_null() {
+        None
+    } else {
+        unsafe {
+            match (
+                bpf_probe_read_kernel(&(*regs).rip),
+                bpf_probe_read_kernel(&(*regs).rsp),
+                bpf_probe_read_kernel(&(*regs).rbp),
+            ) {
+                (Ok(ip), Ok(sp), Ok(bp)) => Some((ip, sp, bp)),
+                _ => None,
+            }
+        }
+    };
+    // No user state (a thread in exec or exit, between address spaces): the record
+    // still goes, with no stack, and counts as a NO_USER_STATE sample in the summary
+    // rather than as a failed read (which warns of unset message fields).
+    let Some((ip, sp, bp)) = user else {
+        (r.ip, r.sp, r.bp, r.stack_len) = (0, 0, 0, 0);
+        place.submit();
+        return Ok(());
+    };
+    (r.ip, r.sp, r.bp) = (ip, sp, bp);
+    r.stack_len = copy_stack(&mut r.stack, sp);
+    place.submit();
+    Ok(())
+}
+
+/// Copies up to `SAMPLE_STACK_BYTES` of user stack from `sp` up into `stack`; returns the
+/// bytes copied. One read in the common case. Near the stack's top the window crosses
+/// the end of its mapping and that read fails: then what lies before the end is read by
+/// pages (a mapping ends at a page boundary): the rest of `sp`'s page, then the next
+/// page. The window spans at most three pages and the third is the one that failed when
+/// the first two read, so the copy then holds every byte that could be read.
+#[inline(always)]
+fn copy_stack(stack: &mut [u8; SAMPLE_STACK_BYTES], sp: u64) -> u32 {
+    let base = stack.as_mut_ptr();
+    let whole = unsafe {
+        bpf_probe_read_user(
+            base as *mut c_void,
+            SAMPLE_STACK_BYTES as u32,
+            sp as *const c_void,
+        )
+    };
+    if whole == 0 {
+        return SAMPLE_STACK_BYTES as u32;
+    }
+    // 1..=PAGE bytes to the end of sp's page: the verifier sees the bound from the mask.
+    let first = PAGE - (sp & (PAGE - 1));
+    if first > PAGE {
+        return 0;
+    }
+    let read =
+        unsafe { bpf_probe_read_user(base as *mut c_void, first as u32, sp as *const c_void) };
+    if read != 0 {
+        return 0;
+    }
+    let next = unsafe {
+        bpf_probe_read_user(
+            base.add(first as usize) as *mut c_void,
+            PAGE as u32,
+            (sp + first) as *const c_void,
+        )
+    };
+    if next != 0 {
+        return first as u32;
+    }
+    (first + PAGE) as u32
+}

@@ -1,0 +1,216 @@
+//! One traced process's unwinder: a framehop module per executable mapping of an ELF
+//! file, from /proc/PID/maps, re-read when an address falls outside all of them (a
+//! library loaded since), at most once per [`REREAD_EVERY`].
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{Error as FrameError, ExplicitModuleSectionInfo, Module, Unwinder};
+use tracer_common::{unwind_end, SAMPLE_MAX_FRAMES};
+
+use super::files::{FileUnwindInfo, SharedBytes};
+
+/// Least time between two readings of a process's mappings: code outside every mapped
+/// file (JIT-compiled code, the vDSO) would otherwise have them re-read at every sample.
+pub(super) const REREAD_EVERY: Duration = Duration::from_millis(250);
+
+/// An executable mapping of a file, from /proc/PID/maps.
+pub(super) struct CodeMapping {
+    pub(super) range: Range<u64>,
+    pub(super) offset: u64,
+    pub(super) path: PathBuf,
+}
+
+/// The registers the probe read and the stack bytes it copied from `sp` up.
+pub(super) struct UserState<'a> {
+    pub(super) ip: u64,
+    pub(super) sp: u64,
+    pub(super) bp: u64,
+    pub(super) stack: &'a [u8],
+}
+
+/// Return addresses of one stack, innermost first, and how the unwinding ended.
+pub(super) struct Unwound {
+    pub(super) frames: Vec<u64>,
+    pub(super) end: u16,
+}
+
+pub(super) struct ProcessUnwinder {
+    unwinder: UnwinderX86_64<SharedBytes>,
+    /// framehop's cache of unwind rules by address (509 entries, a few KiB).
+    cache: CacheX86_64,
+    /// The code ranges with a module, sorted by start.
+    modules: Vec<Range<u64>>,
+    /// The files the modules come from: kept alive while the process is.
+    pub(super) files: Vec<Arc<FileUnwindInfo>>,
+    /// When the mappings were last read (None: never).
+    read_at: Option<Instant>,
+}
+
+impl ProcessUnwinder {
+    pub(super) fn new() -> Self {
+        ProcessUnwinder {
+            unwinder: UnwinderX86_64::new(),
+            cache: CacheX86_64::new(),
+            modules: Vec::new(),
+            files: Vec::new(),
+            read_at: None,
+        }
+    }
+
+    /// Whether the mappings may be read again now.
+    pub(super) fn may_reread(&self, now: Instant) -> bool {
+        self.read_at
+            .is_none_or(|at| now.duration_since(at) >= REREAD_EVERY)
+    }
+
+    /// Adds a module for every code mapping not known yet; `file_of` gives a mapping's
+    /// file's unwind information (None: not an ELF file with any).
+    pub(super) fn add_mappings(
+        &mut self,
+        now: Instant,
+        mappings: &[CodeMapping],
+        mut file_of: impl FnMut(&PathBuf) -> Option<Arc<FileUnwindInfo>>,
+    ) {
+        self.read_at = Some(now);
+        for m in mappings {
+            if self.modules.contains(&m.range) {
+                continue;
+            }
+            let Some(file) = file_of(&m.path) else {
+                continue;
+            };
+            let Some(bias) = file.bias(m.range.start, m.offset) else {
+                continue;
+            };
+            let info = ExplicitModuleSectionInfo {
+                base_svma: 0,
+                text_svma: file.text_svma.clone(),
+                got_svma: file.got_svma.clone(),
+                eh_frame_svma: file.eh_frame.as_ref().map(|s| s.svma.clone()),
+                eh_frame: file.eh_frame.as_ref().map(|s| s.data.clone()),
+                eh_frame_hdr_svma: file.eh_frame_hdr.as_ref().map(|s| s.svma.clone()),
+                eh_frame_hdr: file.eh_frame_hdr.as_ref().map(|s| s.data.clone()),
+                ..Default::default()
+            };
+            let name = m.path.to_string_lossy().into_owned();
+            self.unwinder
+                .add_module(Module::new(name, m.range.clone(), bias, info));
+            let at = self.modules.partition_point(|r| r.start < m.range.start);
+            self.modules.insert(at, m.range.clone());
+            if !self.files.iter().any(|f| Arc::ptr_eq(f, &file)) {
+                self.files.push(file);
+            }
+        }
+    }
+
+    /// Whether `addr` is in a mapping with a module.
+    pub(super) fn knows(&self, addr: u64) -> bool {
+        is_known(&self.modules, addr)
+    }
+
+    /// Code mappings with a module.
+    pub(super) fn module_count(&self) -> usize {
+        self.modules.len()
+    }
+
+    /// Unwinds one stack: at most [`SAMPLE_MAX_FRAMES`] frames, innermost first. Ends
+    /// `COMPLETE` when framehop reached the stack's root (the caller-less frame of
+    /// `_start` or of a thread's `clone`), `STACK_END` when the copied bytes ran out,
+    /// `NO_UNWIND_INFO` at an address outside every module (framehop would go on by
+    /// frame pointers, which -O2 code does not keep) or unwind rules that led nowhere.
+    pub(super) fn unwind(&mut self, state: &UserState<'_>) -> Unwound {
+        let (sp, stack) = (state.sp, state.stack);
+        let mut read_stack = |addr: u64| {
+            let at = addr.checked_sub(sp).ok_or(())? as usize;
+            let word = stack.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_le_bytes(word.try_into().map_err(|_| ())?))
+        };
+        let mut frames = Vec::with_capacity(16);
+        let mut iter = self.unwinder.iter_frames(
+            state.ip,
+            UnwindRegsX86_64::new(state.ip, state.sp, state.bp),
+            &mut self.cache,
+            &mut read_stack,
+        );
+        let end = loop {
+            match iter.next() {
+                Ok(Some(frame)) => {
+                    if frames.len() == SAMPLE_MAX_FRAMES {
+                        break unwind_end::TRUNCATED;
+                    }
+                    let addr = frame.address();
+                    frames.push(addr);
+                    if !is_known(&self.modules, addr) {
+                        break unwind_end::NO_UNWIND_INFO;
+                    }
+                }
+                Ok(None) => break unwind_end::COMPLETE,
+                Err(FrameError::CouldNotReadStack(_)) => break unwind_end::STACK_END,
+                Err(_) => break unwind_end::NO_UNWIND_INFO,
+            }
+        };
+        Unwound { frames, end }
+    }
+}
+
+fn is_known(modules: &[Range<u64>], addr: u64) -> bool {
+    let i = modules.partition_point(|r| r.start <= addr);
+    i > 0 && modules[i - 1].contains(&addr)
+}
+
+/// The executable mappings of files in `pid`'s /proc/PID/maps (none if it is gone).
+pub(super) fn code_mappings(pid: u32) -> Vec<CodeMapping> {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    maps.lines().filter_map(code_mapping).collect()
+}
+
+/// One line of /proc/PID/maps (`start-end perms offset dev inode path`) if it maps a
+/// file executable.
+fn code_mapping(line: &str) -> Option<CodeMapping> {
+    let mut f = line.split_whitespace();
+    let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
+    let path = f.nth(2)?;
+    if !perms.contains('x') || !path.starts_with('/') {
+        return None;
+    }
+    let (start, end) = range.split_once('-')?;
+    Some(CodeMapping {
+        range: u64::from_str_radix(start, 16).ok()?..u64::from_str_radix(end, 16).ok()?,
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        path: PathBuf::from(path),
+    })
+}
+
+/// Files by path, for [`ProcessUnwinder::add_mappings`]: read once, shared.
+pub(super) type FileCache = HashMap<PathBuf, Option<Arc<FileUnwindInfo>>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_executable_file_mappings_only() {
+        let m = code_mapping(
+            "7f1c2a428000-7f1c2a5a1000 r-xp 00028000 fe:01 1835136    /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert_eq!(m.range, 0x7f1c2a428000..0x7f1c2a5a1000);
+        assert_eq!(m.offset, 0x28000);
+        assert_eq!(m.path, PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6"));
+        assert!(code_mapping(
+            "7f1c2a400000-7f1c2a428000 r--p 00000000 fe:01 1835136    /usr/lib/x86_64-linux-gnu/libc.so.6"
+        )
+        .is_none());
+        assert!(
+            code_mapping("7ffd1e5f0000-7ffd1e5f2000 r-xp 00000000 00:00 0    [vdso]").is_none()
+        );
+        assert!(code_mapping("7ffd1e5f0000-7ffd1e5f2000 rw-p 00000000 00:00 0").is_none());
+    }
+}
