@@ -22,7 +22,8 @@ mod units;
 // The surface other crates use: the binary, the tests, the fuzz targets and examples.
 pub use analysis::{analyze, futex_waits, profile, workclock, Pipeline};
 pub use export::{
-    chrome, flame, hatchet, otf2, perfetto, pprof, recording_items, stack_source, stacks, tables,
+    chrome, flame, hatchet, otf2, perfetto, pprof, recording_items, sampled, stack_source, stacks,
+    tables,
     timeline, write_behind, written, ExportError,
 };
 pub use format::{
@@ -30,7 +31,7 @@ pub use format::{
     ProcessInfo,
 };
 pub use graph::{
-    cpm, kpaths, mbm, path, recorded, whatif, ArcKind, Graph, GraphBuilder, Vertex, VertexId,
+    cpm, kpaths, mbm, path, recorded, sampled as graph_sampled, whatif, ArcKind, Graph, GraphBuilder, Vertex, VertexId,
     NO_PROCEDURE,
 };
 pub use metrics::{Cause, Measures, Metrics, ProcedureMetrics, ProcessMetrics};

@@ -17,6 +17,7 @@ pub mod mbm;
 pub mod path;
 pub(crate) mod phases;
 pub mod recorded;
+pub mod sampled;
 pub mod whatif;
 
 mod builder;

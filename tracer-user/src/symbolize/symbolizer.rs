@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::{self, source, Input, Symbolized};
 use tracer_analysis::Mapping;
+use tracer_analysis::demangle::demangle;
 use tracer_analysis::{CodeLocation, CodeLocator, ElfLayout};
 
 /// Why blazesym could not symbolize an address of a file.
@@ -138,6 +139,26 @@ impl Symbolizer {
 impl CodeLocator for Symbolizer {
     fn locate_return(&mut self, mappings: &[Mapping], ret: u64) -> Option<CodeLocation> {
         Symbolizer::locate_return(self, mappings, ret)
+    }
+
+    fn function_names(&mut self, mappings: &[Mapping], addr: u64) -> Vec<String> {
+        let Some(at) = self.find_object(mappings, addr) else {
+            return Vec::new();
+        };
+        let path = Path::new(&at.mapping.path);
+        let sym = match self.symbolize(path, at.vaddr, true) {
+            Ok(sym) => sym,
+            // Debug info it cannot read: ELF symbols only, without inlined functions.
+            Err(_) => self.symbolize(path, at.vaddr, false).ok().flatten(),
+        };
+        let Some(sym) = sym else {
+            return Vec::new();
+        };
+        // blazesym lists the inlined functions outermost first, after the function.
+        std::iter::once(&*sym.name)
+            .chain(sym.inlined.iter().map(|f| &*f.name))
+            .map(demangle)
+            .collect()
     }
 }
 
