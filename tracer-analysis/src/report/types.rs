@@ -48,6 +48,10 @@ pub struct Report {
     pub totals: PathTotals,
     /// Per selected procedure (and the work outside them), largest share first.
     pub procedures: Vec<ProcedureRow>,
+    /// Functions on the critical path by sampled stacks (docs/sampled-attribution.md):
+    /// absent when the recording has no samples ([`Report::add_sampled`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<super::sampled::SampledSection>,
     pub processes: Vec<ProcessRow>,
     pub threads: Vec<ThreadRow>,
     pub near_critical_paths: Vec<NearPath>,
