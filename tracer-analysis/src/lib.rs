@@ -37,8 +37,8 @@ pub use graph::{
 pub use metrics::{Cause, Measures, Metrics, ProcedureMetrics, ProcessMetrics};
 pub use predict::{network, online, placement, replay, PathProfile, RecordedRun, DEFAULT_SLICE_NS};
 pub use report::{
-    write_arcs_csv, ArcRow, HtmlPage, ProcedureRow, Report, ReportOptions, SampledFunctionRow,
-    SampledSection,
+    write_arcs_csv, ArcRow, HtmlPage, ProcedureRow, Report, ReportOptions, SampledFlameGraphs,
+    SampledFunctionRow, SampledSection,
 };
 pub use symbolize::{base_vaddr, CodeLocation, CodeLocator, ElfLayout};
 pub use units::{ms, ms_tenths, ms_text};

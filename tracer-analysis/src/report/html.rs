@@ -20,6 +20,19 @@ pub struct HtmlPage<'a> {
     /// The flame graph of the critical path: one `<svg>` element, put in as it is (the
     /// caller draws it; this crate draws no flame graph).
     pub flame_graph_svg: &'a str,
+    /// With sampled stacks ([`Report::sampled`]): their flame graphs, drawn by the caller.
+    pub sampled_flame_graphs: Option<SampledFlameGraphs<'a>>,
+}
+
+/// The flame graphs of the sampled stacks, each one `<svg>` element.
+pub struct SampledFlameGraphs<'a> {
+    /// Width: time on the critical path.
+    pub critical_path_svg: &'a str,
+    /// Width: CPU time.
+    pub cpu_svg: &'a str,
+    /// Width: time on the critical path; colour: its difference from the stack's share of
+    /// CPU time (red: more on the path than its CPU suggests).
+    pub difference_svg: &'a str,
 }
 
 /// The page's style: inline, so that the file needs nothing else.
@@ -60,6 +73,9 @@ impl Report {
         s.push_str(&self.procedure_section(&palette));
         s.push_str(&self.timeline_section(&palette));
         s.push_str(&flame_section(page.flame_graph_svg));
+        if let Some(sampled) = &self.sampled {
+            s.push_str(&sampled.html(page.sampled_flame_graphs.as_ref()));
+        }
         s.push_str(&self.process_section());
         s.push_str(&self.footer());
         s.push_str("</body>\n</html>\n");
@@ -257,11 +273,11 @@ fn flame_section(svg: &str) -> String {
 }
 
 /// A cell of milliseconds, with the exact nanoseconds in `data-ns`.
-fn ms_cell(ns: u64) -> String {
+pub(super) fn ms_cell(ns: u64) -> String {
     format!(r#"<td class="n" data-ns="{ns}">{}</td>"#, ms_text(ns))
 }
 
-fn pct_cell(p: f64) -> String {
+pub(super) fn pct_cell(p: f64) -> String {
     format!(r#"<td class="n">{p:.2}</td>"#)
 }
 
@@ -285,6 +301,7 @@ mod tests {
             command,
             recording: "run.trace",
             flame_graph_svg: "<svg id=\"flame\"></svg>",
+            sampled_flame_graphs: None,
         }
     }
 

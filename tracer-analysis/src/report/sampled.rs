@@ -6,10 +6,12 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use super::html::{ms_cell, pct_cell, SampledFlameGraphs};
+use super::markup::escape;
 use super::Report;
 use crate::export::sampled::{SampledStacks, ZEROED_FUNCTIONS};
 use crate::export::stack_source::StackSource;
-use crate::units::{ms, name_column, percent};
+use crate::units::{ms, ms_text, name_column, percent};
 
 /// How many functions the section lists.
 pub(crate) const REPORTED_FUNCTIONS: usize = 30;
@@ -153,6 +155,70 @@ impl SampledSection {
     }
 }
 
+impl SampledSection {
+    /// The section on the HTML page: the table, then the flame graphs when drawn.
+    pub(super) fn html(&self, graphs: Option<&SampledFlameGraphs>) -> String {
+        let mut s = String::from(
+            "<h2>Functions on the critical path (sampled)</h2>\n",
+        );
+        let _ = writeln!(
+            s,
+            "<p class=\"sub\">{} samples, {} unwound completely ({:.2} %); they cover {} ms of \
+             the critical path ({:.2} %) and {} ms of CPU time.</p>",
+            self.samples,
+            self.complete,
+            self.complete_pct,
+            ms_text(self.critical_path_ns),
+            self.critical_path_pct,
+            ms_text(self.cpu_ns),
+        );
+        s.push_str(
+            "<table id=\"sampled-functions\">\n<tr><th>function</th><th>critical path ms</th><th>%</th><th>% of CPU</th>\
+             <th>self critical path ms</th><th>%</th><th>self % of CPU</th>\
+             <th>zeroing gain ms</th><th>%</th><th>samples</th></tr>\n",
+        );
+        for f in &self.functions {
+            let (zeroing, zeroing_pct) = match (f.zeroing_ns, f.zeroing_pct) {
+                (Some(z), Some(p)) => (ms_cell(z), pct_cell(p)),
+                _ => ("<td class=\"n\">-</td>".into(), "<td class=\"n\">-</td>".into()),
+            };
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td>{}{}{}{}{}{}{zeroing}{zeroing_pct}<td class=\"n\">{}</td></tr>",
+                escape(&f.name),
+                ms_cell(f.cp_ns),
+                pct_cell(f.cp_pct),
+                pct_cell(f.cpu_pct),
+                ms_cell(f.self_cp_ns),
+                pct_cell(f.self_cp_pct),
+                pct_cell(f.self_cpu_pct),
+                f.samples,
+            );
+        }
+        s.push_str("</table>\n");
+        let _ = writeln!(
+            s,
+            "<p class=\"sub\">Critical path: inclusive, the function anywhere on the stack; \
+             self: innermost. Zeroing gain: how much shorter the path gets without the \
+             function's sampled time (the path recomputed), for the first {ZEROED_FUNCTIONS}.</p>"
+        );
+        if let Some(g) = graphs {
+            let _ = write!(
+                s,
+                "<h2>Flame graphs of the sampled stacks</h2>\n<p class=\"sub\">Critical path: \
+                 width is time on the critical path. CPU: width is CPU time, on the path or \
+                 not. Difference: width is time on the critical path, colour how much more \
+                 (red) or less (blue) of the path a stack is than its share of CPU time.</p>\n\
+                 <div class=\"figure flame-graph\" id=\"sampled-critical-path\">\n{}\n</div>\n\
+                 <div class=\"figure flame-graph\" id=\"sampled-cpu\">\n{}\n</div>\n\
+                 <div class=\"figure flame-graph\" id=\"sampled-difference\">\n{}\n</div>\n",
+                g.critical_path_svg, g.cpu_svg, g.difference_svg
+            );
+        }
+        s
+    }
+}
+
 impl Report {
     /// Adds the section of functions on the critical path by sampled stacks.
     pub fn add_sampled(&mut self, stacks: &SampledStacks) {
@@ -195,6 +261,29 @@ mod tests {
                 "c                                    0.005   10.00   25.00       0.005   10.00   25.00       0.005   10.00        2",
             ]
         );
+    }
+
+    #[test]
+    fn the_page_has_the_table_and_the_three_flame_graphs() {
+        let r = report();
+        let page = |graphs| crate::report::HtmlPage {
+            command: "./app",
+            recording: "run.trace",
+            flame_graph_svg: "<svg id=\"flame\"></svg>",
+            sampled_flame_graphs: graphs,
+        };
+        let html = r.html(&page(Some(crate::report::SampledFlameGraphs {
+            critical_path_svg: "<svg id=\"cp\"></svg>",
+            cpu_svg: "<svg id=\"cpu\"></svg>",
+            difference_svg: "<svg id=\"diff\"></svg>",
+        })));
+        assert!(html.contains("<table id=\"sampled-functions\">"));
+        assert!(html.contains(
+            "<tr><td>c</td><td class=\"n\" data-ns=\"5000\">0.005</td><td class=\"n\">10.00</td><td class=\"n\">25.00</td>"
+        ), "{html}");
+        let at = |s: &str| html.find(s).unwrap();
+        assert!(at("id=\"cp\"") < at("id=\"cpu\"") && at("id=\"cpu\"") < at("id=\"diff\""));
+        assert!(!r.html(&page(None)).contains("Flame graphs of the sampled stacks"));
     }
 
     #[test]

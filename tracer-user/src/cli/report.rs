@@ -97,7 +97,7 @@ pub(super) fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
             command: &command,
             recording: &a.file.display().to_string(),
         };
-        write_html(&html_report(&report, &rg, &traced)?, path)
+        write_html(&html_report(&report, &rg, sampled.as_ref(), &traced)?, path)
             .with_context(|| format!("writing {}", path.display()))?;
         say!("wrote {} (HTML report)", path.display());
     }
