@@ -503,12 +503,21 @@ pub(crate) const SAMPLED_FUNCTIONS: [(&str, u64); 4] =
 /// rank 1's last 20 us: 50 us; rank 1's first 10 us have slack. Rank 0 is sampled at
 /// its CPU clock 10 and 20 us in `main > a`, at 30 us in `main > b`; rank 1 at 5 us and
 /// 15 us in `main > c` (the second weighs 5-15 us: 5 us before the receive, off the
-/// path, and 5 after it, on it), at 30 us in `main > a` (its unwinding truncated).
+/// path, and 5 after it, on it), at 30 us in `main > a` (its unwinding truncated). Both
+/// processes map `/app` at 0.
 pub(crate) fn sampled_pair() -> Vec<Item> {
     use tracer_common::unwind_end;
     let frames = |f: u64| [f + 5, 0x1010];
     let (a, b, c) = (frames(0x2000), frames(0x3000), frames(0x4000));
     let mut s = SyntheticRun::new(2, &[]);
+    for item in &mut s.items {
+        if let Item::Process(p) = item {
+            p.mappings = vec![crate::format::Mapping {
+                path: "/app".into(),
+                bias: 0,
+            }];
+        }
+    }
     s.compute(0, 0, None);
     s.compute(1, 0, None);
     for (cpu, stack) in [(10_000, a), (20_000, a), (30_000, b)] {
