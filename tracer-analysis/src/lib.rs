@@ -23,16 +23,15 @@ mod units;
 pub use analysis::{analyze, futex_waits, profile, workclock, Pipeline};
 pub use export::{
     chrome, flame, hatchet, otf2, perfetto, pprof, recording_items, sampled, stack_source, stacks,
-    tables,
-    timeline, write_behind, written, ExportError,
+    tables, timeline, write_behind, written, ExportError,
 };
 pub use format::{
-    calls, cost, demangle, failures, node, openmp, recording, records, summary, Mapping,
+    calls, cost, demangle, failures, node, openmp, recording, records, samples, summary, Mapping,
     ProcessInfo,
 };
 pub use graph::{
-    cpm, kpaths, mbm, path, recorded, sampled as graph_sampled, whatif, ArcKind, Graph, GraphBuilder, Vertex, VertexId,
-    NO_PROCEDURE,
+    attribution, cpm, kpaths, mbm, path, recorded, whatif, ArcKind, Graph, GraphBuilder, Vertex,
+    VertexId, NO_PROCEDURE,
 };
 pub use metrics::{Cause, Measures, Metrics, ProcedureMetrics, ProcessMetrics};
 pub use predict::{network, online, placement, replay, PathProfile, RecordedRun, DEFAULT_SLICE_NS};

@@ -293,7 +293,7 @@ impl<M: PathModel> Analyzer<M> {
     pub fn record(&mut self, r: &Record) {
         // A sample observes a thread and is no event of it: it neither cuts the thread's
         // work nor settles a poll, so the path is the same with and without sampling
-        // (the graph's reader keeps samples aside, `graph::sampled`).
+        // (the graph's reader keeps samples aside, `graph::attribution`).
         if let Record::Sample(_) = r {
             return;
         }

@@ -495,8 +495,12 @@ pub(crate) fn nested_ring() -> Vec<Item> {
 
 /// Code addresses of [`sampled_pair`]'s functions: each function's code is the 4 KiB
 /// from its address (`main` at 0x1000, `a` at 0x2000, `b` at 0x3000, `c` at 0x4000).
-pub(crate) const SAMPLED_FUNCTIONS: [(&str, u64); 4] =
-    [("main", 0x1000), ("a", 0x2000), ("b", 0x3000), ("c", 0x4000)];
+pub(crate) const SAMPLED_FUNCTIONS: [(&str, u64); 4] = [
+    ("main", 0x1000),
+    ("a", 0x2000),
+    ("b", 0x3000),
+    ("c", 0x4000),
+];
 
 /// Two ranks and six samples, no procedure selected. Rank 0 works 30 us, then sends to
 /// rank 1; rank 1 works 10 us, receives, works 20 us. The path is rank 0's 30 us, then

@@ -11,13 +11,13 @@
 //! the last event of every thread that may end the critical path). Paths are the
 //! source-to-sink paths.
 
+pub mod attribution;
 pub mod cpm;
 pub mod kpaths;
 pub mod mbm;
 pub mod path;
 pub(crate) mod phases;
 pub mod recorded;
-pub mod sampled;
 pub mod whatif;
 
 mod builder;

@@ -18,7 +18,7 @@ use crate::analysis::{Analyzer, Clocks, Milestone, PathModel, Pipeline};
 use crate::format::recording::ItemIter;
 use crate::format::recording::{Item, ItemSource, RecordingError, Trailer};
 use crate::format::records::Record;
-use crate::graph::sampled::SampleLog;
+use crate::format::samples::SampleLog;
 
 /// Which operation made a thread's latest vertex, at which record.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,7 @@ pub(crate) struct GraphModel {
     /// thread's latest vertex), and per vertex the clocks of its program arc.
     clock_log: Option<ClockLog>,
     /// Per vertex, its thread's CPU clock (raw) there: where sampled stacks fall on the
-    /// thread's program arcs (`graph::sampled`). 0 for the source and the sink.
+    /// thread's program arcs (`graph::attribution`). 0 for the source and the sink.
     vertex_cpu: Vec<u64>,
 }
 
@@ -368,7 +368,7 @@ pub struct RecordedGraph {
     /// and the sink.
     pub vertex_cpu: Vec<u64>,
     /// The sampled call stacks of the recording (SAMPLE records), kept aside as read:
-    /// they are no events of the graph ([`crate::graph::sampled`]).
+    /// they are no events of the graph ([`crate::graph::attribution`]).
     pub samples: SampleLog,
     pub events: u64,
     pub lost: u64,

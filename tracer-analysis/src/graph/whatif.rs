@@ -124,7 +124,7 @@ pub(crate) fn zeroing_gain(g: &Graph, class: Option<usize>, length: u64) -> u64 
 
 /// What the critical path (of length `length`) gets shorter by when program arcs lose
 /// some of their work: `lowered` by arc, never below 0 (a sampled function's time inside
-/// the arcs, `graph::sampled`).
+/// the arcs, `graph::attribution`).
 pub(crate) fn lowered_gain(
     g: &Graph,
     lowered: &rustc_hash::FxHashMap<ArcId, u64>,

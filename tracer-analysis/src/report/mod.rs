@@ -16,5 +16,4 @@ mod types;
 pub(crate) use csv::arc_rows;
 pub use csv::{write_arcs_csv, ArcRow};
 pub use html::{HtmlPage, SampledFlameGraphs};
-pub use sampled::{SampledFunctionRow, SampledSection};
 pub use types::*;

@@ -1,70 +1,22 @@
 //! The report's section of functions on the critical path by sampled stacks: the first
-//! functions by inclusive critical-path time, from [`SampledStacks`]
+//! functions by inclusive critical-path time, from a [`SampledProfile`]
 //! (docs/sampled-attribution.md).
 
 use std::fmt::Write;
 
-use serde::Serialize;
-
-use super::html::{ms_cell, pct_cell, SampledFlameGraphs};
-use super::markup::escape;
-use super::Report;
-use crate::export::sampled::{SampledStacks, ZEROED_FUNCTIONS};
-use crate::export::stack_source::StackSource;
-use crate::units::{ms, ms_text, name_column, percent};
+use super::types::{Report, SampledFunctionRow, SampledSection};
+use crate::graph::attribution::{SampledProfile, ZEROED_FUNCTIONS};
+use crate::units::{ms, name_column, percent};
 
 /// How many functions the section lists.
 pub(crate) const REPORTED_FUNCTIONS: usize = 30;
 
-/// Functions on the critical path, measured by sampled stacks.
-#[derive(Clone, Debug, Serialize)]
-pub struct SampledSection {
-    /// Samples, and how many unwound to their stack's root (`main`, a thread's start).
-    pub samples: u64,
-    pub complete: u64,
-    pub complete_pct: f64,
-    /// CPU time the samples weigh in all, and the part of it on the critical path (and
-    /// its share of the path's length).
-    pub cpu_ns: u64,
-    pub critical_path_ns: u64,
-    pub critical_path_pct: f64,
-    /// Functions with any time, all counted.
-    pub functions_total: usize,
-    /// The first [`REPORTED_FUNCTIONS`] by inclusive critical-path time.
-    pub functions: Vec<SampledFunctionRow>,
-}
-
-/// One function of [`SampledSection`]: percentages of the path's length (cp) and of
-/// the samples' CPU time (cpu).
-#[derive(Clone, Debug, Serialize)]
-pub struct SampledFunctionRow {
-    pub name: String,
-    /// Inclusive: the function anywhere on the stack.
-    pub cp_ns: u64,
-    pub cp_pct: f64,
-    pub cpu_ns: u64,
-    pub cpu_pct: f64,
-    pub samples: u64,
-    /// Self: the function innermost.
-    pub self_cp_ns: u64,
-    pub self_cp_pct: f64,
-    pub self_cpu_ns: u64,
-    pub self_cpu_pct: f64,
-    pub self_samples: u64,
-    /// What the path gets shorter by without the function's sampled time (exact, through
-    /// the graph); absent after the first functions.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub zeroing_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub zeroing_pct: Option<f64>,
-}
-
 impl SampledSection {
-    pub fn new(stacks: &SampledStacks) -> Self {
-        let length = stacks.summary().critical_path_ns;
-        let counts = stacks.counts();
-        let functions = stacks
-            .functions()
+    pub fn new(profile: &SampledProfile) -> Self {
+        let length = profile.length_ns;
+        let counts = &profile.counts;
+        let functions = profile
+            .functions
             .iter()
             .take(REPORTED_FUNCTIONS)
             .map(|f| SampledFunctionRow {
@@ -90,7 +42,7 @@ impl SampledSection {
             cpu_ns: counts.cpu_ns,
             critical_path_ns: counts.critical_path_ns,
             critical_path_pct: percent(counts.critical_path_ns, length),
-            functions_total: stacks.functions().len(),
+            functions_total: profile.functions.len(),
             functions,
         }
     }
@@ -155,74 +107,10 @@ impl SampledSection {
     }
 }
 
-impl SampledSection {
-    /// The section on the HTML page: the table, then the flame graphs when drawn.
-    pub(super) fn html(&self, graphs: Option<&SampledFlameGraphs>) -> String {
-        let mut s = String::from(
-            "<h2>Functions on the critical path (sampled)</h2>\n",
-        );
-        let _ = writeln!(
-            s,
-            "<p class=\"sub\">{} samples, {} unwound completely ({:.2} %); they cover {} ms of \
-             the critical path ({:.2} %) and {} ms of CPU time.</p>",
-            self.samples,
-            self.complete,
-            self.complete_pct,
-            ms_text(self.critical_path_ns),
-            self.critical_path_pct,
-            ms_text(self.cpu_ns),
-        );
-        s.push_str(
-            "<table id=\"sampled-functions\">\n<tr><th>function</th><th>critical path ms</th><th>%</th><th>% of CPU</th>\
-             <th>self critical path ms</th><th>%</th><th>self % of CPU</th>\
-             <th>zeroing gain ms</th><th>%</th><th>samples</th></tr>\n",
-        );
-        for f in &self.functions {
-            let (zeroing, zeroing_pct) = match (f.zeroing_ns, f.zeroing_pct) {
-                (Some(z), Some(p)) => (ms_cell(z), pct_cell(p)),
-                _ => ("<td class=\"n\">-</td>".into(), "<td class=\"n\">-</td>".into()),
-            };
-            let _ = writeln!(
-                s,
-                "<tr><td>{}</td>{}{}{}{}{}{}{zeroing}{zeroing_pct}<td class=\"n\">{}</td></tr>",
-                escape(&f.name),
-                ms_cell(f.cp_ns),
-                pct_cell(f.cp_pct),
-                pct_cell(f.cpu_pct),
-                ms_cell(f.self_cp_ns),
-                pct_cell(f.self_cp_pct),
-                pct_cell(f.self_cpu_pct),
-                f.samples,
-            );
-        }
-        s.push_str("</table>\n");
-        let _ = writeln!(
-            s,
-            "<p class=\"sub\">Critical path: inclusive, the function anywhere on the stack; \
-             self: innermost. Zeroing gain: how much shorter the path gets without the \
-             function's sampled time (the path recomputed), for the first {ZEROED_FUNCTIONS}.</p>"
-        );
-        if let Some(g) = graphs {
-            let _ = write!(
-                s,
-                "<h2>Flame graphs of the sampled stacks</h2>\n<p class=\"sub\">Critical path: \
-                 width is time on the critical path. CPU: width is CPU time, on the path or \
-                 not. Difference: width is time on the critical path, colour how much more \
-                 (red) or less (blue) of the path a stack is than its share of CPU time.</p>\n\
-                 <div class=\"figure flame-graph\" id=\"sampled-critical-path\">\n{}\n</div>\n\
-                 <div class=\"figure flame-graph\" id=\"sampled-cpu\">\n{}\n</div>\n\
-                 <div class=\"figure flame-graph\" id=\"sampled-difference\">\n{}\n</div>\n",
-                g.critical_path_svg, g.cpu_svg, g.difference_svg
-            );
-        }
-        s
-    }
-}
-
 impl Report {
     /// Adds the section of functions on the critical path by sampled stacks.
-    pub fn add_sampled(&mut self, stacks: &SampledStacks) {
-        self.sampled = Some(SampledSection::new(stacks));
+    pub fn add_sampled(&mut self, profile: &SampledProfile) {
+        self.sampled = Some(SampledSection::new(profile));
     }
 }
 
@@ -237,7 +125,7 @@ mod tests {
     fn report() -> Report {
         let rg = RecordedGraph::from_items(&sampled_pair(), ClockKind::Cpu);
         let mut report = Report::new(&rg, &ReportOptions::default(), None);
-        report.add_sampled(&sampled_pair_stacks());
+        report.add_sampled(sampled_pair_stacks().profile());
         report
     }
 
@@ -283,18 +171,29 @@ mod tests {
         ), "{html}");
         let at = |s: &str| html.find(s).unwrap();
         assert!(at("id=\"cp\"") < at("id=\"cpu\"") && at("id=\"cpu\"") < at("id=\"diff\""));
-        assert!(!r.html(&page(None)).contains("Flame graphs of the sampled stacks"));
+        assert!(!r
+            .html(&page(None))
+            .contains("Flame graphs of the sampled stacks"));
     }
 
     #[test]
     fn the_json_has_the_section_after_the_procedures() {
         let json = serde_json::to_value(report()).unwrap();
         let s = &json["sampled"];
-        assert_eq!((s["samples"].as_u64(), s["complete"].as_u64()), (Some(6), Some(5)));
+        assert_eq!(
+            (s["samples"].as_u64(), s["complete"].as_u64()),
+            (Some(6), Some(5))
+        );
         let c = &s["functions"][3];
         assert_eq!(c["name"], "c");
         assert_eq!(
-            [&c["cp_ns"], &c["cpu_ns"], &c["self_cpu_ns"], &c["zeroing_ns"], &c["samples"]],
+            [
+                &c["cp_ns"],
+                &c["cpu_ns"],
+                &c["self_cpu_ns"],
+                &c["zeroing_ns"],
+                &c["samples"]
+            ],
             [5_000, 15_000, 15_000, 5_000, 2]
         );
         // In field order: after the procedures, before the processes.
@@ -306,6 +205,9 @@ mod tests {
             &ReportOptions::default(),
             None,
         );
-        assert!(serde_json::to_value(without).unwrap().get("sampled").is_none());
+        assert!(serde_json::to_value(without)
+            .unwrap()
+            .get("sampled")
+            .is_none());
     }
 }

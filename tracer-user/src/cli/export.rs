@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use super::print::say;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use tracer_analysis::attribution::SampledProfile;
 use tracer_analysis::chrome::{ChromeExport, ExportStats};
 use tracer_analysis::flame::{write_folded, FlameStats};
 use tracer_analysis::hatchet::{write_hatchet, HatchetStats};
@@ -108,7 +109,9 @@ fn read_stacks(
         None => !rg.samples.is_empty() && clock == ClockKind::Cpu,
     };
     Ok(if sampled {
-        Box::new(SampledStacks::new(&rg, &mut tracer_user::Symbolizer::new())?)
+        let profile =
+            SampledProfile::new(&rg, &mut tracer_user::Symbolizer::new()).with_context(reading)?;
+        Box::new(SampledStacks::new(&rg, profile))
     } else {
         Box::new(GraphStacks::new(&rg))
     })

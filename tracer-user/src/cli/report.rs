@@ -3,11 +3,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use tracer_analysis::attribution::SampledProfile;
 use tracer_analysis::recorded::RecordedGraph;
 use tracer_analysis::recording::RecordingReader;
 use tracer_analysis::sampled::SampledStacks;
-use tracer_analysis::workclock::ClockKind;
 use tracer_analysis::whatif::parse_scale;
+use tracer_analysis::workclock::ClockKind;
 use tracer_analysis::Metrics;
 use tracer_analysis::{write_arcs_csv, Report, ReportOptions};
 
@@ -87,10 +88,10 @@ pub(super) fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let sampled = if rg.samples.is_empty() || rg.clock != ClockKind::Cpu {
         None
     } else {
-        let stacks = SampledStacks::new(&rg, &mut tracer_user::Symbolizer::new())
-            .with_context(context)?;
-        report.add_sampled(&stacks);
-        Some(stacks)
+        let profile =
+            SampledProfile::new(&rg, &mut tracer_user::Symbolizer::new()).with_context(context)?;
+        report.add_sampled(&profile);
+        Some(SampledStacks::new(&rg, profile))
     };
     if let Some(path) = &a.html {
         let traced = Traced {

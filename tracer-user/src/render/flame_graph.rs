@@ -105,8 +105,7 @@ pub(crate) fn inline_sampled_flame_graphs(
             "Critical path minus CPU share (sampled stacks)",
             "width = time on the critical path; red: more of the path than of the CPU time, blue: less".into(),
         );
-        flamegraph::from_lines(&mut options, lines.lines(), &mut out)
-            .map_err(io::Error::other)?;
+        flamegraph::from_lines(&mut options, lines.lines(), &mut out).map_err(io::Error::other)?;
     }
     Ok(InlineSampledGraphs {
         critical_path: cp_svg,
@@ -288,7 +287,10 @@ mod tests {
             title(&g.critical_path, "on_path"),
             "<title>on_path (80,000 ns, 80.00%)"
         );
-        assert_eq!(title(&g.cpu, "on_path"), "<title>on_path (50,000 ns, 50.00%)");
+        assert_eq!(
+            title(&g.cpu, "on_path"),
+            "<title>on_path (50,000 ns, 50.00%)"
+        );
         // CPU scaled to the path's 100 us: 50 us each; the path has 30 us more of one.
         assert_eq!(
             title(&g.difference, "on_path"),

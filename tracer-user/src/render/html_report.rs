@@ -4,8 +4,8 @@
 use std::io;
 
 use tracer_analysis::recorded::RecordedGraph;
-use tracer_analysis::stacks::GraphStacks;
 use tracer_analysis::sampled::SampledStacks;
+use tracer_analysis::stacks::GraphStacks;
 use tracer_analysis::{HtmlPage, Report, SampledFlameGraphs};
 
 use super::flame_graph::{inline_flame_graph, inline_sampled_flame_graphs};

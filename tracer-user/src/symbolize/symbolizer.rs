@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::{self, source, Input, Symbolized};
-use tracer_analysis::Mapping;
 use tracer_analysis::demangle::demangle;
+use tracer_analysis::Mapping;
 use tracer_analysis::{CodeLocation, CodeLocator, ElfLayout};
 
 /// Why blazesym could not symbolize an address of a file.
