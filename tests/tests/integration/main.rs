@@ -29,6 +29,7 @@ mod recovery;
 mod reliability;
 mod report_html;
 mod run_as;
+mod sampled;
 mod sessions;
 mod shared_memory;
 mod symbols;
