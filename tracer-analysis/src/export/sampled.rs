@@ -271,6 +271,22 @@ pub(crate) mod tests {
         let opts = crate::report::ReportOptions::default();
         let text = |rg: &RecordedGraph| crate::report::Report::new(rg, &opts, None).text();
         assert_eq!(text(&with), text(&without));
+        let meta = crate::format::recording::RecordingMeta::default();
+        let metrics = |items: &[crate::format::recording::Item]| {
+            serde_json::to_string(&crate::metrics::Metrics::from_items(items, &meta)).unwrap()
+        };
+        let without_items: Vec<_> = sampled_pair()
+            .into_iter()
+            .filter(|i| {
+                !matches!(
+                    i,
+                    crate::format::recording::Item::Record(crate::format::records::Record::Sample(
+                        _
+                    ))
+                )
+            })
+            .collect();
+        assert_eq!(metrics(&sampled_pair()), metrics(&without_items));
     }
 
     #[test]
@@ -294,6 +310,17 @@ pub(crate) mod tests {
         assert_eq!(read.stacks(), built.stacks());
         assert_eq!(read.profile().counts, built.profile().counts);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn pprof_carries_both_weights_and_the_zeroing() {
+        let s = sampled_pair_stacks();
+        let p = crate::export::pprof::profile_message(&s);
+        let totals = |i: usize| -> i64 { p.sample.iter().map(|x| x.value[i]).sum() };
+        // Critical-path ns, CPU ns, and one zeroing sample per zeroed function.
+        assert_eq!(totals(0), 50_000);
+        assert_eq!(totals(1), 60_000);
+        assert_eq!(totals(2), 50_000 + 35_000 + 10_000 + 5_000);
     }
 
     #[test]
