@@ -323,6 +323,52 @@ pub(crate) mod tests {
         assert_eq!(totals(2), 50_000 + 35_000 + 10_000 + 5_000);
     }
 
+    /// A thread created while traced works 4 us before its first event: its work counts
+    /// from its clone (CPU clock 0), and so do its samples, the first one included; its
+    /// 6 us are the path, which the main thread waits for.
+    #[test]
+    fn a_new_thread_is_weighed_from_its_clone() {
+        use crate::format::synth::{SyntheticThreads, THREADS_PID as MAIN};
+        let frames = |f: u64| [f + 5, 0x1010];
+        let mut s = SyntheticThreads::new(&[]);
+        for item in &mut s.items {
+            if let crate::format::recording::Item::Process(p) = item {
+                p.mappings = vec![Mapping {
+                    path: "/app".into(),
+                    bias: 0,
+                }];
+            }
+        }
+        s.compute(MAIN, 1000, None);
+        s.clone(MAIN, 501);
+        s.wait(MAIN);
+        *s.cpu.get_mut(&501).unwrap() = 2000;
+        s.sample(501, &frames(0x2000));
+        *s.cpu.get_mut(&501).unwrap() = 4000;
+        s.sample(501, &frames(0x3000));
+        s.compute(501, 0, None);
+        s.compute(501, 2000, None);
+        s.sample(501, &frames(0x4000));
+        s.wake(501, MAIN);
+        s.resume(MAIN);
+        s.exit(501);
+        s.exit(MAIN);
+        let rg = RecordedGraph::from_items(&s.items, ClockKind::Cpu);
+        let p = SampledProfile::new(&rg, &mut TableLocator).unwrap();
+        // The path: the new thread's 6 us (the main thread's work before its first
+        // event, the clone, is in no graph).
+        assert_eq!(p.length_ns, 6000);
+        let got: Vec<(&str, u64, u64)> = p
+            .thread_stacks
+            .iter()
+            .map(|t| (t.frames[1].as_str(), t.critical_path_ns, t.cpu_ns))
+            .collect();
+        assert_eq!(
+            got,
+            [("a", 2000, 2000), ("b", 2000, 2000), ("c", 2000, 2000)]
+        );
+    }
+
     #[test]
     fn another_clock_is_refused() {
         let rg = RecordedGraph::from_items(&sampled_pair(), ClockKind::Wall);

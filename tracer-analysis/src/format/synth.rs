@@ -333,6 +333,20 @@ impl SyntheticThreads {
         self.items.push(Item::Record(work_end(h, f)));
     }
 
+    /// A sampled call stack of `tid` at its CPU clock now (see [`SyntheticRun::sample`]).
+    pub(crate) fn sample(&mut self, tid: u32, frames: &[u64]) {
+        let header = self.header(tid, kind::SAMPLE, 0);
+        let mut r = SampleRecord {
+            header,
+            depth: frames.len() as u16,
+            end: tracer_common::unwind_end::COMPLETE,
+            stack_bytes: 4096,
+            ..Default::default()
+        };
+        r.frames[..frames.len()].copy_from_slice(frames);
+        self.items.push(Item::Record(Record::Sample(Box::new(r))));
+    }
+
     /// `parent` creates thread `child` (its clock starts at 0).
     pub(crate) fn clone(&mut self, parent: u32, child: u32) {
         let h = self.header(parent, kind::FORK, 0);

@@ -75,11 +75,17 @@ impl Attribution {
                 continue;
             }
             let end = rg.vertex_cpu[a.to as usize];
-            // Never shorter than its work: a thread created while traced has its first
-            // arc's work counted from its clone (CPU clock 0), before its first event.
+            // Never shorter than its work: a thread created while traced has its work
+            // counted from its clone (CPU clock 0), before its first event, in its first
+            // arc with work.
             let span = end
                 .saturating_sub(rg.vertex_cpu[a.from as usize])
                 .max(a.weight);
+            // An arc of no time holds no sample's time (and would break the order of
+            // the thread's arcs as disjoint stretches of its clock).
+            if span == 0 {
+                continue;
+            }
             by_thread
                 .entry(g.vertices[a.to as usize].tid)
                 .or_default()
@@ -107,8 +113,10 @@ impl Attribution {
             // Since the thread's first event (or its clone); a thread without events
             // has no arcs and its samples weigh from its first one.
             let mut prev = spans
-                .first()
-                .map_or(samples[order[i] as usize].cpu_ns, |s| s.start);
+                .iter()
+                .map(|s| s.start)
+                .min()
+                .unwrap_or(samples[order[i] as usize].cpu_ns);
             let mut next_span = 0;
             while i < order.len() && samples[order[i] as usize].tid == tid {
                 let index = order[i];
