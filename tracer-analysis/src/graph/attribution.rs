@@ -8,7 +8,9 @@
 //! first one: since T's first event); that interval is split over T's arcs by overlap,
 //! each part in the arc's work (the arc's weight over its CPU span: time blocked inside a
 //! communication call is CPU time, not work), and the parts inside arcs on the critical
-//! path are the sample's critical-path time.
+//! path are the sample's critical-path time. The samples, named through the
+//! [`CodeLocator`], are then summed per function and per thread and stack
+//! ([`SampledProfile`]), with the first functions' zeroing recomputed on the graph.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
