@@ -22,19 +22,22 @@ mod units;
 // The surface other crates use: the binary, the tests, the fuzz targets and examples.
 pub use analysis::{analyze, futex_waits, profile, workclock, Pipeline};
 pub use export::{
-    chrome, flame, hatchet, otf2, perfetto, pprof, recording_items, stack_source, stacks, tables,
-    timeline, write_behind, written, ExportError,
+    chrome, flame, hatchet, otf2, perfetto, pprof, recording_items, sampled, stack_source, stacks,
+    tables, timeline, write_behind, written, ExportError,
 };
 pub use format::{
-    calls, cost, demangle, failures, merge, node, openmp, recording, records, summary, Mapping,
-    ProcessInfo,
+    calls, cost, demangle, failures, merge, node, openmp, recording, records, samples, summary,
+    Mapping, ProcessInfo,
 };
 pub use graph::{
-    cpm, kpaths, mbm, path, recorded, whatif, ArcKind, Graph, GraphBuilder, Vertex, VertexId,
-    NO_PROCEDURE,
+    attribution, cpm, kpaths, mbm, path, recorded, whatif, ArcKind, Graph, GraphBuilder, Vertex,
+    VertexId, NO_PROCEDURE,
 };
 pub use metrics::{Cause, Measures, Metrics, ProcedureMetrics, ProcessMetrics};
 pub use predict::{network, online, placement, replay, PathProfile, RecordedRun, DEFAULT_SLICE_NS};
-pub use report::{write_arcs_csv, ArcRow, HtmlPage, ProcedureRow, Report, ReportOptions};
+pub use report::{
+    write_arcs_csv, ArcRow, HtmlPage, ProcedureRow, Report, ReportOptions, SampledFlameGraphs,
+    SampledFunctionRow, SampledSection,
+};
 pub use symbolize::{base_vaddr, CodeLocation, CodeLocator, ElfLayout};
 pub use units::{ms, ms_tenths, ms_text};

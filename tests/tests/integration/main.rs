@@ -30,6 +30,7 @@ mod recovery;
 mod reliability;
 mod report_html;
 mod run_as;
+mod sampled;
 mod sampling;
 mod sessions;
 mod shared_memory;

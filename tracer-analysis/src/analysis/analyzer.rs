@@ -291,6 +291,12 @@ impl<M: PathModel> Analyzer<M> {
 
     /// Feeds one record (records must come in timestamp order; see `reorder`).
     pub fn record(&mut self, r: &Record) {
+        // A sample observes a thread and is no event of it: it neither cuts the thread's
+        // work nor settles a poll, so the path is the same with and without sampling
+        // (the graph's reader keeps samples aside, `graph::attribution`).
+        if let Record::Sample(_) = r {
+            return;
+        }
         let h = *r.header();
         self.events += 1;
         #[cfg(test)]

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use super::stack_source::StackSource;
+use super::stack_source::{StackSource, StackWeights};
 use super::written::Written;
 
 /// What a flame graph export wrote.
@@ -59,12 +59,21 @@ pub(crate) fn process_frame(source: &dyn StackSource, pid: u32) -> String {
 /// The folded stacks of the critical path, each once, in sorted order (what
 /// flamegraph tools expect), with their weights in nanoseconds.
 pub fn folded_stacks(source: &dyn StackSource) -> BTreeMap<String, u64> {
+    folded_by(source, |w| w.critical_path_ns)
+}
+
+/// The folded stacks of all work (CPU time for the cpu clock), on the path or not: the
+/// CPU flame graph beside the critical path's.
+pub fn folded_work_stacks(source: &dyn StackSource) -> BTreeMap<String, u64> {
+    folded_by(source, |w| w.work_ns)
+}
+
+fn folded_by(
+    source: &dyn StackSource,
+    weight: impl Fn(&StackWeights) -> u64,
+) -> BTreeMap<String, u64> {
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
-    for s in source
-        .stacks()
-        .iter()
-        .filter(|s| s.weights.critical_path_ns > 0)
-    {
+    for s in source.stacks().iter().filter(|s| weight(&s.weights) > 0) {
         let mut line = process_frame(source, s.pid);
         line.push_str(&format!(";tid {}", s.tid));
         for f in &s.frames {
@@ -72,7 +81,7 @@ pub fn folded_stacks(source: &dyn StackSource) -> BTreeMap<String, u64> {
             line.push_str(&frame(f));
         }
         // Two names can fold to one frame (a `;` replaced): their stacks merge.
-        *stacks.entry(line).or_default() += s.weights.critical_path_ns;
+        *stacks.entry(line).or_default() += weight(&s.weights);
     }
     stacks
 }

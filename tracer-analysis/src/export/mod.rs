@@ -14,6 +14,7 @@ pub mod otf2;
 pub mod perfetto;
 pub mod pprof;
 mod protowire;
+pub mod sampled;
 pub mod stack_source;
 pub mod stacks;
 pub mod tables;

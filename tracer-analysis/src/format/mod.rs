@@ -16,6 +16,7 @@ pub(crate) mod process;
 pub(crate) mod read_ahead;
 pub mod recording;
 pub mod records;
+pub mod samples;
 pub mod summary;
 #[cfg(test)]
 pub(crate) mod synth;

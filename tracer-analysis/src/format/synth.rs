@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tracer_common::{
     call, flavor, kind, CallRecord, EventHeader, ExitRecord, ForkRecord, FutexRecord,
-    HandleArrayRecord, SwitchRecord, WakeRecord, ARRAY_CHUNK,
+    HandleArrayRecord, SampleRecord, SwitchRecord, WakeRecord, ARRAY_CHUNK,
 };
 
 use crate::format::calls::MPICH_COMM_WORLD;
@@ -259,6 +259,21 @@ impl SyntheticRun {
         self.call(dst, call::MPI_RECV, src as i32, tag, true);
     }
 
+    /// A sampled call stack of `rank` at its CPU clock now: `frames` innermost first
+    /// (the interrupted instruction, then return addresses), unwound as `end` says.
+    pub(crate) fn sample(&mut self, rank: usize, frames: &[u64], end: u16) {
+        let header = self.header(rank, kind::SAMPLE, 0);
+        let mut r = SampleRecord {
+            header,
+            depth: frames.len() as u16,
+            end,
+            stack_bytes: 4096,
+            ..Default::default()
+        };
+        r.frames[..frames.len()].copy_from_slice(frames);
+        self.items.push(Item::Record(Record::Sample(Box::new(r))));
+    }
+
     /// A message from `src` to `dst`, received right away.
     pub(crate) fn message(&mut self, src: usize, dst: usize, tag: i32) {
         self.send(src, dst, tag);
@@ -316,6 +331,20 @@ impl SyntheticThreads {
         *self.cpu.get_mut(&tid).unwrap() += w;
         let h = self.header(tid, kind::FUNC_EXIT, f.map(|f| f as u16 + 1).unwrap_or(0));
         self.items.push(Item::Record(work_end(h, f)));
+    }
+
+    /// A sampled call stack of `tid` at its CPU clock now (see [`SyntheticRun::sample`]).
+    pub(crate) fn sample(&mut self, tid: u32, frames: &[u64]) {
+        let header = self.header(tid, kind::SAMPLE, 0);
+        let mut r = SampleRecord {
+            header,
+            depth: frames.len() as u16,
+            end: tracer_common::unwind_end::COMPLETE,
+            stack_bytes: 4096,
+            ..Default::default()
+        };
+        r.frames[..frames.len()].copy_from_slice(frames);
+        self.items.push(Item::Record(Record::Sample(Box::new(r))));
     }
 
     /// `parent` creates thread `child` (its clock starts at 0).
@@ -475,6 +504,54 @@ pub(crate) fn nested_ring() -> Vec<Item> {
             s.message(r, 1 - r, round);
         }
     }
+    s.items
+}
+
+/// Code addresses of [`sampled_pair`]'s functions: each function's code is the 4 KiB
+/// from its address (`main` at 0x1000, `a` at 0x2000, `b` at 0x3000, `c` at 0x4000).
+pub(crate) const SAMPLED_FUNCTIONS: [(&str, u64); 4] = [
+    ("main", 0x1000),
+    ("a", 0x2000),
+    ("b", 0x3000),
+    ("c", 0x4000),
+];
+
+/// Two ranks and six samples, no procedure selected. Rank 0 works 30 us, then sends to
+/// rank 1; rank 1 works 10 us, receives, works 20 us. The path is rank 0's 30 us, then
+/// rank 1's last 20 us: 50 us; rank 1's first 10 us have slack. Rank 0 is sampled at
+/// its CPU clock 10 and 20 us in `main > a`, at 30 us in `main > b`; rank 1 at 5 us and
+/// 15 us in `main > c` (the second weighs 5-15 us: 5 us before the receive, off the
+/// path, and 5 after it, on it), at 30 us in `main > a` (its unwinding truncated). Both
+/// processes map `/app` at 0.
+pub(crate) fn sampled_pair() -> Vec<Item> {
+    use tracer_common::unwind_end;
+    let frames = |f: u64| [f + 5, 0x1010];
+    let (a, b, c) = (frames(0x2000), frames(0x3000), frames(0x4000));
+    let mut s = SyntheticRun::new(2, &[]);
+    for item in &mut s.items {
+        if let Item::Process(p) = item {
+            p.mappings = vec![crate::format::Mapping {
+                path: "/app".into(),
+                bias: 0,
+            }];
+        }
+    }
+    s.compute(0, 0, None);
+    s.compute(1, 0, None);
+    for (cpu, stack) in [(10_000, a), (20_000, a), (30_000, b)] {
+        s.cpu[0] = cpu;
+        s.sample(0, &stack, unwind_end::COMPLETE);
+    }
+    s.cpu[1] = 5_000;
+    s.sample(1, &c, unwind_end::COMPLETE);
+    s.cpu[1] = 10_000;
+    s.send(0, 1, 0);
+    s.recv(1, 0, 0);
+    s.cpu[1] = 15_000;
+    s.sample(1, &c, unwind_end::COMPLETE);
+    s.cpu[1] = 30_000;
+    s.sample(1, &a, unwind_end::TRUNCATED);
+    s.compute(1, 0, None);
     s.items
 }
 

@@ -11,6 +11,7 @@
 //! the last event of every thread that may end the critical path). Paths are the
 //! source-to-sink paths.
 
+pub mod attribution;
 pub mod cpm;
 pub mod kpaths;
 pub mod mbm;

@@ -18,6 +18,7 @@ use crate::analysis::{Analyzer, Clocks, Milestone, PathModel, Pipeline};
 use crate::format::recording::ItemIter;
 use crate::format::recording::{Item, ItemSource, RecordingError, Trailer};
 use crate::format::records::Record;
+use crate::format::samples::SampleLog;
 
 /// Which operation made a thread's latest vertex, at which record.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -34,6 +35,8 @@ pub(crate) struct ThreadTrack {
     made_at: u64,
     /// Work since `cur`.
     pending: u64,
+    /// The thread's CPU clock (raw, `cpu_ns`) at its latest record.
+    cpu_ns: u64,
     last_work: u64,
     /// Selected procedures active, innermost last.
     stack: Vec<usize>,
@@ -59,6 +62,9 @@ pub(crate) struct GraphModel {
     /// With [`Self::with_clocks`]: every clock per thread (latest, and pending since the
     /// thread's latest vertex), and per vertex the clocks of its program arc.
     clock_log: Option<ClockLog>,
+    /// Per vertex, its thread's CPU clock (raw) there: where sampled stacks fall on the
+    /// thread's program arcs (`graph::attribution`). 0 for the source and the sink.
+    vertex_cpu: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -88,6 +94,7 @@ impl GraphModel {
             message_arcs: FxHashMap::default(),
             milestones: Vec::new(),
             clock_log: None,
+            vertex_cpu: Vec::new(),
         }
     }
 
@@ -114,6 +121,7 @@ impl GraphModel {
             log.per_vertex[v as usize] = pending.unwrap_or_default();
         }
         let t = self.threads.get_mut(&tid).expect("thread advanced first");
+        set_vertex_cpu(&mut self.vertex_cpu, v, t.cpu_ns);
         self.b
             .add_arc(t.cur, v, t.pending, t.context, ArcKind::Program);
         t.cur = v;
@@ -166,17 +174,26 @@ impl GraphModel {
             .take()
             .map(|l| l.per_vertex)
             .unwrap_or_default();
+        let graph = self.b.finish();
+        self.vertex_cpu.resize(graph.vertex_count(), 0);
         FinishedGraph {
-            graph: self.b.finish(),
+            graph,
             vertex_clocks: clocks,
+            vertex_cpu: self.vertex_cpu,
         }
     }
+}
+
+fn set_vertex_cpu(vertex_cpu: &mut Vec<u64>, v: VertexId, cpu_ns: u64) {
+    vertex_cpu.resize(v as usize + 1, 0);
+    vertex_cpu[v as usize] = cpu_ns;
 }
 
 /// A graph ended, and per vertex the clocks of the program arc ending there.
 pub(crate) struct FinishedGraph {
     pub(crate) graph: Graph,
     pub(crate) vertex_clocks: Vec<Clocks>,
+    pub(crate) vertex_cpu: Vec<u64>,
 }
 
 impl PathModel for GraphModel {
@@ -205,6 +222,7 @@ impl PathModel for GraphModel {
         if let Some(t) = self.threads.get_mut(&tid) {
             t.pending += work.saturating_sub(t.last_work);
             t.last_work = t.last_work.max(work);
+            t.cpu_ns = t.cpu_ns.max(at.cpu_ns);
             return;
         }
         // A thread's path starts at its first event (tracing may begin mid-run).
@@ -213,6 +231,7 @@ impl PathModel for GraphModel {
             tid,
             label: label(at),
         });
+        set_vertex_cpu(&mut self.vertex_cpu, v, at.cpu_ns);
         self.threads.insert(
             tid,
             ThreadTrack {
@@ -220,6 +239,7 @@ impl PathModel for GraphModel {
                 made: Made::Cut,
                 made_at: self.serial,
                 pending: 0,
+                cpu_ns: at.cpu_ns,
                 last_work: work,
                 stack: Vec::new(),
                 context: NO_PROCEDURE,
@@ -344,6 +364,12 @@ pub struct RecordedGraph {
     /// With [`Self::read_with_clocks`]: per vertex, the work on every clock and the raw
     /// clocks of the program arc ending there (see [`GraphModel::with_clocks`]).
     pub vertex_clocks: Vec<Clocks>,
+    /// Per vertex, its thread's CPU clock (raw `cpu_ns`) at its event; 0 for the source
+    /// and the sink.
+    pub vertex_cpu: Vec<u64>,
+    /// The sampled call stacks of the recording (SAMPLE records), kept aside as read:
+    /// they are no events of the graph ([`crate::graph::attribution`]).
+    pub samples: SampleLog,
     pub events: u64,
     pub lost: u64,
     /// The probes' failures by reason name (the recording's trailer), lost records
@@ -465,6 +491,7 @@ impl RecordedGraph {
             pipeline: Pipeline::with_model(clock, model),
             clock,
             processes: HashMap::new(),
+            samples: SampleLog::default(),
         }
     }
 
@@ -479,6 +506,7 @@ struct RecordedGraphBuilder {
     pipeline: Pipeline<GraphModel>,
     clock: ClockKind,
     processes: HashMap<u32, ProcessLabel>,
+    samples: SampleLog,
 }
 
 /// What sees a recording's items in the pass that builds its graph
@@ -498,20 +526,27 @@ pub(crate) trait RecordObserver {
 impl RecordedGraphBuilder {
     fn item(&mut self, item: &Item) {
         self.label(item);
+        if let Item::Record(Record::Sample(s)) = item {
+            self.samples.add(s);
+        }
         self.pipeline.item(item);
     }
 
     /// [`Self::item`] for an entry already ordered ([`read_ordered`]).
     fn ordered(&mut self, entry: &Ordered) {
-        if let Ordered::Fact(fact) = entry {
-            self.label(fact);
+        match entry {
+            Ordered::Fact(fact) => self.label(fact),
+            Ordered::Record(Record::Sample(s)) => self.samples.add(s),
+            Ordered::Record(_) => {}
         }
         self.pipeline.ordered(entry);
     }
 
-    /// What a process item says of the process's name and rank.
+    /// What a process item says of the process's name and rank (and, for the sampled
+    /// stacks, its mapped files).
     fn label(&mut self, item: &Item) {
         if let Item::Process(p) = item {
+            self.samples.process(p);
             let e = self.processes.entry(p.pid).or_default();
             e.pid = p.pid;
             if !p.command.is_empty() {
@@ -522,7 +557,7 @@ impl RecordedGraphBuilder {
     }
 
     fn finish(mut self, totals: &Trailer) -> RecordedGraph {
-        let (clock, mut processes) = (self.clock, self.processes);
+        let (clock, mut processes, samples) = (self.clock, self.processes, self.samples);
         self.pipeline.flush();
         let mut a = self.pipeline.analyzer;
         let only = a.has_participants();
@@ -562,6 +597,7 @@ impl RecordedGraphBuilder {
         let FinishedGraph {
             graph,
             vertex_clocks,
+            vertex_cpu,
         } = a
             .engine
             .finish_with_clocks(only, &|tid| counted.contains(&tid));
@@ -578,6 +614,8 @@ impl RecordedGraphBuilder {
             message_arcs,
             milestones,
             vertex_clocks,
+            vertex_cpu,
+            samples,
             events,
             lost: totals.events_lost,
             probe_failures: totals.probe_failures.clone(),

@@ -122,6 +122,21 @@ pub(crate) fn zeroing_gain(g: &Graph, class: Option<usize>, length: u64) -> u64 
     length - zeroed.length
 }
 
+/// What the critical path (of length `length`) gets shorter by when program arcs lose
+/// some of their work: `lowered` by arc, never below 0 (a sampled function's time inside
+/// the arcs, `graph::attribution`).
+pub(crate) fn lowered_gain(
+    g: &Graph,
+    lowered: &rustc_hash::FxHashMap<ArcId, u64>,
+    length: u64,
+) -> u64 {
+    let zeroed = Schedule::with_weights(g, |id, a| {
+        a.weight
+            .saturating_sub(lowered.get(&id).copied().unwrap_or(0))
+    });
+    length.saturating_sub(zeroed.length)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -210,6 +210,11 @@ impl Accounts {
     }
 
     fn account(&mut self, r: &Record) {
+        // A sample observes a thread and is no event of it, as for the analysis: the
+        // metrics are the same with and without sampling.
+        if let Record::Sample(_) = r {
+            return;
+        }
         let h = *r.header();
         let ts = h.ts_ns;
         self.events += 1;

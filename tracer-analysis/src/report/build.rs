@@ -156,6 +156,7 @@ impl Report {
             activities: acts,
             totals,
             procedures,
+            sampled: None,
             processes,
             threads,
             near_critical_paths,

@@ -9,6 +9,7 @@ use super::timeline::{timeline_svg, MAX_ACTIVITIES};
 use super::types::*;
 use crate::analysis::profile::messages_line;
 use crate::format::failures::failures_warning;
+use crate::graph::attribution::ZEROED_FUNCTIONS;
 use crate::units::{ms_text, percent};
 
 /// What the page shows besides the report.
@@ -20,6 +21,19 @@ pub struct HtmlPage<'a> {
     /// The flame graph of the critical path: one `<svg>` element, put in as it is (the
     /// caller draws it; this crate draws no flame graph).
     pub flame_graph_svg: &'a str,
+    /// With sampled stacks ([`Report::sampled`]): their flame graphs, drawn by the caller.
+    pub sampled_flame_graphs: Option<SampledFlameGraphs<'a>>,
+}
+
+/// The flame graphs of the sampled stacks, each one `<svg>` element.
+pub struct SampledFlameGraphs<'a> {
+    /// Width: time on the critical path.
+    pub critical_path_svg: &'a str,
+    /// Width: CPU time.
+    pub cpu_svg: &'a str,
+    /// Width: time on the critical path; colour: its difference from the stack's share of
+    /// CPU time (red: more on the path than its CPU suggests).
+    pub difference_svg: &'a str,
 }
 
 /// The page's style: inline, so that the file needs nothing else.
@@ -60,6 +74,12 @@ impl Report {
         s.push_str(&self.procedure_section(&palette));
         s.push_str(&self.timeline_section(&palette));
         s.push_str(&flame_section(page.flame_graph_svg));
+        if let Some(sampled) = &self.sampled {
+            s.push_str(&sampled_section(
+                sampled,
+                page.sampled_flame_graphs.as_ref(),
+            ));
+        }
         s.push_str(&self.process_section());
         s.push_str(&self.footer());
         s.push_str("</body>\n</html>\n");
@@ -256,6 +276,69 @@ fn flame_section(svg: &str) -> String {
     )
 }
 
+/// The section of the sampled functions: the table, then the flame graphs when drawn.
+fn sampled_section(section: &SampledSection, graphs: Option<&SampledFlameGraphs>) -> String {
+    let mut s = String::from("<h2>Functions on the critical path (sampled)</h2>\n");
+    let _ = writeln!(
+        s,
+        "<p class=\"sub\">{} samples, {} unwound completely ({:.2} %); they cover {} ms of \
+         the critical path ({:.2} %) and {} ms of CPU time.</p>",
+        section.samples,
+        section.complete,
+        section.complete_pct,
+        ms_text(section.critical_path_ns),
+        section.critical_path_pct,
+        ms_text(section.cpu_ns),
+    );
+    s.push_str(
+        "<table id=\"sampled-functions\">\n<tr><th>function</th><th>critical path ms</th><th>%</th><th>% of CPU</th>\
+         <th>self critical path ms</th><th>%</th><th>self % of CPU</th>\
+         <th>zeroing gain ms</th><th>%</th><th>samples</th></tr>\n",
+    );
+    for f in &section.functions {
+        let (zeroing, zeroing_pct) = match (f.zeroing_ns, f.zeroing_pct) {
+            (Some(z), Some(p)) => (ms_cell(z), pct_cell(p)),
+            _ => (
+                "<td class=\"n\">-</td>".into(),
+                "<td class=\"n\">-</td>".into(),
+            ),
+        };
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td>{}{}{}{}{}{}{zeroing}{zeroing_pct}<td class=\"n\">{}</td></tr>",
+            escape(&f.name),
+            ms_cell(f.cp_ns),
+            pct_cell(f.cp_pct),
+            pct_cell(f.cpu_pct),
+            ms_cell(f.self_cp_ns),
+            pct_cell(f.self_cp_pct),
+            pct_cell(f.self_cpu_pct),
+            f.samples,
+        );
+    }
+    s.push_str("</table>\n");
+    let _ = writeln!(
+        s,
+        "<p class=\"sub\">Critical path: inclusive, the function anywhere on the stack; \
+         self: innermost. Zeroing gain: how much shorter the path gets without the \
+         function's sampled time (the path recomputed), for the first {ZEROED_FUNCTIONS}.</p>"
+    );
+    if let Some(g) = graphs {
+        let _ = write!(
+            s,
+            "<h2>Flame graphs of the sampled stacks</h2>\n<p class=\"sub\">Critical path: \
+             width is time on the critical path. CPU: width is CPU time, on the path or \
+             not. Difference: width is time on the critical path, colour how much more \
+             (red) or less (blue) of the path a stack is than its share of CPU time.</p>\n\
+             <div class=\"figure flame-graph\" id=\"sampled-critical-path\">\n{}\n</div>\n\
+             <div class=\"figure flame-graph\" id=\"sampled-cpu\">\n{}\n</div>\n\
+             <div class=\"figure flame-graph\" id=\"sampled-difference\">\n{}\n</div>\n",
+            g.critical_path_svg, g.cpu_svg, g.difference_svg
+        );
+    }
+    s
+}
+
 /// A cell of milliseconds, with the exact nanoseconds in `data-ns`.
 fn ms_cell(ns: u64) -> String {
     format!(r#"<td class="n" data-ns="{ns}">{}</td>"#, ms_text(ns))
@@ -285,6 +368,7 @@ mod tests {
             command,
             recording: "run.trace",
             flame_graph_svg: "<svg id=\"flame\"></svg>",
+            sampled_flame_graphs: None,
         }
     }
 

@@ -6,6 +6,7 @@ mod csv;
 mod diagnosis;
 mod html;
 mod markup;
+mod sampled;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -14,5 +15,5 @@ mod types;
 
 pub(crate) use csv::arc_rows;
 pub use csv::{write_arcs_csv, ArcRow};
-pub use html::HtmlPage;
+pub use html::{HtmlPage, SampledFlameGraphs};
 pub use types::*;

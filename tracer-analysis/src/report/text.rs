@@ -125,6 +125,9 @@ impl Report {
             "(mbm: maximum benefit over the {} longest paths)",
             self.near_critical_paths.len()
         );
+        if let Some(sampled) = &self.sampled {
+            sampled.text(&mut s);
+        }
 
         let _ = writeln!(
             s,

@@ -48,6 +48,10 @@ pub struct Report {
     pub totals: PathTotals,
     /// Per selected procedure (and the work outside them), largest share first.
     pub procedures: Vec<ProcedureRow>,
+    /// Functions on the critical path by sampled stacks (docs/sampled-attribution.md):
+    /// absent when the recording has no samples ([`Report::add_sampled`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledSection>,
     pub processes: Vec<ProcessRow>,
     pub threads: Vec<ThreadRow>,
     pub near_critical_paths: Vec<NearPath>,
@@ -194,4 +198,47 @@ pub struct Finding {
     pub impact_ns: u64,
     /// The figures cited, by name (milliseconds and percentages).
     pub figures: BTreeMap<String, f64>,
+}
+
+/// Functions on the critical path, measured by sampled stacks.
+#[derive(Clone, Debug, Serialize)]
+pub struct SampledSection {
+    /// Samples, and how many unwound to their stack's root (`main`, a thread's start).
+    pub samples: u64,
+    pub complete: u64,
+    pub complete_pct: f64,
+    /// CPU time the samples weigh in all, and the part of it on the critical path (and
+    /// its share of the path's length).
+    pub cpu_ns: u64,
+    pub critical_path_ns: u64,
+    pub critical_path_pct: f64,
+    /// Functions with any time, all counted.
+    pub functions_total: usize,
+    /// The first 30 (`REPORTED_FUNCTIONS`) by inclusive critical-path time.
+    pub functions: Vec<SampledFunctionRow>,
+}
+
+/// One function of [`SampledSection`]: percentages of the path's length (cp) and of
+/// the samples' CPU time (cpu).
+#[derive(Clone, Debug, Serialize)]
+pub struct SampledFunctionRow {
+    pub name: String,
+    /// Inclusive: the function anywhere on the stack.
+    pub cp_ns: u64,
+    pub cp_pct: f64,
+    pub cpu_ns: u64,
+    pub cpu_pct: f64,
+    pub samples: u64,
+    /// Self: the function innermost.
+    pub self_cp_ns: u64,
+    pub self_cp_pct: f64,
+    pub self_cpu_ns: u64,
+    pub self_cpu_pct: f64,
+    pub self_samples: u64,
+    /// What the path gets shorter by without the function's sampled time (exact, through
+    /// the graph); absent after the first functions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zeroing_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zeroing_pct: Option<f64>,
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use super::print::say;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use tracer_analysis::attribution::SampledProfile;
 use tracer_analysis::chrome::{ChromeExport, ExportStats};
 use tracer_analysis::flame::{write_folded, FlameStats};
 use tracer_analysis::hatchet::{write_hatchet, HatchetStats};
@@ -12,7 +13,9 @@ use tracer_analysis::ms;
 use tracer_analysis::otf2::{Otf2Plan, Otf2Stats};
 use tracer_analysis::perfetto::{write_perfetto, PerfettoStats};
 use tracer_analysis::pprof::{write_pprof, PprofStats};
+use tracer_analysis::recorded::RecordedGraph;
 use tracer_analysis::recording::{Item, RecordingError, RecordingReader};
+use tracer_analysis::sampled::SampledStacks;
 use tracer_analysis::stack_source::StackSource;
 use tracer_analysis::stacks::GraphStacks;
 use tracer_analysis::timeline::TimelinePlan;
@@ -65,6 +68,53 @@ pub(super) struct ExportArgs {
     /// Which clock weighs the work (the critical path and the work samples).
     #[arg(long, value_enum, default_value = "cpu")]
     clock: super::analyze::Clock,
+    /// The stacks of the stack formats (pprof, folded, svg, hatchet): the sampled call
+    /// stacks, or the stacks of selected procedures (`--func`). Default: `sampled` when
+    /// the recording has sampled stacks (and the clock is cpu), `procedures` otherwise.
+    #[arg(long, value_enum)]
+    stacks: Option<Stacks>,
+}
+
+/// Which stacks the stack formats draw.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum Stacks {
+    /// Sampled call stacks, every function, weighed on the activity graph
+    /// (docs/sampled-attribution.md).
+    Sampled,
+    /// Stacks of the procedures selected with `tracer record --func`.
+    Procedures,
+}
+
+/// Reads the recording's graph (one pass, its samples with it) and the stacks `choice`
+/// says, or the default (see [`ExportArgs::stacks`]).
+fn read_stacks(
+    file: &Path,
+    clock: ClockKind,
+    choice: Option<Stacks>,
+) -> anyhow::Result<Box<dyn StackSource>> {
+    let reading = || format!("reading {}", file.display());
+    let mut items = RecordingReader::open(file).with_context(reading)?;
+    let rg = RecordedGraph::read(&mut items, clock).with_context(reading)?;
+    let sampled = match choice {
+        Some(Stacks::Sampled) => {
+            if rg.samples.is_empty() {
+                anyhow::bail!(
+                    "--stacks sampled: {} has no sampled stacks (record with --sample)",
+                    file.display()
+                );
+            }
+            true
+        }
+        Some(Stacks::Procedures) => false,
+        None => !rg.samples.is_empty() && clock == ClockKind::Cpu,
+    };
+    Ok(if sampled {
+        let profile =
+            SampledProfile::new(&rg, &mut tracer_user::Symbolizer::new()).with_context(reading)?;
+        Box::new(SampledStacks::new(&rg, profile))
+    } else {
+        Box::new(GraphStacks::new(&rg))
+    })
 }
 
 pub(super) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -73,6 +123,13 @@ pub(super) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let reading = || format!("reading {}", a.file.display());
     let writing = || format!("writing {}", a.output.display());
     let to_stdout = a.output == Path::new("-");
+    let stack_format = matches!(
+        a.format,
+        Format::Pprof | Format::Hatchet | Format::Folded | Format::Svg
+    );
+    if a.stacks.is_some() && !stack_format {
+        anyhow::bail!("--stacks applies to the stack formats: pprof, folded, svg, hatchet");
+    }
     let fail = |e: ExportError| match e {
         ExportError::Recording(e) => anyhow::Error::new(e).context(reading()),
         ExportError::Write(e) => anyhow::Error::new(e).context(writing()),
@@ -107,8 +164,8 @@ pub(super) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             counts
         }
         Format::Pprof => {
-            let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
-            let stats = write_output(&a.output, |out| Ok(write_pprof(&profile, out)?.stats))
+            let profile = read_stacks(&a.file, clock, a.stacks)?;
+            let stats = write_output(&a.output, |out| Ok(write_pprof(&*profile, out)?.stats))
                 .map_err(fail)?;
             if !to_stdout {
                 report_pprof(&stats, &a.output);
@@ -119,8 +176,8 @@ pub(super) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             )
         }
         Format::Hatchet => {
-            let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
-            let stats = write_output(&a.output, |out| Ok(write_hatchet(&profile, out)?.stats))
+            let profile = read_stacks(&a.file, clock, a.stacks)?;
+            let stats = write_output(&a.output, |out| Ok(write_hatchet(&*profile, out)?.stats))
                 .map_err(fail)?;
             if !to_stdout {
                 report_hatchet(&stats, &a.output);
@@ -159,13 +216,13 @@ pub(super) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             (stats.events_recorded, stats.events_lost)
         }
         Format::Folded | Format::Svg => {
-            let profile = GraphStacks::read(&a.file, clock).with_context(reading)?;
+            let profile = read_stacks(&a.file, clock, a.stacks)?;
             let svg = matches!(a.format, Format::Svg);
             let stats = write_output(&a.output, |out| {
                 Ok(if svg {
-                    write_flame_graph(&profile, out)?.stats
+                    write_flame_graph(&*profile, out)?.stats
                 } else {
-                    write_folded(&profile, out)?.stats
+                    write_folded(&*profile, out)?.stats
                 })
             })
             .map_err(fail)?;

@@ -3,9 +3,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use tracer_analysis::attribution::SampledProfile;
 use tracer_analysis::recorded::RecordedGraph;
 use tracer_analysis::recording::RecordingReader;
+use tracer_analysis::sampled::SampledStacks;
 use tracer_analysis::whatif::parse_scale;
+use tracer_analysis::workclock::ClockKind;
 use tracer_analysis::Metrics;
 use tracer_analysis::{write_arcs_csv, Report, ReportOptions};
 
@@ -80,13 +83,22 @@ pub(super) fn run(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
     let mut metrics = Metrics::from_reader(&mut reader).with_context(context)?;
     metrics.locate_sites(&mut tracer_user::Symbolizer::new());
-    let report = Report::new(&rg, &opts, Some(metrics));
+    let mut report = Report::new(&rg, &opts, Some(metrics));
+    // Sampled stacks are weighed on the cpu clock, the samples' own.
+    let sampled = if rg.samples.is_empty() || rg.clock != ClockKind::Cpu {
+        None
+    } else {
+        let profile =
+            SampledProfile::new(&rg, &mut tracer_user::Symbolizer::new()).with_context(context)?;
+        report.add_sampled(&profile);
+        Some(SampledStacks::new(&rg, profile))
+    };
     if let Some(path) = &a.html {
         let traced = Traced {
             command: &command,
             recording: &a.file.display().to_string(),
         };
-        write_html(&html_report(&report, &rg, &traced)?, path)
+        write_html(&html_report(&report, &rg, sampled.as_ref(), &traced)?, path)
             .with_context(|| format!("writing {}", path.display()))?;
         say!("wrote {} (HTML report)", path.display());
     }

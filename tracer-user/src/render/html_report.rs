@@ -4,10 +4,11 @@
 use std::io;
 
 use tracer_analysis::recorded::RecordedGraph;
+use tracer_analysis::sampled::SampledStacks;
 use tracer_analysis::stacks::GraphStacks;
-use tracer_analysis::{HtmlPage, Report};
+use tracer_analysis::{HtmlPage, Report, SampledFlameGraphs};
 
-use super::flame_graph::inline_flame_graph;
+use super::flame_graph::{inline_flame_graph, inline_sampled_flame_graphs};
 
 /// Why the page could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -23,15 +24,26 @@ pub struct Traced<'a> {
 }
 
 /// The HTML page of `report` on the graph `rg` it was computed from.
+/// With `sampled` (the recording's sampled stacks, whose section the report has), their
+/// critical-path, CPU and difference flame graphs too.
 pub fn html_report(
     report: &Report,
     rg: &RecordedGraph,
+    sampled: Option<&SampledStacks>,
     traced: &Traced,
 ) -> Result<String, HtmlReportError> {
     let flame = inline_flame_graph(&GraphStacks::new(rg))?;
+    let graphs = sampled
+        .map(|s| inline_sampled_flame_graphs(s))
+        .transpose()?;
     Ok(report.html(&HtmlPage {
         command: traced.command,
         recording: traced.recording,
         flame_graph_svg: &flame,
+        sampled_flame_graphs: graphs.as_ref().map(|g| SampledFlameGraphs {
+            critical_path_svg: &g.critical_path,
+            cpu_svg: &g.cpu,
+            difference_svg: &g.difference,
+        }),
     }))
 }

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::{self, source, Input, Symbolized};
+use tracer_analysis::demangle::demangle;
 use tracer_analysis::Mapping;
 use tracer_analysis::{CodeLocation, CodeLocator, ElfLayout};
 
@@ -139,6 +140,26 @@ impl CodeLocator for Symbolizer {
     fn locate_return(&mut self, mappings: &[Mapping], ret: u64) -> Option<CodeLocation> {
         Symbolizer::locate_return(self, mappings, ret)
     }
+
+    fn function_names(&mut self, mappings: &[Mapping], addr: u64) -> Vec<String> {
+        let Some(at) = self.find_object(mappings, addr) else {
+            return Vec::new();
+        };
+        let path = Path::new(&at.mapping.path);
+        let sym = match self.symbolize(path, at.vaddr, true) {
+            Ok(sym) => sym,
+            // Debug info it cannot read: ELF symbols only, without inlined functions.
+            Err(_) => self.symbolize(path, at.vaddr, false).ok().flatten(),
+        };
+        let Some(sym) = sym else {
+            return Vec::new();
+        };
+        // blazesym lists the inlined functions outermost first, after the function.
+        std::iter::once(&*sym.name)
+            .chain(sym.inlined.iter().map(|f| &*f.name))
+            .map(demangle)
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -226,9 +247,11 @@ int main(int argc, char **argv) {
         assert_eq!(loc.function, "helper");
         assert_eq!(loc.object, exe.display().to_string());
         assert!(loc.to_string().starts_with("helper at "), "{loc}");
+        assert_eq!(s.function_names(&mappings, addr), ["helper"]);
         // Outside any code: nothing.
         assert_eq!(s.locate(&mappings, bias - 1), None);
         assert_eq!(s.locate(&mappings, 42), None);
+        assert!(s.function_names(&mappings, 42).is_empty());
         let _ = std::fs::remove_dir_all(src.parent().unwrap());
     }
 
@@ -240,6 +263,61 @@ int main(int argc, char **argv) {
     #[test]
     fn locates_a_function_of_a_fixed_address_executable() {
         check_helper(&["-no-pie", "-fno-pie"], "nopie");
+    }
+
+    /// A function with another inlined into it: the inlined code's addresses are named
+    /// by both, the outer first.
+    const INLINED: &str = r#"
+static inline __attribute__((always_inline)) long step(long x) {
+    for (int i = 0; i < 100; i++) x = x * 7 + i;
+    return x;
+}
+__attribute__((noinline)) long outer(long x) {
+    return step(x) + step(x + 1);
+}
+int main(int argc, char **argv) {
+    (void)argv;
+    return (int)outer(argc);
+}
+"#;
+
+    #[test]
+    fn names_inlined_functions_outermost_first() {
+        let dir = std::env::temp_dir().join(format!("tracer-inlined-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (src, exe) = (dir.join("inlined.c"), dir.join("inlined"));
+        std::fs::write(&src, INLINED).unwrap();
+        let Ok(status) = Command::new("cc")
+            .args(["-g", "-O2", "-fPIE", "-pie"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .status()
+        else {
+            eprintln!("no C compiler: skipped");
+            return;
+        };
+        assert!(status.success(), "cc failed");
+        let outer = symbol_vaddr(&exe, "outer");
+        let layout = ElfLayout::read(&exe).unwrap();
+        let bias = 0x5555_0000_0000 + layout.base_vaddr;
+        let mappings = vec![Mapping {
+            path: exe.display().to_string(),
+            bias,
+        }];
+        let mut s = Symbolizer::new();
+        let names: std::collections::BTreeSet<Vec<String>> = (0..64)
+            .map(|i| s.function_names(&mappings, bias - layout.base_vaddr + outer + i))
+            .collect();
+        let expected: Vec<String> = vec!["outer".into(), "step".into()];
+        assert!(names.contains(&expected), "{names:?}");
+        assert!(
+            names
+                .iter()
+                .all(|n| n.first().map(String::as_str) == Some("outer")),
+            "{names:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
