@@ -31,6 +31,7 @@ mod reliability;
 mod report_html;
 mod run_as;
 mod sampled;
+mod sampled_paths;
 mod sampling;
 mod sessions;
 mod shared_memory;

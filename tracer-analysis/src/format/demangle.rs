@@ -2,17 +2,27 @@
 //! the binary has it (what `--func` matched); the reader shows the name a programmer
 //! wrote, as `c++filt`, gdb and perf do: C++ (Itanium ABI) names with their parameters
 //! (`LAMMPS_NS::PairLJCut::compute(int, int)`), Rust names without the hash that legacy
-//! symbols end with (`tools::solve`). Every other name is shown as it is: C names,
-//! OpenMP's outlined `main._omp_fn.0`, and gfortran's module procedures
-//! (`__heat_MOD_step`: binutils, perf and gdb's symbol tables keep that form; gdb's
-//! `heat::step` comes from the DWARF scope, not from the symbol).
+//! symbols end with (`tools::solve`), gfortran's module procedures as gdb names them
+//! (`__heat_MOD_step` is `heat::step`). Every other name is shown as it is: C and
+//! Fortran names (`compute_step`, `step_`), OpenMP's outlined `main._omp_fn.0`.
 
 /// The name `symbol` stands for in the source: demangled when it is a C++ or Rust
 /// symbol, itself otherwise (a symbol that looks mangled but does not parse included).
 pub fn demangle(symbol: &str) -> String {
     rust_name(symbol)
         .or_else(|| cpp_name(symbol))
+        .or_else(|| fortran_module_name(symbol))
         .unwrap_or_else(|| symbol.to_string())
+}
+
+/// A gfortran module procedure: `__MODULE_MOD_PROCEDURE` is `MODULE::PROCEDURE` (a module
+/// name may hold underscores, never the `_MOD_` gfortran puts after it).
+fn fortran_module_name(symbol: &str) -> Option<String> {
+    let (module, procedure) = symbol.strip_prefix("__")?.split_once("_MOD_")?;
+    if module.is_empty() || procedure.is_empty() {
+        return None;
+    }
+    Some(format!("{module}::{procedure}"))
 }
 
 /// A Rust symbol: legacy (`_ZN...17h<hash>E`, which C++'s grammar also reads, with the
@@ -85,12 +95,22 @@ mod tests {
     }
 
     #[test]
+    fn fortran_module_procedures_are_named_as_gdb_does() {
+        assert_eq!(demangle("__heat_MOD_step"), "heat::step");
+        assert_eq!(
+            demangle("__heat_solver_MOD_step_all"),
+            "heat_solver::step_all"
+        );
+    }
+
+    #[test]
     fn c_and_outlined_names_stay_as_they_are() {
         for name in [
             "main",
             "compute_step",
             "main._omp_fn.0",
-            "__heat_MOD_step",
+            "step_",
+            "__MOD_x",
             "_Zunparsable",
             "_",
             "",

@@ -50,18 +50,57 @@ pub(super) struct FileUnwindInfo {
     loads: Vec<LoadSegment>,
 }
 
+/// What /proc/PID/maps calls the vDSO's mapping: the kernel's code every process maps
+/// (`clock_gettime`, `gettimeofday`), with unwind tables of its own.
+pub(super) const VDSO: &str = "[vdso]";
+
 #[derive(Debug, thiserror::Error)]
 pub(super) enum FileError {
     #[error("reading it")]
     Read(#[source] std::io::Error),
     #[error("parsing it as ELF")]
     Parse(#[source] object::Error),
+    #[error("the tracer has no vDSO mapped")]
+    NoVdso,
 }
 
 impl FileUnwindInfo {
     pub(super) fn read(path: &Path) -> Result<FileUnwindInfo, FileError> {
-        let bytes = read_elf(path).map_err(FileError::Read)?;
-        let file = object::File::parse(&*bytes).map_err(FileError::Parse)?;
+        if path == Path::new(VDSO) {
+            return Self::own_vdso();
+        }
+        Self::parse(&read_elf(path).map_err(FileError::Read)?)
+    }
+
+    /// The vDSO's: the kernel maps the same image into every 64-bit process, so the
+    /// tracer reads the copy mapped into its own (where the auxiliary vector says, as
+    /// long as /proc/self/maps says), rather than each traced process's memory. A
+    /// program that spends its time in `clock_gettime` (a CPU-time loop, whose clock
+    /// the vDSO asks the kernel for) is sampled in the vDSO or in the system call it
+    /// makes from there, and unwinds into the program through these tables.
+    fn own_vdso() -> Result<FileUnwindInfo, FileError> {
+        // SAFETY: getauxval only reads the auxiliary vector.
+        let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+        let maps = std::fs::read_to_string("/proc/self/maps").map_err(FileError::Read)?;
+        let len = maps
+            .lines()
+            .filter(|l| l.ends_with(VDSO))
+            .filter_map(|l| {
+                let (start, end) = l.split_whitespace().next()?.split_once('-')?;
+                let start = u64::from_str_radix(start, 16).ok()?;
+                let end = u64::from_str_radix(end, 16).ok()?;
+                (start == base).then(|| end - start)
+            })
+            .next()
+            .ok_or(FileError::NoVdso)?;
+        // SAFETY: the vDSO is mapped readable at `base` for `len` bytes for the process's
+        // life, and never written.
+        let image = unsafe { std::slice::from_raw_parts(base as *const u8, len as usize) };
+        Self::parse(image)
+    }
+
+    fn parse(bytes: &[u8]) -> Result<FileUnwindInfo, FileError> {
+        let file = object::File::parse(bytes).map_err(FileError::Parse)?;
         let section = |name: &str| {
             let s = file.section_by_name(name)?;
             let data = s.data().ok()?;

@@ -12,10 +12,10 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{Error as FrameError, ExplicitModuleSectionInfo, Module, Unwinder};
 use tracer_common::{unwind_end, SAMPLE_MAX_FRAMES};
 
-use super::files::{FileUnwindInfo, SharedBytes};
+use super::files::{FileUnwindInfo, SharedBytes, VDSO};
 
 /// Least time between two readings of a process's mappings: code outside every mapped
-/// file (JIT-compiled code, the vDSO) would otherwise have them re-read at every sample.
+/// file (JIT-compiled code) would otherwise have them re-read at every sample.
 pub(super) const REREAD_EVERY: Duration = Duration::from_millis(250);
 
 /// An executable mapping of a file, from /proc/PID/maps.
@@ -172,12 +172,12 @@ pub(super) fn code_mappings(pid: u32) -> Vec<CodeMapping> {
 }
 
 /// One line of /proc/PID/maps (`start-end perms offset dev inode path`) if it maps a
-/// file executable.
+/// file executable, or is the vDSO.
 fn code_mapping(line: &str) -> Option<CodeMapping> {
     let mut f = line.split_whitespace();
     let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
     let path = f.nth(2)?;
-    if !perms.contains('x') || !path.starts_with('/') {
+    if !perms.contains('x') || !(path.starts_with('/') || path == VDSO) {
         return None;
     }
     let (start, end) = range.split_once('-')?;
@@ -196,7 +196,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_executable_file_mappings_only() {
+    fn reads_executable_file_mappings_and_the_vdso_only() {
         let m = code_mapping(
             "7f1c2a428000-7f1c2a5a1000 r-xp 00028000 fe:01 1835136    /usr/lib/x86_64-linux-gnu/libc.so.6",
         )
@@ -208,9 +208,22 @@ mod tests {
             "7f1c2a400000-7f1c2a428000 r--p 00000000 fe:01 1835136    /usr/lib/x86_64-linux-gnu/libc.so.6"
         )
         .is_none());
+        let vdso =
+            code_mapping("7ffd1e5f0000-7ffd1e5f2000 r-xp 00000000 00:00 0    [vdso]").unwrap();
+        assert_eq!(vdso.path, PathBuf::from("[vdso]"));
+        assert_eq!(vdso.offset, 0);
         assert!(
-            code_mapping("7ffd1e5f0000-7ffd1e5f2000 r-xp 00000000 00:00 0    [vdso]").is_none()
+            code_mapping("7ffd1e5ee000-7ffd1e5f0000 r--p 00000000 00:00 0    [vvar]").is_none()
         );
         assert!(code_mapping("7ffd1e5f0000-7ffd1e5f2000 rw-p 00000000 00:00 0").is_none());
+    }
+
+    #[test]
+    fn the_vdso_has_unwind_tables_and_is_loaded_at_its_mapping() {
+        let vdso = FileUnwindInfo::read(std::path::Path::new(VDSO)).unwrap();
+        assert!(vdso.eh_frame.as_ref().is_some_and(|s| !s.data.is_empty()));
+        assert!(vdso.eh_frame_hdr.is_some());
+        // Linked at address 0 and mapped from offset 0: the bias is where it is mapped.
+        assert_eq!(vdso.bias(0x7ffd_1e5f_0000, 0), Some(0x7ffd_1e5f_0000));
     }
 }
