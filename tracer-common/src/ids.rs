@@ -374,7 +374,9 @@ mod tests {
         assert_eq!(RecordKind::from_id(16), None);
         assert_eq!(RecordKind::from_id(17), None);
         // The first id past the table.
-        assert_eq!(RecordKind::from_id(26), None);
+        assert_eq!(RecordKind::from_id(28), None);
+        assert_eq!(crate::record_size(kind::SAMPLE), Some(552));
+        assert_eq!(crate::record_size(kind::RAW_SAMPLE), Some(8256));
         assert_eq!(crate::record_size(kind::CALLS_UNWOUND), Some(40));
         assert_eq!(crate::record_size(kind::SWITCH_PAIR), Some(56));
         assert_eq!(crate::record_size(kind::PROCESS_END), Some(40));
