@@ -254,4 +254,8 @@ pub struct ProbeConfig {
     pub slots_per_cpu: u32,
     /// Offset of `exit_code` in `task_struct` (from kernel BTF); 0 if unknown.
     pub task_exit_code: u32,
+    /// 1: the sampler runs (`--sample`), so every call's entry also keeps its return
+    /// address (`CallFrame::site`), which the sampler puts back in the stack it copies
+    /// where the return probe's trampoline replaced it.
+    pub sampling: u32,
 }

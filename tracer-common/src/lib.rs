@@ -59,7 +59,7 @@ const _: () = {
     assert!(size_of::<RawSampleRecord>() == 64 + SAMPLE_STACK_BYTES);
     assert!(size_of::<CallLayout>() == 20);
     assert!(size_of::<FlavorConfig>() == 56);
-    assert!(size_of::<ProbeConfig>() == 76);
+    assert!(size_of::<ProbeConfig>() == 80);
     assert!(size_of::<SlotCursor>() == 128);
     assert!(size_of::<CallPairRecord>() <= SLOT_BYTES);
     // Map values: no padding either (the kernel copies them byte for byte).

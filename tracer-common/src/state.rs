@@ -44,9 +44,10 @@ pub struct CallFrame {
     pub handle_out: u64,
     pub out: u64,
     pub status: [u64; 3],
-    /// The caller's return address, read at the entry of a call that can block (0 for
-    /// the others): where a futex wait inside the call comes from. The stack no longer
-    /// says once the return probe has put its trampoline's address there.
+    /// The caller's return address, read at the entry of a call that can block, and of
+    /// every call while the sampler runs (0 otherwise): where a futex wait inside the
+    /// call comes from, and what the sampler puts back in a copied stack. The stack no
+    /// longer says once the return probe has put its trampoline's address there.
     pub site: u64,
     /// The stack pointer at the entry probe (the address of the return address). A
     /// call entered at or above it, or a return above it, means this call has returned

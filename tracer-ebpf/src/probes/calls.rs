@@ -5,7 +5,7 @@ use super::uprobe_twins;
 use crate::{
     clock::header,
     emit::{emit, reserve, UNSET_CALL},
-    maps::{count_failure, FLAVORS, LAYOUTS},
+    maps::{config, count_failure, FLAVORS, LAYOUTS},
     mem::{copy_words, read_user},
     probes::{
         arrays::{
@@ -200,6 +200,11 @@ fn try_call_enter(ctx: &ProbeContext) -> Result<AfterCall, ()> {
     if hold {
         // Written with the exit, unless another record of the thread comes first.
         thread.held = held::CALL;
+        // The record's site comes with the exit; the sampler needs it before (it puts
+        // it back where the return probe's trampoline replaced it).
+        if matches!(config(), Some(c) if c.sampling != 0) {
+            site = read_user::<u64>(regs.rsp).unwrap_or(0);
+        }
     } else {
         // At the function's first instruction the return address is on top of the stack.
         // The exit record has it for free (the kernel puts it back in rip before the

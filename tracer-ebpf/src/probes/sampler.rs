@@ -17,7 +17,9 @@ use aya_ebpf::{
     programs::PerfEventContext,
 };
 use core::ffi::c_void;
-use tracer_common::{held, kind, EventHeader, RawSampleRecord, SAMPLE_STACK_BYTES};
+use tracer_common::{
+    held, kind, EventHeader, RawSampleRecord, ThreadState, MAX_CALL_DEPTH, SAMPLE_STACK_BYTES,
+};
 
 const PAGE: u64 = 4096;
 
@@ -91,8 +93,43 @@ fn try_sample(ctx: &PerfEventContext) -> Result<(), ()> {
     };
     (r.ip, r.sp, r.bp) = (ip, sp, bp);
     r.stack_len = copy_stack(&mut r.stack, sp);
+    restore_return_addresses(&mut r.stack, sp, r.stack_len, thread);
     place.submit();
     Ok(())
+}
+
+/// Puts back, in the copied stack, the return address of every probed call the thread is
+/// in: their return probes replaced each with the address of the kernel's trampoline
+/// (in the `[uprobes]` page), where the unwinder would stop. Each call's entry kept the
+/// address (`CallFrame::site`, read at every entry while the sampler runs) and where it
+/// was (`CallFrame::sp`).
+#[inline(always)]
+fn restore_return_addresses(
+    stack: &mut [u8; SAMPLE_STACK_BYTES],
+    sp: u64,
+    len: u32,
+    thread: &ThreadState,
+) {
+    for i in 0..MAX_CALL_DEPTH {
+        if i as u32 >= thread.depth {
+            break;
+        }
+        let Some(frame) = thread.frames.get(i) else {
+            break;
+        };
+        if frame.site == 0 || frame.sp < sp {
+            continue;
+        }
+        let at = frame.sp - sp;
+        if at + 8 > u64::from(len) || at > (SAMPLE_STACK_BYTES - 8) as u64 {
+            continue;
+        }
+        // Masked too, so the verifier sees the write inside the record.
+        let at = (at as usize) & (SAMPLE_STACK_BYTES - 1);
+        if let Some(slot) = stack.get_mut(at..at + 8) {
+            slot.copy_from_slice(&frame.site.to_le_bytes());
+        }
+    }
 }
 
 /// Copies up to `SAMPLE_STACK_BYTES` of user stack from `sp` up into `stack`; returns the

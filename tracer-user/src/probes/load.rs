@@ -247,6 +247,7 @@ impl Probes {
         config.kernel_clock_lag_ns = kernel_clock_lag_ns();
         config.wakeup_bytes = wakeup_bytes(ring_bytes);
         config.slots_per_cpu = slots_per_cpu;
+        config.sampling = u32::from(opts.sample_hz > 0);
         let mut cfg: Array<&mut MapData, ProbeConfig> = map(&mut ebpf, maps::CONFIG)?;
         cfg.set(0, &config, 0).map_err(|source| ProbeError::MapOp {
             name: maps::CONFIG,

@@ -47,6 +47,8 @@ pub(super) struct FileUnwindInfo {
     pub(super) eh_frame_hdr: Option<Section>,
     pub(super) text_svma: Option<Range<u64>>,
     pub(super) got_svma: Option<Range<u64>>,
+    /// The ELF entry point (the file's own address; 0 for none).
+    pub(super) entry: u64,
     loads: Vec<LoadSegment>,
 }
 
@@ -129,6 +131,7 @@ impl FileUnwindInfo {
             eh_frame_hdr: section(".eh_frame_hdr"),
             text_svma: range(".text"),
             got_svma: range(".got"),
+            entry: file.entry(),
             loads,
         })
     }

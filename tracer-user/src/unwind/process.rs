@@ -17,6 +17,13 @@ use super::files::{FileUnwindInfo, SharedBytes, VDSO};
 /// Least time between two readings of a process's mappings: code outside every mapped
 /// file (JIT-compiled code) would otherwise have them re-read at every sample.
 pub(super) const REREAD_EVERY: Duration = Duration::from_millis(250);
+/// ... unless the last reading found new code: a process loading libraries (an MPI
+/// library's start-up opens dozens of components) is read again sooner, so that the
+/// samples in each new library unwind.
+pub(super) const REREAD_WHILE_LOADING: Duration = Duration::from_millis(10);
+/// How far past an ELF entry point a return address counts as the root frame's: the
+/// dynamic loader's `_start` calls `_dl_start` within its first instructions.
+const ENTRY_BYTES: u64 = 32;
 
 /// An executable mapping of a file, from /proc/PID/maps.
 pub(super) struct CodeMapping {
@@ -45,10 +52,15 @@ pub(super) struct ProcessUnwinder {
     cache: CacheX86_64,
     /// The code ranges with a module, sorted by start.
     modules: Vec<Range<u64>>,
+    /// The first bytes of the modules' ELF entry points (run-time addresses, sorted): a
+    /// return address there is in the process's root frame.
+    entries: Vec<Range<u64>>,
     /// The files the modules come from: kept alive while the process is.
     pub(super) files: Vec<Arc<FileUnwindInfo>>,
     /// When the mappings were last read (None: never).
     read_at: Option<Instant>,
+    /// Whether that reading found code not known before.
+    read_found_code: bool,
 }
 
 impl ProcessUnwinder {
@@ -57,15 +69,22 @@ impl ProcessUnwinder {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             modules: Vec::new(),
+            entries: Vec::new(),
             files: Vec::new(),
             read_at: None,
+            read_found_code: false,
         }
     }
 
     /// Whether the mappings may be read again now.
     pub(super) fn may_reread(&self, now: Instant) -> bool {
+        let every = if self.read_found_code {
+            REREAD_WHILE_LOADING
+        } else {
+            REREAD_EVERY
+        };
         self.read_at
-            .is_none_or(|at| now.duration_since(at) >= REREAD_EVERY)
+            .is_none_or(|at| now.duration_since(at) >= every)
     }
 
     /// Adds a module for every code mapping not known yet; `file_of` gives a mapping's
@@ -77,6 +96,7 @@ impl ProcessUnwinder {
         mut file_of: impl FnMut(&PathBuf) -> Option<Arc<FileUnwindInfo>>,
     ) {
         self.read_at = Some(now);
+        let before = self.modules.len();
         for m in mappings {
             if self.modules.contains(&m.range) {
                 continue;
@@ -102,10 +122,16 @@ impl ProcessUnwinder {
                 .add_module(Module::new(name, m.range.clone(), bias, info));
             let at = self.modules.partition_point(|r| r.start < m.range.start);
             self.modules.insert(at, m.range.clone());
+            let entry = file.entry.wrapping_add(bias);
+            if file.entry != 0 && m.range.contains(&entry) {
+                let at = self.entries.partition_point(|r| r.start < entry);
+                self.entries.insert(at, entry..entry + ENTRY_BYTES);
+            }
             if !self.files.iter().any(|f| Arc::ptr_eq(f, &file)) {
                 self.files.push(file);
             }
         }
+        self.read_found_code = self.modules.len() > before;
     }
 
     /// Whether `addr` is in a mapping with a module.
@@ -151,6 +177,11 @@ impl ProcessUnwinder {
                 }
                 Ok(None) => break unwind_end::COMPLETE,
                 Err(FrameError::CouldNotReadStack(_)) => break unwind_end::STACK_END,
+                // The program's first frame: the dynamic loader's entry, which calls
+                // `_dl_start` before the program runs and has no unwind rules.
+                Err(_) if frames.last().is_some_and(|&a| is_known(&self.entries, a)) => {
+                    break unwind_end::COMPLETE
+                }
                 Err(_) => break unwind_end::NO_UNWIND_INFO,
             }
         };
