@@ -5,8 +5,11 @@
 //! An address is first turned into an address *in a file* with the ELF program headers
 //! ([`ElfLayout`](tracer_analysis::ElfLayout)), then symbolized by file path:
 //! blazesym's ELF source, with DWARF line tables where the file has them and the ELF
-//! symbol table otherwise. Nothing here reads /proc.
+//! symbol table otherwise. The vDSO (`vdso`), which no file holds, is named from the
+//! tracer's own copy; the unwinder reads its unwind tables there too. Nothing here reads
+//! another process's /proc.
 
 mod symbolizer;
+pub(crate) mod vdso;
 
 pub use symbolizer::Symbolizer;

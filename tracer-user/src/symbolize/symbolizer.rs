@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::{self, source, Input, Symbolized};
 use tracer_analysis::demangle::demangle;
+
+use super::vdso::{VdsoFunctions, VDSO};
 use tracer_analysis::Mapping;
 use tracer_analysis::{CodeLocation, CodeLocator, ElfLayout};
 
@@ -25,6 +27,8 @@ pub struct Symbolizer {
     inner: symbolize::Symbolizer,
     /// None: the file is gone or not an ELF file (asked once).
     layouts: HashMap<String, Option<ElfLayout>>,
+    /// The vDSO's functions (a process's `[vdso]` mapping), read when first needed.
+    vdso: Option<VdsoFunctions>,
 }
 
 /// A run-time address in a mapped file: the mapping, and the address in the file's own
@@ -50,7 +54,12 @@ impl Symbolizer {
                 .enable_inlined_fns(true)
                 .build(),
             layouts: HashMap::new(),
+            vdso: None,
         }
+    }
+
+    fn vdso(&mut self) -> &VdsoFunctions {
+        self.vdso.get_or_insert_with(VdsoFunctions::own)
     }
 
     fn layout(&mut self, path: &str) -> Option<&ElfLayout> {
@@ -67,7 +76,13 @@ impl Symbolizer {
         let mut below: Vec<&Mapping> = mappings.iter().filter(|m| m.bias <= addr).collect();
         below.sort_by_key(|m| std::cmp::Reverse(m.bias));
         below.into_iter().find_map(|m| {
-            let vaddr = self.layout(&m.path)?.file_vaddr(m.bias, addr)?;
+            let vaddr = if m.path == VDSO {
+                // Linked at 0: the address in the image is the offset from its mapping.
+                let vaddr = addr - m.bias;
+                self.vdso().covers(vaddr).then_some(vaddr)?
+            } else {
+                self.layout(&m.path)?.file_vaddr(m.bias, addr)?
+            };
             Some(InFile { mapping: m, vaddr })
         })
     }
@@ -76,6 +91,14 @@ impl Symbolizer {
     /// `mappings`; None when no mapped file has code there or the file is unreadable.
     pub fn locate(&mut self, mappings: &[Mapping], addr: u64) -> Option<CodeLocation> {
         let at = self.find_object(mappings, addr)?;
+        if at.mapping.path == VDSO {
+            return Some(CodeLocation {
+                function: self.vdso().name_at(at.vaddr)?.to_string(),
+                file: None,
+                line: None,
+                object: VDSO.to_string(),
+            });
+        }
         self.locate_in_file(Path::new(&at.mapping.path), at.vaddr)
             .ok()
             .flatten()
@@ -145,6 +168,14 @@ impl CodeLocator for Symbolizer {
         let Some(at) = self.find_object(mappings, addr) else {
             return Vec::new();
         };
+        if at.mapping.path == VDSO {
+            return self
+                .vdso()
+                .name_at(at.vaddr)
+                .map(demangle)
+                .into_iter()
+                .collect();
+        }
         let path = Path::new(&at.mapping.path);
         let sym = match self.symbolize(path, at.vaddr, true) {
             Ok(sym) => sym,
@@ -318,6 +349,29 @@ int main(int argc, char **argv) {
             "{names:?}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A process's vDSO addresses are named from the tracer's own copy, wherever the
+    /// process maps it.
+    #[test]
+    fn names_the_vdso_at_its_mapping() {
+        let mut s = Symbolizer::new();
+        let start = s.vdso().start_of("clock_gettime").expect("in the vDSO");
+        let bias = 0x7ffd_1e5f_0000;
+        let mappings = [Mapping {
+            path: VDSO.to_string(),
+            bias,
+        }];
+        assert_eq!(
+            s.function_names(&mappings, bias + start + 4),
+            ["clock_gettime"]
+        );
+        let at = s.locate(&mappings, bias + start).unwrap();
+        assert_eq!(
+            (at.function.as_str(), at.object.as_str()),
+            ("clock_gettime", VDSO)
+        );
+        assert!(s.function_names(&mappings, bias - 1).is_empty());
     }
 
     #[test]

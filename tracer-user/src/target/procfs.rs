@@ -101,7 +101,7 @@ fn env_find<T>(env: &[u8], names: &[&str], parse: impl Fn(&str) -> Option<T>) ->
     None
 }
 
-/// Every mapped file with the address its offset 0 is mapped at.
+/// Every mapped file, and the vDSO, with the address its offset 0 is mapped at.
 pub(crate) fn mappings(pid: u32) -> Vec<Mapping> {
     let Ok(maps) = fs::read_to_string(proc_path(pid, "maps")) else {
         return Vec::new();
@@ -113,7 +113,8 @@ pub(crate) fn mappings(pid: u32) -> Vec<Mapping> {
             continue;
         };
         let path = f.nth(2).unwrap_or("");
-        if !path.starts_with('/') || out.iter().any(|m| m.path == path) {
+        let named = path.starts_with('/') || path == crate::symbolize::vdso::VDSO;
+        if !named || out.iter().any(|m| m.path == path) {
             continue;
         }
         let start = range

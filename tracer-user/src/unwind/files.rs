@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use object::{Object, ObjectSection, ObjectSegment};
 
+use crate::symbolize::vdso::{self, VDSO};
 use crate::target::elf_file::read_elf;
 
 /// Mappings start at page boundaries.
@@ -52,10 +53,6 @@ pub(super) struct FileUnwindInfo {
     loads: Vec<LoadSegment>,
 }
 
-/// What /proc/PID/maps calls the vDSO's mapping: the kernel's code every process maps
-/// (`clock_gettime`, `gettimeofday`), with unwind tables of its own.
-pub(super) const VDSO: &str = "[vdso]";
-
 #[derive(Debug, thiserror::Error)]
 pub(super) enum FileError {
     #[error("reading it")]
@@ -74,31 +71,12 @@ impl FileUnwindInfo {
         Self::parse(&read_elf(path).map_err(FileError::Read)?)
     }
 
-    /// The vDSO's: the kernel maps the same image into every 64-bit process, so the
-    /// tracer reads the copy mapped into its own (where the auxiliary vector says, as
-    /// long as /proc/self/maps says), rather than each traced process's memory. A
-    /// program that spends its time in `clock_gettime` (a CPU-time loop, whose clock
-    /// the vDSO asks the kernel for) is sampled in the vDSO or in the system call it
-    /// makes from there, and unwinds into the program through these tables.
+    /// The vDSO's, from the tracer's own copy (`target::vdso`): a program that spends its
+    /// time in `clock_gettime` (a CPU-time loop, whose clock the vDSO asks the kernel
+    /// for) is sampled in the vDSO or in the system call it makes from there, and
+    /// unwinds into the program through these tables.
     fn own_vdso() -> Result<FileUnwindInfo, FileError> {
-        // SAFETY: getauxval only reads the auxiliary vector.
-        let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
-        let maps = std::fs::read_to_string("/proc/self/maps").map_err(FileError::Read)?;
-        let len = maps
-            .lines()
-            .filter(|l| l.ends_with(VDSO))
-            .filter_map(|l| {
-                let (start, end) = l.split_whitespace().next()?.split_once('-')?;
-                let start = u64::from_str_radix(start, 16).ok()?;
-                let end = u64::from_str_radix(end, 16).ok()?;
-                (start == base).then(|| end - start)
-            })
-            .next()
-            .ok_or(FileError::NoVdso)?;
-        // SAFETY: the vDSO is mapped readable at `base` for `len` bytes for the process's
-        // life, and never written.
-        let image = unsafe { std::slice::from_raw_parts(base as *const u8, len as usize) };
-        Self::parse(image)
+        Self::parse(vdso::own_image().ok_or(FileError::NoVdso)?)
     }
 
     fn parse(bytes: &[u8]) -> Result<FileUnwindInfo, FileError> {

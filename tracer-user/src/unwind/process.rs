@@ -12,7 +12,8 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{Error as FrameError, ExplicitModuleSectionInfo, Module, Unwinder};
 use tracer_common::{unwind_end, SAMPLE_MAX_FRAMES};
 
-use super::files::{FileUnwindInfo, SharedBytes, VDSO};
+use super::files::{FileUnwindInfo, SharedBytes};
+use crate::symbolize::vdso::VDSO;
 
 /// Least time between two readings of a process's mappings: code outside every mapped
 /// file (JIT-compiled code) would otherwise have them re-read at every sample.
