@@ -291,14 +291,15 @@ impl<M: PathModel> Analyzer<M> {
 
     /// Feeds one record (records must come in timestamp order; see `reorder`).
     pub fn record(&mut self, r: &Record) {
-        // A sample observes a thread and is no event of it: it neither cuts the thread's
-        // work nor settles a poll, so the path is the same with and without sampling
-        // (the graph's reader keeps samples aside, `graph::attribution`).
+        // Every record counts as an event read (the recording's count). A sample observes
+        // a thread and is no event of it: it neither cuts the thread's work nor settles a
+        // poll, so the path is the same with and without sampling (the graph's reader
+        // keeps samples aside, `graph::attribution`).
+        self.events += 1;
         if let Record::Sample(_) = r {
             return;
         }
         let h = *r.header();
-        self.events += 1;
         #[cfg(test)]
         if self.events.is_multiple_of(256) {
             self.peak_entries = self.peak_entries.max(self.entries_held());

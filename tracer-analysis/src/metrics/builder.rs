@@ -210,14 +210,14 @@ impl Accounts {
     }
 
     fn account(&mut self, r: &Record) {
-        // A sample observes a thread and is no event of it, as for the analysis: the
-        // metrics are the same with and without sampling.
+        // Counted as a record read; otherwise a sample observes a thread and is no event
+        // of it, as for the analysis: the metrics are the same with and without sampling.
+        self.events += 1;
         if let Record::Sample(_) = r {
             return;
         }
         let h = *r.header();
         let ts = h.ts_ns;
-        self.events += 1;
         let m = self.machine_of(h.tgid);
         self.cpus[m].insert(h.cpu);
         if let Record::Wakeup(w) | Record::WakeupNew(w) = r {

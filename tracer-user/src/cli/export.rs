@@ -69,8 +69,9 @@ pub(super) struct ExportArgs {
     #[arg(long, value_enum, default_value = "cpu")]
     clock: super::analyze::Clock,
     /// The stacks of the stack formats (pprof, folded, svg, hatchet): the sampled call
-    /// stacks, or the stacks of selected procedures (`--func`). Default: `sampled` when
-    /// the recording has sampled stacks (and the clock is cpu), `procedures` otherwise.
+    /// stacks, or the stacks of selected procedures (`--func`). Default: `procedures`
+    /// when the recording has selected procedures, else `sampled` when it has sampled
+    /// stacks (and the clock is cpu).
     #[arg(long, value_enum)]
     stacks: Option<Stacks>,
 }
@@ -106,7 +107,9 @@ fn read_stacks(
             true
         }
         Some(Stacks::Procedures) => false,
-        None => !rg.samples.is_empty() && clock == ClockKind::Cpu,
+        // Procedures a user selected are what they asked to see; without any, the
+        // sampled stacks name every function.
+        None => rg.procedures.is_empty() && !rg.samples.is_empty() && clock == ClockKind::Cpu,
     };
     Ok(if sampled {
         let profile =
