@@ -85,11 +85,7 @@ fn traced(tag: &str, command: &[String]) -> Sampled {
 }
 
 fn function<'a>(section: &'a Value, name: &str) -> Option<&'a Value> {
-    section["functions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == name)
+    function_in(&section["functions"], name)
 }
 
 fn ms_of(v: &Value) -> f64 {
@@ -144,6 +140,30 @@ fn check(run: &Sampled, planted: &[Planted], off_path: &[&str]) {
             assert!(f["cpu_ns"].as_u64().unwrap() > 0, "{f}");
         }
     }
+    check_live(run, s, planted);
+}
+
+/// The live profile (`--profile-json`) read the same samples as the report and followed
+/// each planted function on the path: within the same tolerance of the construction, as
+/// the online engine estimates it without a graph (docs/sampled-attribution.md, "Live").
+fn check_live(run: &Sampled, section: &Value, planted: &[Planted]) {
+    let live = &run.profile;
+    eprintln!("live sampled functions: {:#}", live["sampled_functions"]);
+    assert_eq!(live["samples"]["samples"], section["samples"], "{live}");
+    assert_eq!(live["samples"]["complete"], section["complete"], "{live}");
+    for p in planted {
+        let f = function_in(&live["sampled_functions"], p.name)
+            .unwrap_or_else(|| panic!("{} not followed live: {live}", p.name));
+        near(
+            &format!("{} on the live path", p.name),
+            ms_of(&f["cp_ns"]),
+            p.cp_ms,
+        );
+    }
+}
+
+fn function_in<'a>(rows: &'a Value, name: &str) -> Option<&'a Value> {
+    rows.as_array()?.iter().find(|f| f["name"] == name)
 }
 
 /// 4 ranks, 5 items, rank 1 slow (60 ms), the others 20 ms (tests/programs/mpi_pipeline.c).

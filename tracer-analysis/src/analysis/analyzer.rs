@@ -7,13 +7,14 @@
 // this machine, not from an adversary, so there is no flooding to defend against.
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use tracer_common::{call, futex_waits, CallRecord, EventHeader};
+use tracer_common::{call, futex_waits, CallRecord, EventHeader, SampleRecord};
 
 use super::directory::Directory;
 use super::engine::{CriticalEnd, CriticalPathEngine};
 use super::faults::{signal_name, Death, Killed};
 use super::matcher::{MessageMatcher, ReceivedStatus};
 use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
+use super::sampled::{LiveSampleCounts, LiveSamples, TrackRule, HOT};
 use super::sync::{futex_wakes, SyncTracker};
 use super::workclock::{self, ClockKind, WorkClock};
 use crate::format::call_facts::{RequestsIn, Sends};
@@ -23,6 +24,7 @@ use crate::format::pairing::{close_call, drop_unwound, Resynchronised};
 use crate::format::recording::{FunctionProbe, Item};
 use crate::format::records::Record;
 use crate::format::ProcessInfo;
+use crate::symbolize::CodeLocator;
 
 struct OpenCall {
     entry: CallRecord,
@@ -89,13 +91,16 @@ fn region(c: &CallRecord) -> RegionKey {
 }
 
 /// Procedures selected with `--func`, by symbol (one symbol probed in two files is one
-/// procedure).
+/// procedure), and the sampled functions the live profile follows on the path
+/// ([`super::sampled`]).
 #[derive(Default)]
 pub struct Procedures {
     /// Shown names ([`FunctionProbe::name`]), by `ProcId`.
     pub names: Vec<String>,
     /// Symbols as the binaries have them, by `ProcId`.
     pub symbols: Vec<String>,
+    /// Whether the procedure is a sampled function rather than a probed one, by `ProcId`.
+    pub sampled: Vec<bool>,
     by_probe: FxHashMap<u16, ProcId>,
 }
 
@@ -107,11 +112,20 @@ impl Procedures {
             None => {
                 self.names.push(p.name());
                 self.symbols.push(p.symbol.clone());
+                self.sampled.push(false);
                 self.names.len() - 1
             }
         };
         self.by_probe.insert(p.id, id);
         self.names.len()
+    }
+
+    /// Adds the sampled function `name`; returns its id.
+    pub(crate) fn add_sampled(&mut self, name: &str) -> ProcId {
+        self.names.push(name.to_string());
+        self.symbols.push(name.to_string());
+        self.sampled.push(true);
+        self.names.len() - 1
     }
 
     /// The procedure probe `id` enters or leaves.
@@ -203,6 +217,9 @@ pub struct Analyzer<M: PathModel = CriticalPathEngine> {
     deaths: Vec<Death>,
     /// The killed processes and what they left undone, as of the last flush.
     pub killed: Vec<Killed>,
+    /// The sampled functions, when the caller can name them
+    /// ([`Self::follow_sampled_functions`]).
+    sampled: Option<LiveSamples>,
 }
 
 impl Analyzer {
@@ -233,6 +250,51 @@ impl<M: PathModel> Analyzer<M> {
             last_ts: 0,
             deaths: Vec::new(),
             killed: Vec::new(),
+            sampled: None,
+        }
+    }
+
+    /// Names the SAMPLE records through `locator` and follows the hot functions on the
+    /// critical path (the live profile's `sampled_functions`).
+    pub fn follow_sampled_functions(&mut self, locator: Box<dyn CodeLocator>) {
+        self.follow_sampled_functions_when(locator, HOT);
+    }
+
+    /// [`Self::follow_sampled_functions`], a function followed once `rule` holds.
+    pub(crate) fn follow_sampled_functions_when(
+        &mut self,
+        locator: Box<dyn CodeLocator>,
+        rule: TrackRule,
+    ) {
+        self.sampled = Some(LiveSamples::new(locator, rule));
+    }
+
+    /// What the samples so far amount to, when sampled functions are followed.
+    pub(crate) fn sample_counts(&self) -> Option<LiveSampleCounts> {
+        self.sampled.as_ref().map(LiveSamples::counts)
+    }
+
+    /// CPU time of the samples in sampled function `p`.
+    pub(crate) fn sampled_cpu(&self, p: ProcId) -> u64 {
+        self.sampled.as_ref().map_or(0, |s| s.cpu_of(p))
+    }
+
+    fn sample(&mut self, r: &SampleRecord) {
+        let Some(live) = self.sampled.as_mut() else {
+            return;
+        };
+        // A thread is known from its first event on; a sample before it has no path.
+        let first_cpu = self.threads.get(&r.header.tid).map(|t| t.first_cpu);
+        let (procedures, engine, cpu_in) =
+            (&mut self.procedures, &mut self.engine, &mut self.cpu_in);
+        let stack = live.sample(r, first_cpu, &mut |name| {
+            let p = procedures.add_sampled(name);
+            engine.set_procedures(p + 1);
+            cpu_in.resize(p + 1, 0);
+            p
+        });
+        if !stack.inclusive.is_empty() {
+            self.engine.sampled(r.header.tid, r.header.cpu_ns, &stack);
         }
     }
 
@@ -277,6 +339,9 @@ impl<M: PathModel> Analyzer<M> {
 
     pub fn process(&mut self, info: &ProcessInfo) {
         self.matcher.directory.process(info);
+        if let Some(s) = &mut self.sampled {
+            s.process(info);
+        }
     }
 
     pub fn probe(&mut self, p: &FunctionProbe) {
@@ -296,7 +361,8 @@ impl<M: PathModel> Analyzer<M> {
         // poll, so the path is the same with and without sampling (the graph's reader
         // keeps samples aside, `graph::attribution`).
         self.events += 1;
-        if let Record::Sample(_) = r {
+        if let Record::Sample(s) = r {
+            self.sample(s);
             return;
         }
         let h = *r.header();
@@ -491,6 +557,9 @@ impl<M: PathModel> Analyzer<M> {
                 self.sync.exit(h.tid, last);
                 if let Some(t) = self.threads.remove(&h.tid) {
                     self.cpu_ended += t.cpu - t.first_cpu;
+                }
+                if let Some(s) = &mut self.sampled {
+                    s.end_thread(h.tid);
                 }
                 let participant = self.participants.contains(&h.tgid);
                 self.engine.end_thread(h.tid, participant);

@@ -3,11 +3,13 @@
 //! each selected procedure accounts for; messages carry a copy from the sender; a
 //! receiver adopts the longer of its own path and the incoming one.
 
+use std::collections::VecDeque;
+
 use rustc_hash::FxHashMap;
 
 use tracer_common::EventHeader;
 
-use super::model::{PathModel, ProcId};
+use super::model::{PathModel, ProcId, StackProcs};
 
 /// The critical path so far: the thread it ends in and the path itself.
 #[derive(Clone, Debug, Default)]
@@ -75,7 +77,8 @@ impl PathState {
     /// Merges a path that ends at the same event: the longer one wins (ties keep ours);
     /// each zeroed length is compared on its own, since zeroing one procedure can make
     /// the other path the longer one.
-    pub fn merge(&mut self, other: &PathState) {
+    /// Returns whether `other` replaced the path.
+    pub fn merge(&mut self, other: &PathState) -> bool {
         let n = self.zeroed.len().max(other.zeroed.len());
         self.grow(n);
         for p in 0..n {
@@ -91,7 +94,100 @@ impl PathState {
             self.exclusive.resize(n, 0);
             self.by_thread.clear();
             self.by_thread.extend_from_slice(&other.by_thread);
+            return true;
         }
+        false
+    }
+
+    /// `work` of the path was spent in the sampled functions `stack`.
+    fn add_sampled(&mut self, stack: &StackProcs, work: u64) {
+        if work == 0 {
+            return;
+        }
+        for &p in &stack.inclusive {
+            if let Some(cp) = self.inclusive.get_mut(p) {
+                *cp += work;
+            }
+            if let Some(z) = self.zeroed.get_mut(p) {
+                *z = z.saturating_sub(work);
+            }
+        }
+        if let Some(cp) = stack.leaf.and_then(|p| self.exclusive.get_mut(p)) {
+            *cp += work;
+        }
+    }
+}
+
+/// Samples waiting for the work they stand for, per thread: at most this many (a thread
+/// computing for longer than this many sampling periods without an event lets the
+/// oldest go, their time going to the next one).
+const MAX_PENDING_SAMPLES: usize = 64;
+
+/// Where a thread's samples put its work on its path (docs/sampled-attribution.md,
+/// "Live"). A sample at CPU clock `at` stands for the thread's CPU time since its
+/// previous sample; the work the engine adds between two events is spread evenly over
+/// their CPU interval, so each sample takes the work of the part of its interval the
+/// thread has reached. The work of a part before the latest event is on the path already
+/// (`carry`); the rest comes with the thread's next events (`pending`).
+#[derive(Clone, Debug, Default)]
+struct SampleSpans {
+    /// CPU clock at the thread's latest advance (None before its first).
+    advanced_cpu: Option<u64>,
+    /// Work on the thread's path since its latest sample, up to `advanced_cpu`.
+    carry: u64,
+    /// Samples later than `advanced_cpu`, oldest first.
+    pending: VecDeque<PendingSample>,
+}
+
+#[derive(Clone, Debug)]
+struct PendingSample {
+    at: u64,
+    stack: StackProcs,
+}
+
+impl SampleSpans {
+    /// The thread added `work` to `path` over its CPU clock from `advanced_cpu` to `cpu`.
+    fn spread(&mut self, path: &mut PathState, cpu: u64, work: u64) {
+        let from = self.advanced_cpu.unwrap_or(cpu);
+        let to = cpu.max(from);
+        self.advanced_cpu = Some(to);
+        let span = to - from;
+        let mut at = from;
+        let mut left = work;
+        while let Some(p) = self.pending.front() {
+            if p.at > to {
+                break;
+            }
+            let part = match span {
+                0 => left,
+                _ => ((work as u128 * (p.at.max(at) - at) as u128) / span as u128) as u64,
+            }
+            .min(left);
+            path.add_sampled(&p.stack, part);
+            left -= part;
+            at = p.at.max(at);
+            self.pending.pop_front();
+        }
+        // The rest of the interval: inside the next sample's, or after the latest one.
+        match self.pending.front() {
+            Some(p) => path.add_sampled(&p.stack, left),
+            None => self.carry += left,
+        }
+    }
+
+    /// A sample at CPU clock `at`.
+    fn sample(&mut self, path: &mut PathState, at: u64, stack: &StackProcs) {
+        path.add_sampled(stack, std::mem::take(&mut self.carry));
+        if self.advanced_cpu.is_some_and(|c| at <= c) {
+            return;
+        }
+        if self.pending.len() == MAX_PENDING_SAMPLES {
+            self.pending.pop_front();
+        }
+        self.pending.push_back(PendingSample {
+            at,
+            stack: stack.clone(),
+        });
     }
 }
 
@@ -104,6 +200,25 @@ struct ThreadPath {
     depth: Vec<u32>,
     /// Selected procedures in call order, innermost last (for exclusive time).
     stack: Vec<ProcId>,
+    samples: SampleSpans,
+}
+
+impl ThreadPath {
+    /// Adds `delta` of thread `tid`'s work to its path (`n` procedures).
+    fn extend(&mut self, tid: u32, delta: u64, n: usize) {
+        self.path.longest += delta;
+        self.path.add_thread_time(tid, delta);
+        for p in 0..n {
+            if self.depth[p] > 0 {
+                self.path.inclusive[p] += delta;
+            } else {
+                self.path.zeroed[p] += delta;
+            }
+        }
+        if let Some(&top) = self.stack.last() {
+            self.path.exclusive[top] += delta;
+        }
+    }
 }
 
 #[derive(Default)]
@@ -141,29 +256,20 @@ impl CriticalPathEngine {
         t
     }
 
-    /// The thread did `work` (its work clock) by now: extend its path.
-    pub(crate) fn advance(&mut self, tid: u32, work: u64) {
+    /// The thread did `work` (its work clock) by now, its CPU clock at `cpu`: extend its
+    /// path.
+    pub(crate) fn advance(&mut self, tid: u32, work: u64, cpu: u64) {
         let n = self.procedures;
         let t = self.thread(tid);
         // A thread's path starts at its first event (tracing may begin mid-run).
         let last = t.last_work.unwrap_or(work);
         let delta = work.saturating_sub(last);
         t.last_work = Some(last.max(work));
-        if delta == 0 {
-            return;
+        if delta > 0 {
+            t.extend(tid, delta, n);
         }
-        t.path.longest += delta;
-        t.path.add_thread_time(tid, delta);
-        for p in 0..n {
-            if t.depth[p] > 0 {
-                t.path.inclusive[p] += delta;
-            } else {
-                t.path.zeroed[p] += delta;
-            }
-        }
-        if let Some(&top) = t.stack.last() {
-            t.path.exclusive[top] += delta;
-        }
+        // After the path grew: the samples take their part of what it grew by.
+        t.samples.spread(&mut t.path, cpu, delta);
     }
 
     pub fn enter(&mut self, tid: u32, p: ProcId) {
@@ -186,7 +292,17 @@ impl CriticalPathEngine {
     }
 
     pub fn merge(&mut self, tid: u32, incoming: &PathState) {
-        self.thread(tid).path.merge(incoming);
+        let t = self.thread(tid);
+        if t.path.merge(incoming) {
+            // The thread's work since its latest sample is no longer on its path.
+            t.samples.carry = 0;
+        }
+    }
+
+    /// Thread `tid` was sampled at CPU clock `cpu_ns` in the tracked functions `stack`.
+    pub(crate) fn sampled(&mut self, tid: u32, cpu_ns: u64, stack: &StackProcs) {
+        let t = self.thread(tid);
+        t.samples.sample(&mut t.path, cpu_ns, stack);
     }
 
     /// A thread exited: its path still counts, but its state is no longer needed.
@@ -274,8 +390,8 @@ impl PathModel for CriticalPathEngine {
     fn set_procedures(&mut self, n: usize) {
         CriticalPathEngine::set_procedures(self, n)
     }
-    fn advance(&mut self, tid: u32, work: u64, _at: &EventHeader) {
-        CriticalPathEngine::advance(self, tid, work)
+    fn advance(&mut self, tid: u32, work: u64, at: &EventHeader) {
+        CriticalPathEngine::advance(self, tid, work, at.cpu_ns)
     }
     fn enter(&mut self, tid: u32, p: ProcId) {
         CriticalPathEngine::enter(self, tid, p)
@@ -289,10 +405,72 @@ impl PathModel for CriticalPathEngine {
     fn merge(&mut self, tid: u32, incoming: &PathState) {
         CriticalPathEngine::merge(self, tid, incoming)
     }
+    fn sampled(&mut self, tid: u32, cpu_ns: u64, stack: &StackProcs) {
+        CriticalPathEngine::sampled(self, tid, cpu_ns, stack)
+    }
     fn end_thread(&mut self, tid: u32, participant: bool) {
         CriticalPathEngine::end_thread(self, tid, participant)
     }
     fn threads_held(&self) -> usize {
         CriticalPathEngine::threads_held(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CriticalPathEngine, StackProcs};
+
+    fn stack(p: usize) -> StackProcs {
+        StackProcs {
+            inclusive: vec![p],
+            leaf: Some(p),
+        }
+    }
+
+    /// Samples that arrive before the work they stand for take it when it comes, split
+    /// at their CPU clocks; work before a sample and after the previous one is its own.
+    #[test]
+    fn samples_take_the_work_of_their_cpu_interval() {
+        let mut e = CriticalPathEngine::new();
+        e.set_procedures(2);
+        e.advance(1, 0, 1_000);
+        e.sampled(1, 1_040, &stack(0));
+        e.sampled(1, 1_100, &stack(1));
+        e.advance(1, 100, 1_100);
+        let p = e.snapshot(1);
+        assert_eq!((p.inclusive[0], p.inclusive[1]), (40, 60));
+        assert_eq!((p.exclusive[0], p.exclusive[1]), (40, 60));
+        assert_eq!((p.zeroed[0], p.zeroed[1]), (60, 40));
+        // Work past the latest sample waits for the next one (10 of it), which also
+        // takes the part of its interval the next event brings (20).
+        e.advance(1, 110, 1_110);
+        e.sampled(1, 1_130, &stack(0));
+        e.advance(1, 200, 1_200);
+        let p = e.snapshot(1);
+        assert_eq!(p.inclusive[0], 40 + 10 + 20);
+        assert_eq!(p.zeroed[0], 200 - 70);
+    }
+
+    /// A longer path that replaces the thread's drops the thread's work since its last
+    /// sample from it: the next sample does not count that work as on the path.
+    #[test]
+    fn a_replaced_path_keeps_no_work_of_the_samples_before() {
+        let mut e = CriticalPathEngine::new();
+        e.set_procedures(1);
+        e.advance(2, 0, 0);
+        e.advance(2, 1_000, 1_000);
+        let longer = e.snapshot(2);
+        e.advance(1, 0, 0);
+        e.advance(1, 150, 150);
+        e.merge(1, &longer);
+        e.sampled(1, 160, &stack(0));
+        assert_eq!(e.snapshot(1).inclusive[0], 0);
+        e.advance(1, 170, 170);
+        let p = e.snapshot(1);
+        assert_eq!(p.longest, 1_020);
+        assert_eq!(
+            p.inclusive[0], 10,
+            "half of the 20 after the merge is the sample's"
+        );
     }
 }

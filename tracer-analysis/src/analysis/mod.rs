@@ -12,6 +12,7 @@ pub(crate) mod ordered;
 mod pipeline;
 pub mod profile;
 pub(crate) mod reorder;
+mod sampled;
 pub(crate) mod sync;
 pub mod workclock;
 

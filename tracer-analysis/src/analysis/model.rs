@@ -9,6 +9,14 @@ use tracer_common::EventHeader;
 /// Index of a selected procedure in the profile.
 pub(crate) type ProcId = usize;
 
+/// The tracked sampled functions a sample's stack is in ([`PathModel::sampled`]): each
+/// once (recursion counts once), and the innermost frame's, when tracked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackProcs {
+    pub inclusive: Vec<ProcId>,
+    pub leaf: Option<ProcId>,
+}
+
 /// Where a process's parallel section begins and ends (MPI_Init returns, MPI_Finalize is
 /// called): the span the what-if predictions compare, without launch and setup time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -74,6 +82,9 @@ pub trait PathModel {
     fn scheduled(&mut self, _tid: u32, _what: Sched) {}
     fn enter(&mut self, tid: u32, p: ProcId);
     fn exit(&mut self, tid: u32, p: ProcId);
+    /// Thread `tid` was sampled at its CPU clock `cpu_ns` in the functions `stack` (a
+    /// sample is no event: it neither advances the thread nor cuts its work).
+    fn sampled(&mut self, _tid: u32, _cpu_ns: u64, _stack: &StackProcs) {}
     /// The thread's current event is the source of a dependency.
     fn snapshot(&mut self, tid: u32) -> Self::Mark;
     /// The thread's current event waited for `incoming`.

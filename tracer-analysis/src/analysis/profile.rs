@@ -9,11 +9,13 @@ use serde::Serialize;
 use super::engine::CriticalEnd;
 use super::faults::{killed_lines, Killed};
 use super::matcher::MatchStats;
+pub use super::sampled::LiveSampleCounts;
 use super::sync::SyncStats;
 use super::workclock::ClockKind;
 use super::{Analyzer, Pipeline};
 use crate::format::pairing::Resynchronised;
 use crate::format::recording::{Item, RecordingError, RecordingReader};
+use crate::symbolize::CodeLocator;
 use crate::units::{ms, name_column, percent};
 
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -26,6 +28,14 @@ pub struct Profile {
     pub critical_path: CriticalPath,
     /// Sorted by critical-path time, largest first.
     pub procedures: Vec<ProcedureRow>,
+    /// The hot sampled functions followed on the path while tracing (`--sample`), an
+    /// estimate (docs/sampled-attribution.md, "Live"); sorted as `procedures`. Absent
+    /// when nothing was sampled.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sampled_functions: Vec<ProcedureRow>,
+    /// What the samples amount to, when the profile follows sampled functions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<LiveSampleCounts>,
     /// The threads the critical path runs through, by time on it, largest first.
     pub threads: Vec<PathThread>,
     pub messages: MatchStats,
@@ -132,12 +142,17 @@ impl Profile {
     /// The profile of a whole recording (`tracer analyze`, and `tracer record
     /// --analyze-after` once tracing ends): streamed through the same reorder window as
     /// the live engine, so memory stays bounded by the program's shape, not the
-    /// recording's length, and the result is the live one.
+    /// recording's length, and the result is the live one. With `functions`, the
+    /// sampled functions are named through it and followed as live.
     pub fn of_recording(
         reader: &mut RecordingReader,
         clock: ClockKind,
+        functions: Option<Box<dyn CodeLocator>>,
     ) -> Result<Profile, RecordingError> {
         let mut pipeline = Pipeline::new(clock);
+        if let Some(locator) = functions {
+            pipeline.analyzer.follow_sampled_functions(locator);
+        }
         let mut commands: HashMap<u32, String> = HashMap::new();
         while let Some(item) = reader.next_item()? {
             if let Item::Process(p) = &item {
@@ -162,7 +177,7 @@ impl Profile {
         let pid = a.pid_of(tid).unwrap_or(0);
         let length = path.longest;
         let cpu_total = a.cpu_total();
-        let mut procedures: Vec<ProcedureRow> = a
+        let (mut procedures, mut sampled_functions): (Vec<_>, Vec<_>) = a
             .procedures
             .names
             .iter()
@@ -171,20 +186,31 @@ impl Profile {
             .map(|(p, (name, symbol))| {
                 let cp = path.inclusive.get(p).copied().unwrap_or(0);
                 let zeroing = length.saturating_sub(a.zeroed_length(p));
-                ProcedureRow {
+                let sampled = a.procedures.sampled[p];
+                let cpu = if sampled {
+                    a.sampled_cpu(p)
+                } else {
+                    a.cpu_in(p)
+                };
+                let row = ProcedureRow {
                     name: name.clone(),
                     symbol: symbol.clone(),
                     cp_ns: cp,
                     cp_pct: percent(cp, length),
                     cp_exclusive_ns: path.exclusive.get(p).copied().unwrap_or(0),
-                    cpu_ns: a.cpu_in(p),
-                    cpu_pct: percent(a.cpu_in(p), cpu_total),
+                    cpu_ns: cpu,
+                    cpu_pct: percent(cpu, cpu_total),
                     zeroing_ns: zeroing,
                     zeroing_pct: percent(zeroing, length),
-                }
+                };
+                (row, sampled)
             })
-            .collect();
-        procedures.sort_by(|x, y| y.cp_ns.cmp(&x.cp_ns).then(x.name.cmp(&y.name)));
+            .partition(|(_, sampled)| !sampled);
+        let by_path = |x: &(ProcedureRow, bool), y: &(ProcedureRow, bool)| {
+            y.0.cp_ns.cmp(&x.0.cp_ns).then(x.0.name.cmp(&y.0.name))
+        };
+        procedures.sort_by(by_path);
+        sampled_functions.sort_by(by_path);
         let mut threads: Vec<PathThread> = path
             .by_thread
             .iter()
@@ -212,7 +238,11 @@ impl Profile {
                 elapsed_ns: a.last_ts.saturating_sub(a.first_ts.unwrap_or(a.last_ts)),
                 within_program: a.has_participants(),
             },
-            procedures,
+            procedures: procedures.into_iter().map(|(row, _)| row).collect(),
+            sampled_functions: sampled_functions.into_iter().map(|(row, _)| row).collect(),
+            // Only when there were samples: a session that samples and a recording read
+            // back give one profile, whether or not the program ran long enough.
+            samples: a.sample_counts().filter(|c| c.samples > 0),
             threads,
             messages: a.matcher.final_stats(),
             sync: a.sync.stats.clone(),
@@ -238,34 +268,14 @@ impl Profile {
         let cp = &self.critical_path;
         let mut s = String::new();
         let _ = writeln!(s, "{}", cp.headline(&self.clock));
-        if !self.procedures.is_empty() {
-            let width = name_column(self.procedures.iter().map(|p| p.name.as_str()), 28);
+        procedure_table(&mut s, "procedure", &self.procedures);
+        if let Some(c) = &self.samples {
             let _ = writeln!(
                 s,
-                "{:<width$} {:>12} {:>7} {:>12} {:>12} {:>7} {:>12} {:>7}",
-                "procedure",
-                "cp ms",
-                "cp %",
-                "cp excl ms",
-                "cpu ms",
-                "cpu %",
-                "zeroing ms",
-                "zero %"
+                "sampled functions: {} samples ({} unwound to the stack's root), {} functions, the {} hottest followed on the path (an estimate: `tracer report` weighs every sample on the graph)",
+                c.samples, c.complete, c.functions, c.tracked
             );
-            for p in &self.procedures {
-                let _ = writeln!(
-                    s,
-                    "{:<width$} {:>12.3} {:>7.2} {:>12.3} {:>12.3} {:>7.2} {:>12.3} {:>7.2}",
-                    p.name,
-                    ms(p.cp_ns),
-                    p.cp_pct,
-                    ms(p.cp_exclusive_ns),
-                    ms(p.cpu_ns),
-                    p.cpu_pct,
-                    ms(p.zeroing_ns),
-                    p.zeroing_pct
-                );
-            }
+            procedure_table(&mut s, "sampled function", &self.sampled_functions);
         }
         let _ = writeln!(s, "{}", messages_line(&self.messages));
         s.push_str(&killed_lines(&self.killed));
@@ -277,6 +287,33 @@ impl Profile {
             resynchronised_clause(&self.events.calls_resynchronised)
         );
         s
+    }
+}
+
+/// The procedures' table (`what` heads the name column); nothing when there are none.
+fn procedure_table(s: &mut String, what: &str, rows: &[ProcedureRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    let width = name_column(rows.iter().map(|p| p.name.as_str()), 28);
+    let _ = writeln!(
+        s,
+        "{:<width$} {:>12} {:>7} {:>12} {:>12} {:>7} {:>12} {:>7}",
+        what, "cp ms", "cp %", "cp excl ms", "cpu ms", "cpu %", "zeroing ms", "zero %"
+    );
+    for p in rows {
+        let _ = writeln!(
+            s,
+            "{:<width$} {:>12.3} {:>7.2} {:>12.3} {:>12.3} {:>7.2} {:>12.3} {:>7.2}",
+            p.name,
+            ms(p.cp_ns),
+            p.cp_pct,
+            ms(p.cp_exclusive_ns),
+            ms(p.cpu_ns),
+            p.cpu_pct,
+            ms(p.zeroing_ns),
+            p.zeroing_pct
+        );
     }
 }
 

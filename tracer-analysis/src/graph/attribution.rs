@@ -22,7 +22,8 @@ use super::recorded::RecordedGraph;
 use super::{ArcId, ArcKind};
 use crate::analysis::workclock::ClockKind;
 use crate::format::samples::Sample;
-use crate::symbolize::CodeLocator;
+use crate::symbolize::{stack_function_names, CodeLocator};
+pub use crate::symbolize::{NO_STACK_FRAME, UNKNOWN_FRAME};
 
 /// What one sample weighs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -183,11 +184,6 @@ impl Attribution {
 /// computed: each is one pass of the critical path method over the graph.
 pub const ZEROED_FUNCTIONS: usize = 10;
 
-/// The frame of an address no mapped file has a symbol for.
-pub const UNKNOWN_FRAME: &str = "[unknown]";
-/// The one frame of a sample the probe could read no user stack of.
-pub const NO_STACK_FRAME: &str = "[no user stack]";
-
 /// Why sampled stacks cannot be weighed.
 #[derive(Debug, thiserror::Error)]
 pub enum SampledError {
@@ -346,32 +342,20 @@ impl SampledProfile {
     }
 }
 
-/// Every distinct stack's frames as function names, outermost first: each address's
-/// function, then the functions inlined there. A return address is named by the byte
-/// before it (the call), the interrupted instruction by itself.
+/// Every distinct stack's frames as function names, outermost first
+/// ([`stack_function_names`]).
 fn stack_names(rg: &RecordedGraph, locator: &mut dyn CodeLocator) -> Vec<Vec<String>> {
     let log = &rg.samples;
     let mut known: HashMap<(Option<u32>, u64), Vec<String>> = HashMap::new();
     log.stacks()
         .iter()
         .map(|stack| {
-            let mut frames = Vec::new();
-            for (i, &addr) in stack.frames.iter().enumerate().rev() {
-                let code = if i == 0 { addr } else { addr.saturating_sub(1) };
-                let names = known.entry((stack.mappings, code)).or_insert_with(|| {
-                    let names = locator.function_names(log.mappings(stack), code);
-                    if names.is_empty() {
-                        vec![UNKNOWN_FRAME.to_string()]
-                    } else {
-                        names
-                    }
-                });
-                frames.extend(names.iter().cloned());
-            }
-            if frames.is_empty() {
-                frames.push(NO_STACK_FRAME.to_string());
-            }
-            frames
+            stack_function_names(&stack.frames, |code| {
+                known
+                    .entry((stack.mappings, code))
+                    .or_insert_with(|| locator.function_names(log.mappings(stack), code))
+                    .clone()
+            })
         })
         .collect()
 }

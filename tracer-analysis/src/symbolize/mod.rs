@@ -13,5 +13,6 @@ mod locator;
 mod types;
 
 pub use layout::{base_vaddr, ElfLayout};
-pub use locator::CodeLocator;
+pub(crate) use locator::stack_function_names;
+pub use locator::{CodeLocator, NO_STACK_FRAME, UNKNOWN_FRAME};
 pub use types::CodeLocation;

@@ -7,6 +7,8 @@ use clap::{Args, ValueEnum};
 use tracer_analysis::recording::RecordingReader;
 use tracer_analysis::{profile::Profile, workclock::ClockKind};
 
+use tracer_user::Symbolizer;
+
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Clock {
     /// On-CPU time minus time in communication and synchronization calls.
@@ -43,8 +45,12 @@ pub(super) fn run(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     super::tell_condition(&a.file);
     let context = || format!("reading {}", a.file.display());
     let mut reader = RecordingReader::open(&a.file).with_context(context)?;
-    let profile =
-        Profile::of_recording(&mut reader, ClockKind::from(a.clock)).with_context(context)?;
+    let profile = Profile::of_recording(
+        &mut reader,
+        ClockKind::from(a.clock),
+        Some(Box::new(Symbolizer::symbols_only())),
+    )
+    .with_context(context)?;
     let trailer = reader.totals();
     if let Some(path) = &a.profile_json {
         let json = serde_json::to_string_pretty(&profile)? + "\n";

@@ -352,7 +352,7 @@ impl View {
                 let path_rows: usize = through.iter().map(|q| 1 + q.threads.len()).sum();
                 let heights = PaneHeights::of(
                     body.height,
-                    t.profile.procedures.len(),
+                    t.profile.procedures.len() + t.profile.sampled_functions.len(),
                     path_rows,
                     output_rows,
                 );
@@ -477,15 +477,27 @@ impl View {
         (secs > 0.0).then(|| (of(&now.profile) - of(&before.profile)) / secs)
     }
 
+    /// The `--func` procedures and the sampled functions the profile follows, in one
+    /// table (each sampled one marked when there are both).
     fn procedures(&self, p: &Profile) -> Table<'static> {
-        let mut rows: Vec<&ProcedureRow> = p.procedures.iter().collect();
-        rows.sort_by_key(|r| std::cmp::Reverse(self.sort.key(r)));
+        let both = !p.procedures.is_empty() && !p.sampled_functions.is_empty();
+        let mut rows: Vec<(&ProcedureRow, bool)> = p
+            .procedures
+            .iter()
+            .map(|r| (r, false))
+            .chain(p.sampled_functions.iter().map(|r| (r, true)))
+            .collect();
+        rows.sort_by_key(|(r, _)| std::cmp::Reverse(self.sort.key(r)));
         let pct = |x: f64| format!("{x:.1}");
         let body: Vec<Row> = rows
             .iter()
-            .map(|r| {
+            .map(|&(r, sampled)| {
                 Row::new(vec![
-                    r.name.clone(),
+                    if both && sampled {
+                        format!("{} (sampled)", r.name)
+                    } else {
+                        r.name.clone()
+                    },
                     ms_text(r.cp_ns),
                     pct(r.cp_pct),
                     ms_text(r.zeroing_ns),
@@ -518,7 +530,15 @@ impl View {
             ],
         )
         .header(header)
-        .block(Block::bordered().title(format!(" procedures by {} ", self.sort.name())))
+        .block(Block::bordered().title(format!(
+            " {} by {} ",
+            match (p.procedures.is_empty(), p.sampled_functions.is_empty()) {
+                (true, false) => "sampled functions",
+                (false, false) => "procedures and sampled functions",
+                _ => "procedures",
+            },
+            self.sort.name()
+        )))
     }
 
     fn messages(&self, p: &Profile) -> Vec<Line<'static>> {

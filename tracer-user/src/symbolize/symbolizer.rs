@@ -29,6 +29,9 @@ pub struct Symbolizer {
     layouts: HashMap<String, Option<ElfLayout>>,
     /// The vDSO's functions (a process's `[vdso]` mapping), read when first needed.
     vdso: Option<VdsoFunctions>,
+    /// Whether [`CodeLocator::function_names`] reads debug information (inlined
+    /// functions) or the symbol tables alone.
+    debug_names: bool,
 }
 
 /// A run-time address in a mapped file: the mapping, and the address in the file's own
@@ -55,6 +58,16 @@ impl Symbolizer {
                 .build(),
             layouts: HashMap::new(),
             vdso: None,
+            debug_names: true,
+        }
+    }
+
+    /// A symbolizer whose function names come from the ELF symbol tables alone: no
+    /// inlined functions, but no debug information to read either (the live profile).
+    pub fn symbols_only() -> Self {
+        Symbolizer {
+            debug_names: false,
+            ..Self::new()
         }
     }
 
@@ -177,7 +190,7 @@ impl CodeLocator for Symbolizer {
                 .collect();
         }
         let path = Path::new(&at.mapping.path);
-        let sym = match self.symbolize(path, at.vaddr, true) {
+        let sym = match self.symbolize(path, at.vaddr, self.debug_names) {
             Ok(sym) => sym,
             // Debug info it cannot read: ELF symbols only, without inlined functions.
             Err(_) => self.symbolize(path, at.vaddr, false).ok().flatten(),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use super::consumer::{ConsumerOutcome, RecordConsumer, SessionEnd};
 use crate::session::SessionError;
+use crate::symbolize::Symbolizer;
 use tracer_analysis::profile::Profile;
 use tracer_analysis::recording::{FunctionProbe, Item, RecordingReader};
 use tracer_analysis::records::Record;
@@ -22,9 +23,18 @@ pub(super) struct LivePath {
 }
 
 impl LivePath {
-    pub(super) fn new(clock: ClockKind) -> Self {
+    /// With `sampling`, the profile follows the hot sampled functions, named from the
+    /// binaries' symbol tables (reading their debug information could hold the records
+    /// up for a second; the report names inlined functions too).
+    pub(super) fn new(clock: ClockKind, sampling: bool) -> Self {
+        let mut pipeline = Box::new(Pipeline::new(clock));
+        if sampling {
+            pipeline
+                .analyzer
+                .follow_sampled_functions(Box::new(Symbolizer::symbols_only()));
+        }
         LivePath {
-            pipeline: Box::new(Pipeline::new(clock)),
+            pipeline,
             clock,
             commands: HashMap::new(),
         }
@@ -93,7 +103,12 @@ impl RecordConsumer for PathAfterTracing {
             source,
         };
         let mut reader = RecordingReader::open(&self.path).map_err(read_back)?;
-        let profile = Profile::of_recording(&mut reader, self.clock).map_err(read_back)?;
+        let profile = Profile::of_recording(
+            &mut reader,
+            self.clock,
+            Some(Box::new(Symbolizer::symbols_only())),
+        )
+        .map_err(read_back)?;
         Ok(ConsumerOutcome::Profile(profile))
     }
 }

@@ -20,6 +20,8 @@ pub(in crate::session) struct ConsumerOptions<'a> {
     pub(in crate::session) owner: Option<&'a RunAs>,
     pub(in crate::session) clock: ClockKind,
     pub(in crate::session) analysis: Analysis,
+    /// Whether the probes sample stacks (the live profile then follows sampled functions).
+    pub(in crate::session) sampling: bool,
     pub(in crate::session) whatif: Option<OnlineReplay>,
 }
 
@@ -32,7 +34,7 @@ pub(in crate::session) fn for_session(
 ) -> Result<Vec<Box<dyn RecordConsumer>>, SessionError> {
     // Checked before the recording is created: a refused session leaves no file.
     let path: Box<dyn RecordConsumer> = match (opts.analysis, opts.output) {
-        (Analysis::Live, _) => Box::new(LivePath::new(opts.clock)),
+        (Analysis::Live, _) => Box::new(LivePath::new(opts.clock, opts.sampling)),
         (Analysis::AfterTracing, Some(path)) => Box::new(PathAfterTracing {
             path: path.to_path_buf(),
             clock: opts.clock,
