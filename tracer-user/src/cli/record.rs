@@ -362,14 +362,28 @@ pub(super) fn loss_line(e: &EventsSoFar) -> String {
     )
 }
 
-/// One line a person can watch: elapsed time, critical path so far, top procedures.
+/// One line a person can watch: elapsed time, critical path so far, top procedures (or,
+/// with none selected, the sampled functions with most of the path in their own code:
+/// by inclusive time, `main` and the stacks' other roots would always come first).
 fn sample_line(elapsed: Duration, p: &Profile) -> String {
-    let top: Vec<String> = p
-        .procedures
-        .iter()
-        .take(3)
-        .map(|r| format!("{} {:.1}%", r.name, r.cp_pct))
-        .collect();
+    let top: Vec<String> = if p.procedures.is_empty() {
+        let mut own: Vec<_> = p.sampled_functions.iter().collect();
+        own.sort_by_key(|r| std::cmp::Reverse(r.cp_exclusive_ns));
+        own.iter()
+            .take(3)
+            .map(|r| {
+                let pct =
+                    100.0 * r.cp_exclusive_ns as f64 / p.critical_path.length_ns.max(1) as f64;
+                format!("{} {pct:.1}% self", r.name)
+            })
+            .collect()
+    } else {
+        p.procedures
+            .iter()
+            .take(3)
+            .map(|r| format!("{} {:.1}%", r.name, r.cp_pct))
+            .collect()
+    };
     // Before the program shows itself (an MPI/PVM call, a selected procedure), every
     // traced thread counts, a launcher's too: say so, since later samples count the
     // program's processes only and can be shorter.

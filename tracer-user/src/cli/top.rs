@@ -352,7 +352,7 @@ impl View {
                 let path_rows: usize = through.iter().map(|q| 1 + q.threads.len()).sum();
                 let heights = PaneHeights::of(
                     body.height,
-                    t.profile.procedures.len() + t.profile.sampled_functions.len(),
+                    shown_rows(&t.profile).0.len(),
                     path_rows,
                     output_rows,
                 );
@@ -477,27 +477,17 @@ impl View {
         (secs > 0.0).then(|| (of(&now.profile) - of(&before.profile)) / secs)
     }
 
-    /// The `--func` procedures and the sampled functions the profile follows, in one
-    /// table (each sampled one marked when there are both).
+    /// The `--func` procedures, or without any the sampled functions the profile follows.
     fn procedures(&self, p: &Profile) -> Table<'static> {
-        let both = !p.procedures.is_empty() && !p.sampled_functions.is_empty();
-        let mut rows: Vec<(&ProcedureRow, bool)> = p
-            .procedures
-            .iter()
-            .map(|r| (r, false))
-            .chain(p.sampled_functions.iter().map(|r| (r, true)))
-            .collect();
-        rows.sort_by_key(|(r, _)| std::cmp::Reverse(self.sort.key(r)));
+        let (shown, what) = shown_rows(p);
+        let mut rows: Vec<&ProcedureRow> = shown.iter().collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(self.sort.key(r)));
         let pct = |x: f64| format!("{x:.1}");
         let body: Vec<Row> = rows
             .iter()
-            .map(|&(r, sampled)| {
+            .map(|r| {
                 Row::new(vec![
-                    if both && sampled {
-                        format!("{} (sampled)", r.name)
-                    } else {
-                        r.name.clone()
-                    },
+                    r.name.clone(),
                     ms_text(r.cp_ns),
                     pct(r.cp_pct),
                     ms_text(r.zeroing_ns),
@@ -530,15 +520,7 @@ impl View {
             ],
         )
         .header(header)
-        .block(Block::bordered().title(format!(
-            " {} by {} ",
-            match (p.procedures.is_empty(), p.sampled_functions.is_empty()) {
-                (true, false) => "sampled functions",
-                (false, false) => "procedures and sampled functions",
-                _ => "procedures",
-            },
-            self.sort.name()
-        )))
+        .block(Block::bordered().title(format!(" {what} by {} ", self.sort.name())))
     }
 
     fn messages(&self, p: &Profile) -> Vec<Line<'static>> {
@@ -612,6 +594,17 @@ const TABLE_CHROME: u16 = 3;
 
 /// Rows the command's output pane keeps however full the tables are: three lines.
 const OUTPUT_MIN: u16 = 5;
+
+/// The rows of the procedure table and what they are: the `--func` procedures when there
+/// are any (sampled functions ranked by inclusive time among them would put every
+/// stack's roots first), else the sampled functions.
+fn shown_rows(p: &Profile) -> (&[ProcedureRow], &'static str) {
+    if p.procedures.is_empty() && !p.sampled_functions.is_empty() {
+        (&p.sampled_functions, "sampled functions")
+    } else {
+        (&p.procedures, "procedures")
+    }
+}
 
 /// Rows of the procedure table kept however many threads the path runs through.
 const PROCEDURES_KEPT: u16 = 3;
