@@ -634,6 +634,47 @@ const SELECTIONS: [(usize, &str); 4] = [
 /// One rank exchanging with itself, pinned to CPU 1 with the tracer on CPU 0, and its own
 /// CPU time as the measure: on this shared 2-CPU machine, the wall time of two ranks in
 /// lockstep varied from -35 % to +155 % between identical runs (docs/benchmarks.md).
+/// The slowdown loop (`bench_slowdown.mpich`, one rank on CPU 1), calibrated: the
+/// slowdown and sampler stages run it.
+struct SlowdownLoop {
+    prog: PathBuf,
+    /// Work units per microsecond.
+    per_us: f64,
+}
+
+impl SlowdownLoop {
+    /// Work units per microsecond: the fastest of three calibrations, so every run does
+    /// the same work and only the probes differ.
+    fn calibrated(env: &Env) -> Result<SlowdownLoop> {
+        let prog = env.programs.join("bench_slowdown.mpich");
+        let mut per_us = 0f64;
+        for _ in 0..3 {
+            let out = output(
+                Command::new("taskset")
+                    .args(["-c", "1"])
+                    .arg(&prog)
+                    .arg("calibrate"),
+            )?;
+            per_us = per_us.max(field(&out, "units_per_us")?);
+        }
+        Ok(SlowdownLoop { prog, per_us })
+    }
+
+    /// The command: `secs` of the loop at `rate` messages per second.
+    fn argv(&self, rate: u64, secs: f64) -> Vec<String> {
+        let iters = (rate as f64 * secs).round() as u64;
+        let units = (self.per_us * 1e6 / rate as f64).round() as u64;
+        vec![
+            "mpirun.mpich".to_string(),
+            "-np".into(),
+            "1".into(),
+            self.prog.display().to_string(),
+            iters.to_string(),
+            units.to_string(),
+        ]
+    }
+}
+
 fn slowdown(
     env: &Env,
     reps: usize,
@@ -641,19 +682,8 @@ fn slowdown(
     rates: &[u64],
     selections: &[(usize, &str)],
 ) -> Result<()> {
-    let prog = env.programs.join("bench_slowdown.mpich");
-    // Work units per microsecond: the fastest of three calibrations, so every run does the
-    // same work and only the probes differ.
-    let mut per_us = 0f64;
-    for _ in 0..3 {
-        let out = output(
-            Command::new("taskset")
-                .args(["-c", "1"])
-                .arg(&prog)
-                .arg("calibrate"),
-        )?;
-        per_us = per_us.max(field(&out, "units_per_us")?);
-    }
+    let work = SlowdownLoop::calibrated(env)?;
+    let per_us = work.per_us;
     println!(
         "bench_slowdown.mpich, one rank (mpirun.mpich -np 1) on CPU 1, tracer on CPU 0, \
          {secs} s loops; work per iteration 1/rate s at {per_us:.1} units/us (calibrated); \
@@ -665,16 +695,7 @@ fn slowdown(
     println!("| msgs/s (nominal) | untraced msgs/s | procedures | floor slowdown % | our slowdown % | ours - floor (points) | our slowdown %, wall time |");
     println!("|---|---|---|---|---|---|---|");
     for &rate in rates {
-        let iters = (rate as f64 * secs).round() as u64;
-        let units = (per_us * 1e6 / rate as f64).round() as u64;
-        let argv = vec![
-            "mpirun.mpich".to_string(),
-            "-np".into(),
-            "1".into(),
-            prog.display().to_string(),
-            iters.to_string(),
-            units.to_string(),
-        ];
+        let argv = work.argv(rate, secs);
         // (cpu seconds, wall seconds, msgs/s)
         let run = |mode: Mode, k: usize| -> Result<(f64, f64, f64)> {
             let pattern = SELECTIONS.iter().find(|s| s.0 == k).unwrap().1;

@@ -251,19 +251,16 @@ pub(crate) mod tests {
 
     #[test]
     fn samples_change_neither_the_graph_nor_the_report() {
-        let with = RecordedGraph::from_items(&sampled_pair(), ClockKind::Cpu);
-        let without: Vec<_> = sampled_pair()
-            .into_iter()
-            .filter(|i| {
-                !matches!(
-                    i,
-                    crate::format::recording::Item::Record(crate::format::records::Record::Sample(
-                        _
-                    ))
-                )
-            })
+        use crate::format::recording::{Item, RecordingMeta};
+        use crate::format::records::Record;
+        let with_items = sampled_pair();
+        let without_items: Vec<Item> = with_items
+            .iter()
+            .filter(|i| !matches!(i, Item::Record(Record::Sample(_))))
+            .cloned()
             .collect();
-        let without = RecordedGraph::from_items(&without, ClockKind::Cpu);
+        let with = RecordedGraph::from_items(&with_items, ClockKind::Cpu);
+        let without = RecordedGraph::from_items(&without_items, ClockKind::Cpu);
         assert_eq!(with.samples.samples().len(), 6);
         assert!(without.samples.is_empty());
         assert_eq!(with.graph.arcs, without.graph.arcs);
@@ -276,28 +273,15 @@ pub(crate) mod tests {
             text(&with).replace("from 13 events", "from 7 events"),
             text(&without)
         );
-        let meta = crate::format::recording::RecordingMeta::default();
-        let metrics = |items: &[crate::format::recording::Item]| {
-            serde_json::to_string(&crate::metrics::Metrics::from_items(items, &meta)).unwrap()
-        };
-        let without_items: Vec<_> = sampled_pair()
-            .into_iter()
-            .filter(|i| {
-                !matches!(
-                    i,
-                    crate::format::recording::Item::Record(crate::format::records::Record::Sample(
-                        _
-                    ))
-                )
-            })
-            .collect();
         // The same metrics but for the records read.
-        let mut with_metrics = crate::metrics::Metrics::from_items(&sampled_pair(), &meta);
+        let meta = RecordingMeta::default();
+        let mut with_metrics = crate::metrics::Metrics::from_items(&with_items, &meta);
         assert_eq!(with_metrics.events.analyzed, 13);
         with_metrics.events.analyzed = 7;
         assert_eq!(
             serde_json::to_string(&with_metrics).unwrap(),
-            metrics(&without_items)
+            serde_json::to_string(&crate::metrics::Metrics::from_items(&without_items, &meta))
+                .unwrap()
         );
     }
 

@@ -13,7 +13,7 @@ use std::process::Command;
 
 use anyhow::Result;
 
-use super::{command, field, load, timed, Env, Mode, Stats, RATES};
+use super::{command, field, load, timed, Env, Mode, SlowdownLoop, Stats, RATES};
 use crate::util::output;
 
 /// Sampling rate of the slowdown runs: the default of `tracer record`.
@@ -27,17 +27,7 @@ pub(super) fn sampler(env: &Env, reps: usize, secs: f64) -> Result<()> {
 }
 
 fn slowdown(env: &Env, reps: usize, secs: f64) -> Result<()> {
-    let prog = env.programs.join("bench_slowdown.mpich");
-    let mut per_us = 0f64;
-    for _ in 0..3 {
-        let out = output(
-            Command::new("taskset")
-                .args(["-c", "1"])
-                .arg(&prog)
-                .arg("calibrate"),
-        )?;
-        per_us = per_us.max(field(&out, "units_per_us")?);
-    }
+    let work = SlowdownLoop::calibrated(env)?;
     println!(
         "bench_slowdown.mpich, one rank on CPU 1, tracer on CPU 0, {secs} s loops, no \
          selected procedure; slowdown = loop CPU time traced / untraced - 1; {reps} rounds, \
@@ -49,16 +39,7 @@ fn slowdown(env: &Env, reps: usize, secs: f64) -> Result<()> {
     );
     println!("|---|---|---|---|");
     for &rate in &RATES {
-        let iters = (rate as f64 * secs).round() as u64;
-        let units = (per_us * 1e6 / rate as f64).round() as u64;
-        let argv = vec![
-            "mpirun.mpich".to_string(),
-            "-np".into(),
-            "1".into(),
-            prog.display().to_string(),
-            iters.to_string(),
-            units.to_string(),
-        ];
+        let argv = work.argv(rate, secs);
         let cpu_secs = |mode: Mode, hz: &str| -> Result<f64> {
             let extra = if mode == Mode::Untraced {
                 vec![]
