@@ -70,5 +70,16 @@ const _: () = {
     assert!(size_of::<CallPairRecord>() == 136);
     assert!(size_of::<FutexPairRecord>() == 96);
     assert!(size_of::<SwitchPairRecord>() == 56);
-    assert!(size_of::<ThreadState>() == 56 + 72 * MAX_CALL_DEPTH + 104 + 64 + 8 + 8 * ARRAY_CHUNK);
+    assert!(size_of::<ProcedureFrame>() == 16);
+    assert!(
+        size_of::<ThreadState>()
+            == 56
+                + 72 * MAX_CALL_DEPTH
+                + 104
+                + 64
+                + 8
+                + 8 * ARRAY_CHUNK
+                + 8
+                + 16 * MAX_PROCEDURE_DEPTH
+    );
 };

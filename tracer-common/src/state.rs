@@ -63,6 +63,21 @@ pub const THREAD_SLOTS_LEN: u32 = 4096;
 /// MPI calls can nest (ROMIO, profiling wrappers); deeper nesting is counted, not kept.
 pub const MAX_CALL_DEPTH: usize = 4;
 
+/// Selected procedures (`--func`) in progress whose return address a thread's state keeps
+/// for the sampler, innermost last; a deeper one's samples stop at the return probe's
+/// trampoline, as every one's did before.
+pub const MAX_PROCEDURE_DEPTH: usize = 8;
+
+/// A selected procedure in progress while the sampler runs: its caller's return address,
+/// and where on the stack it is (which the return probe overwrites with its trampoline's
+/// address; the sampler puts `site` back there in its copy of the stack).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcedureFrame {
+    pub site: u64,
+    pub sp: u64,
+}
+
 /// Per traced thread (in `THREAD_SLOTS` or `THREADS`): its CPU clock and its calls in
 /// progress. One entry serves every probe of the thread, so a call's entry and exit each
 /// need one lookup; having an entry also means the thread is traced.
@@ -89,6 +104,11 @@ pub struct ThreadState {
     /// How many of `tested` are the call's.
     pub tested_total: u32,
     pub tested: [u64; ARRAY_CHUNK],
+    /// Selected procedures in progress (`procedures[..procedure_depth]`), kept only
+    /// while the sampler runs.
+    pub procedure_depth: u32,
+    pub _pad: u32,
+    pub procedures: [ProcedureFrame; MAX_PROCEDURE_DEPTH],
 }
 
 /// Values of [`ThreadState::held`].

@@ -9,8 +9,9 @@ use crate::{
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use core::ptr::{read_volatile, write_volatile};
 use tracer_common::{
-    clock_state, held, CallFrame, CallRecord, ProbeFailure, ThreadClock, ThreadState, ARRAY_CHUNK,
-    MAX_CALL_DEPTH, STOLEN_UNKNOWN, THREAD_SLOTS_LEN,
+    clock_state, held, CallFrame, CallRecord, ProbeFailure, ProcedureFrame, ThreadClock,
+    ThreadState, ARRAY_CHUNK, MAX_CALL_DEPTH, MAX_PROCEDURE_DEPTH, STOLEN_UNKNOWN,
+    THREAD_SLOTS_LEN,
 };
 
 /// `bpf_map_update_elem` flag: only if the key is not there yet.
@@ -46,6 +47,9 @@ static NEW_THREAD: ThreadState = ThreadState {
     tested_frame: 0,
     tested_total: 0,
     tested: [0; ARRAY_CHUNK],
+    procedure_depth: 0,
+    _pad: 0,
+    procedures: [ProcedureFrame { site: 0, sp: 0 }; MAX_PROCEDURE_DEPTH],
 };
 
 pub fn current_ids() -> (u32, u32) {

@@ -160,6 +160,20 @@ fn c_stacks_unwind_to_main_without_frame_pointers() {
     check_chain(&t, &prog, &["inner", "outer", "main"]);
 }
 
+/// With the chain's functions selected (`--func`), their return probes replace their
+/// return addresses too: the probes keep each selected procedure's, and the stacks
+/// sampled inside them still unwind to main.
+#[test]
+fn stacks_inside_selected_procedures_unwind_to_main() {
+    let prog = program("sampled_chain");
+    let t = record(
+        "sampled-func",
+        &["--sample", "999", "--func", "inner", "--func", "outer"],
+        std::slice::from_ref(&prog),
+    );
+    check_chain(&t, &prog, &["inner", "outer", "main"]);
+}
+
 #[test]
 fn thread_stacks_unwind_to_their_start_routine() {
     let prog = program("sampled_chain");

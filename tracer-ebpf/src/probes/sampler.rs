@@ -18,7 +18,8 @@ use aya_ebpf::{
 };
 use core::ffi::c_void;
 use tracer_common::{
-    held, kind, EventHeader, RawSampleRecord, ThreadState, MAX_CALL_DEPTH, SAMPLE_STACK_BYTES,
+    held, kind, EventHeader, RawSampleRecord, ThreadState, MAX_CALL_DEPTH, MAX_PROCEDURE_DEPTH,
+    SAMPLE_STACK_BYTES,
 };
 
 const PAGE: u64 = 4096;
@@ -98,11 +99,12 @@ fn try_sample(ctx: &PerfEventContext) -> Result<(), ()> {
     Ok(())
 }
 
-/// Puts back, in the copied stack, the return address of every probed call the thread is
-/// in: their return probes replaced each with the address of the kernel's trampoline
-/// (in the `[uprobes]` page), where the unwinder would stop. Each call's entry kept the
-/// address (`CallFrame::site`, read at every entry while the sampler runs) and where it
-/// was (`CallFrame::sp`).
+/// Puts back, in the copied stack, the return address of every probed call and selected
+/// procedure the thread is in: their return probes replaced each with the address of the
+/// kernel's trampoline (in the `[uprobes]` page), where the unwinder would stop. Each
+/// call's entry kept the address (`CallFrame::site`, read at every entry while the
+/// sampler runs) and where it was (`CallFrame::sp`); each procedure's, in
+/// `ThreadState::procedures`.
 #[inline(always)]
 fn restore_return_addresses(
     stack: &mut [u8; SAMPLE_STACK_BYTES],
@@ -117,18 +119,34 @@ fn restore_return_addresses(
         let Some(frame) = thread.frames.get(i) else {
             break;
         };
-        if frame.site == 0 || frame.sp < sp {
-            continue;
+        put_back(stack, sp, len, frame.sp, frame.site);
+    }
+    for i in 0..MAX_PROCEDURE_DEPTH {
+        if i as u32 >= thread.procedure_depth {
+            break;
         }
-        let at = frame.sp - sp;
-        if at + 8 > u64::from(len) || at > (SAMPLE_STACK_BYTES - 8) as u64 {
-            continue;
-        }
-        // Masked too, so the verifier sees the write inside the record.
-        let at = (at as usize) & (SAMPLE_STACK_BYTES - 1);
-        if let Some(slot) = stack.get_mut(at..at + 8) {
-            slot.copy_from_slice(&frame.site.to_le_bytes());
-        }
+        let Some(frame) = thread.procedures.get(i) else {
+            break;
+        };
+        put_back(stack, sp, len, frame.sp, frame.site);
+    }
+}
+
+/// Writes return address `site` where it was on the stack (`at_sp`) into the copy of the
+/// stack from `sp` (`len` bytes of it read).
+#[inline(always)]
+fn put_back(stack: &mut [u8; SAMPLE_STACK_BYTES], sp: u64, len: u32, at_sp: u64, site: u64) {
+    if site == 0 || at_sp < sp {
+        return;
+    }
+    let at = at_sp - sp;
+    if at + 8 > u64::from(len) || at > (SAMPLE_STACK_BYTES - 8) as u64 {
+        return;
+    }
+    // Masked too, so the verifier sees the write inside the record.
+    let at = (at as usize) & (SAMPLE_STACK_BYTES - 1);
+    if let Some(slot) = stack.get_mut(at..at + 8) {
+        slot.copy_from_slice(&site.to_le_bytes());
     }
 }
 
