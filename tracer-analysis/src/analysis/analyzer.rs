@@ -293,7 +293,9 @@ impl<M: PathModel> Analyzer<M> {
             cpu_in.resize(p + 1, 0);
             p
         });
-        if !stack.inclusive.is_empty() {
+        // Also a sample in no followed function: it takes its part of the thread's work,
+        // which the next sample would otherwise take.
+        if first_cpu.is_some() {
             self.engine.sampled(r.header.tid, r.header.cpu_ns, &stack);
         }
     }
