@@ -390,6 +390,9 @@ impl<M: PathModel> Analyzer<M> {
             Record::ProcessEnd(e) => {
                 self.deaths
                     .extend(Death::from_status(h.tgid, h.ts_ns, e.status));
+                if let Some(s) = &mut self.sampled {
+                    s.end_process(h.tgid);
+                }
                 return;
             }
             Record::SwitchIn(_) => {

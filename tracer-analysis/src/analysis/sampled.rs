@@ -101,6 +101,12 @@ impl LiveSamples {
             .insert(p.pid, (self.snapshots, p.mappings.clone()));
     }
 
+    /// The process ended: its mapped files are no longer needed (a system-wide session
+    /// sees processes come and go without end).
+    pub(crate) fn end_process(&mut self, pid: u32) {
+        self.mappings.remove(&pid);
+    }
+
     /// The thread ended: its previous sample is no longer needed.
     pub(crate) fn end_thread(&mut self, tid: u32) {
         self.last_cpu.remove(&tid);
