@@ -44,12 +44,17 @@ fn func_event(ctx: *mut core::ffi::c_void, regs: &pt_regs, kind: u16) {
 /// return address on top of the stack), those entered at or below the stack pointer have
 /// returned (without their exit: a longjmp), and the new one is pushed; at an exit
 /// (the return address popped), those below the stack pointer have returned.
+// Every index is a loop constant: an index computed from the depth, even checked, can
+// reach the verifier as an unbounded offset (the compiler checks one register and
+// indexes with another).
 #[inline(always)]
 fn keep_return_address(thread: &mut ThreadState, regs: &pt_regs, entry: bool) {
     let sp = regs.rsp;
-    for _ in 0..MAX_PROCEDURE_DEPTH {
-        let depth = thread.procedure_depth as usize;
-        let Some(innermost) = depth.checked_sub(1).and_then(|i| thread.procedures.get(i)) else {
+    for i in (0..MAX_PROCEDURE_DEPTH).rev() {
+        if i as u32 >= thread.procedure_depth {
+            continue;
+        }
+        let Some(innermost) = thread.procedures.get(i) else {
             break;
         };
         let returned = if entry {
@@ -60,17 +65,22 @@ fn keep_return_address(thread: &mut ThreadState, regs: &pt_regs, entry: bool) {
         if !returned {
             break;
         }
-        thread.procedure_depth -= 1;
+        thread.procedure_depth = i as u32;
     }
     if !entry {
         return;
     }
-    let depth = thread.procedure_depth as usize;
-    if let Some(frame) = thread.procedures.get_mut(depth) {
-        *frame = ProcedureFrame {
-            site: read_user::<u64>(sp).unwrap_or(0),
-            sp,
-        };
-        thread.procedure_depth += 1;
+    for i in 0..MAX_PROCEDURE_DEPTH {
+        if i as u32 != thread.procedure_depth {
+            continue;
+        }
+        if let Some(frame) = thread.procedures.get_mut(i) {
+            *frame = ProcedureFrame {
+                site: read_user::<u64>(sp).unwrap_or(0),
+                sp,
+            };
+            thread.procedure_depth += 1;
+        }
+        break;
     }
 }
