@@ -14,7 +14,7 @@ use super::engine::{CriticalEnd, CriticalPathEngine};
 use super::faults::{signal_name, Death, Killed};
 use super::matcher::{MessageMatcher, ReceivedStatus};
 use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
-use super::sampled::{LiveSampleCounts, LiveSamples, TrackRule, HOT};
+use super::sampled::{Columns, LiveSampleCounts, LiveSamples, TrackRule, HOT};
 use super::sync::{futex_wakes, SyncTracker};
 use super::workclock::{self, ClockKind, WorkClock};
 use crate::format::call_facts::{RequestsIn, Sends};
@@ -132,6 +132,51 @@ impl Procedures {
     pub(crate) fn of_probe(&self, id: u16) -> Option<ProcId> {
         self.by_probe.get(&id).copied()
     }
+}
+
+/// The columns of the sampled functions the profile follows: procedures of the analyzer,
+/// columns of its path model.
+struct SampledColumns<'a, M> {
+    procedures: &'a mut Procedures,
+    engine: &'a mut M,
+    cpu_in: &'a mut Vec<u64>,
+    /// What [`Analyzer::counts`] decides by.
+    thread_pids: &'a FxHashMap<u32, u32>,
+    participants: &'a FxHashSet<u32>,
+}
+
+impl<M: PathModel> Columns for SampledColumns<'_, M> {
+    fn add(&mut self, name: &str) -> ProcId {
+        let p = self.procedures.add_sampled(name);
+        self.engine.set_procedures(p + 1);
+        self.cpu_in.resize(p + 1, 0);
+        p
+    }
+
+    fn unused(&self, p: ProcId) -> bool {
+        let only = !self.participants.is_empty();
+        let include = |tid| counted(self.thread_pids, self.participants, tid, only);
+        self.engine.unused(p, &include, only)
+    }
+
+    fn reuse(&mut self, p: ProcId, name: &str) {
+        self.procedures.names[p] = name.to_string();
+        self.procedures.symbols[p] = name.to_string();
+        self.engine.reuse(p);
+    }
+}
+
+/// Whether thread `tid`'s path counts ([`Analyzer::counts`]).
+fn counted(
+    thread_pids: &FxHashMap<u32, u32>,
+    participants: &FxHashSet<u32>,
+    tid: u32,
+    only_participants: bool,
+) -> bool {
+    !only_participants
+        || thread_pids
+            .get(&tid)
+            .is_some_and(|p| participants.contains(p))
 }
 
 /// A thread's state, created at its first record `h`.
@@ -279,20 +324,37 @@ impl<M: PathModel> Analyzer<M> {
         self.sampled.as_ref().map_or(0, |s| s.cpu_of(p))
     }
 
-    fn sample(&mut self, r: &SampleRecord) {
+    /// Releases the columns of the followed functions no path that counts has time in.
+    fn release_sampled_columns(&mut self) {
         let Some(live) = self.sampled.as_mut() else {
             return;
         };
+        let mut columns = SampledColumns {
+            procedures: &mut self.procedures,
+            engine: &mut self.engine,
+            cpu_in: &mut self.cpu_in,
+            thread_pids: &self.thread_pids,
+            participants: &self.participants,
+        };
+        live.release_unused(&mut columns);
+    }
+
+    fn sample(&mut self, r: &SampleRecord) {
         // A thread is known from its first event on; a sample before it has no path.
-        let first_cpu = self.threads.get(&r.header.tid).map(|t| t.first_cpu);
-        let (procedures, engine, cpu_in) =
-            (&mut self.procedures, &mut self.engine, &mut self.cpu_in);
-        let stack = live.sample(r, first_cpu, &mut |name| {
-            let p = procedures.add_sampled(name);
-            engine.set_procedures(p + 1);
-            cpu_in.resize(p + 1, 0);
-            p
-        });
+        let thread = self.threads.get(&r.header.tid);
+        let first_cpu = thread.map(|t| t.first_cpu);
+        let may_follow = thread.is_some_and(|t| !t.in_library_call()) && self.counts(r.header.tid);
+        let Some(live) = self.sampled.as_mut() else {
+            return;
+        };
+        let mut columns = SampledColumns {
+            procedures: &mut self.procedures,
+            engine: &mut self.engine,
+            cpu_in: &mut self.cpu_in,
+            thread_pids: &self.thread_pids,
+            participants: &self.participants,
+        };
+        let stack = live.sample(r, first_cpu, may_follow, &mut columns);
         // Also a sample in no followed function: it takes its part of the thread's work,
         // which the next sample would otherwise take.
         if first_cpu.is_some() {
@@ -454,8 +516,11 @@ impl<M: PathModel> Analyzer<M> {
             }
         }
         self.engine.advance_clocks(h.tid, work, &clocks, &h);
-        if makes_participant(r) {
-            self.participants.insert(h.tgid);
+        if makes_participant(r) && self.participants.insert(h.tgid) && self.participants.len() == 1
+        {
+            // From now on only the program's processes count: what the launcher's
+            // functions hold on the path no longer matters.
+            self.release_sampled_columns();
         }
         match r {
             Record::CallEnter(e) => self.call_enter(e),
@@ -816,11 +881,12 @@ impl<M: PathModel> Analyzer<M> {
     }
 
     fn counts_if(&self, tid: u32, only_participants: bool) -> bool {
-        !only_participants
-            || self
-                .thread_pids
-                .get(&tid)
-                .is_some_and(|p| self.participants.contains(p))
+        counted(
+            &self.thread_pids,
+            &self.participants,
+            tid,
+            only_participants,
+        )
     }
 
     /// CPU time of all traced threads while they were traced.

@@ -99,6 +99,19 @@ impl PathState {
         false
     }
 
+    /// Procedure `p` starts over: no time in it, and the path no shorter without it.
+    fn clear(&mut self, p: ProcId) {
+        if let Some(cp) = self.inclusive.get_mut(p) {
+            *cp = 0;
+        }
+        if let Some(cp) = self.exclusive.get_mut(p) {
+            *cp = 0;
+        }
+        if let Some(z) = self.zeroed.get_mut(p) {
+            *z = self.longest;
+        }
+    }
+
     /// `work` of the path was spent in the sampled functions `stack`.
     fn add_sampled(&mut self, stack: &StackProcs, work: u64) {
         if work == 0 {
@@ -378,6 +391,37 @@ impl CriticalPathEngine {
             .unwrap_or(0)
     }
 
+    /// Whether no path that may still be critical (as [`Self::critical`] takes them) has
+    /// time in procedure `p`.
+    pub(crate) fn unused(
+        &self,
+        p: ProcId,
+        include: &dyn Fn(u32) -> bool,
+        only_participants: bool,
+    ) -> bool {
+        self.candidates(include, only_participants)
+            .all(|c| c.path.inclusive.get(p).is_none_or(|&cp| cp == 0))
+    }
+
+    /// Procedure `p` starts over as another function (a sampled function's column given
+    /// to another: [`super::sampled`]). A path state a message in flight still carries
+    /// keeps its old figures, which a receive may adopt: the column is reused only while
+    /// every path the engine keeps has no time in it.
+    pub(crate) fn reuse(&mut self, p: ProcId) {
+        for t in self.threads.values_mut() {
+            t.path.clear(p);
+            for s in &mut t.samples.pending {
+                s.stack.inclusive.retain(|&q| q != p);
+                if s.stack.leaf == Some(p) {
+                    s.stack.leaf = None;
+                }
+            }
+        }
+        for e in self.ended.iter_mut().flatten() {
+            e.path.clear(p);
+        }
+    }
+
     /// Entries held (threads), for the memory-bound tests.
     pub(crate) fn threads_held(&self) -> usize {
         self.threads.len()
@@ -407,6 +451,12 @@ impl PathModel for CriticalPathEngine {
     }
     fn sampled(&mut self, tid: u32, cpu_ns: u64, stack: &StackProcs) {
         CriticalPathEngine::sampled(self, tid, cpu_ns, stack)
+    }
+    fn unused(&self, p: ProcId, include: &dyn Fn(u32) -> bool, only_participants: bool) -> bool {
+        CriticalPathEngine::unused(self, p, include, only_participants)
+    }
+    fn reuse(&mut self, p: ProcId) {
+        CriticalPathEngine::reuse(self, p)
     }
     fn end_thread(&mut self, tid: u32, participant: bool) {
         CriticalPathEngine::end_thread(self, tid, participant)

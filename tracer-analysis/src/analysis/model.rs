@@ -85,6 +85,14 @@ pub trait PathModel {
     /// Thread `tid` was sampled at its CPU clock `cpu_ns` in the functions `stack` (a
     /// sample is no event: it neither advances the thread nor cuts its work).
     fn sampled(&mut self, _tid: u32, _cpu_ns: u64, _stack: &StackProcs) {}
+    /// Whether no path that may still be critical (as [`super::Analyzer`] decides:
+    /// `include` and `only_participants`) has time in procedure `p`, so that its column
+    /// can go to another sampled function ([`Self::reuse`]).
+    fn unused(&self, _p: ProcId, _include: &dyn Fn(u32) -> bool, _only_participants: bool) -> bool {
+        false
+    }
+    /// Procedure `p` starts over as another function: no time in it on any path.
+    fn reuse(&mut self, _p: ProcId) {}
     /// The thread's current event is the source of a dependency.
     fn snapshot(&mut self, tid: u32) -> Self::Mark;
     /// The thread's current event waited for `incoming`.

@@ -4,9 +4,12 @@
 //! engine, each as a procedure of its own ([`super::model::PathModel::sampled`]).
 //!
 //! Memory is bounded whatever the run's length: at most [`MAX_TRACKED`] functions are
-//! followed on the path (each one a column of every path state a message carries), at
-//! most [`MAX_FUNCTIONS`] are tallied, and the names of at most [`MAX_NAMED_ADDRESSES`]
-//! code addresses are kept.
+//! followed on the path at a time (each one a column of every path state a message
+//! carries), at most [`MAX_FUNCTIONS`] are tallied, and the names of at most
+//! [`MAX_NAMED_ADDRESSES`] code addresses are kept. A start-up (an MPI library's
+//! initialisation) makes many functions hot for a moment; once they are cold and have no
+//! time on the path (work inside MPI calls is no path work), their columns go to the
+//! functions that are hot later.
 
 use std::collections::HashMap;
 
@@ -24,6 +27,23 @@ pub(crate) const MAX_TRACKED: usize = 32;
 const MAX_FUNCTIONS: usize = 16_384;
 /// Code addresses whose names are kept; the cache starts over beyond this.
 const MAX_NAMED_ADDRESSES: usize = 65_536;
+/// A followed function not sampled in the last this many samples is cold: its column may
+/// go to another once no path has time in it.
+const COLD_SAMPLES: u64 = 32;
+/// How often (in samples) a hot function without a column looks for a cold one.
+const REUSE_EVERY_SAMPLES: u64 = 8;
+
+/// Where the followed functions' columns come from: the analyzer's procedures and its
+/// path model.
+pub(crate) trait Columns {
+    /// A new column, for function `name`.
+    fn add(&mut self, name: &str) -> ProcId;
+    /// Whether no path has time in column `p`.
+    fn unused(&self, p: ProcId) -> bool;
+    /// Column `p` starts over as function `name`.
+    fn reuse(&mut self, p: ProcId, name: &str);
+}
+
 /// When a function is followed on the path.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TrackRule {
@@ -32,10 +52,10 @@ pub(crate) struct TrackRule {
     pub(crate) cpu_permille: u64,
 }
 
-/// Once it has 4 samples and at least 1 % of the sampled CPU time: hot functions get the
+/// Once it has 2 samples and at least 1 % of the sampled CPU time: hot functions get the
 /// columns, and a start-up's many one-sample functions do not use them up.
 pub(crate) const HOT: TrackRule = TrackRule {
-    samples: 4,
+    samples: 2,
     cpu_permille: 10,
 };
 
@@ -47,9 +67,11 @@ pub struct LiveSampleCounts {
     pub complete: u64,
     /// CPU time the samples stand for (each: its thread's CPU time since the previous).
     pub cpu_ns: u64,
-    /// Distinct functions seen, and those followed on the critical path.
+    /// Distinct functions seen, those followed on the path (columns in use), and how
+    /// many times a cold function's column went to another.
     pub functions: u64,
     pub tracked: u64,
+    pub reused: u64,
 }
 
 struct FunctionTally {
@@ -57,7 +79,9 @@ struct FunctionTally {
     /// CPU time of the samples whose stack has the function.
     cpu_ns: u64,
     samples: u64,
-    /// Its procedure, once followed on the path.
+    /// Samples read when it was last in one.
+    last_seen: u64,
+    /// Its procedure, while followed on the path.
     proc: Option<ProcId>,
 }
 
@@ -74,6 +98,12 @@ pub(crate) struct LiveSamples {
     last_cpu: FxHashMap<u32, u64>,
     counts: LiveSampleCounts,
     rule: TrackRule,
+    /// The followed functions (ids of `functions`).
+    followed: Vec<u32>,
+    /// Columns released, for the next hot functions.
+    free: Vec<ProcId>,
+    /// Samples read when a hot function last looked for a cold one's column.
+    reuse_tried: u64,
 }
 
 impl LiveSamples {
@@ -88,6 +118,9 @@ impl LiveSamples {
             last_cpu: FxHashMap::default(),
             counts: LiveSampleCounts::default(),
             rule,
+            followed: Vec::new(),
+            free: Vec::new(),
+            reuse_tried: 0,
         }
     }
 
@@ -114,13 +147,16 @@ impl LiveSamples {
 
     /// Tallies sample `r` of a thread whose first record had CPU clock `first_cpu`
     /// (None: no record of the thread came yet, and the sample is only counted);
-    /// returns the followed functions its stack is in. `track` makes a function a
-    /// procedure (its id) when it becomes hot.
+    /// returns the followed functions its stack is in. A hot function gets a column of
+    /// `columns` from a sample that `may_follow` (taken outside MPI/PVM calls: a sample
+    /// inside one is no path work, and an MPI library's start-up would make hundreds of
+    /// its functions hot for a moment).
     pub(crate) fn sample(
         &mut self,
         r: &SampleRecord,
         first_cpu: Option<u64>,
-        track: &mut dyn FnMut(&str) -> ProcId,
+        may_follow: bool,
+        columns: &mut dyn Columns,
     ) -> StackProcs {
         let h = &r.header;
         self.counts.samples += 1;
@@ -145,21 +181,86 @@ impl LiveSamples {
 
         let mut stack = StackProcs::default();
         for &id in &ids {
+            let seen = self.counts.samples;
             let f = &mut self.functions[id as usize];
             f.cpu_ns += weight;
             f.samples += 1;
+            f.last_seen = seen;
             let hot = f.samples >= self.rule.samples
                 && f.cpu_ns * 1000 >= self.counts.cpu_ns * self.rule.cpu_permille;
-            if f.proc.is_none() && hot && (self.counts.tracked as usize) < MAX_TRACKED {
-                f.proc = Some(track(&f.name));
-                self.counts.tracked += 1;
+            if f.proc.is_none() && hot && may_follow {
+                self.follow(id, columns);
             }
-            if let Some(p) = f.proc {
+            if let Some(p) = self.functions[id as usize].proc {
                 stack.inclusive.push(p);
             }
         }
         stack.leaf = leaf.and_then(|id| self.functions[id as usize].proc);
         stack
+    }
+
+    /// Releases the column of every followed function no path that counts has time in,
+    /// cold or not (the launcher's, once the program's processes show themselves).
+    pub(crate) fn release_unused(&mut self, columns: &mut dyn Columns) {
+        let functions = &mut self.functions;
+        let free = &mut self.free;
+        self.followed.retain(|&id| {
+            let f = &mut functions[id as usize];
+            match f.proc {
+                Some(p) if columns.unused(p) => {
+                    free.push(p);
+                    f.proc = None;
+                    false
+                }
+                _ => true,
+            }
+        });
+    }
+
+    /// Gives hot function `id` a column: a released one, a new one, or a cold function's.
+    fn follow(&mut self, id: u32, columns: &mut dyn Columns) {
+        if let Some(p) = self.free.pop() {
+            columns.reuse(p, &self.functions[id as usize].name);
+            self.functions[id as usize].proc = Some(p);
+            self.followed.push(id);
+            self.counts.reused += 1;
+            return;
+        }
+        if self.followed.len() + self.free.len() < MAX_TRACKED {
+            let f = &mut self.functions[id as usize];
+            f.proc = Some(columns.add(&f.name));
+            self.followed.push(id);
+            self.counts.tracked += 1;
+            return;
+        }
+        let now = self.counts.samples;
+        if now < self.reuse_tried + REUSE_EVERY_SAMPLES {
+            return;
+        }
+        self.reuse_tried = now;
+        let functions = &self.functions;
+        let coldest = self
+            .followed
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| functions[c as usize].last_seen + COLD_SAMPLES < now)
+            .filter(|(_, &c)| {
+                functions[c as usize]
+                    .proc
+                    .is_some_and(|p| columns.unused(p))
+            })
+            .min_by_key(|(_, &c)| functions[c as usize].last_seen)
+            .map(|(slot, &c)| (slot, c));
+        let Some((slot, cold)) = coldest else {
+            return;
+        };
+        let p = self.functions[cold as usize].proc.take();
+        if let Some(p) = p {
+            columns.reuse(p, &self.functions[id as usize].name);
+            self.functions[id as usize].proc = Some(p);
+            self.followed[slot] = id;
+            self.counts.reused += 1;
+        }
     }
 
     /// The stack's frames named, outermost first.
@@ -194,6 +295,7 @@ impl LiveSamples {
             name: name.to_string(),
             cpu_ns: 0,
             samples: 0,
+            last_seen: 0,
             proc: None,
         });
         self.by_name.insert(name.to_string(), id);
