@@ -67,8 +67,8 @@ pub struct LiveSampleCounts {
     pub complete: u64,
     /// CPU time the samples stand for (each: its thread's CPU time since the previous).
     pub cpu_ns: u64,
-    /// Distinct functions seen, those followed on the path (columns in use), and how
-    /// many times a cold function's column went to another.
+    /// Distinct functions seen, the columns made for those followed on the path (at most
+    /// [`MAX_TRACKED`]), and how many times a column went from one function to another.
     pub functions: u64,
     pub tracked: u64,
     pub reused: u64,
