@@ -140,16 +140,21 @@ const MAX_PENDING_SAMPLES: usize = 64;
 /// "Live"). A sample at CPU clock `at` stands for the thread's CPU time since its
 /// previous sample; the work the engine adds between two events is spread evenly over
 /// their CPU interval, so each sample takes the work of the part of its interval the
-/// thread has reached. The work of a part before the latest event is on the path already
-/// (`carry`); the rest comes with the thread's next events (`pending`).
+/// thread has reached, when that work comes (`pending`: samples later than the latest
+/// event). Work past the latest sample goes at once to that sample's stack (`held`), the
+/// code the thread was last seen in: a message sent before the next sample carries the
+/// path with all its work attributed (left for the next sample, the work of every
+/// stretch between a sample and a send would be missing from the receiver's path).
 #[derive(Clone, Debug, Default)]
 struct SampleSpans {
     /// CPU clock at the thread's latest advance (None before its first).
     advanced_cpu: Option<u64>,
-    /// Work on the thread's path since its latest sample, up to `advanced_cpu`.
+    /// Work on the thread's path before its first sample, for that sample.
     carry: u64,
     /// Samples later than `advanced_cpu`, oldest first.
     pending: VecDeque<PendingSample>,
+    /// The stack of the latest sample whose interval the thread has passed.
+    held: Option<StackProcs>,
 }
 
 #[derive(Clone, Debug)]
@@ -179,12 +184,13 @@ impl SampleSpans {
             path.add_sampled(&p.stack, part);
             left -= part;
             at = p.at.max(at);
-            self.pending.pop_front();
+            self.held = self.pending.pop_front().map(|p| p.stack);
         }
         // The rest of the interval: inside the next sample's, or after the latest one.
-        match self.pending.front() {
-            Some(p) => path.add_sampled(&p.stack, left),
-            None => self.carry += left,
+        match (self.pending.front(), &self.held) {
+            (Some(p), _) => path.add_sampled(&p.stack, left),
+            (None, Some(held)) => path.add_sampled(held, left),
+            (None, None) => self.carry += left,
         }
     }
 
@@ -192,6 +198,7 @@ impl SampleSpans {
     fn sample(&mut self, path: &mut PathState, at: u64, stack: &StackProcs) {
         path.add_sampled(stack, std::mem::take(&mut self.carry));
         if self.advanced_cpu.is_some_and(|c| at <= c) {
+            self.held = Some(stack.clone());
             return;
         }
         if self.pending.len() == MAX_PENDING_SAMPLES {
@@ -410,10 +417,17 @@ impl CriticalPathEngine {
     pub(crate) fn reuse(&mut self, p: ProcId) {
         for t in self.threads.values_mut() {
             t.path.clear(p);
-            for s in &mut t.samples.pending {
-                s.stack.inclusive.retain(|&q| q != p);
-                if s.stack.leaf == Some(p) {
-                    s.stack.leaf = None;
+            let held = t.samples.held.iter_mut();
+            for stack in t
+                .samples
+                .pending
+                .iter_mut()
+                .map(|s| &mut s.stack)
+                .chain(held)
+            {
+                stack.inclusive.retain(|&q| q != p);
+                if stack.leaf == Some(p) {
+                    stack.leaf = None;
                 }
             }
         }
@@ -491,14 +505,16 @@ mod tests {
         assert_eq!((p.inclusive[0], p.inclusive[1]), (40, 60));
         assert_eq!((p.exclusive[0], p.exclusive[1]), (40, 60));
         assert_eq!((p.zeroed[0], p.zeroed[1]), (60, 40));
-        // Work past the latest sample waits for the next one (10 of it), which also
-        // takes the part of its interval the next event brings (20).
+        // Work past the latest sample goes to its stack at once (10 to procedure 1); a
+        // later sample takes the part of its interval the next event brings (20 of 90),
+        // and holds the rest (70).
         e.advance(1, 110, 1_110);
+        assert_eq!(e.snapshot(1).inclusive[1], 70);
         e.sampled(1, 1_130, &stack(0));
         e.advance(1, 200, 1_200);
         let p = e.snapshot(1);
-        assert_eq!(p.inclusive[0], 40 + 10 + 20);
-        assert_eq!(p.zeroed[0], 200 - 70);
+        assert_eq!((p.inclusive[0], p.inclusive[1]), (40 + 20 + 70, 70));
+        assert_eq!(p.zeroed[0], 200 - 130);
     }
 
     /// A longer path that replaces the thread's drops the thread's work since its last
@@ -519,8 +535,8 @@ mod tests {
         let p = e.snapshot(1);
         assert_eq!(p.longest, 1_020);
         assert_eq!(
-            p.inclusive[0], 10,
-            "half of the 20 after the merge is the sample's"
+            p.inclusive[0], 20,
+            "the 20 after the merge: 10 in the sample's interval, 10 held after it"
         );
     }
 }
