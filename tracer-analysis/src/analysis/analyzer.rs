@@ -324,19 +324,25 @@ impl<M: PathModel> Analyzer<M> {
         self.sampled.as_ref().map_or(0, |s| s.cpu_of(p))
     }
 
-    /// Releases the columns of the followed functions no path that counts has time in.
-    fn release_sampled_columns(&mut self) {
-        let Some(live) = self.sampled.as_mut() else {
-            return;
-        };
-        let mut columns = SampledColumns {
+    /// The live sampled functions and the columns they are followed in (None when the
+    /// analyzer follows none).
+    fn sampled_columns(&mut self) -> Option<(&mut LiveSamples, SampledColumns<'_, M>)> {
+        let live = self.sampled.as_mut()?;
+        let columns = SampledColumns {
             procedures: &mut self.procedures,
             engine: &mut self.engine,
             cpu_in: &mut self.cpu_in,
             thread_pids: &self.thread_pids,
             participants: &self.participants,
         };
-        live.release_unused(&mut columns);
+        Some((live, columns))
+    }
+
+    /// Releases the columns of the followed functions no path that counts has time in.
+    fn release_sampled_columns(&mut self) {
+        if let Some((live, mut columns)) = self.sampled_columns() {
+            live.release_unused(&mut columns);
+        }
     }
 
     fn sample(&mut self, r: &SampleRecord) {
@@ -344,15 +350,8 @@ impl<M: PathModel> Analyzer<M> {
         let thread = self.threads.get(&r.header.tid);
         let first_cpu = thread.map(|t| t.first_cpu);
         let may_follow = thread.is_some_and(|t| !t.in_library_call()) && self.counts(r.header.tid);
-        let Some(live) = self.sampled.as_mut() else {
+        let Some((live, mut columns)) = self.sampled_columns() else {
             return;
-        };
-        let mut columns = SampledColumns {
-            procedures: &mut self.procedures,
-            engine: &mut self.engine,
-            cpu_in: &mut self.cpu_in,
-            thread_pids: &self.thread_pids,
-            participants: &self.participants,
         };
         let stack = live.sample(r, first_cpu, may_follow, &mut columns);
         // Also a sample in no followed function: it takes its part of the thread's work,
