@@ -314,7 +314,7 @@ impl CriticalPathEngine {
     pub fn merge(&mut self, tid: u32, incoming: &PathState) {
         let t = self.thread(tid);
         if t.path.merge(incoming) {
-            // The thread's work since its latest sample is no longer on its path.
+            // The thread's work before its first sample is no longer on its path.
             t.samples.carry = 0;
         }
     }
@@ -413,7 +413,7 @@ impl CriticalPathEngine {
     /// Procedure `p` starts over as another function (a sampled function's column given
     /// to another: [`super::sampled`]). A path state a message in flight still carries
     /// keeps its old figures, which a receive may adopt: the column is reused only while
-    /// every path the engine keeps has no time in it.
+    /// no path that may still be critical has time in it ([`Self::unused`]).
     pub(crate) fn reuse(&mut self, p: ProcId) {
         for t in self.threads.values_mut() {
             t.path.clear(p);
