@@ -9,6 +9,7 @@
 #![allow(clippy::result_large_err)]
 
 mod probes;
+mod remote;
 mod render;
 pub mod session;
 mod symbolize;

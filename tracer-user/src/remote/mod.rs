@@ -1,0 +1,10 @@
+//! Records of other nodes (issue 41, docs/multinode.md): `tracer agent` serves a node's
+//! records over gRPC (tonic, TLS by rustls, a shared token), and the collector (`tracer
+//! record --agent ...`) receives them. This folder is the transport only: what a batch
+//! holds (`wire`), the agent's server, the collector's links and the clock offsets they
+//! measure. It knows nothing of the session: the agent is handed a [`NodeTracer`] that
+//! runs one, and the collector hands the session a stream of [`LinkEvent`]s.
+
+mod wire;
+
+pub(crate) use wire::{Batch, TraceRequest, WireItem};

@@ -1,0 +1,43 @@
+//! What travels from an agent to its collector, in the types both sides use; the
+//! protobuf messages they are carried in are the transport's business.
+
+use tracer_analysis::recording::{FunctionProbe, Trailer};
+use tracer_analysis::ProcessInfo;
+
+/// What a collector asks an agent to trace on its node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct TraceRequest {
+    /// The job whose processes to trace (what `procfs::job_of` names it), or every
+    /// MPI/PVM process of the node when None (`--all`).
+    pub(crate) job: Option<String>,
+    /// Stack samples per second of a thread's CPU time (0: none).
+    pub(crate) sample_hz: u32,
+    /// The ring buffer's size, MiB (None: the agent's default).
+    pub(crate) buffer_mib: Option<u32>,
+}
+
+/// One piece of a node's stream, in the order the node's session produced them: a
+/// process snapshot comes before the records that need it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum WireItem {
+    /// Raw records back to back, each as the recording holds it (its kind gives its
+    /// size), in the node's own ids and clock.
+    Records(Vec<u8>),
+    Process(ProcessInfo),
+    Probe(FunctionProbe),
+    /// The node's loss and failure counts so far (its final counts in the last batch).
+    Counts(Trailer),
+}
+
+/// What an agent sends at a time.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Batch {
+    /// 0, 1, 2, ... on one link: a gap is a loss, said loudly.
+    pub(crate) seq: u64,
+    /// The node's CLOCK_MONOTONIC (ns) when the batch was cut: the node's session had
+    /// read every record its probes wrote before it (within its reorder window).
+    pub(crate) watermark_ns: u64,
+    pub(crate) items: Vec<WireItem>,
+    /// The node's session ended: nothing follows this batch.
+    pub(crate) last: bool,
+}
