@@ -26,7 +26,7 @@ pub use export::{
     tables, timeline, write_behind, written, ExportError,
 };
 pub use format::{
-    calls, cost, demangle, failures, merge, node, openmp, recording, records, samples, summary,
+    calls, cost, demangle, failures, live_merge, merge, node, openmp, recording, records, samples, summary,
     Mapping, ProcessInfo,
 };
 pub use graph::{

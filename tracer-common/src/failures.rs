@@ -39,11 +39,18 @@ pub enum ProbeFailure {
     /// Counted by userspace, not by a probe: a record the tracer read but dropped, its
     /// memory being over `--memory-limit-mib`. A lost record, as `RingFull`'s are.
     MemoryLimit = 9,
+    /// Counted by a collector, not by a probe: another node's link failed before that
+    /// node's session ended (one per node): what the node traced after is missing.
+    NodeLost = 10,
+    /// Counted by a collector, not by a probe: a record of another node that came after
+    /// the merge had handed on later records (the node lagged more than the merge
+    /// waits): it reached the analysis out of time order.
+    NodeLate = 11,
 }
 
 impl ProbeFailure {
     /// Entries of the `FAILURES` map.
-    pub const COUNT: u32 = 10;
+    pub const COUNT: u32 = 12;
     /// Every reason, by index.
     pub const ALL: [ProbeFailure; Self::COUNT as usize] = [
         ProbeFailure::RingFull,
@@ -56,6 +63,8 @@ impl ProbeFailure {
         ProbeFailure::HoldExpired,
         ProbeFailure::ExitMissed,
         ProbeFailure::MemoryLimit,
+        ProbeFailure::NodeLost,
+        ProbeFailure::NodeLate,
     ];
 
     /// The counter's index in `FAILURES`.
@@ -85,6 +94,8 @@ impl ProbeFailure {
             ProbeFailure::HoldExpired => "hold_expired",
             ProbeFailure::ExitMissed => "exit_missed",
             ProbeFailure::MemoryLimit => "memory_limit",
+            ProbeFailure::NodeLost => "node_lost",
+            ProbeFailure::NodeLate => "node_late",
         }
     }
 }

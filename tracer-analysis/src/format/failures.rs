@@ -18,6 +18,19 @@ impl FailureCounts {
         *total = total.saturating_add(count);
     }
 
+    /// Adds the counts another tracer reported by name ([`FailureCounts::named`]: an
+    /// agent's); a name this tracer does not know is returned, not counted.
+    pub fn add_named(&mut self, named: &BTreeMap<String, u64>) -> Vec<String> {
+        let mut unknown = Vec::new();
+        for (name, &count) in named {
+            match ProbeFailure::ALL.into_iter().find(|r| r.name() == name) {
+                Some(reason) => self.add(reason, count),
+                None => unknown.push(name.clone()),
+            }
+        }
+        unknown
+    }
+
     pub(crate) fn get(&self, reason: ProbeFailure) -> u64 {
         self.by_reason[reason.index() as usize]
     }
@@ -92,6 +105,14 @@ fn what_failed(name: &str, count: u64) -> Option<String> {
             "{count} calls returned without their exit probe (a return probe attached \
              while a thread was inside the call, or a longjmp): their ends, durations and \
              results are not known"
+        ),
+        "node_lost" => format!(
+            "{count} nodes' links failed before their sessions ended: what those nodes \
+             traced after is missing (their messages to other nodes unmatched)"
+        ),
+        "node_late" => format!(
+            "{count} records of a lagging node reached the analysis after later records: \
+             the waits and messages around them may be misplaced"
         ),
         other => format!("{count} probe failures of kind {other}"),
     })

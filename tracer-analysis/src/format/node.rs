@@ -137,6 +137,19 @@ impl Relocation {
         })
     }
 
+    /// The relocation of node `node` whose clock reads `shift_ns` behind node 0's, as
+    /// measured (a collector's ping-pongs with its agent) rather than from the clocks
+    /// read at start.
+    pub fn measured(node: u32, shift_ns: i64) -> Result<Relocation, NodeError> {
+        if node >= MAX_NODES {
+            return Err(NodeError::TooMany(node));
+        }
+        Ok(Relocation {
+            node: NodeId(node as u16),
+            shift_ns,
+        })
+    }
+
     pub fn node(&self) -> NodeId {
         self.node
     }

@@ -1,0 +1,260 @@
+//! The records of several nodes made one stream while they arrive (issue 41's collector):
+//! each node's stream is in its own time order, already moved onto the collector's ids
+//! and clock ([`crate::node::Relocation`]); the merge hands on, in time order, what no
+//! node can still precede. A node tells how far it has been read with its watermark: its
+//! clock (on the collector's) up to which it has sent every record. What is older than
+//! every open node's watermark can go.
+//!
+//! A node that falls behind the most advanced one by more than the merge's lag bound
+//! holds the others back no longer: its records, when they come, go on at once (counted
+//! as late; the analysis's reorder window puts those less than 50 ms late in order). So
+//! the merge holds at most the lag bound's worth of records, whatever a link does.
+
+use std::collections::VecDeque;
+
+use crate::format::recording::Item;
+
+/// What one node has sent and the merge has not handed on yet.
+#[derive(Default)]
+struct NodeQueue {
+    items: VecDeque<Item>,
+    /// Every record of the node at or before this time (ns, the collector's clock) has
+    /// been pushed.
+    watermark_ns: u64,
+    /// Nothing more comes from it (its stream ended, or its link failed).
+    closed: bool,
+}
+
+impl NodeQueue {
+    /// The time of the record at the head, None when the head is no record (a process
+    /// or probe, handed on at once) or nothing waits.
+    fn head_time(&self) -> Option<u64> {
+        match self.items.front() {
+            Some(Item::Record(r)) => Some(r.header().ts_ns),
+            _ => None,
+        }
+    }
+}
+
+/// The merge of every node's stream (node 0 first); see the module's comment.
+pub struct LiveMerge {
+    nodes: Vec<NodeQueue>,
+    max_lag_ns: u64,
+    /// The time of the last record handed on.
+    released_ns: u64,
+    /// Records that came after a later one had been handed on.
+    late: u64,
+    held: usize,
+}
+
+impl LiveMerge {
+    /// A merge of `nodes` streams, each read up to `start_ns` so far (the collector's
+    /// clock when the nodes started: a node that has not said more yet is waited for
+    /// from there); a node more than `max_lag_ns` behind the most advanced holds the
+    /// others back no longer.
+    pub fn new(nodes: usize, max_lag_ns: u64, start_ns: u64) -> Self {
+        LiveMerge {
+            nodes: (0..nodes)
+                .map(|_| NodeQueue {
+                    watermark_ns: start_ns,
+                    ..NodeQueue::default()
+                })
+                .collect(),
+            max_lag_ns,
+            released_ns: 0,
+            late: 0,
+            held: 0,
+        }
+    }
+
+    /// One item of node `node`'s stream, in its order.
+    pub fn push(&mut self, node: usize, item: Item) {
+        self.held += 1;
+        self.nodes[node].items.push_back(item);
+    }
+
+    /// Node `node` has sent every record up to `watermark_ns` (never moves back).
+    pub fn advance(&mut self, node: usize, watermark_ns: u64) {
+        let n = &mut self.nodes[node];
+        n.watermark_ns = n.watermark_ns.max(watermark_ns);
+    }
+
+    /// Nothing more comes from node `node`: what it sent goes on in order, and it holds
+    /// no other back.
+    pub fn close(&mut self, node: usize) {
+        self.nodes[node].closed = true;
+    }
+
+    /// Items waiting.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Records that came after a later record had been handed on.
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+
+    /// Hands on, in time order, every item no node can still precede.
+    pub fn ready(&mut self, f: impl FnMut(Item)) {
+        let newest = self
+            .nodes
+            .iter()
+            .map(|n| n.watermark_ns)
+            .max()
+            .unwrap_or(0);
+        let floor = newest.saturating_sub(self.max_lag_ns);
+        // The open nodes within the lag bound are waited for up to their watermarks.
+        let limit = self
+            .nodes
+            .iter()
+            .filter(|n| !n.closed && n.watermark_ns >= floor)
+            .map(|n| n.watermark_ns)
+            .min()
+            .unwrap_or(u64::MAX);
+        self.release_up_to(limit, f);
+    }
+
+    /// Hands on everything left, in time order.
+    pub fn flush(&mut self, f: impl FnMut(Item)) {
+        self.release_up_to(u64::MAX, f);
+    }
+
+    fn release_up_to(&mut self, limit: u64, mut f: impl FnMut(Item)) {
+        loop {
+            // Processes and probes at a head go first: they come before the records
+            // that need them.
+            for n in &mut self.nodes {
+                while n.items.front().is_some_and(|i| !matches!(i, Item::Record(_))) {
+                    self.held -= 1;
+                    f(n.items.pop_front().expect("a head"));
+                }
+            }
+            let earliest = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| n.head_time().map(|t| (t, i)))
+                .min();
+            let Some((ts, node)) = earliest else {
+                return;
+            };
+            if ts > limit {
+                return;
+            }
+            if ts < self.released_ns {
+                self.late += 1;
+            }
+            self.released_ns = self.released_ns.max(ts);
+            self.held -= 1;
+            f(self.nodes[node].items.pop_front().expect("a head"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LiveMerge;
+    use crate::format::recording::Item;
+    use crate::format::records::Record;
+    use crate::ProcessInfo;
+    use tracer_common::{kind, EventHeader};
+
+    fn rec(tgid: u32, ts_ns: u64) -> Item {
+        Item::Record(Record::FuncEnter(EventHeader {
+            kind: kind::FUNC_ENTER,
+            ts_ns,
+            tgid,
+            tid: tgid,
+            ..Default::default()
+        }))
+    }
+
+    fn times(items: &[Item]) -> Vec<(u32, u64)> {
+        items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Record(r) => Some((r.header().tgid, r.header().ts_ns)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_go_in_time_order_once_every_node_is_past_them() {
+        let mut m = LiveMerge::new(2, 1_000, 0);
+        for t in [10, 20, 30] {
+            m.push(0, rec(1, t));
+        }
+        m.push(1, rec(2, 15));
+        m.advance(0, 30);
+        m.advance(1, 15);
+        let mut out = Vec::new();
+        m.ready(|i| out.push(i));
+        // Node 1 may still send a record after 15: 20 and 30 wait.
+        assert_eq!(times(&out), [(1, 10), (2, 15)]);
+        assert_eq!(m.held(), 2);
+        m.push(1, rec(2, 25));
+        m.advance(1, 40);
+        m.ready(|i| out.push(i));
+        assert_eq!(times(&out), [(1, 10), (2, 15), (1, 20), (2, 25), (1, 30)]);
+        assert_eq!((m.held(), m.late()), (0, 0));
+    }
+
+    #[test]
+    fn a_node_that_said_nothing_yet_is_waited_for_from_the_start() {
+        let mut m = LiveMerge::new(2, 1_000, 100);
+        m.push(0, rec(1, 150));
+        m.advance(0, 200);
+        let mut out = Vec::new();
+        m.ready(|i| out.push(i));
+        assert!(out.is_empty(), "node 1 may still send a record after 100");
+        m.push(1, rec(2, 120));
+        m.advance(1, 160);
+        m.ready(|i| out.push(i));
+        assert_eq!(times(&out), [(2, 120), (1, 150)]);
+        assert_eq!(m.late(), 0);
+    }
+
+    #[test]
+    fn a_process_goes_before_the_records_that_follow_it() {
+        let mut m = LiveMerge::new(2, 1_000, 0);
+        m.push(1, Item::Process(ProcessInfo::default()));
+        m.push(1, rec(2, 5));
+        m.push(0, rec(1, 3));
+        m.advance(0, 10);
+        m.advance(1, 10);
+        let mut out = Vec::new();
+        m.ready(|i| out.push(i));
+        assert!(matches!(out[0], Item::Process(_)));
+        assert_eq!(times(&out), [(1, 3), (2, 5)]);
+    }
+
+    #[test]
+    fn a_node_too_far_behind_or_closed_holds_the_others_back_no_longer() {
+        let mut m = LiveMerge::new(3, 100, 450);
+        m.push(0, rec(1, 500));
+        m.advance(0, 600);
+        m.advance(1, 550);
+        // Node 2 said nothing since the start: 150 behind, past the 100 ns bound.
+        let mut out = Vec::new();
+        m.ready(|i| out.push(i));
+        assert_eq!(times(&out), [(1, 500)]);
+        // Its record comes late: it goes on at once, counted.
+        m.push(2, rec(3, 400));
+        m.ready(|i| out.push(i));
+        assert_eq!(times(&out), [(1, 500), (3, 400)]);
+        assert_eq!(m.late(), 1);
+        // Node 1 is within the bound and holds 700 back until it closes.
+        m.push(0, rec(1, 700));
+        m.advance(0, 640);
+        m.ready(|i| out.push(i));
+        assert_eq!(out.len(), 2);
+        m.close(1);
+        m.close(2);
+        m.ready(|i| out.push(i));
+        assert_eq!(out.len(), 2, "node 0's own watermark is 640");
+        m.flush(|i| out.push(i));
+        assert_eq!(times(&out)[2], (1, 700));
+    }
+}
