@@ -9,7 +9,23 @@
 // this then.
 #![allow(dead_code, unused_imports)]
 
+mod agent;
+mod auth;
+mod clock;
+mod collector;
+mod error;
 mod proto;
+mod tls;
+mod version;
 mod wire;
 
+#[cfg(test)]
+mod tests;
+
+pub(crate) use agent::{serve, AgentConfig, NodeTracer};
+pub(crate) use auth::Token;
+pub(crate) use clock::ClockOffset;
+pub(crate) use collector::{Collector, CollectorConfig, LinkEvent, RemoteNode};
+pub(crate) use error::RemoteError;
+pub(crate) use tls::{CertificateFiles, ClientTls, ServerTls};
 pub(crate) use wire::{Batch, TraceRequest, WireItem};
