@@ -23,9 +23,11 @@ use super::tls::ClientTls;
 use super::version::version_mismatch;
 use super::wire::{Batch, TraceRequest};
 
-/// How long connecting to an agent and each of its answers (Hello, a pong, the start of
-/// its session) may take.
+/// How long connecting to an agent and each of its answers (Hello, a pong) may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the start of an agent's session may take: its node loads and attaches the
+/// probes first (seconds with many processes or `--func` procedures).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest batch a collector takes (tonic's default is 4 MiB).
 const MAX_BATCH_BYTES: usize = 64 << 20;
 /// Control messages (acks, stop) waiting to go to an agent; acks are cumulative, so one
@@ -232,15 +234,15 @@ async fn open_link(
 ) -> Result<OpenLink, RemoteError> {
     let using_tls = tls.is_some();
     let client = connect(&address, token, tls).await?;
-    let reply = timed(
-        &address,
-        client.clone().hello(HelloRequest {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-        }),
-    )
-    .await?
-    .map_err(|s| call_error(&address, using_tls, &s))?
-    .into_inner();
+    // The generated calls take the client mutably: each call here has a clone.
+    let mut caller = client.clone();
+    let hello = caller.hello(HelloRequest {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    });
+    let reply = timed(&address, CALL_TIMEOUT, hello)
+        .await?
+        .map_err(|s| call_error(&address, using_tls, &s))?
+        .into_inner();
     if let Some(reason) = version_mismatch(&reply.version, env!("CARGO_PKG_VERSION")) {
         return Err(RemoteError::Version { address, reason });
     }
@@ -257,13 +259,12 @@ async fn open_link(
         })
         .await
         .expect("the receiver is here");
-    let batches = timed(
-        &address,
-        client.clone().trace(ReceiverStream::new(controls_rx)),
-    )
-    .await?
-    .map_err(|s| call_error(&address, using_tls, &s))?
-    .into_inner();
+    let mut caller = client.clone();
+    let trace = caller.trace(ReceiverStream::new(controls_rx));
+    let batches = timed(&address, START_TIMEOUT, trace)
+        .await?
+        .map_err(|s| call_error(&address, using_tls, &s))?
+        .into_inner();
     Ok(OpenLink {
         node: RemoteNode {
             address: address.clone(),
@@ -397,13 +398,17 @@ fn call_error(address: &str, using_tls: bool, status: &Status) -> RemoteError {
     }
 }
 
-/// `call` within CALL_TIMEOUT.
-async fn timed<T>(address: &str, call: impl Future<Output = T>) -> Result<T, RemoteError> {
-    tokio::time::timeout(CALL_TIMEOUT, call)
+/// `call` within `limit`.
+async fn timed<T>(
+    address: &str,
+    limit: Duration,
+    call: impl Future<Output = T>,
+) -> Result<T, RemoteError> {
+    tokio::time::timeout(limit, call)
         .await
         .map_err(|_| RemoteError::Timeout {
             address: address.to_string(),
-            seconds: CALL_TIMEOUT.as_secs(),
+            seconds: limit.as_secs(),
         })
 }
 
@@ -415,7 +420,7 @@ async fn measure_clock(
     estimate(|| {
         let mut client = client.clone();
         async move {
-            let pong = timed(address, client.clock(Ping {})).await?;
+            let pong = timed(address, CALL_TIMEOUT, client.clock(Ping {})).await?;
             pong.map(|p| p.into_inner().monotonic_ns)
                 .map_err(|s| call_error(address, using_tls, &s))
         }
