@@ -64,7 +64,7 @@ pub(crate) enum LinkEvent {
     Failed { node: usize, error: String },
 }
 
-type Client = AgentClient<InterceptedService<Channel, TokenHeader>>;
+pub(super) type Client = AgentClient<InterceptedService<Channel, TokenHeader>>;
 
 /// An agent the collector talks to.
 struct Link {
@@ -282,7 +282,7 @@ async fn open_link(
 }
 
 /// The channel to an agent, with the token on every call.
-async fn connect(
+pub(super) async fn connect(
     address: &str,
     token: Token,
     tls: Option<ClientTls>,
@@ -365,7 +365,7 @@ fn connect_error(address: &str, using_tls: bool, error: &tonic::transport::Error
 }
 
 /// An agent's refusal or a failed call, as the one line the user reads.
-fn call_error(address: &str, using_tls: bool, status: &Status) -> RemoteError {
+pub(super) fn call_error(address: &str, using_tls: bool, status: &Status) -> RemoteError {
     let address = address.to_string();
     let reason = status.message().to_string();
     match status.code() {

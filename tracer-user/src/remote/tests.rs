@@ -12,10 +12,12 @@ use tracer_analysis::node::NodeInfo;
 use tracer_analysis::recording::Trailer;
 use tracer_analysis::ProcessInfo;
 
+use super::agent::UNACKED_LIMIT;
 use super::agent::{serve_on, AgentConfig, NodeTracer};
 use super::auth::{test_token, Token};
-use super::collector::{Collector, CollectorConfig, LinkEvent};
+use super::collector::{call_error, connect, Collector, CollectorConfig, LinkEvent};
 use super::error::RemoteError;
+use super::proto::{control, BatchMsg, Control, HelloRequest, Start};
 use super::tls::{CertificateFiles, ClientTls, ServerTls};
 use super::version::version_mismatch;
 use super::wire::{Batch, TraceRequest, WireItem};
@@ -552,6 +554,93 @@ fn versions_must_agree_on_major_and_minor() {
         "the agent runs tracer 0.2.0, the collector tracer 0.1.0 (major.minor must match)"
     );
     assert!(version_mismatch("1.1.0", "0.1.0").is_some());
+}
+
+#[test]
+fn an_agent_refuses_a_collector_of_another_version() {
+    let agent = TestAgent::start(Arc::new(ScriptedNode::new(Vec::new(), false)), "t", None, 0);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let status = runtime.block_on(async {
+        let mut client = connect(&agent.address, test_token("t"), None)
+            .await
+            .unwrap();
+        client
+            .hello(HelloRequest {
+                version: "9.9.0".into(),
+            })
+            .await
+            .unwrap_err()
+    });
+    assert_eq!(
+        call_error(&agent.address, false, &status).to_string(),
+        format!(
+            "agent {}: the agent runs tracer {}, the collector tracer 9.9.0 (major.minor must match)",
+            agent.address,
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}
+
+/// The agent sends at most UNACKED_LIMIT batches ahead of the collector's acks: a
+/// client that does not ack gets exactly that many, and as many more as it acks.
+#[test]
+fn the_agent_waits_for_acks() {
+    let total = UNACKED_LIMIT as u64 + 144;
+    let batches = (0..total)
+        .map(|seq| Batch {
+            seq,
+            watermark_ns: seq,
+            items: Vec::new(),
+            last: seq == total - 1,
+        })
+        .collect();
+    let agent = TestAgent::start(Arc::new(ScriptedNode::new(batches, false)), "t", None, 0);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut client = connect(&agent.address, test_token("t"), None)
+            .await
+            .unwrap();
+        let (controls, controls_rx) = mpsc::channel(16);
+        let send = |kind| {
+            let controls = controls.clone();
+            async move { controls.send(Control { kind: Some(kind) }).await.unwrap() }
+        };
+        send(control::Kind::Start(Start::from(&request()))).await;
+        let mut stream = client
+            .trace(tokio_stream::wrappers::ReceiverStream::new(controls_rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut next_seq = 0;
+        // Reads batches until none comes for a while (what is held back stays back).
+        let mut read_all_sent = async |next_seq: &mut u64| loop {
+            match tokio::time::timeout(Duration::from_millis(300), stream.message()).await {
+                Err(_) => return,
+                Ok(message) => {
+                    let message: BatchMsg = message.unwrap().expect("a batch");
+                    assert_eq!(message.seq, *next_seq);
+                    *next_seq += 1;
+                    if message.last {
+                        return;
+                    }
+                }
+            }
+        };
+        read_all_sent(&mut next_seq).await;
+        assert_eq!(next_seq, UNACKED_LIMIT as u64);
+        send(control::Kind::Ack(99)).await;
+        read_all_sent(&mut next_seq).await;
+        assert_eq!(next_seq, UNACKED_LIMIT as u64 + 100);
+        send(control::Kind::Ack(next_seq - 1)).await;
+        read_all_sent(&mut next_seq).await;
+        assert_eq!(next_seq, total);
+    });
 }
 
 /// A CA, and certificates it signs, as PEM files.
