@@ -69,7 +69,6 @@ pub(super) type Client = AgentClient<InterceptedService<Channel, TokenHeader>>;
 /// An agent the collector talks to.
 struct Link {
     address: String,
-    using_tls: bool,
     client: Client,
     controls: mpsc::Sender<Control>,
 }
@@ -175,9 +174,8 @@ impl Collector {
             .map(|link| {
                 let client = link.client.clone();
                 let address = link.address.clone();
-                let using_tls = link.using_tls;
                 self.runtime()
-                    .spawn(async move { measure_clock(&address, client, using_tls).await })
+                    .spawn(async move { measure_clock(&address, client).await })
             })
             .collect();
         block_on(self.runtime(), async move {
@@ -241,7 +239,7 @@ async fn open_link(
     });
     let reply = timed(&address, CALL_TIMEOUT, hello)
         .await?
-        .map_err(|s| call_error(&address, using_tls, &s))?
+        .map_err(|s| first_call_error(&address, using_tls, &s))?
         .into_inner();
     if let Some(reason) = version_mismatch(&reply.version, env!("CARGO_PKG_VERSION")) {
         return Err(RemoteError::Version { address, reason });
@@ -251,7 +249,7 @@ async fn open_link(
         what: "Hello reply",
         reason: "no node".into(),
     })?;
-    let clock = measure_clock(&address, client.clone(), using_tls).await?;
+    let clock = measure_clock(&address, client.clone()).await?;
     let (controls, controls_rx) = mpsc::channel(CONTROL_CHANNEL);
     controls
         .send(Control {
@@ -263,7 +261,7 @@ async fn open_link(
     let trace = caller.trace(ReceiverStream::new(controls_rx));
     let batches = timed(&address, START_TIMEOUT, trace)
         .await?
-        .map_err(|s| call_error(&address, using_tls, &s))?
+        .map_err(|s| call_error(&address, &s))?
         .into_inner();
     Ok(OpenLink {
         node: RemoteNode {
@@ -273,7 +271,6 @@ async fn open_link(
         },
         link: Link {
             address,
-            using_tls,
             client,
             controls,
         },
@@ -365,7 +362,7 @@ fn connect_error(address: &str, using_tls: bool, error: &tonic::transport::Error
 }
 
 /// An agent's refusal or a failed call, as the one line the user reads.
-pub(super) fn call_error(address: &str, using_tls: bool, status: &Status) -> RemoteError {
+pub(super) fn call_error(address: &str, status: &Status) -> RemoteError {
     let address = address.to_string();
     let reason = status.message().to_string();
     match status.code() {
@@ -378,23 +375,33 @@ pub(super) fn call_error(address: &str, using_tls: bool, status: &Status) -> Rem
             RemoteError::Version { address, reason }
         }
         Code::FailedPrecondition => RemoteError::Start { address, reason },
+        code => RemoteError::Call {
+            address,
+            reason: format!("{code:?}: {}", status_line(status)),
+        },
+    }
+}
+
+/// The first call on a new connection (Hello) failed: what a broken connection then
+/// means, else [`call_error`].
+fn first_call_error(address: &str, using_tls: bool, status: &Status) -> RemoteError {
+    let broken = matches!(
+        status.code(),
+        Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
+    );
+    let address = address.to_string();
+    let reason = status
+        .source()
+        .map_or(status.message().to_string(), innermost);
+    match (broken, using_tls) {
         // A TLS agent answers a plain HTTP/2 preface with a TLS alert, which hyper reads
         // as a broken connection.
-        Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled if !using_tls => {
-            let reason = status.source().map_or(reason, innermost);
-            RemoteError::NotPlain { address, reason }
-        }
+        (true, false) => RemoteError::NotPlain { address, reason },
         // With TLS 1.3 the client's handshake is over before the agent has checked the
         // client's certificate: an agent that wants one (or another) drops the
         // connection at the first call.
-        Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled => {
-            let reason = status.source().map_or(reason, innermost);
-            RemoteError::TlsClosed { address, reason }
-        }
-        _ => RemoteError::Call {
-            address,
-            reason: format!("{:?}: {reason}", status.code()),
-        },
+        (true, true) => RemoteError::TlsClosed { address, reason },
+        (false, _) => call_error(&address, status),
     }
 }
 
@@ -412,17 +419,13 @@ async fn timed<T>(
         })
 }
 
-async fn measure_clock(
-    address: &str,
-    client: Client,
-    using_tls: bool,
-) -> Result<ClockOffset, RemoteError> {
+async fn measure_clock(address: &str, client: Client) -> Result<ClockOffset, RemoteError> {
     estimate(|| {
         let mut client = client.clone();
         async move {
             let pong = timed(address, CALL_TIMEOUT, client.clock(Ping {})).await?;
             pong.map(|p| p.into_inner().monotonic_ns)
-                .map_err(|s| call_error(address, using_tls, &s))
+                .map_err(|s| call_error(address, &s))
         }
     })
     .await

@@ -575,7 +575,7 @@ fn an_agent_refuses_a_collector_of_another_version() {
             .unwrap_err()
     });
     assert_eq!(
-        call_error(&agent.address, false, &status).to_string(),
+        call_error(&agent.address, &status).to_string(),
         format!(
             "agent {}: the agent runs tracer {}, the collector tracer 9.9.0 (major.minor must match)",
             agent.address,
