@@ -1,8 +1,10 @@
 //! Builds the eBPF probes (`tracer-ebpf`, nightly + bpf-linker) and embeds the object.
-//! Finds the OTF2 library (render/otf2 links it statically). `cargo xtask setup`
+//! Finds the OTF2 library (render/otf2 links it statically). Generates the gRPC code of
+//! the agent/collector transport (remote/) from proto/agent.proto. `cargo xtask setup`
 //! installs what this needs.
 fn main() -> anyhow::Result<()> {
     link_otf2()?;
+    generate_agent_protocol()?;
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../tracer-ebpf");
     // The probes are built from tracer-common too (record layouts, map sizes such as the
     // call table's): aya-build watches only the eBPF package's own files.
@@ -37,4 +39,20 @@ fn link_otf2() -> anyhow::Result<()> {
              libopen-trace-format2-dev"
         ),
     }
+}
+
+/// The messages and the client and server of proto/agent.proto, into OUT_DIR
+/// (`tracer.agent.v1.rs`, included by remote/proto.rs). protox parses the file in pure
+/// Rust: no protoc on the build machine.
+fn generate_agent_protocol() -> anyhow::Result<()> {
+    let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/proto");
+    let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/proto/agent.proto");
+    println!("cargo:rerun-if-changed={proto}");
+    let descriptors = protox::compile([proto], [proto_dir])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .build_transport(false)
+        .compile_fds(descriptors)?;
+    Ok(())
 }

@@ -1,0 +1,485 @@
+//! The collector's links: one per agent, each connected, checked (Hello), its clock
+//! measured, then tracing; their batches and failures come out as one stream of
+//! [`LinkEvent`]s.
+
+use std::error::Error;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codec::CompressionEncoding;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status, Streaming};
+use tracer_analysis::node::NodeInfo;
+
+use super::agent::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
+use super::auth::{Token, TokenHeader};
+use super::clock::{estimate, ClockOffset};
+use super::error::{innermost, RemoteError};
+use super::proto::{control, AgentClient, BatchMsg, Control, HelloRequest, Ping, Start, Stop};
+use super::tls::ClientTls;
+use super::version::version_mismatch;
+use super::wire::{Batch, TraceRequest};
+
+/// How long connecting to an agent and each of its answers (Hello, a pong) may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the start of an agent's session may take: its node loads and attaches the
+/// probes first (seconds with many processes or `--func` procedures).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The largest batch a collector takes (tonic's default is 4 MiB).
+const MAX_BATCH_BYTES: usize = 64 << 20;
+/// Control messages (acks, stop) waiting to go to an agent; acks are cumulative, so one
+/// that finds the queue full is dropped without harm.
+const CONTROL_CHANNEL: usize = 64;
+/// Events waiting for the session: when it is slower than the links, the links wait, and
+/// so do the agents (their unacknowledged bound).
+const EVENT_CHANNEL: usize = 1024;
+
+pub(crate) struct CollectorConfig {
+    /// HOST:PORT of each agent.
+    pub(crate) agents: Vec<String>,
+    pub(crate) token: Token,
+    pub(crate) tls: Option<ClientTls>,
+}
+
+/// One agent's node, as it introduced itself.
+#[derive(Clone, Debug)]
+pub(crate) struct RemoteNode {
+    pub(crate) address: String,
+    pub(crate) node: NodeInfo,
+    pub(crate) clock: ClockOffset,
+}
+
+#[derive(Debug)]
+pub(crate) enum LinkEvent {
+    Batch {
+        /// Index into the agents.
+        node: usize,
+        batch: Batch,
+    },
+    /// The link dropped, the agent died or a batch is missing: nothing more comes from
+    /// this node. `error` is one line naming the agent.
+    Failed { node: usize, error: String },
+}
+
+pub(super) type Client = AgentClient<InterceptedService<Channel, TokenHeader>>;
+
+/// An agent the collector talks to.
+struct Link {
+    address: String,
+    client: Client,
+    controls: mpsc::Sender<Control>,
+}
+
+/// The collector's side of every link, with a runtime of its own (one worker thread), so
+/// that the links run whatever the caller does: block, or run its own runtime.
+pub(crate) struct Collector {
+    runtime: Option<tokio::runtime::Runtime>,
+    links: Vec<Link>,
+    nodes: Vec<RemoteNode>,
+    events: mpsc::Receiver<LinkEvent>,
+}
+
+impl Collector {
+    /// Blocking: connects to every agent (at most 5 s each, all at once), Hello, clock
+    /// estimate, then starts Trace with `request` on each. Err: one line naming the
+    /// first agent (in the order given) that failed; the sessions already started on
+    /// others end (their links are dropped).
+    pub(crate) fn connect(
+        config: &CollectorConfig,
+        request: &TraceRequest,
+    ) -> Result<Collector, RemoteError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tracer-collector")
+            .enable_all()
+            .build()
+            .map_err(RemoteError::Runtime)?;
+        let pending: Vec<_> = config
+            .agents
+            .iter()
+            .map(|address| {
+                runtime.spawn(open_link(
+                    address.clone(),
+                    config.token.clone(),
+                    config.tls.clone(),
+                    Start::from(request),
+                ))
+            })
+            .collect();
+        let opened = block_on(&runtime, async move {
+            let mut opened = Vec::new();
+            for task in pending {
+                opened.push(task.await.expect("a link's task panicked"));
+            }
+            opened
+        });
+        let opened: Vec<OpenLink> = opened.into_iter().collect::<Result<_, _>>()?;
+        let (events_tx, events) = mpsc::channel(EVENT_CHANNEL);
+        let mut links = Vec::new();
+        let mut nodes = Vec::new();
+        for (index, open) in opened.into_iter().enumerate() {
+            runtime.spawn(read_link(
+                index,
+                open.link.address.clone(),
+                open.batches,
+                open.link.controls.clone(),
+                events_tx.clone(),
+            ));
+            links.push(open.link);
+            nodes.push(open.node);
+        }
+        Ok(Collector {
+            runtime: Some(runtime),
+            links,
+            nodes,
+            events,
+        })
+    }
+
+    pub(crate) fn nodes(&self) -> &[RemoteNode] {
+        &self.nodes
+    }
+
+    /// Every link's batches and failures, in arrival order; usable from any tokio
+    /// runtime. Closed once every link has sent its last batch or failed.
+    pub(crate) fn events(&mut self) -> &mut mpsc::Receiver<LinkEvent> {
+        &mut self.events
+    }
+
+    /// Asks every agent to end its session; its remaining batches follow, the last with
+    /// `last`.
+    pub(crate) fn stop(&self) {
+        for link in &self.links {
+            let controls = link.controls.clone();
+            self.runtime().spawn(async move {
+                // A link already gone has nothing to stop.
+                let _ = controls
+                    .send(Control {
+                        kind: Some(control::Kind::Stop(Stop {})),
+                    })
+                    .await;
+            });
+        }
+    }
+
+    /// A fresh clock estimate of each node (the same method as at connection), e.g. at
+    /// the end of a session.
+    pub(crate) fn measure_clocks(&self) -> Vec<Result<ClockOffset, RemoteError>> {
+        let tasks: Vec<_> = self
+            .links
+            .iter()
+            .map(|link| {
+                let client = link.client.clone();
+                let address = link.address.clone();
+                self.runtime()
+                    .spawn(async move { measure_clock(&address, client).await })
+            })
+            .collect();
+        block_on(self.runtime(), async move {
+            let mut offsets = Vec::new();
+            for task in tasks {
+                offsets.push(task.await.expect("a clock task panicked"));
+            }
+            offsets
+        })
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as the collector")
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        // Without waiting (allowed inside another runtime too): the links' tasks are
+        // dropped, and each agent sees its collector gone and ends its session.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Runs `future` on `runtime` and waits for it on this thread, which may itself be a
+/// runtime's (where `Runtime::block_on` would panic).
+fn block_on<T: Send + 'static>(
+    runtime: &tokio::runtime::Runtime,
+    future: impl Future<Output = T> + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    runtime.spawn(async move {
+        let _ = tx.send(future.await);
+    });
+    rx.recv().expect("the collector's runtime dropped a task")
+}
+
+/// A link whose session has started, before its batches are read.
+struct OpenLink {
+    link: Link,
+    node: RemoteNode,
+    batches: Streaming<BatchMsg>,
+}
+
+async fn open_link(
+    address: String,
+    token: Token,
+    tls: Option<ClientTls>,
+    start: Start,
+) -> Result<OpenLink, RemoteError> {
+    let using_tls = tls.is_some();
+    let client = connect(&address, token, tls).await?;
+    // The generated calls take the client mutably: each call here has a clone.
+    let mut caller = client.clone();
+    let hello = caller.hello(HelloRequest {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    });
+    let reply = timed(&address, CALL_TIMEOUT, hello)
+        .await?
+        .map_err(|s| first_call_error(&address, using_tls, &s))?
+        .into_inner();
+    if let Some(reason) = version_mismatch(&reply.version, env!("CARGO_PKG_VERSION")) {
+        return Err(RemoteError::Version { address, reason });
+    }
+    let node = reply.node.ok_or_else(|| RemoteError::Malformed {
+        address: address.clone(),
+        what: "Hello reply",
+        reason: "no node".into(),
+    })?;
+    let clock = measure_clock(&address, client.clone()).await?;
+    let (controls, controls_rx) = mpsc::channel(CONTROL_CHANNEL);
+    controls
+        .send(Control {
+            kind: Some(control::Kind::Start(start)),
+        })
+        .await
+        .expect("the receiver is here");
+    let mut caller = client.clone();
+    let trace = caller.trace(ReceiverStream::new(controls_rx));
+    let batches = timed(&address, START_TIMEOUT, trace)
+        .await?
+        .map_err(|s| call_error(&address, &s))?
+        .into_inner();
+    Ok(OpenLink {
+        node: RemoteNode {
+            address: address.clone(),
+            node: node.into(),
+            clock,
+        },
+        link: Link {
+            address,
+            client,
+            controls,
+        },
+        batches,
+    })
+}
+
+/// The channel to an agent, with the token on every call.
+pub(super) async fn connect(
+    address: &str,
+    token: Token,
+    tls: Option<ClientTls>,
+) -> Result<Client, RemoteError> {
+    let bad_address = || RemoteError::BadAddress {
+        address: address.to_string(),
+    };
+    let has_port = address
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if !has_port {
+        return Err(bad_address());
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
+        .map_err(|_| bad_address())?
+        .connect_timeout(CALL_TIMEOUT)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true);
+    let using_tls = tls.is_some();
+    if let Some(tls) = tls {
+        endpoint = endpoint
+            .tls_config(tls.config)
+            .map_err(|e| RemoteError::Tls {
+                address: address.to_string(),
+                reason: innermost(&e),
+            })?;
+    }
+    let channel = match tokio::time::timeout(CALL_TIMEOUT, endpoint.connect()).await {
+        Err(_) => {
+            return Err(RemoteError::Timeout {
+                address: address.to_string(),
+                seconds: CALL_TIMEOUT.as_secs(),
+            })
+        }
+        Ok(Err(e)) => return Err(connect_error(address, using_tls, &e)),
+        Ok(Ok(channel)) => channel,
+    };
+    Ok(
+        AgentClient::new(InterceptedService::new(channel, TokenHeader { token }))
+            .accept_compressed(CompressionEncoding::Gzip)
+            .max_decoding_message_size(MAX_BATCH_BYTES),
+    )
+}
+
+/// Why the connection failed: the network (nobody listens, no route, no such host), or
+/// else, when TLS is on, its handshake.
+fn connect_error(address: &str, using_tls: bool, error: &tonic::transport::Error) -> RemoteError {
+    let reason = innermost(error);
+    let mut source: Option<&(dyn Error + 'static)> = Some(error);
+    let mut network = false;
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            network |= matches!(
+                io.kind(),
+                ConnectionRefused
+                    | TimedOut
+                    | HostUnreachable
+                    | NetworkUnreachable
+                    | AddrNotAvailable
+            );
+        }
+        network |= e.to_string().starts_with("dns error");
+        source = e.source();
+    }
+    if using_tls && !network {
+        RemoteError::Tls {
+            address: address.to_string(),
+            reason,
+        }
+    } else {
+        RemoteError::Unreachable {
+            address: address.to_string(),
+            reason,
+        }
+    }
+}
+
+/// An agent's refusal or a failed call, as the one line the user reads.
+pub(super) fn call_error(address: &str, status: &Status) -> RemoteError {
+    let address = address.to_string();
+    let reason = status.message().to_string();
+    match status.code() {
+        Code::Unauthenticated => RemoteError::Token { address },
+        Code::ResourceExhausted => RemoteError::Busy {
+            address,
+            reason: reason.trim_start_matches("agent busy: ").to_string(),
+        },
+        Code::FailedPrecondition if reason.contains("major.minor") => {
+            RemoteError::Version { address, reason }
+        }
+        Code::FailedPrecondition => RemoteError::Start { address, reason },
+        code => RemoteError::Call {
+            address,
+            reason: format!("{code:?}: {}", status_line(status)),
+        },
+    }
+}
+
+/// The first call on a new connection (Hello) failed: what a broken connection then
+/// means, else [`call_error`].
+fn first_call_error(address: &str, using_tls: bool, status: &Status) -> RemoteError {
+    let broken = matches!(
+        status.code(),
+        Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
+    );
+    let address = address.to_string();
+    let reason = status
+        .source()
+        .map_or(status.message().to_string(), innermost);
+    match (broken, using_tls) {
+        // A TLS agent answers a plain HTTP/2 preface with a TLS alert, which hyper reads
+        // as a broken connection.
+        (true, false) => RemoteError::NotPlain { address, reason },
+        // With TLS 1.3 the client's handshake is over before the agent has checked the
+        // client's certificate: an agent that wants one (or another) drops the
+        // connection at the first call.
+        (true, true) => RemoteError::TlsClosed { address, reason },
+        (false, _) => call_error(&address, status),
+    }
+}
+
+/// `call` within `limit`.
+async fn timed<T>(
+    address: &str,
+    limit: Duration,
+    call: impl Future<Output = T>,
+) -> Result<T, RemoteError> {
+    tokio::time::timeout(limit, call)
+        .await
+        .map_err(|_| RemoteError::Timeout {
+            address: address.to_string(),
+            seconds: limit.as_secs(),
+        })
+}
+
+async fn measure_clock(address: &str, client: Client) -> Result<ClockOffset, RemoteError> {
+    estimate(|| {
+        let mut client = client.clone();
+        async move {
+            let pong = timed(address, CALL_TIMEOUT, client.clock(Ping {})).await?;
+            pong.map(|p| p.into_inner().monotonic_ns)
+                .map_err(|s| call_error(address, &s))
+        }
+    })
+    .await
+}
+
+/// Reads one link's batches in order, acks each, and ends with its last batch or its
+/// failure.
+async fn read_link(
+    node: usize,
+    address: String,
+    mut batches: Streaming<BatchMsg>,
+    controls: mpsc::Sender<Control>,
+    events: mpsc::Sender<LinkEvent>,
+) {
+    let mut expected_seq = 0;
+    let error = loop {
+        let message = match batches.message().await {
+            Ok(Some(message)) => message,
+            Ok(None) => break "the agent ended its stream before its last batch".to_string(),
+            Err(status) => break format!("the link failed: {}", status_line(&status)),
+        };
+        if message.seq != expected_seq {
+            break format!(
+                "batch {expected_seq} is missing (batch {} came instead)",
+                message.seq
+            );
+        }
+        let batch = match Batch::try_from(message) {
+            Ok(batch) => batch,
+            Err(reason) => break format!("malformed batch: {reason}"),
+        };
+        expected_seq += 1;
+        // Cumulative: a full queue drops this one, the next one says it too.
+        let _ = controls.try_send(Control {
+            kind: Some(control::Kind::Ack(batch.seq)),
+        });
+        let last = batch.last;
+        if events.send(LinkEvent::Batch { node, batch }).await.is_err() || last {
+            // Nobody reads any more, or the node's session is over.
+            return;
+        }
+    };
+    let _ = events
+        .send(LinkEvent::Failed {
+            node,
+            error: format!("agent {address}: {error}"),
+        })
+        .await;
+}
+
+/// A status as one line: its message, and what broke beneath it when it has a source.
+fn status_line(status: &Status) -> String {
+    match status.source() {
+        Some(source) => format!("{} ({})", status.message(), innermost(source)),
+        None => status.message().to_string(),
+    }
+}
