@@ -20,13 +20,13 @@ mod symbolize;
 mod units;
 
 // The surface other crates use: the binary, the tests, the fuzz targets and examples.
-pub use analysis::{analyze, futex_waits, profile, workclock, Pipeline};
+pub use analysis::{analyze, futex_waits, live_merge, profile, workclock, Pipeline};
 pub use export::{
     chrome, flame, hatchet, otf2, perfetto, pprof, recording_items, sampled, stack_source, stacks,
     tables, timeline, write_behind, written, ExportError,
 };
 pub use format::{
-    calls, cost, demangle, failures, live_merge, merge, node, openmp, recording, records, samples, summary,
+    calls, cost, demangle, failures, merge, node, openmp, recording, records, samples, summary,
     Mapping, ProcessInfo,
 };
 pub use graph::{

@@ -9,7 +9,7 @@
 #![allow(clippy::result_large_err)]
 
 mod probes;
-mod remote;
+pub mod remote;
 mod render;
 pub mod session;
 mod symbolize;
@@ -18,7 +18,7 @@ mod unwind;
 
 // The surface the `tracer` binary (`cli/`) and the integration tests use: the session
 // (its own curated `pub use` list), and these. Everything else is the crate's own.
-pub use probes::{machine_memory_bytes, UprobeLinks, MAX_RING_MIB};
+pub use probes::{machine_memory_bytes, this_node_now, UprobeLinks, MAX_RING_MIB};
 pub use render::flame_graph::write_flame_graph;
 pub use render::html_report::{html_report, Traced};
 pub use render::otf2::{write_otf2, Otf2Error};

@@ -236,3 +236,256 @@ fn recorded_node_by_node(mpi: Mpi) {
     assert_eq!(ranks.len(), 2, "{ranks:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `tracer agent` in a namespace of the lab; killed (by its own pid) if the test ends
+/// before it did.
+struct Agent {
+    child: Child,
+    stderr: std::sync::mpsc::Receiver<String>,
+    address: String,
+}
+
+impl Agent {
+    /// Starts an agent in namespace `ns` listening on `address`, once it says so.
+    fn start(ns: &str, address: &str, token: &Path, extra: &[&str]) -> Agent {
+        let mut child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{ns}"))
+            .arg(tracer())
+            .args(["agent", "--listen", address, "--token-file"])
+            .arg(token)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run nsenter");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let agent = Agent {
+            child,
+            stderr: rx,
+            address: address.to_string(),
+        };
+        loop {
+            match agent.stderr.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) if line.contains("listening on") => return agent,
+                Ok(_) => {}
+                Err(_) => panic!("the agent in {ns} did not start listening"),
+            }
+        }
+    }
+
+    /// Ends the agent with SIGTERM: it must be gone within 5 s, with status 0.
+    fn stop(mut self) -> String {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let start = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the agent did not end within 5 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let status = self.child.wait().unwrap();
+        let said: Vec<String> = self.stderr.try_iter().collect();
+        assert!(status.success(), "agent: {}", said.join("\n"));
+        said.join("\n")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A collector's run: `tracer record --agent ... -- COMMAND` in namespace `ns`, killed
+/// by its own pid past `limit`.
+fn collect(ns: &str, args: &[&str], command: &[String], limit: Duration) -> std::process::Output {
+    let child = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
+        .arg(tracer())
+        .arg("record")
+        .args(args)
+        .arg("--")
+        .args(command)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run nsenter");
+    let pid = child.id();
+    let guard = std::thread::spawn(move || {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(100));
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return false;
+            }
+        }
+        // The collector's own pid (nsenter execs the tracer).
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        true
+    });
+    let out = child.wait_with_output().unwrap();
+    assert!(!guard.join().unwrap(), "the collector ran past {limit:?}");
+    out
+}
+
+fn token_file(dir: &Path, token: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(format!("token-{}", token.len()));
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+#[test]
+fn an_open_mpi_job_traced_live_by_a_collector_and_an_agent_has_one_critical_path() {
+    traced_live_across_nodes(Mpi::OpenMpi);
+}
+
+#[test]
+fn an_mpich_job_traced_live_by_a_collector_and_an_agent_has_one_critical_path() {
+    traced_live_across_nodes(Mpi::Mpich);
+}
+
+/// The collector in namespace 0 launches the job, whose rank 1 runs in namespace 1,
+/// where the agent traces it: the live profile is the whole job's, equal to the
+/// recording's, and every rank is known with its node.
+fn traced_live_across_nodes(mpi: Mpi) {
+    let lab = NetLab::unshaped();
+    let dir = std::env::temp_dir().join(format!(
+        "tracer-live-nodes-{}-{}",
+        std::process::id(),
+        mpi.rank_variable()[0]
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = token_file(&dir, "a-token-shared-by-the-lab");
+    let agent = Agent::start(
+        lab.namespace(1),
+        &format!("{}:7421", lab.address(1)),
+        &token,
+        &[],
+    );
+    // An open gate: the ranks go on at once (the agent traces from MPI_Init on).
+    let gate = dir.join("gate");
+    std::fs::write(&gate, b"").unwrap();
+    let gate_arg = gate.display().to_string();
+    let args = ["5", "1", "60", "20", gate_arg.as_str(), "barrier"];
+    let cmd = match mpi {
+        Mpi::OpenMpi => lab.openmpi(2, "mpi_pipeline", &args),
+        Mpi::Mpich => lab.mpich(2, "mpi_pipeline", &args),
+    };
+    let rec = dir.join("job.trace");
+    let live = dir.join("live.json");
+    let (rec_arg, live_arg) = (rec.display().to_string(), live.display().to_string());
+    let out = collect(
+        lab.namespace(0),
+        &[
+            "--agent",
+            &agent.address,
+            "--token-file",
+            &token.display().to_string(),
+            "-o",
+            &rec_arg,
+            "--profile-json",
+            &live_arg,
+        ],
+        &cmd,
+        Duration::from_secs(180),
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "collector: {said}");
+    assert!(!said.contains("warning"), "{said}");
+    assert!(
+        said.contains("events: ") && said.contains(" 0 lost"),
+        "{said}"
+    );
+
+    let p: serde_json::Value = serde_json::from_slice(&std::fs::read(&live).unwrap()).unwrap();
+    all_matched(&p);
+    assert_eq!(p["messages"]["sent"], 5, "{}", p["messages"]);
+    // Rank 0's first fast item, then rank 1's five slow ones.
+    assert_near("live critical path", length(&p), FAST_MS + ITEMS * SLOW_MS);
+    // What the collector recorded is what it analyzed live.
+    let offline = tracer_json(&["analyze"], &rec);
+    assert_eq!(
+        offline["critical_path"]["length_ns"], p["critical_path"]["length_ns"],
+        "online and offline lengths"
+    );
+    all_matched(&offline);
+    // Every rank known, with its node: rank r's process is on node r (the node is the
+    // id's high bits, docs/multinode.md).
+    let report = tracer_json(&["report"], &rec);
+    let mut nodes_of_ranks: Vec<(i64, u64)> = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| Some((p["rank"].as_i64()?, p["pid"].as_u64()? >> 22)))
+        .collect();
+    nodes_of_ranks.sort();
+    assert_eq!(nodes_of_ranks, [(0, 0), (1, 1)], "{}", report["processes"]);
+    assert_eq!(
+        report["processes"][0]["rank"], 1,
+        "the path runs through the slow rank"
+    );
+    agent.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A collector with the wrong token is refused by the agent, in one line naming it,
+/// before its command is launched.
+#[test]
+fn a_collector_with_the_wrong_token_is_refused_before_its_command_runs() {
+    let lab = NetLab::unshaped();
+    let dir = std::env::temp_dir().join(format!("tracer-live-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let right = token_file(&dir, "the-agents-token");
+    let wrong = token_file(&dir, "not-the-agents-token!");
+    let agent = Agent::start(
+        lab.namespace(1),
+        &format!("{}:7421", lab.address(1)),
+        &right,
+        &[],
+    );
+    let ran = dir.join("ran");
+    let out = collect(
+        lab.namespace(0),
+        &[
+            "--agent",
+            &agent.address,
+            "--token-file",
+            &wrong.display().to_string(),
+        ],
+        &["touch".to_string(), ran.display().to_string()],
+        Duration::from_secs(60),
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("agent {} refused our token", agent.address)),
+        "{said}"
+    );
+    assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
+    assert!(!ran.exists(), "the command ran");
+    let agent_said = agent.stop();
+    assert!(
+        agent_said.contains("token"),
+        "the agent says it refused: {agent_said}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

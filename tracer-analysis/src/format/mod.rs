@@ -8,7 +8,6 @@ pub mod calls;
 pub mod cost;
 pub mod demangle;
 pub mod failures;
-pub mod live_merge;
 pub mod merge;
 pub mod node;
 pub mod openmp;

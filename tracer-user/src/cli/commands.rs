@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use super::{
-    analyze, calibrate, dump, export, functions, merge, metrics, record, report, summary, top,
-    whatif,
+    agent, analyze, calibrate, dump, export, functions, merge, metrics, record, report, summary,
+    top, whatif,
 };
 
 /// Critical-path tracer for parallel programs (MPI, PVM, threads), built on eBPF.
@@ -24,6 +24,10 @@ enum Command {
     /// Trace as `record` does, with a live view of the critical path in the terminal: its
     /// length and growth, the procedures on it, messages and lost events; `q` stops.
     Top(top::TopArgs),
+    /// Serve this node's part of jobs across nodes to a collector (`record --agent`):
+    /// idle until one asks, then trace every MPI/PVM process of this node and stream
+    /// its records (docs/multinode.md).
+    Agent(agent::AgentArgs),
     /// Compute the critical path profile of a recording (no root needed).
     Analyze(analyze::AnalyzeArgs),
     /// Offline analyses of a recording's graph: the path itself, slack, near-critical
@@ -60,6 +64,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Record(a) => record::run(a),
         Command::Top(a) => top::run(a),
+        Command::Agent(a) => agent::run(a),
         Command::Analyze(a) => analyze::run(a),
         Command::Report(a) => report::run(a),
         Command::Dump(a) => dump::run(a),

@@ -1,5 +1,6 @@
 //! Command-line front end: one file per subcommand; errors become one line with context.
 
+mod agent;
 mod analyze;
 mod calibrate;
 mod commands;

@@ -9,8 +9,9 @@ use tracer_analysis::network::NetworkTable;
 use tracer_analysis::online::OnlineReplay;
 use tracer_analysis::placement::PlacementSpec;
 use tracer_analysis::profile::Profile;
+use tracer_user::remote::{CertificateFiles, ClientTls, CollectorConfig, Token};
 use tracer_user::session::{
-    self, CommandStatus, CommandTerminal, EventsSoFar, LossHook, ProbedHook, ReadyHook,
+    self, CommandStatus, CommandTerminal, EventsSoFar, LossHook, NodeRole, ProbedHook, ReadyHook,
     RecordOptions, RunAs, SampleHook, StopReason,
 };
 use tracer_user::{UprobeLinks, MAX_RING_MIB};
@@ -111,6 +112,23 @@ pub(super) struct RecordArgs {
     /// Print nothing but errors and warnings about lost events.
     #[arg(short, long)]
     quiet: bool,
+    /// Also trace the job on the node of the agent at HOST:PORT (`tracer agent`,
+    /// repeatable): this tracer is the collector, and computes one critical path, one
+    /// profile and one recording over every node (docs/multinode.md).
+    #[arg(long = "agent", value_name = "HOST:PORT", requires = "token_file")]
+    agents: Vec<String>,
+    /// The token the agents expect: this file's content (the same file as theirs).
+    #[arg(long, value_name = "FILE", requires = "agents")]
+    token_file: Option<PathBuf>,
+    /// Talk to the agents over TLS, trusting certificates this CA (PEM) signed.
+    #[arg(long, value_name = "FILE", requires = "agents")]
+    tls_ca: Option<PathBuf>,
+    /// Mutual TLS: this collector's certificate (PEM) ...
+    #[arg(long, value_name = "FILE", requires_all = ["tls_ca", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// ... and its private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// The command to launch and trace from its first instruction.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -134,6 +152,42 @@ const MAX_SAMPLE_HZ: u32 = 10_000;
 enum ProbeSet {
     All,
     Floor,
+}
+
+/// The collector's part when `--agent` is given: its agents, token and TLS, read and
+/// checked before anything starts.
+fn collector_role(a: &RecordArgs) -> anyhow::Result<NodeRole> {
+    if a.agents.is_empty() {
+        return Ok(NodeRole::Alone);
+    }
+    for agent in &a.agents {
+        let port = agent.rsplit_once(':').map(|(_, port)| port.parse::<u16>());
+        if !matches!(port, Some(Ok(p)) if p > 0) {
+            bail!("--agent {agent}: give HOST:PORT, as `tracer agent --listen` serves");
+        }
+    }
+    let token_file = a
+        .token_file
+        .as_deref()
+        .context("--agent needs --token-file")?;
+    let tls = match &a.tls_ca {
+        Some(ca) => {
+            let identity = match (&a.tls_cert, &a.tls_key) {
+                (Some(cert), Some(key)) => Some(CertificateFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                }),
+                _ => None,
+            };
+            Some(ClientTls::from_files(ca, identity.as_ref())?)
+        }
+        None => None,
+    };
+    Ok(NodeRole::Collector(CollectorConfig {
+        agents: a.agents.clone(),
+        token: Token::from_file(token_file)?,
+        tls,
+    }))
 }
 
 pub(super) fn run(a: RecordArgs) -> anyhow::Result<ExitCode> {
@@ -218,6 +272,7 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         .context("--whatif-network")?;
     let whatif = OnlineReplay::asked(whatif_placement, whatif_network);
     let run_as = RunAs::resolve(a.user.as_deref())?;
+    let node_role = collector_role(&a)?;
     let quiet = a.quiet;
     let WhileTracing {
         on_sample,
@@ -273,6 +328,8 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         command_terminal,
         on_ready,
         on_probed,
+        node_role,
+        stop: None,
         // Even with --quiet: the tracer would seem to hang without it.
         on_command_wait: Some(Box::new(|pid| {
             say!(
@@ -287,6 +344,7 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
             StopReason::Deadline => "duration reached",
             StopReason::Interrupted => "interrupted",
             StopReason::Terminated => "terminated",
+            StopReason::Requested => "asked to stop",
         };
         say!("tracer: stopped ({why})");
         for l in &outcome.libraries {

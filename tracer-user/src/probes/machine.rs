@@ -139,6 +139,12 @@ pub(crate) fn this_node(start: ClockPair) -> NodeInfo {
     }
 }
 
+/// This machine as a recording's node table names it, its clocks read now (an agent's
+/// answer to a collector's hello).
+pub fn this_node_now() -> NodeInfo {
+    this_node(ClockPair::now())
+}
+
 /// The wall clock (Unix ns) and the probes' clock (CLOCK_MONOTONIC ns), read together.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ClockPair {

@@ -17,5 +17,5 @@ pub(crate) use error::{one_line, BtfError, ProbeError, TracefsError};
 pub(crate) use holds::HeldProcesses;
 pub use load::UprobeLinks;
 pub(crate) use load::{LinkKind, ProbeOptions, Probes};
-pub use machine::{machine_memory_bytes, MAX_RING_MIB};
+pub use machine::{machine_memory_bytes, this_node_now, MAX_RING_MIB};
 pub(crate) use machine::{monotonic_ns, this_node, ClockPair};

@@ -49,7 +49,7 @@ pub(super) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 pub(super) const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// What the agent runs for a collector: the node's tracing session.
-pub(crate) trait NodeTracer: Send + Sync + 'static {
+pub trait NodeTracer: Send + Sync + 'static {
     /// This node, as the collector's recording will name it.
     fn node(&self) -> NodeInfo;
     /// Starts tracing for a collector on a thread of its own: every batch goes into
@@ -63,24 +63,30 @@ pub(crate) trait NodeTracer: Send + Sync + 'static {
     ) -> Result<(), String>;
 }
 
-pub(crate) struct AgentConfig {
-    pub(crate) listen: SocketAddr,
-    pub(crate) token: Token,
-    pub(crate) tls: Option<ServerTls>,
+pub struct AgentConfig {
+    pub listen: SocketAddr,
+    pub token: Token,
+    pub tls: Option<ServerTls>,
     /// Testing only: added to every time the agent reports (its pongs), to play a node
     /// whose clock is off; a hidden option.
-    pub(crate) clock_shift_ns: i64,
+    pub clock_shift_ns: i64,
 }
 
 /// Serves collectors until SIGINT/SIGTERM (then stops a running session: sets its stop
 /// flag and waits at most 5 s for its last batch to be sent). Builds its own tokio
-/// runtime.
-pub(crate) fn serve(config: AgentConfig, tracer: Arc<dyn NodeTracer>) -> Result<(), RemoteError> {
+/// runtime. `on_listening` is told the address once it is bound.
+pub fn serve(
+    config: AgentConfig,
+    tracer: Arc<dyn NodeTracer>,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<(), RemoteError> {
     let listener =
         std::net::TcpListener::bind(config.listen).map_err(|source| RemoteError::Listen {
             address: config.listen,
             source,
         })?;
+    // Bound: collectors can connect from now on (they queue until the server runs).
+    on_listening(listener.local_addr().unwrap_or(config.listen));
     serve_on(listener, config, tracer, async {
         use tokio::signal::unix::{signal, SignalKind};
         match signal(SignalKind::terminate()) {

@@ -14,7 +14,7 @@ const HEADER: &str = "authorization";
 
 /// The shared secret of an agent and its collectors.
 #[derive(Clone)]
-pub(crate) struct Token {
+pub struct Token {
     /// `Bearer <token>`, as the header carries it.
     header: MetadataValue<Ascii>,
 }
@@ -29,7 +29,7 @@ impl std::fmt::Debug for Token {
 impl Token {
     /// The file's content without its surrounding white space; an empty file is refused
     /// (it would let anyone in), and a file others may read is warned about.
-    pub(crate) fn from_file(path: &Path) -> Result<Token, RemoteError> {
+    pub fn from_file(path: &Path) -> Result<Token, RemoteError> {
         let read = |source| RemoteError::TokenRead {
             path: path.to_path_buf(),
             source,

@@ -37,11 +37,11 @@ const CONTROL_CHANNEL: usize = 64;
 /// so do the agents (their unacknowledged bound).
 const EVENT_CHANNEL: usize = 1024;
 
-pub(crate) struct CollectorConfig {
+pub struct CollectorConfig {
     /// HOST:PORT of each agent.
-    pub(crate) agents: Vec<String>,
-    pub(crate) token: Token,
-    pub(crate) tls: Option<ClientTls>,
+    pub agents: Vec<String>,
+    pub token: Token,
+    pub tls: Option<ClientTls>,
 }
 
 /// One agent's node, as it introduced itself.

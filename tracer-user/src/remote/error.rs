@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum RemoteError {
+pub enum RemoteError {
     #[error("cannot read the token file {path}")]
     TokenRead {
         path: PathBuf,

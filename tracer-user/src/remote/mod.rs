@@ -5,10 +5,6 @@
 //! measure. It knows nothing of the session: the agent is handed a [`NodeTracer`] that
 //! runs one, and the collector hands the session a stream of [`LinkEvent`]s.
 
-// Until the session and the CLI (issue 41) use the transport, only its tests do: remove
-// this then.
-#![allow(dead_code, unused_imports)]
-
 mod agent;
 mod auth;
 mod clock;
@@ -22,10 +18,12 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use agent::{serve, AgentConfig, NodeTracer};
-pub(crate) use auth::Token;
-pub(crate) use clock::ClockOffset;
-pub(crate) use collector::{Collector, CollectorConfig, LinkEvent, RemoteNode};
-pub(crate) use error::RemoteError;
-pub(crate) use tls::{CertificateFiles, ClientTls, ServerTls};
-pub(crate) use wire::{Batch, TraceRequest, WireItem};
+// The surface the `tracer` binary (`cli/agent.rs`, `cli/record.rs`) uses; the links
+// themselves are the session's.
+pub use agent::{serve, AgentConfig, NodeTracer};
+pub use auth::Token;
+pub use collector::CollectorConfig;
+pub(crate) use collector::{Collector, LinkEvent};
+pub use error::RemoteError;
+pub use tls::{CertificateFiles, ClientTls, ServerTls};
+pub use wire::{Batch, TraceRequest, WireItem};

@@ -11,20 +11,20 @@ use super::error::{innermost, RemoteError};
 
 /// A certificate (chain) and its private key, PEM files.
 #[derive(Clone, Debug)]
-pub(crate) struct CertificateFiles {
-    pub(crate) cert: PathBuf,
-    pub(crate) key: PathBuf,
+pub struct CertificateFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// The agent's TLS: its identity, and the CA its collectors' certificates must be signed
 /// by when mutual TLS is asked for.
 #[derive(Clone, Debug)]
-pub(crate) struct ServerTls {
+pub struct ServerTls {
     pub(super) config: ServerTlsConfig,
 }
 
 impl ServerTls {
-    pub(crate) fn from_files(
+    pub fn from_files(
         identity: &CertificateFiles,
         client_ca: Option<&Path>,
     ) -> Result<ServerTls, RemoteError> {
@@ -46,12 +46,12 @@ impl ServerTls {
 /// agent's certificate must name the host the collector was given), and its own
 /// certificate for mutual TLS.
 #[derive(Clone, Debug)]
-pub(crate) struct ClientTls {
+pub struct ClientTls {
     pub(super) config: ClientTlsConfig,
 }
 
 impl ClientTls {
-    pub(crate) fn from_files(
+    pub fn from_files(
         ca: &Path,
         identity: Option<&CertificateFiles>,
     ) -> Result<ClientTls, RemoteError> {

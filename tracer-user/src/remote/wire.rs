@@ -6,20 +6,20 @@ use tracer_analysis::ProcessInfo;
 
 /// What a collector asks an agent to trace on its node.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct TraceRequest {
+pub struct TraceRequest {
     /// The job whose processes to trace (what `procfs::job_of` names it), or every
     /// MPI/PVM process of the node when None (`--all`).
-    pub(crate) job: Option<String>,
+    pub job: Option<String>,
     /// Stack samples per second of a thread's CPU time (0: none).
-    pub(crate) sample_hz: u32,
+    pub sample_hz: u32,
     /// The ring buffer's size, MiB (None: the agent's default).
-    pub(crate) buffer_mib: Option<u32>,
+    pub buffer_mib: Option<u32>,
 }
 
 /// One piece of a node's stream, in the order the node's session produced them: a
 /// process snapshot comes before the records that need it.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum WireItem {
+pub enum WireItem {
     /// Raw records back to back, each as the recording holds it (its kind gives its
     /// size), in the node's own ids and clock.
     Records(Vec<u8>),
@@ -31,13 +31,13 @@ pub(crate) enum WireItem {
 
 /// What an agent sends at a time.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Batch {
+pub struct Batch {
     /// 0, 1, 2, ... on one link: a gap is a loss, said loudly.
-    pub(crate) seq: u64,
+    pub seq: u64,
     /// The node's CLOCK_MONOTONIC (ns) when the batch was cut: the node's session had
     /// read every record its probes wrote before it (within its reorder window).
-    pub(crate) watermark_ns: u64,
-    pub(crate) items: Vec<WireItem>,
+    pub watermark_ns: u64,
+    pub items: Vec<WireItem>,
     /// The node's session ended: nothing follows this batch.
-    pub(crate) last: bool,
+    pub last: bool,
 }

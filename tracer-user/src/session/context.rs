@@ -4,14 +4,18 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use super::funcs::FunctionProbes;
 use super::holds::HoldDeadline;
 use super::launch::reap;
 use super::libraries::probe_libraries;
 use super::memory::MemoryLimit;
+use super::node_filter::NodeFilter;
 use super::openmp::OpenMpProbes;
 use super::processes::from_traced_thread;
+use super::remote_nodes::RemoteNodes;
 use super::sink::Sink;
 use super::thread_calls::ThreadCallProbes;
 use super::watchdog::Watchdog;
@@ -61,6 +65,12 @@ pub(super) struct LoopContext {
     pub(super) runs_not_one_record: RunsNotOneRecord,
     /// Turns the sampler's stack bytes into call stacks.
     pub(super) unwinders: Unwinders,
+    /// A collector's agents (`--agent`), whose records join this session's.
+    pub(super) remote: Option<RemoteNodes>,
+    /// A node of a job across nodes keeps only its own namespace's processes.
+    pub(super) node_filter: Option<NodeFilter>,
+    /// Ends the session when set (`RecordOptions::stop`).
+    pub(super) stop: Option<Arc<AtomicBool>>,
 }
 
 impl LoopContext {
@@ -81,11 +91,11 @@ impl LoopContext {
                             got: raw.len(),
                             want: size_of::<tracer_common::RawSampleRecord>(),
                         })?;
-                if unwound.new_code {
-                    // The process's snapshot goes before the sample that needs it.
-                    self.sink.see_new_code(unwound.sample.header.tgid)?;
-                }
                 let rec = Record::Sample(Box::new(unwound.sample));
+                if unwound.new_code && self.node_filter.as_mut().is_none_or(|f| f.keeps(&rec)) {
+                    // The process's snapshot goes before the sample that needs it.
+                    self.sink.see_new_code(rec.header().tgid)?;
+                }
                 return self.handle_record(rec.as_bytes(), &rec);
             }
             _ => {}
@@ -114,7 +124,11 @@ impl LoopContext {
                     .region_started(&mut self.probes, c.header.tgid, parallel_call, c.comm);
             }
         }
-        if self.memory.over() {
+        let this_nodes = self.node_filter.as_mut().is_none_or(|f| f.keeps(rec));
+        if !this_nodes {
+            // Another node's process (on one machine whose nodes are namespaces): it
+            // is still probed and let go below; its records are that node's tracer's.
+        } else if self.memory.over() {
             // Held and exec'd processes are still probed and let go below; only the
             // record goes.
             self.memory.dropped += 1;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::WatchdogError;
 use crate::probes::ProbeError;
+use crate::remote::RemoteError;
 use crate::target::funcs::FuncError;
 use crate::target::symbols::SymbolError;
 use tracer_analysis::recording::RecordingError;
@@ -81,4 +82,11 @@ pub enum SessionError {
     },
     #[error("malformed record from the probes")]
     Decode(#[from] records::DecodeError),
+    /// An agent could not be reached, refused us, or its link failed before tracing.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    #[error("at most {} nodes", tracer_analysis::node::MAX_NODES)]
+    Nodes(#[from] tracer_analysis::node::NodeError),
+    #[error("--func is not yet taken to other nodes: trace procedures on one node, or with `tracer merge` of per-node recordings")]
+    FuncAcrossNodes,
 }

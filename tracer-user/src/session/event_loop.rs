@@ -3,12 +3,18 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::Ordering;
 use tokio::io::unix::AsyncFd;
-use tokio::signal::unix::{signal, SignalKind};
+
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::context::LoopContext;
+use super::remote_nodes::{RemoteNodes, LAST_BATCH_WAIT};
+use super::sink::{Sink, THIS_NODE};
 use super::{Probed, SessionError, StopReason, LOSS_CHECK_PERIOD};
+use crate::probes::monotonic_ns;
 use crate::probes::slots::CpuSlots;
+use crate::remote::LinkEvent;
 use tracer_analysis::records;
 
 /// Nice value of the thread that reads the buffers (this one, once the command is
@@ -117,6 +123,9 @@ fn drain(
     priority: &mut ReaderPriority,
     ring_size: u32,
 ) -> Result<RingLeft, SessionError> {
+    // What the probes wrote before now is read by this drain (within the reorder window
+    // of the analysis): this node's watermark, for a collector's merge of nodes.
+    let read_from = monotonic_ns();
     copy.bytes.clear();
     copy.ends.clear();
     // At most one ring's worth a drain: the probes write on while it reads, and a
@@ -159,6 +168,8 @@ fn drain(
     for u in unread {
         slots.release(u);
     }
+    ctx.sink.node_read_up_to(THIS_NODE, read_from);
+    ctx.sink.release(false)?;
     Ok(left)
 }
 
@@ -204,6 +215,7 @@ async fn event_loop(
     loss_checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loss_checks.tick().await;
     let watch_loss = ctx.on_loss.is_some();
+    let mut links_open = ctx.remote.is_some();
     // Before the first record: a tracer over its limit from the start keeps none.
     ctx.memory.check();
     let stop = loop {
@@ -227,6 +239,9 @@ async fn event_loop(
                 if ctx.targets_gone()? {
                     break StopReason::TargetsExited;
                 }
+                if ctx.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                    break StopReason::Requested;
+                }
             }
             _ = samples.tick(), if interval.is_some() => {
                 drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
@@ -242,18 +257,70 @@ async fn event_loop(
                 }
             }
             _ = loss_checks.tick(), if watch_loss => ctx.check_loss()?,
+            event = next_remote(&mut ctx.remote), if links_open => match event {
+                Some(event) => {
+                    let remote = ctx.remote.as_mut().expect("links_open: a collector");
+                    remote.take(event, &mut ctx.sink)?;
+                }
+                None => links_open = false,
+            },
             _ = sigint.recv() => break StopReason::Interrupted,
             _ = sigterm.recv() => break StopReason::Terminated,
             _ = &mut deadline, if duration.is_some() => break StopReason::Deadline,
         }
     };
     drain(ring.get_mut(), &slots, &mut copy, ctx, priority, ring_size)?;
+    // This node has sent everything: the other nodes' last records need not wait for it.
+    ctx.sink.node_closed(THIS_NODE);
+    if let Some(remote) = &mut ctx.remote {
+        last_batches(remote, &mut ctx.sink, &mut sigint, &mut sigterm).await?;
+    }
     // Losses not told yet (the targets may end within a second of them) are told now,
     // while recording, as every other loss was.
     if watch_loss {
         ctx.check_loss()?;
     }
     Ok(stop)
+}
+
+/// The next event of a collector's links; never, without a collector.
+async fn next_remote(remote: &mut Option<RemoteNodes>) -> Option<LinkEvent> {
+    match remote {
+        Some(r) => r.next_event().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Asks the agents to stop and takes what they send until their last batches, for at
+/// most `LAST_BATCH_WAIT` (a signal ends the wait at once); a node still silent then is
+/// lost.
+async fn last_batches(
+    remote: &mut RemoteNodes,
+    sink: &mut Sink,
+    sigint: &mut Signal,
+    sigterm: &mut Signal,
+) -> Result<(), SessionError> {
+    remote.stop();
+    let wait = tokio::time::sleep(LAST_BATCH_WAIT);
+    tokio::pin!(wait);
+    let mut signalled = false;
+    while !remote.all_done() {
+        tokio::select! {
+            event = remote.next_event() => match event {
+                Some(event) => remote.take(event, sink)?,
+                None => break,
+            },
+            _ = &mut wait => break,
+            _ = sigint.recv() => { signalled = true; break }
+            _ = sigterm.recv() => { signalled = true; break }
+        }
+    }
+    remote.give_up_on_the_rest(sink);
+    // Pings to nodes that all answered are quick; a signal wants the session over.
+    if !signalled && remote.all_ended() {
+        remote.tell_drift();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

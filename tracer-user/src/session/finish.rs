@@ -36,9 +36,14 @@ pub(super) fn finish(
         hold_deadline,
         memory,
         runs_not_one_record,
+        remote,
         ..
     } = ctx;
-    let failures = LoopContext::failures(&mut probes, hold_deadline.as_ref(), &memory)?;
+    let mut failures = LoopContext::failures(&mut probes, hold_deadline.as_ref(), &memory)?;
+    if let Some(remote) = &remote {
+        remote.add_counts(&mut failures);
+        failures.add(tracer_common::ProbeFailure::NodeLate, sink.late_records());
+    }
     // Read as tracing stops: the probes still fire until they are detached, and the
     // analysis after tracing may take a while. The kernel's counts only with
     // `--bpf-stats`; else, or if they cannot be had, the records' (below).
@@ -84,7 +89,9 @@ pub(super) fn finish(
         }
         let grace = match stop {
             StopReason::Interrupted | StopReason::Terminated => COMMAND_GRACE,
-            StopReason::Deadline | StopReason::TargetsExited => Duration::ZERO,
+            StopReason::Deadline | StopReason::TargetsExited | StopReason::Requested => {
+                Duration::ZERO
+            }
         };
         command_status = reap_within(child, grace);
         if command_status.is_none() && stop == StopReason::Interrupted {

@@ -15,12 +15,14 @@ mod holds;
 mod launch;
 mod libraries;
 mod memory;
+mod node_filter;
 mod openmp;
 mod options;
 mod output;
 mod probing;
 mod processes;
 mod record;
+mod remote_nodes;
 mod run_as;
 mod sink;
 mod targets;
@@ -30,8 +32,9 @@ mod watchdog;
 pub use error::SessionError;
 pub use memory::default_limit_bytes;
 pub use options::{
-    Analysis, CommandStatus, CommandTerminal, Detaching, EventsSoFar, LossHook, Probed, ProbedHook,
-    Ready, ReadyHook, RecordOptions, RecordOutcome, SampleHook, StopReason, LOSS_CHECK_PERIOD,
+    Analysis, CommandStatus, CommandTerminal, Detaching, EventsSoFar, LossHook, NodeRole, Probed,
+    ProbedHook, Ready, ReadyHook, RecordOptions, RecordOutcome, SampleHook, StopReason, StreamTo,
+    LOSS_CHECK_PERIOD,
 };
 pub use output::{
     create_private, invoking_user, make_private, make_tree_private, remove_partial,

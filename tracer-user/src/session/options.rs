@@ -1,10 +1,13 @@
 //! What a session is asked to do and what it reports: options, hooks, outcome.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::RunAs;
 use crate::probes::{LinkKind, UprobeLinks};
+use crate::remote::{Batch, CollectorConfig};
 use tracer_analysis::online::{OnlinePrediction, OnlineReplay};
 use tracer_analysis::profile::Profile;
 use tracer_analysis::replay::ReplayError;
@@ -71,6 +74,33 @@ pub struct RecordOptions {
     /// command it launched to end (mpirun takes seconds to end its ranks), with the
     /// command's pid: a second Ctrl-C stops the wait.
     pub on_command_wait: Option<Box<dyn FnOnce(u32)>>,
+    /// Which part of a job across nodes the session is.
+    pub node_role: NodeRole,
+    /// Set by another thread to end the session at the event loop's next tick (an
+    /// agent's, when its collector says stop or goes away).
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+/// Which part of a job across nodes a session is (docs/multinode.md).
+pub enum NodeRole {
+    /// One machine: every process the session traces is its own.
+    Alone,
+    /// The collector (`tracer record --agent ...`): the agents start tracing their
+    /// nodes before this session starts its command, and their records join its own
+    /// in one stream, one analysis and one recording. Only the processes of this
+    /// tracer's network namespace are its node's.
+    Collector(CollectorConfig),
+    /// An agent's session (`tracer agent`): every record goes to the collector. Only
+    /// the processes of the agent's network namespace are its node's.
+    Agent(StreamTo),
+}
+
+/// Where an agent's session sends its records.
+pub struct StreamTo {
+    /// Cut into a batch on each tick of the event loop; the last one says so.
+    pub batches: tokio::sync::mpsc::Sender<Batch>,
+    /// Testing only: added to every time the node sends, as if its clock were off.
+    pub clock_shift_ns: i64,
 }
 
 /// Where a launched command's standard streams go.
@@ -162,6 +192,8 @@ pub enum StopReason {
     Interrupted,
     /// SIGTERM: the session ends promptly, the command given a moment to end.
     Terminated,
+    /// Another thread asked (`RecordOptions::stop`): an agent's collector.
+    Requested,
 }
 
 /// How the command `tracer record -- COMMAND` launched ended.

@@ -11,10 +11,13 @@ use super::finish::finish;
 use super::holds::HoldDeadline;
 use super::launch::launch;
 use super::memory::MemoryLimit;
+use super::node_filter::NodeFilter;
 use super::probing::Probing;
+use super::remote_nodes::RemoteNodes;
 use super::sink::Sink;
 use super::targets::Targets;
-use super::{Ready, RecordOptions, RecordOutcome, SessionError};
+use super::{NodeRole, Ready, RecordOptions, RecordOutcome, SessionError};
+use crate::remote::TraceRequest;
 use crate::target::libraries::NeededLibraries;
 use crate::target::procfs;
 use crate::unwind::Unwinders;
@@ -25,11 +28,41 @@ use tracer_analysis::openmp::OpenMpLowering;
 /// happens before the single-threaded runtime starts.
 pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let started = Instant::now();
+    let role = std::mem::replace(&mut opts.node_role, NodeRole::Alone);
+    if matches!(role, NodeRole::Collector(_)) && !opts.funcs.is_empty() {
+        return Err(SessionError::FuncAcrossNodes);
+    }
     let targets = Targets::find(&opts)?;
+    // The agents start tracing before the probes here are attached: by the time this
+    // session launches its command, the ranks it starts on other nodes are traced.
+    let (remote, stream) = match role {
+        NodeRole::Alone => (None, None),
+        NodeRole::Collector(config) => {
+            let request = TraceRequest {
+                job: None,
+                sample_hz: opts.sample_hz,
+                buffer_mib: opts.ring_mib,
+            };
+            (Some(RemoteNodes::connect(&config, &request)?), None)
+        }
+        NodeRole::Agent(to) => (None, Some(to)),
+    };
+    // A node of a job across nodes keeps its own namespace's processes.
+    let node_filter = if remote.is_some() || stream.is_some() {
+        Some(NodeFilter::of_this_tracer()?)
+    } else {
+        None
+    };
     let probing = Probing::attach(&opts, &targets)?;
     let whatif = opts.whatif.take();
-    let sink = Sink::open(&opts, whatif, &targets, &probing)?;
+    let other_nodes = remote
+        .as_ref()
+        .map(RemoteNodes::node_infos)
+        .unwrap_or_default();
+    let sink = Sink::open(&opts, whatif, &targets, &probing, &other_nodes, stream)?;
     let mut ctx = start_tracing(&mut opts, targets, probing, sink)?;
+    ctx.remote = remote;
+    ctx.node_filter = node_filter;
     let stop = event_loop::run(&mut ctx, opts.duration, opts.interval)?;
     let u = &ctx.unwinders;
     if u.unwound > 0 {
@@ -120,5 +153,8 @@ fn start_tracing(
         memory: MemoryLimit::new(opts.memory_limit_bytes),
         runs_not_one_record: RunsNotOneRecord::default(),
         unwinders: Unwinders::default(),
+        remote: None,
+        node_filter: None,
+        stop: opts.stop.take(),
     })
 }

@@ -45,6 +45,9 @@ pub(in crate::session) trait RecordConsumer {
 /// per-CPU maps).
 pub(in crate::session) struct CountsSoFar<'a> {
     pub(in crate::session) events_total: u64,
+    /// When the last read of the probes' buffers started: the session has every record
+    /// written before then (within the analysis's reorder window).
+    pub(in crate::session) read_up_to_ns: u64,
     pub(in crate::session) failures: &'a mut dyn FnMut() -> Result<FailureCounts, ProbeError>,
 }
 

@@ -8,6 +8,7 @@ mod consumer;
 mod path;
 mod recording;
 mod session_list;
+mod stream;
 mod summary;
 mod whatif;
 

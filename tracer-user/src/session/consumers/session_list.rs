@@ -5,9 +5,10 @@ use std::path::Path;
 use super::consumer::RecordConsumer;
 use super::path::{LivePath, PathAfterTracing};
 use super::recording::RecordingConsumer;
+use super::stream::StreamConsumer;
 use super::summary::SummaryConsumer;
 use super::whatif::WhatIfConsumer;
-use crate::session::{Analysis, RunAs, SessionError};
+use crate::session::{Analysis, RunAs, SessionError, StreamTo};
 use tracer_analysis::online::{OnlineReplay, OnlineWhatIf};
 use tracer_analysis::recording::RecordingMeta;
 use tracer_analysis::workclock::ClockKind;
@@ -23,6 +24,8 @@ pub(in crate::session) struct ConsumerOptions<'a> {
     /// Whether the probes sample stacks (the live profile then follows sampled functions).
     pub(in crate::session) sampling: bool,
     pub(in crate::session) whatif: Option<OnlineReplay>,
+    /// An agent's session: its records go to the collector.
+    pub(in crate::session) stream: Option<StreamTo>,
 }
 
 /// The consumers, in the order they finish: the recording first, so that it is complete
@@ -46,6 +49,10 @@ pub(in crate::session) fn for_session(
         consumers.push(Box::new(RecordingConsumer::create(
             output, meta, opts.owner,
         )?));
+    }
+    // An agent's last batch goes as soon as every record is in.
+    if let Some(to) = opts.stream {
+        consumers.push(Box::new(StreamConsumer::new(to.batches, to.clock_shift_ns)));
     }
     consumers.push(Box::<SummaryConsumer>::default());
     consumers.push(path);

@@ -5,13 +5,19 @@
 //! clock (on the collector's) up to which it has sent every record. What is older than
 //! every open node's watermark can go.
 //!
+//! A watermark is when a node's read started; a record a probe was writing then can
+//! come in the node's next batch, behind it. The analysis's reorder window (50 ms) puts
+//! such a record in its place, so the merge counts a record as late only when it comes
+//! more than that window after a later record went on.
+//!
 //! A node that falls behind the most advanced one by more than the merge's lag bound
-//! holds the others back no longer: its records, when they come, go on at once (counted
-//! as late; the analysis's reorder window puts those less than 50 ms late in order). So
-//! the merge holds at most the lag bound's worth of records, whatever a link does.
+//! holds the others back no longer: its records, when they come, go on at once (late, if
+//! by more than the reorder window: counted). So the merge holds at most the lag bound's
+//! worth of records, whatever a link does.
 
 use std::collections::VecDeque;
 
+use crate::analysis::reorder::REORDER_WINDOW_NS;
 use crate::format::recording::Item;
 
 /// What one node has sent and the merge has not handed on yet.
@@ -42,7 +48,8 @@ pub struct LiveMerge {
     max_lag_ns: u64,
     /// The time of the last record handed on.
     released_ns: u64,
-    /// Records that came after a later one had been handed on.
+    /// Records that came more than the reorder window after a later one had been
+    /// handed on.
     late: u64,
     held: usize,
 }
@@ -90,19 +97,15 @@ impl LiveMerge {
         self.held
     }
 
-    /// Records that came after a later record had been handed on.
+    /// Records that came more than the analysis's reorder window after a later record
+    /// had been handed on: they reach it out of time order.
     pub fn late(&self) -> u64 {
         self.late
     }
 
     /// Hands on, in time order, every item no node can still precede.
     pub fn ready(&mut self, f: impl FnMut(Item)) {
-        let newest = self
-            .nodes
-            .iter()
-            .map(|n| n.watermark_ns)
-            .max()
-            .unwrap_or(0);
+        let newest = self.nodes.iter().map(|n| n.watermark_ns).max().unwrap_or(0);
         let floor = newest.saturating_sub(self.max_lag_ns);
         // The open nodes within the lag bound are waited for up to their watermarks.
         let limit = self
@@ -125,7 +128,11 @@ impl LiveMerge {
             // Processes and probes at a head go first: they come before the records
             // that need them.
             for n in &mut self.nodes {
-                while n.items.front().is_some_and(|i| !matches!(i, Item::Record(_))) {
+                while n
+                    .items
+                    .front()
+                    .is_some_and(|i| !matches!(i, Item::Record(_)))
+                {
                     self.held -= 1;
                     f(n.items.pop_front().expect("a head"));
                 }
@@ -142,7 +149,7 @@ impl LiveMerge {
             if ts > limit {
                 return;
             }
-            if ts < self.released_ns {
+            if ts.saturating_add(REORDER_WINDOW_NS) < self.released_ns {
                 self.late += 1;
             }
             self.released_ns = self.released_ns.max(ts);
@@ -232,29 +239,35 @@ mod tests {
 
     #[test]
     fn a_node_too_far_behind_or_closed_holds_the_others_back_no_longer() {
-        let mut m = LiveMerge::new(3, 100, 450);
-        m.push(0, rec(1, 500));
-        m.advance(0, 600);
-        m.advance(1, 550);
-        // Node 2 said nothing since the start: 150 behind, past the 100 ns bound.
+        let ms = 1_000_000;
+        let mut m = LiveMerge::new(3, 100 * ms, 450 * ms);
+        m.push(0, rec(1, 500 * ms));
+        m.advance(0, 600 * ms);
+        m.advance(1, 550 * ms);
+        // Node 2 said nothing since the start: 150 ms behind, past the 100 ms bound.
         let mut out = Vec::new();
         m.ready(|i| out.push(i));
-        assert_eq!(times(&out), [(1, 500)]);
-        // Its record comes late: it goes on at once, counted.
-        m.push(2, rec(3, 400));
+        assert_eq!(times(&out), [(1, 500 * ms)]);
+        // Its records come late and go on at once: 20 ms late is within the analysis's
+        // reorder window, 100 ms late is counted.
+        m.push(2, rec(3, 480 * ms));
+        m.push(2, rec(3, 490 * ms));
         m.ready(|i| out.push(i));
-        assert_eq!(times(&out), [(1, 500), (3, 400)]);
+        assert_eq!(m.late(), 0);
+        m.push(2, rec(3, 400 * ms));
+        m.ready(|i| out.push(i));
+        assert_eq!(times(&out)[3], (3, 400 * ms));
         assert_eq!(m.late(), 1);
         // Node 1 is within the bound and holds 700 back until it closes.
-        m.push(0, rec(1, 700));
-        m.advance(0, 640);
+        m.push(0, rec(1, 700 * ms));
+        m.advance(0, 640 * ms);
         m.ready(|i| out.push(i));
-        assert_eq!(out.len(), 2);
+        assert_eq!(out.len(), 4);
         m.close(1);
         m.close(2);
         m.ready(|i| out.push(i));
-        assert_eq!(out.len(), 2, "node 0's own watermark is 640");
+        assert_eq!(out.len(), 4, "node 0's own watermark is 640 ms");
         m.flush(|i| out.push(i));
-        assert_eq!(times(&out)[2], (1, 700));
+        assert_eq!(times(&out)[4], (1, 700 * ms));
     }
 }

@@ -1,0 +1,106 @@
+//! A node's share of a job across nodes: the processes of the tracer's own network
+//! namespace. On real nodes every process a tracer sees is on its node and this keeps
+//! them all; on one machine whose nodes are network namespaces (the test lab, containers
+//! on one kernel), a collector that launched `mpirun` also sees the ranks mpirun started
+//! in another namespace, whose records that namespace's agent sends. Each is kept by one
+//! tracer only, so each process is one node's.
+
+use std::os::unix::fs::MetadataExt;
+
+use rustc_hash::FxHashMap;
+
+use tracer_analysis::records::Record;
+
+/// Decides, per process, whether a record is this node's.
+pub(super) struct NodeFilter {
+    /// The inode of this tracer's network namespace.
+    own: u64,
+    /// Each process's answer, taken at its first record and again at each exec (a
+    /// launcher's `nsenter` enters the namespace, then execs the node's daemon).
+    ours: FxHashMap<u32, bool>,
+}
+
+/// The inode of a process's network namespace, None when it is gone.
+fn net_namespace(pid: &str) -> Option<u64> {
+    std::fs::metadata(format!("/proc/{pid}/ns/net"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+impl NodeFilter {
+    pub(super) fn of_this_tracer() -> std::io::Result<NodeFilter> {
+        let own = std::fs::metadata("/proc/self/ns/net")?.ino();
+        Ok(NodeFilter {
+            own,
+            ours: FxHashMap::default(),
+        })
+    }
+
+    /// Whether `rec` belongs to this node: its process's (for a wakeup, the woken
+    /// process's, whose wait it ends). A process already gone when first asked about is
+    /// kept: nothing says it was elsewhere.
+    pub(super) fn keeps(&mut self, rec: &Record) -> bool {
+        let pid = match rec {
+            Record::Wakeup(w) | Record::WakeupNew(w) if w.wakee_tgid != 0 => w.wakee_tgid,
+            _ => rec.header().tgid,
+        };
+        if pid == 0 {
+            return true;
+        }
+        if matches!(rec, Record::Exec(_)) {
+            self.ours.remove(&pid);
+        }
+        let own = self.own;
+        let ours = *self
+            .ours
+            .entry(pid)
+            .or_insert_with(|| net_namespace(&pid.to_string()).is_none_or(|ns| ns == own));
+        if matches!(rec, Record::Exit(x) if x.group_dead != 0) {
+            self.ours.remove(&pid);
+        }
+        ours
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeFilter;
+    use tracer_analysis::records::Record;
+    use tracer_common::EventHeader;
+
+    #[test]
+    fn a_process_in_another_network_namespace_is_another_nodes() {
+        let of = |tgid| {
+            Record::FuncEnter(EventHeader {
+                tgid,
+                tid: tgid,
+                ..Default::default()
+            })
+        };
+        // `unshare` enters a new network namespace, then execs `sleep` as the same pid.
+        let mut other = std::process::Command::new("unshare")
+            .args(["--net", "--", "sleep", "30"])
+            .spawn()
+            .expect("unshare (util-linux) runs; the tests run as root");
+        let pid = other.id();
+        let own = std::fs::metadata("/proc/self/ns/net").unwrap();
+        let moved = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.ends_with("sleep"))
+        });
+        assert!(moved, "unshare did not exec sleep");
+        let mut f = NodeFilter::of_this_tracer().unwrap();
+        assert_eq!(f.own, {
+            use std::os::unix::fs::MetadataExt;
+            own.ino()
+        });
+        assert!(f.keeps(&of(std::process::id())));
+        assert!(!f.keeps(&of(pid)));
+        assert!(!f.keeps(&of(pid)), "the answer is kept");
+        other.kill().unwrap();
+        other.wait().unwrap();
+        // Gone: nothing says it was elsewhere, once its exit let the answer go.
+        f.ours.clear();
+        assert!(f.keeps(&of(pid)));
+    }
+}

@@ -1,0 +1,236 @@
+//! The collector's side of a job across nodes (docs/multinode.md): the agents' links,
+//! each node's records moved onto this tracer's ids and clock as they arrive and handed
+//! to the sink's merge, and what each node reports of its losses.
+
+use std::time::Duration;
+
+use super::sink::Sink;
+use super::SessionError;
+use crate::remote::{Collector, CollectorConfig, LinkEvent, TraceRequest, WireItem};
+use tracer_analysis::failures::FailureCounts;
+use tracer_analysis::node::{NodeInfo, Relocation};
+use tracer_analysis::recording::{Item, Trailer};
+use tracer_analysis::records::{self, Record};
+
+/// How one node's stream ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum NodeEnd {
+    /// Its last batch came.
+    Ended,
+    /// Its link failed first: what it traced after is missing.
+    Lost(String),
+}
+
+/// What the collector knows of one agent's node.
+struct RemoteNodeState {
+    address: String,
+    hostname: String,
+    /// Its ids made this job's, its clock moved onto this tracer's.
+    relocation: Relocation,
+    /// Its loss and failure counts, as it last sent them.
+    counts: Trailer,
+    end: Option<NodeEnd>,
+}
+
+/// The agents of a collector's session.
+pub(super) struct RemoteNodes {
+    collector: Collector,
+    nodes: Vec<RemoteNodeState>,
+}
+
+/// How long the session waits, once it stops, for the agents' last batches.
+pub(super) const LAST_BATCH_WAIT: Duration = Duration::from_secs(5);
+
+impl RemoteNodes {
+    /// Connects to every agent and has it start tracing (before the command starts, so
+    /// that the ranks it launches on other nodes are traced from their first call).
+    pub(super) fn connect(
+        config: &CollectorConfig,
+        request: &TraceRequest,
+    ) -> Result<RemoteNodes, SessionError> {
+        let collector = Collector::connect(config, request)?;
+        let nodes = collector
+            .nodes()
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let relocation = Relocation::measured(1 + i as u32, n.clock.offset_ns)?;
+                log::info!(
+                    "node {} ({}): clock offset {} ns, measured over a {} ns round trip",
+                    n.node.hostname,
+                    n.address,
+                    n.clock.offset_ns,
+                    n.clock.round_trip_ns
+                );
+                Ok(RemoteNodeState {
+                    address: n.address.clone(),
+                    hostname: n.node.hostname.clone(),
+                    relocation,
+                    counts: Trailer::default(),
+                    end: None,
+                })
+            })
+            .collect::<Result<Vec<_>, SessionError>>()?;
+        Ok(RemoteNodes { collector, nodes })
+    }
+
+    /// The agents' nodes, in the node table's order after this one.
+    pub(super) fn node_infos(&self) -> Vec<NodeInfo> {
+        self.collector
+            .nodes()
+            .iter()
+            .map(|n| n.node.clone())
+            .collect()
+    }
+
+    /// The next batch or failure of any link; None once every link is done.
+    pub(super) async fn next_event(&mut self) -> Option<LinkEvent> {
+        self.collector.events().recv().await
+    }
+
+    /// Whether every node's stream has ended (or failed).
+    pub(super) fn all_done(&self) -> bool {
+        self.nodes.iter().all(|n| n.end.is_some())
+    }
+
+    /// Whether every node's stream ended with its last batch (no node lost).
+    pub(super) fn all_ended(&self) -> bool {
+        self.nodes.iter().all(|n| n.end == Some(NodeEnd::Ended))
+    }
+
+    /// Asks every agent to end its session; its last batches follow.
+    pub(super) fn stop(&self) {
+        self.collector.stop();
+    }
+
+    /// Takes one event of a link: a batch's items into the sink's merge, on this
+    /// tracer's ids and clock; a failure said at once, by node.
+    pub(super) fn take(&mut self, event: LinkEvent, sink: &mut Sink) -> Result<(), SessionError> {
+        match event {
+            LinkEvent::Batch { node, batch } => {
+                let state = &mut self.nodes[node];
+                let merge_node = 1 + node;
+                for item in batch.items {
+                    match item {
+                        WireItem::Records(bytes) => {
+                            for_each_record(&bytes, |mut rec| {
+                                state.relocation.record(&mut rec);
+                                sink.take_from_node(merge_node, Item::Record(rec));
+                            })?;
+                        }
+                        WireItem::Process(mut p) => {
+                            state.relocation.process(&mut p);
+                            sink.take_from_node(merge_node, Item::Process(p));
+                        }
+                        WireItem::Probe(p) => sink.take_from_node(merge_node, Item::Probe(p)),
+                        WireItem::Counts(t) => state.counts = t,
+                    }
+                }
+                sink.node_read_up_to(merge_node, state.relocation.time(batch.watermark_ns));
+                if batch.last {
+                    state.end = Some(NodeEnd::Ended);
+                    sink.node_closed(merge_node);
+                }
+            }
+            LinkEvent::Failed { node, error } => {
+                let state = &mut self.nodes[node];
+                if state.end.is_none() {
+                    log::warn!(
+                        "node {} ({}) lost: {error}; what it sent so far is kept, the rest of \
+                         the job is analyzed without it",
+                        state.hostname,
+                        state.address
+                    );
+                    state.end = Some(NodeEnd::Lost(error));
+                }
+                sink.node_closed(1 + node);
+            }
+        }
+        sink.release(false)
+    }
+
+    /// Measures every node's clock again, now that its session ended, and says how far
+    /// the offset moved since the start: the records were moved by the offset measured
+    /// at the start, so this is how far the last ones may be off (drift).
+    pub(super) fn tell_drift(&self) {
+        let start = self.collector.nodes();
+        for ((now, then), n) in self
+            .collector
+            .measure_clocks()
+            .into_iter()
+            .zip(start)
+            .zip(&self.nodes)
+        {
+            match now {
+                Ok(now) => log::info!(
+                    "node {} ({}): clock offset {} ns at the end, {} ns at the start \
+                     (round trips {} and {} ns)",
+                    n.hostname,
+                    n.address,
+                    now.offset_ns,
+                    then.clock.offset_ns,
+                    now.round_trip_ns,
+                    then.clock.round_trip_ns
+                ),
+                Err(e) => log::info!(
+                    "node {} ({}): its clock could not be measured again: {e}",
+                    n.hostname,
+                    n.address
+                ),
+            }
+        }
+    }
+
+    /// A node whose stream never ended is lost too (it did not answer the stop in time).
+    pub(super) fn give_up_on_the_rest(&mut self, sink: &mut Sink) {
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            if n.end.is_none() {
+                log::warn!(
+                    "node {} ({}) sent no last batch within {} s of the stop; what it sent so \
+                     far is kept",
+                    n.hostname,
+                    n.address,
+                    LAST_BATCH_WAIT.as_secs()
+                );
+                n.end = Some(NodeEnd::Lost("no last batch".into()));
+                sink.node_closed(1 + i);
+            }
+        }
+    }
+
+    /// Adds what the nodes counted (their lost records and probe failures, a lost link
+    /// as `node_lost`) to this tracer's counts.
+    pub(super) fn add_counts(&self, failures: &mut FailureCounts) {
+        for n in &self.nodes {
+            for unknown in failures.add_named(&n.counts.probe_failures) {
+                log::warn!(
+                    "node {} reported failures of a kind this tracer does not know: {unknown}",
+                    n.hostname
+                );
+            }
+            if matches!(n.end, Some(NodeEnd::Lost(_))) {
+                failures.add(tracer_common::ProbeFailure::NodeLost, 1);
+            }
+        }
+    }
+}
+
+/// Calls `f` with each record of `bytes` (records back to back, as a recording holds
+/// them), decoded.
+fn for_each_record(bytes: &[u8], mut f: impl FnMut(Record)) -> Result<(), SessionError> {
+    let mut at = 0;
+    while at < bytes.len() {
+        let kind = records::peek_kind(&bytes[at..])?;
+        let len =
+            tracer_common::record_size(kind).ok_or(records::DecodeError::UnknownKind(kind))?;
+        let end = at + len;
+        let raw = bytes.get(at..end).ok_or(records::DecodeError::WrongSize {
+            kind,
+            got: bytes.len() - at,
+            want: len,
+        })?;
+        f(records::decode(raw)?);
+        at = end;
+    }
+    Ok(())
+}
