@@ -355,96 +355,194 @@ fn token_file(dir: &Path, token: &str) -> PathBuf {
 
 #[test]
 fn an_open_mpi_job_traced_live_by_a_collector_and_an_agent_has_one_critical_path() {
-    traced_live_across_nodes(Mpi::OpenMpi);
+    let run = LiveRun::new(Mpi::OpenMpi, "plain", 5, &[], &[], None);
+    run.has_the_pipelines_answer();
 }
 
 #[test]
 fn an_mpich_job_traced_live_by_a_collector_and_an_agent_has_one_critical_path() {
-    traced_live_across_nodes(Mpi::Mpich);
+    let run = LiveRun::new(Mpi::Mpich, "plain", 5, &[], &[], None);
+    run.has_the_pipelines_answer();
 }
 
-/// The collector in namespace 0 launches the job, whose rank 1 runs in namespace 1,
-/// where the agent traces it: the live profile is the whole job's, equal to the
-/// recording's, and every rank is known with its node.
-fn traced_live_across_nodes(mpi: Mpi) {
-    let lab = NetLab::unshaped();
-    let dir = std::env::temp_dir().join(format!(
-        "tracer-live-nodes-{}-{}",
-        std::process::id(),
-        mpi.rank_variable()[0]
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let token = token_file(&dir, "a-token-shared-by-the-lab");
-    let agent = Agent::start(
-        lab.namespace(1),
-        &format!("{}:7421", lab.address(1)),
-        &token,
+/// The agent's clock 37 ms behind the collector's (a hidden testing option shifts every
+/// time it reports): the measured offset puts its records back, and the answer is the
+/// same. Left uncorrected, the first item's receive (rank 1 waits for it, so it completes
+/// within a message's latency of the send) would come 37 ms before its send started:
+/// unmatched.
+#[test]
+fn a_node_whose_clock_is_37_ms_behind_gives_the_same_answer_once_corrected() {
+    let shift = ["--testing-clock-shift-ns", "-37000000"];
+    let run = LiveRun::new(Mpi::OpenMpi, "shifted", 5, &shift, &[], None);
+    run.has_the_pipelines_answer();
+    let uncorrected = ["--testing-uncorrected-clocks"];
+    let run = LiveRun::new(Mpi::OpenMpi, "uncorrected", 5, &shift, &uncorrected, None);
+    let unmatched = run.live["messages"]["unmatched"].as_u64().unwrap();
+    assert!(unmatched >= 1, "{}", run.live["messages"]);
+    run.clean_up();
+}
+
+/// The agent killed while the job runs: the collector names the node at once, goes on
+/// with the rest, warns that a node was lost, and its recording is complete.
+#[test]
+fn an_agent_killed_mid_job_is_named_and_the_rest_goes_on() {
+    // 50 items of 60 ms at the slow rank: 3 s; the agent dies after 1.
+    let run = LiveRun::new(
+        Mpi::OpenMpi,
+        "killed",
+        50,
         &[],
+        &[],
+        Some(Duration::from_secs(1)),
     );
-    // An open gate: the ranks go on at once (the agent traces from MPI_Init on).
-    let gate = dir.join("gate");
-    std::fs::write(&gate, b"").unwrap();
-    let gate_arg = gate.display().to_string();
-    let args = ["5", "1", "60", "20", gate_arg.as_str(), "barrier"];
-    let cmd = match mpi {
-        Mpi::OpenMpi => lab.openmpi(2, "mpi_pipeline", &args),
-        Mpi::Mpich => lab.mpich(2, "mpi_pipeline", &args),
-    };
-    let rec = dir.join("job.trace");
-    let live = dir.join("live.json");
-    let (rec_arg, live_arg) = (rec.display().to_string(), live.display().to_string());
-    let out = collect(
-        lab.namespace(0),
-        &[
+    assert!(
+        run.said.contains(&format!("({}) lost", run.agent_address)),
+        "{}",
+        run.said
+    );
+    assert!(
+        run.said
+            .contains("1 nodes' links failed before their sessions ended"),
+        "{}",
+        run.said
+    );
+    // What rank 0 (this node) did is all there: its 50 sends.
+    assert_eq!(run.live["messages"]["sent"], 50, "{}", run.live["messages"]);
+    let offline = tracer_json(&["analyze"], &run.rec);
+    assert_eq!(offline["messages"]["sent"], 50);
+    run.clean_up();
+}
+
+/// One job traced live: an agent in namespace 1, the collector in namespace 0 launching
+/// the gated pipeline (its gate open: the agent traces from MPI_Init on) with `items`
+/// items, rank i in namespace i.
+struct LiveRun {
+    said: String,
+    live: serde_json::Value,
+    rec: PathBuf,
+    dir: PathBuf,
+    agent_address: String,
+}
+
+impl LiveRun {
+    fn new(
+        mpi: Mpi,
+        tag: &str,
+        items: usize,
+        agent_args: &[&str],
+        collector_args: &[&str],
+        kill_agent_after: Option<Duration>,
+    ) -> LiveRun {
+        let lab = NetLab::unshaped();
+        let dir = std::env::temp_dir().join(format!(
+            "tracer-live-nodes-{}-{}-{tag}",
+            std::process::id(),
+            mpi.rank_variable()[0]
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let token = token_file(&dir, "a-token-shared-by-the-lab");
+        let agent = Agent::start(
+            lab.namespace(1),
+            &format!("{}:7421", lab.address(1)),
+            &token,
+            agent_args,
+        );
+        let killer = kill_agent_after.map(|after| {
+            let pid = agent.child.id().to_string();
+            std::thread::spawn(move || {
+                std::thread::sleep(after);
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            })
+        });
+        let gate = dir.join("gate");
+        std::fs::write(&gate, b"").unwrap();
+        let gate_arg = gate.display().to_string();
+        let items_arg = items.to_string();
+        let args = [
+            items_arg.as_str(),
+            "1",
+            "60",
+            "20",
+            gate_arg.as_str(),
+            "barrier",
+        ];
+        let cmd = match mpi {
+            Mpi::OpenMpi => lab.openmpi(2, "mpi_pipeline", &args),
+            Mpi::Mpich => lab.mpich(2, "mpi_pipeline", &args),
+        };
+        let rec = dir.join("job.trace");
+        let live = dir.join("live.json");
+        let (rec_arg, live_arg) = (rec.display().to_string(), live.display().to_string());
+        let token_arg = token.display().to_string();
+        let mut args = vec![
             "--agent",
             &agent.address,
             "--token-file",
-            &token.display().to_string(),
+            &token_arg,
             "-o",
             &rec_arg,
             "--profile-json",
             &live_arg,
-        ],
-        &cmd,
-        Duration::from_secs(180),
-    );
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "collector: {said}");
-    assert!(!said.contains("warning"), "{said}");
-    assert!(
-        said.contains("events: ") && said.contains(" 0 lost"),
-        "{said}"
-    );
+        ];
+        args.extend_from_slice(collector_args);
+        let out = collect(lab.namespace(0), &args, &cmd, Duration::from_secs(180));
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "collector: {said}");
+        let live: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&live).unwrap()).unwrap();
+        let agent_address = agent.address.clone();
+        match killer {
+            Some(k) => k.join().unwrap(),
+            None => {
+                agent.stop();
+            }
+        }
+        LiveRun {
+            said,
+            live,
+            rec,
+            dir,
+            agent_address,
+        }
+    }
 
-    let p: serde_json::Value = serde_json::from_slice(&std::fs::read(&live).unwrap()).unwrap();
-    all_matched(&p);
-    assert_eq!(p["messages"]["sent"], 5, "{}", p["messages"]);
-    // Rank 0's first fast item, then rank 1's five slow ones.
-    assert_near("live critical path", length(&p), FAST_MS + ITEMS * SLOW_MS);
-    // What the collector recorded is what it analyzed live.
-    let offline = tracer_json(&["analyze"], &rec);
-    assert_eq!(
-        offline["critical_path"]["length_ns"], p["critical_path"]["length_ns"],
-        "online and offline lengths"
-    );
-    all_matched(&offline);
-    // Every rank known, with its node: rank r's process is on node r (the node is the
-    // id's high bits, docs/multinode.md).
-    let report = tracer_json(&["report"], &rec);
-    let mut nodes_of_ranks: Vec<(i64, u64)> = report["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| Some((p["rank"].as_i64()?, p["pid"].as_u64()? >> 22)))
-        .collect();
-    nodes_of_ranks.sort();
-    assert_eq!(nodes_of_ranks, [(0, 0), (1, 1)], "{}", report["processes"]);
-    assert_eq!(
-        report["processes"][0]["rank"], 1,
-        "the path runs through the slow rank"
-    );
-    agent.stop();
-    std::fs::remove_dir_all(&dir).unwrap();
+    /// The whole job's answer, live and from the recording: every message matched, the
+    /// pipeline's critical path (rank 0's first fast item, then rank 1's five slow
+    /// ones), each rank on its node (the node is the id's high bits,
+    /// docs/multinode.md); no warning, nothing lost.
+    fn has_the_pipelines_answer(self) {
+        let (said, p) = (&self.said, &self.live);
+        assert!(!said.contains("warning"), "{said}");
+        assert!(said.contains(", 0 lost"), "{said}");
+        all_matched(p);
+        assert_eq!(p["messages"]["sent"], 5, "{}", p["messages"]);
+        assert_near("live critical path", length(p), FAST_MS + ITEMS * SLOW_MS);
+        // What the collector recorded is what it analyzed live.
+        let offline = tracer_json(&["analyze"], &self.rec);
+        assert_eq!(
+            offline["critical_path"]["length_ns"], p["critical_path"]["length_ns"],
+            "online and offline lengths"
+        );
+        all_matched(&offline);
+        let report = tracer_json(&["report"], &self.rec);
+        let mut nodes_of_ranks: Vec<(i64, u64)> = report["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| Some((p["rank"].as_i64()?, p["pid"].as_u64()? >> 22)))
+            .collect();
+        nodes_of_ranks.sort();
+        assert_eq!(nodes_of_ranks, [(0, 0), (1, 1)], "{}", report["processes"]);
+        assert_eq!(
+            report["processes"][0]["rank"], 1,
+            "the path runs through the slow rank"
+        );
+        self.clean_up();
+    }
+
+    fn clean_up(self) {
+        std::fs::remove_dir_all(&self.dir).unwrap();
+    }
 }
 
 /// A collector with the wrong token is refused by the agent, in one line naming it,

@@ -11,8 +11,8 @@ use tracer_analysis::placement::PlacementSpec;
 use tracer_analysis::profile::Profile;
 use tracer_user::remote::{CertificateFiles, ClientTls, CollectorConfig, Token};
 use tracer_user::session::{
-    self, CommandStatus, CommandTerminal, EventsSoFar, LossHook, NodeRole, ProbedHook, ReadyHook,
-    RecordOptions, RunAs, SampleHook, StopReason,
+    self, Collecting, CommandStatus, CommandTerminal, EventsSoFar, LossHook, NodeRole, ProbedHook,
+    ReadyHook, RecordOptions, RunAs, SampleHook, StopReason,
 };
 use tracer_user::{UprobeLinks, MAX_RING_MIB};
 
@@ -129,6 +129,10 @@ pub(super) struct RecordArgs {
     /// ... and its private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Testing only: leave every node's records on its own clock (no measured offset),
+    /// to show what the offsets correct.
+    #[arg(long, hide = true, requires = "agents")]
+    testing_uncorrected_clocks: bool,
     /// The command to launch and trace from its first instruction.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -183,10 +187,13 @@ fn collector_role(a: &RecordArgs) -> anyhow::Result<NodeRole> {
         }
         None => None,
     };
-    Ok(NodeRole::Collector(CollectorConfig {
-        agents: a.agents.clone(),
-        token: Token::from_file(token_file)?,
-        tls,
+    Ok(NodeRole::Collector(Collecting {
+        agents: CollectorConfig {
+            agents: a.agents.clone(),
+            token: Token::from_file(token_file)?,
+            tls,
+        },
+        correct_clocks: !a.testing_uncorrected_clocks,
     }))
 }
 

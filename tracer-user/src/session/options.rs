@@ -89,10 +89,18 @@ pub enum NodeRole {
     /// nodes before this session starts its command, and their records join its own
     /// in one stream, one analysis and one recording. Only the processes of this
     /// tracer's network namespace are its node's.
-    Collector(CollectorConfig),
+    Collector(Collecting),
     /// An agent's session (`tracer agent`): every record goes to the collector. Only
     /// the processes of the agent's network namespace are its node's.
     Agent(StreamTo),
+}
+
+/// A collector's agents.
+pub struct Collecting {
+    pub agents: CollectorConfig,
+    /// Testing only (`--testing-uncorrected-clocks`): false leaves every node's records
+    /// on its own clock, to show what the measured offsets correct.
+    pub correct_clocks: bool,
 }
 
 /// Where an agent's session sends its records.

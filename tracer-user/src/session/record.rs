@@ -37,13 +37,13 @@ pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     // session launches its command, the ranks it starts on other nodes are traced.
     let (remote, stream) = match role {
         NodeRole::Alone => (None, None),
-        NodeRole::Collector(config) => {
+        NodeRole::Collector(collecting) => {
             let request = TraceRequest {
                 job: None,
                 sample_hz: opts.sample_hz,
                 buffer_mib: opts.ring_mib,
             };
-            (Some(RemoteNodes::connect(&config, &request)?), None)
+            (Some(RemoteNodes::connect(&collecting, &request)?), None)
         }
         NodeRole::Agent(to) => (None, Some(to)),
     };

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::sink::Sink;
-use super::SessionError;
-use crate::remote::{Collector, CollectorConfig, LinkEvent, TraceRequest, WireItem};
+use super::{Collecting, SessionError};
+use crate::remote::{Collector, LinkEvent, TraceRequest, WireItem};
 use tracer_analysis::failures::FailureCounts;
 use tracer_analysis::node::{NodeInfo, Relocation};
 use tracer_analysis::recording::{Item, Trailer};
@@ -45,16 +45,21 @@ impl RemoteNodes {
     /// Connects to every agent and has it start tracing (before the command starts, so
     /// that the ranks it launches on other nodes are traced from their first call).
     pub(super) fn connect(
-        config: &CollectorConfig,
+        collecting: &Collecting,
         request: &TraceRequest,
     ) -> Result<RemoteNodes, SessionError> {
-        let collector = Collector::connect(config, request)?;
+        let collector = Collector::connect(&collecting.agents, request)?;
         let nodes = collector
             .nodes()
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let relocation = Relocation::measured(1 + i as u32, n.clock.offset_ns)?;
+                let shift_ns = if collecting.correct_clocks {
+                    n.clock.offset_ns
+                } else {
+                    0
+                };
+                let relocation = Relocation::measured(1 + i as u32, shift_ns)?;
                 log::info!(
                     "node {} ({}): clock offset {} ns, measured over a {} ns round trip",
                     n.node.hostname,
