@@ -24,9 +24,11 @@
 //! Everything (namespaces, hence the veth and its qdiscs, and the scripts) goes away in
 //! Drop; labs left behind by a killed test process are removed by the next lab.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// Name of the veth end in each namespace.
 pub const DEVICE: &str = "lab0";
@@ -356,6 +358,136 @@ impl Drop for NetLab {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `tracer agent` in a namespace of the lab; killed (by its own pid) if the test ends
+/// before it did.
+pub struct Agent {
+    child: Child,
+    stderr: std::sync::mpsc::Receiver<String>,
+    /// HOST:PORT, as `--agent` takes it.
+    pub address: String,
+}
+
+impl Agent {
+    /// Starts an agent in namespace `ns` listening on `address`, once it says so.
+    pub fn start(ns: &str, address: &str, token: &Path, extra: &[&str]) -> Agent {
+        let mut child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{ns}"))
+            .arg(crate::tracer())
+            .args(["agent", "--listen", address, "--token-file"])
+            .arg(token)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run nsenter");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let agent = Agent {
+            child,
+            stderr: rx,
+            address: address.to_string(),
+        };
+        loop {
+            match agent.stderr.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) if line.contains("listening on") => return agent,
+                Ok(_) => {}
+                Err(_) => panic!("the agent in {ns} did not start listening"),
+            }
+        }
+    }
+
+    /// Ends the agent with SIGTERM: it must be gone within 5 s, with status 0.
+    /// Its pid, to kill it as a test would kill a node's agent.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stop(mut self) -> String {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let start = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the agent did not end within 5 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let status = self.child.wait().unwrap();
+        let said: Vec<String> = self.stderr.try_iter().collect();
+        assert!(status.success(), "agent: {}", said.join("\n"));
+        said.join("\n")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A collector's run: `tracer record --agent ... -- COMMAND` in namespace `ns`, killed
+/// by its own pid past `limit`.
+pub fn collect(
+    ns: &str,
+    args: &[&str],
+    command: &[String],
+    cwd: &Path,
+    limit: Duration,
+) -> std::process::Output {
+    let child = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
+        .arg(crate::tracer())
+        .current_dir(cwd)
+        .arg("record")
+        .args(args)
+        .arg("--")
+        .args(command)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run nsenter");
+    let pid = child.id();
+    let guard = std::thread::spawn(move || {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(100));
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return false;
+            }
+        }
+        // The collector's own pid (nsenter execs the tracer).
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        true
+    });
+    let out = child.wait_with_output().unwrap();
+    assert!(!guard.join().unwrap(), "the collector ran past {limit:?}");
+    out
+}
+
+/// A token file in `dir` holding `token`, readable by its owner only.
+pub fn token_file(dir: &Path, token: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(format!("token-{}", token.len()));
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
 }
 
 /// `tracer calibrate --mpicc mpicc.openmpi ARGS -- LAUNCHER`; panics with the tracer's

@@ -19,6 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tracer_tests::netlab::{collect, token_file, Agent, NetLab};
 use tracer_tests::profile::{check_report, tracer_json};
 use tracer_tests::{program, root, tracer};
 use xtask::lammps;
@@ -312,6 +313,73 @@ fn lammps_lennard_jones_melt() {
     assert!(sends > 1000, "{sends} sends");
     assert_eq!(p["messages"]["sent"], sends, "tracer vs PMPI count");
     let _ = std::fs::remove_dir_all(&run.dir);
+}
+
+/// LAMMPS with a rank on each of the two "nodes" of the lab (network namespaces, TCP
+/// between them), traced live: an agent in the second namespace, the collector in the
+/// first launching the job. Every message matched across the nodes, equal to the
+/// independent PMPI count, nothing lost, each rank on its node (docs/multinode.md).
+#[test]
+fn lammps_across_two_nodes_traced_live_matches_every_message() {
+    let lab = NetLab::unshaped();
+    let counts = PmpiCount::new("lammps-nodes");
+    let dir = std::env::temp_dir().join(format!("tracer-app-{}-lammps-nodes", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = token_file(&dir, "the-lab-token");
+    let agent = Agent::start(
+        lab.namespace(1),
+        &format!("{}:7421", lab.address(1)),
+        &token,
+        &[],
+    );
+    let ranks = 2;
+    let mut command = lab.openmpi_launcher(ranks);
+    command.extend(counts.mpirun_options());
+    command.extend(lammps::LMP.iter().map(|s| s.to_string()));
+    let (rec, live) = (dir.join("job.trace"), dir.join("live.json"));
+    let (rec_arg, live_arg) = (rec.display().to_string(), live.display().to_string());
+    let token_arg = token.display().to_string();
+    let out = collect(
+        lab.namespace(0),
+        &[
+            "--agent",
+            &agent.address,
+            "--token-file",
+            &token_arg,
+            "-o",
+            &rec_arg,
+            "--profile-json",
+            &live_arg,
+        ],
+        &command,
+        &lammps::apps_dir(),
+        Duration::from_secs(300),
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "collector: {said}");
+    assert!(!said.contains("warning"), "{said}");
+    let p: Value = serde_json::from_slice(&std::fs::read(&live).unwrap()).unwrap();
+    assert_eq!(p["events"]["lost"], 0, "events lost");
+    let m = &p["messages"];
+    assert_eq!(m["unmatched"], 0, "unmatched messages: {m}");
+    assert_eq!(m["collectives_incomplete"], 0, "{m}");
+    assert_eq!(m["sent"], m["matched"], "{m}");
+    assert_eq!(m["received"], m["matched"], "{m}");
+    let sends = counts.sends(ranks);
+    assert!(sends > 1000, "{sends} sends");
+    assert_eq!(m["sent"], sends, "tracer vs PMPI count");
+    let report = tracer_json(&["report"], &rec);
+    let mut nodes_of_ranks: Vec<(i64, u64)> = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| Some((p["rank"].as_i64()?, p["pid"].as_u64()? >> 22)))
+        .collect();
+    nodes_of_ranks.sort();
+    assert_eq!(nodes_of_ranks, [(0, 0), (1, 1)], "{}", report["processes"]);
+    agent.stop();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Runs `gmx_mpi` (GROMACS built for Open MPI) with `args` in `dir`, to completion.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tracer_tests::netlab::NetLab;
+use tracer_tests::netlab::{collect, token_file, Agent, NetLab};
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, tracer_json};
 use tracer_tests::tracer;
 
@@ -237,122 +237,6 @@ fn recorded_node_by_node(mpi: Mpi) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `tracer agent` in a namespace of the lab; killed (by its own pid) if the test ends
-/// before it did.
-struct Agent {
-    child: Child,
-    stderr: std::sync::mpsc::Receiver<String>,
-    address: String,
-}
-
-impl Agent {
-    /// Starts an agent in namespace `ns` listening on `address`, once it says so.
-    fn start(ns: &str, address: &str, token: &Path, extra: &[&str]) -> Agent {
-        let mut child = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{ns}"))
-            .arg(tracer())
-            .args(["agent", "--listen", address, "--token-file"])
-            .arg(token)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run nsenter");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let agent = Agent {
-            child,
-            stderr: rx,
-            address: address.to_string(),
-        };
-        loop {
-            match agent.stderr.recv_timeout(Duration::from_secs(30)) {
-                Ok(line) if line.contains("listening on") => return agent,
-                Ok(_) => {}
-                Err(_) => panic!("the agent in {ns} did not start listening"),
-            }
-        }
-    }
-
-    /// Ends the agent with SIGTERM: it must be gone within 5 s, with status 0.
-    fn stop(mut self) -> String {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        let start = Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "the agent did not end within 5 s of SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let status = self.child.wait().unwrap();
-        let said: Vec<String> = self.stderr.try_iter().collect();
-        assert!(status.success(), "agent: {}", said.join("\n"));
-        said.join("\n")
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// A collector's run: `tracer record --agent ... -- COMMAND` in namespace `ns`, killed
-/// by its own pid past `limit`.
-fn collect(ns: &str, args: &[&str], command: &[String], limit: Duration) -> std::process::Output {
-    let child = Command::new("nsenter")
-        .arg(format!("--net=/run/netns/{ns}"))
-        .arg(tracer())
-        .arg("record")
-        .args(args)
-        .arg("--")
-        .args(command)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run nsenter");
-    let pid = child.id();
-    let guard = std::thread::spawn(move || {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            std::thread::sleep(Duration::from_millis(100));
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                return false;
-            }
-        }
-        // The collector's own pid (nsenter execs the tracer).
-        let _ = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-        true
-    });
-    let out = child.wait_with_output().unwrap();
-    assert!(!guard.join().unwrap(), "the collector ran past {limit:?}");
-    out
-}
-
-fn token_file(dir: &Path, token: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join(format!("token-{}", token.len()));
-    std::fs::write(&path, format!("{token}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path
-}
-
 #[test]
 fn an_open_mpi_job_traced_live_by_a_collector_and_an_agent_has_one_critical_path() {
     let run = LiveRun::new(Mpi::OpenMpi, "plain", 5, &[], &[], None);
@@ -448,7 +332,7 @@ impl LiveRun {
             agent_args,
         );
         let killer = kill_agent_after.map(|after| {
-            let pid = agent.child.id().to_string();
+            let pid = agent.pid().to_string();
             std::thread::spawn(move || {
                 std::thread::sleep(after);
                 let _ = Command::new("kill").args(["-KILL", &pid]).status();
@@ -485,7 +369,13 @@ impl LiveRun {
             &live_arg,
         ];
         args.extend_from_slice(collector_args);
-        let out = collect(lab.namespace(0), &args, &cmd, Duration::from_secs(180));
+        let out = collect(
+            lab.namespace(0),
+            &args,
+            &cmd,
+            &dir,
+            Duration::from_secs(180),
+        );
         let said = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "collector: {said}");
         let live: serde_json::Value =
@@ -570,6 +460,7 @@ fn a_collector_with_the_wrong_token_is_refused_before_its_command_runs() {
             &wrong.display().to_string(),
         ],
         &["touch".to_string(), ran.display().to_string()],
+        &dir,
         Duration::from_secs(60),
     );
     let said = String::from_utf8_lossy(&out.stderr);
