@@ -377,6 +377,8 @@ impl LiveRun {
             Duration::from_secs(180),
         );
         let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        // What the collector printed, for `--nocapture` (the README's example).
+        eprintln!("{said}");
         assert!(out.status.success(), "collector: {said}");
         let live: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&live).unwrap()).unwrap();

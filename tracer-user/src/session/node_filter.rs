@@ -16,7 +16,10 @@ pub(super) struct NodeFilter {
     /// The inode of this tracer's network namespace.
     own: u64,
     /// Each process's answer, taken at its first record and again at each exec (a
-    /// launcher's `nsenter` enters the namespace, then execs the node's daemon).
+    /// launcher's `nsenter` enters the namespace, then execs the node's daemon); a
+    /// child's is its parent's at the fork, so that a child gone before its first record
+    /// is read (a short-lived helper, a rank whose first record here is its exit) is
+    /// still placed.
     ours: FxHashMap<u32, bool>,
 }
 
@@ -37,8 +40,8 @@ impl NodeFilter {
     }
 
     /// Whether `rec` belongs to this node: its process's (for a wakeup, the woken
-    /// process's, whose wait it ends). A process already gone when first asked about is
-    /// kept: nothing says it was elsewhere.
+    /// process's, whose wait it ends). A process already gone when first asked about,
+    /// with no fork seen, is kept: nothing says it was elsewhere.
     pub(super) fn keeps(&mut self, rec: &Record) -> bool {
         let pid = match rec {
             Record::Wakeup(w) | Record::WakeupNew(w) if w.wakee_tgid != 0 => w.wakee_tgid,
@@ -55,8 +58,20 @@ impl NodeFilter {
             .ours
             .entry(pid)
             .or_insert_with(|| net_namespace(&pid.to_string()).is_none_or(|ns| ns == own));
-        if matches!(rec, Record::Exit(x) if x.group_dead != 0) {
-            self.ours.remove(&pid);
+        match rec {
+            Record::Exit(x) => {
+                // A thread's id (below), and the process's once its last thread ends.
+                self.ours.remove(&rec.header().tid);
+                if x.group_dead != 0 {
+                    self.ours.remove(&pid);
+                }
+            }
+            // A new thread's id as well as a new process's: a thread's id is never
+            // another process's while the thread lives, and it is dropped with it.
+            Record::Fork(f) if f.child_tid != 0 => {
+                self.ours.insert(f.child_tid, ours);
+            }
+            _ => {}
         }
         ours
     }
@@ -97,6 +112,21 @@ mod tests {
         assert!(f.keeps(&of(std::process::id())));
         assert!(!f.keeps(&of(pid)));
         assert!(!f.keeps(&of(pid)), "the answer is kept");
+        // A child it forks is on its node, even gone before its first record is read
+        // (no such pid: /proc cannot say).
+        let gone_child = 4_000_000;
+        assert!(!std::path::Path::new(&format!("/proc/{gone_child}")).exists());
+        let fork = Record::Fork(tracer_common::ForkRecord {
+            header: EventHeader {
+                tgid: pid,
+                tid: pid,
+                ..Default::default()
+            },
+            child_tid: gone_child,
+            _reserved: 0,
+        });
+        assert!(!f.keeps(&fork));
+        assert!(!f.keeps(&of(gone_child)));
         other.kill().unwrap();
         other.wait().unwrap();
         // Gone: nothing says it was elsewhere, once its exit let the answer go.
