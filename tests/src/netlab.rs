@@ -360,24 +360,22 @@ impl Drop for NetLab {
     }
 }
 
-/// `tracer agent` in a namespace of the lab; killed (by its own pid) if the test ends
-/// before it did.
-pub struct Agent {
+/// A tracer run in a namespace of the lab (`nsenter --net`, which keeps tracefs and
+/// bpffs in view), its standard error read line by line as it comes; killed, by its own
+/// pid, if dropped while it runs.
+pub struct LabTracer {
     child: Child,
     stderr: std::sync::mpsc::Receiver<String>,
-    /// HOST:PORT, as `--agent` takes it.
-    pub address: String,
 }
 
-impl Agent {
-    /// Starts an agent in namespace `ns` listening on `address`, once it says so.
-    pub fn start(ns: &str, address: &str, token: &Path, extra: &[&str]) -> Agent {
+impl LabTracer {
+    /// `tracer ARGS` in namespace `ns`, once it has said a line holding `ready` (at most
+    /// `limit`; `what` names it in the panic).
+    pub fn start(ns: &str, args: &[String], ready: &str, limit: Duration, what: &str) -> LabTracer {
         let mut child = Command::new("nsenter")
             .arg(format!("--net=/run/netns/{ns}"))
             .arg(crate::tracer())
-            .args(["agent", "--listen", address, "--token-file"])
-            .arg(token)
-            .args(extra)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -389,49 +387,41 @@ impl Agent {
                 let _ = tx.send(line);
             }
         });
-        let agent = Agent {
-            child,
-            stderr: rx,
-            address: address.to_string(),
-        };
+        let t = LabTracer { child, stderr: rx };
+        let deadline = Instant::now() + limit;
         loop {
-            match agent.stderr.recv_timeout(Duration::from_secs(30)) {
-                Ok(line) if line.contains("listening on") => return agent,
+            let left = deadline.saturating_duration_since(Instant::now());
+            match t.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(ready) => return t,
                 Ok(_) => {}
-                Err(_) => panic!("the agent in {ns} did not start listening"),
+                Err(_) => panic!("{what} in {ns} did not say {ready:?} within {limit:?}"),
             }
         }
     }
 
-    /// Ends the agent with SIGTERM: it must be gone within 5 s, with status 0.
-    /// Its pid, to kill it as a test would kill a node's agent.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    pub fn stop(mut self) -> String {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
+    /// Waits for the tracer to end, at most `limit`: it must end with status 0. What it
+    /// said since it was ready.
+    pub fn finish(mut self, limit: Duration) -> String {
         let start = Instant::now();
         while self.child.try_wait().unwrap().is_none() {
             assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "the agent did not end within 5 s of SIGTERM"
+                start.elapsed() < limit,
+                "the tracer did not end within {limit:?}"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
         let status = self.child.wait().unwrap();
         let said: Vec<String> = self.stderr.try_iter().collect();
-        assert!(status.success(), "agent: {}", said.join("\n"));
+        assert!(status.success(), "{}", said.join("\n"));
         said.join("\n")
     }
 }
 
-impl Drop for Agent {
+impl Drop for LabTracer {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
@@ -440,11 +430,90 @@ impl Drop for Agent {
     }
 }
 
+/// `tracer agent` in a namespace of the lab.
+pub struct Agent {
+    tracer: LabTracer,
+    /// HOST:PORT, as `--agent` takes it.
+    pub address: String,
+}
+
+impl Agent {
+    /// Starts an agent in namespace `ns` listening on `address`, once it says so.
+    pub fn start(ns: &str, address: &str, token: &Path, extra: &[&str]) -> Agent {
+        let mut args: Vec<String> = ["agent", "--listen", address, "--token-file"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.push(token.display().to_string());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let tracer = LabTracer::start(
+            ns,
+            &args,
+            "listening on",
+            Duration::from_secs(30),
+            "the agent",
+        );
+        Agent {
+            tracer,
+            address: address.to_string(),
+        }
+    }
+
+    /// Its pid, to kill it as a test would kill a node's agent.
+    pub fn pid(&self) -> u32 {
+        self.tracer.pid()
+    }
+
+    /// Ends the agent with SIGTERM: it must be gone within 5 s, with status 0.
+    pub fn stop(self) -> String {
+        let pid = self.pid().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        self.tracer.finish(Duration::from_secs(5))
+    }
+
+    /// `record`'s options that make it this agent's collector, with its recording and
+    /// live profile written to `recording` and `profile`.
+    pub fn collector_args(&self, token: &Path, recording: &Path, profile: &Path) -> Vec<String> {
+        let mut args = vec![
+            "--agent".to_string(),
+            self.address.clone(),
+            "--token-file".into(),
+        ];
+        for path in [
+            token,
+            Path::new("-o"),
+            recording,
+            Path::new("--profile-json"),
+            profile,
+        ] {
+            args.push(path.display().to_string());
+        }
+        args
+    }
+}
+
+/// Each rank of `tracer report --json`'s processes with its node: the node is the
+/// process id's high bits (docs/multinode.md), sorted by rank.
+pub fn ranks_with_their_nodes(report: &serde_json::Value) -> Vec<(i64, u64)> {
+    let mut ranks: Vec<(i64, u64)> = report["processes"]
+        .as_array()
+        .expect("a report's processes")
+        .iter()
+        .filter_map(|p| Some((p["rank"].as_i64()?, p["pid"].as_u64()? >> 22)))
+        .collect();
+    ranks.sort();
+    ranks
+}
+
 /// A collector's run: `tracer record --agent ... -- COMMAND` in namespace `ns`, killed
 /// by its own pid past `limit`.
 pub fn collect(
     ns: &str,
-    args: &[&str],
+    args: &[String],
     command: &[String],
     cwd: &Path,
     limit: Duration,

@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tracer_tests::netlab::{collect, token_file, Agent, NetLab};
+use tracer_tests::netlab::{collect, ranks_with_their_nodes, token_file, Agent, NetLab};
 use tracer_tests::profile::{check_report, tracer_json};
 use tracer_tests::{program, root, tracer};
 use xtask::lammps;
@@ -338,20 +338,9 @@ fn lammps_across_two_nodes_traced_live_matches_every_message() {
     command.extend(counts.mpirun_options());
     command.extend(lammps::LMP.iter().map(|s| s.to_string()));
     let (rec, live) = (dir.join("job.trace"), dir.join("live.json"));
-    let (rec_arg, live_arg) = (rec.display().to_string(), live.display().to_string());
-    let token_arg = token.display().to_string();
     let out = collect(
         lab.namespace(0),
-        &[
-            "--agent",
-            &agent.address,
-            "--token-file",
-            &token_arg,
-            "-o",
-            &rec_arg,
-            "--profile-json",
-            &live_arg,
-        ],
+        &agent.collector_args(&token, &rec, &live),
         &command,
         &lammps::apps_dir(),
         Duration::from_secs(300),
@@ -370,14 +359,12 @@ fn lammps_across_two_nodes_traced_live_matches_every_message() {
     assert!(sends > 1000, "{sends} sends");
     assert_eq!(m["sent"], sends, "tracer vs PMPI count");
     let report = tracer_json(&["report"], &rec);
-    let mut nodes_of_ranks: Vec<(i64, u64)> = report["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| Some((p["rank"].as_i64()?, p["pid"].as_u64()? >> 22)))
-        .collect();
-    nodes_of_ranks.sort();
-    assert_eq!(nodes_of_ranks, [(0, 0), (1, 1)], "{}", report["processes"]);
+    assert_eq!(
+        ranks_with_their_nodes(&report),
+        [(0, 0), (1, 1)],
+        "{}",
+        report["processes"]
+    );
     agent.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,12 +9,11 @@
 //! first item flows, and every message has its send on one node and its receive on the
 //! other; they meet in a barrier before MPI_Finalize.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tracer_tests::netlab::{collect, token_file, Agent, NetLab};
+use tracer_tests::netlab::{collect, ranks_with_their_nodes, token_file, Agent, LabTracer, NetLab};
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, tracer_json};
 use tracer_tests::tracer;
 
@@ -22,73 +21,6 @@ use tracer_tests::tracer;
 const ITEMS: f64 = 5.0;
 const SLOW_MS: f64 = 60.0;
 const FAST_MS: f64 = 20.0;
-
-/// A node's tracer; killed (by its own pid) if the test ends before it did.
-struct NodeTracer {
-    child: Child,
-    stderr: std::sync::mpsc::Receiver<String>,
-}
-
-impl NodeTracer {
-    /// `tracer record --pid PID -o OUT` in namespace `ns`, once it says it is tracing.
-    fn start(ns: &str, pid: u32, out: &Path) -> NodeTracer {
-        let mut child = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{ns}"))
-            .arg(tracer())
-            .args([
-                "record",
-                "--func",
-                "stage_*",
-                "--pid",
-                &pid.to_string(),
-                "-o",
-            ])
-            .arg(out)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run nsenter");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let t = NodeTracer { child, stderr: rx };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match t.stderr.recv_timeout(left) {
-                Ok(line) if line.starts_with("tracer: tracing") => return t,
-                Ok(_) => {}
-                Err(_) => panic!("the tracer in {ns} did not start tracing pid {pid}"),
-            }
-        }
-    }
-
-    /// Waits for the tracer to end (its traced rank exited), at most `limit`.
-    fn finish(mut self, limit: Duration) -> String {
-        let start = Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(start.elapsed() < limit, "the node's tracer did not end");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let status = self.child.wait().unwrap();
-        let said: Vec<String> = self.stderr.try_iter().collect();
-        assert!(status.success(), "{}", said.join("\n"));
-        said.join("\n")
-    }
-}
-
-impl Drop for NodeTracer {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// The ranks of the gated job: pid by world rank, for processes whose command line
 /// holds `gate`.
@@ -184,8 +116,26 @@ fn recorded_node_by_node(mpi: Mpi) {
     }
     let pids = rank_pids(&gate_arg, mpi);
     let traces: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("node{i}.trace"))).collect();
-    let tracers: Vec<NodeTracer> = (0..2)
-        .map(|i| NodeTracer::start(lab.namespace(i), pids[i], &traces[i]))
+    // `tracer record --pid PID -o OUT` in each rank's namespace, once it is tracing.
+    let tracers: Vec<LabTracer> = (0..2)
+        .map(|i| {
+            let args = ["record", "--func", "stage_*", "--pid"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([
+                    pids[i].to_string(),
+                    "-o".into(),
+                    traces[i].display().to_string(),
+                ])
+                .collect::<Vec<String>>();
+            LabTracer::start(
+                lab.namespace(i),
+                &args,
+                "tracer: tracing",
+                Duration::from_secs(60),
+                "the node's tracer",
+            )
+        })
         .collect();
     drop(opener);
     let start = Instant::now();
@@ -356,19 +306,8 @@ impl LiveRun {
         };
         let rec = dir.join("job.trace");
         let live = dir.join("live.json");
-        let (rec_arg, live_arg) = (rec.display().to_string(), live.display().to_string());
-        let token_arg = token.display().to_string();
-        let mut args = vec![
-            "--agent",
-            &agent.address,
-            "--token-file",
-            &token_arg,
-            "-o",
-            &rec_arg,
-            "--profile-json",
-            &live_arg,
-        ];
-        args.extend_from_slice(collector_args);
+        let mut args = agent.collector_args(&token, &rec, &live);
+        args.extend(collector_args.iter().map(|s| s.to_string()));
         let out = collect(
             lab.namespace(0),
             &args,
@@ -417,14 +356,12 @@ impl LiveRun {
         );
         all_matched(&offline);
         let report = tracer_json(&["report"], &self.rec);
-        let mut nodes_of_ranks: Vec<(i64, u64)> = report["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|p| Some((p["rank"].as_i64()?, p["pid"].as_u64()? >> 22)))
-            .collect();
-        nodes_of_ranks.sort();
-        assert_eq!(nodes_of_ranks, [(0, 0), (1, 1)], "{}", report["processes"]);
+        assert_eq!(
+            ranks_with_their_nodes(&report),
+            [(0, 0), (1, 1)],
+            "{}",
+            report["processes"]
+        );
         assert_eq!(
             report["processes"][0]["rank"], 1,
             "the path runs through the slow rank"
@@ -456,10 +393,10 @@ fn a_collector_with_the_wrong_token_is_refused_before_its_command_runs() {
     let out = collect(
         lab.namespace(0),
         &[
-            "--agent",
-            &agent.address,
-            "--token-file",
-            &wrong.display().to_string(),
+            "--agent".to_string(),
+            agent.address.clone(),
+            "--token-file".to_string(),
+            wrong.display().to_string(),
         ],
         &["touch".to_string(), ran.display().to_string()],
         &dir,

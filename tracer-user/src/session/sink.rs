@@ -302,6 +302,24 @@ mod tests {
     use tracer_analysis::recording::{FunctionProbe, Item, RecordingMeta, RecordingReader};
     use tracer_analysis::workclock::ClockKind;
 
+    /// A sink whose consumers write a recording to `path`, and the analysis `analysis`.
+    fn recording_to(path: &std::path::Path, analysis: Analysis) -> Sink {
+        let consumers = for_session(
+            ConsumerOptions {
+                output: Some(path),
+                owner: None,
+                clock: ClockKind::Cpu,
+                analysis,
+                sampling: false,
+                whatif: None,
+                stream: None,
+            },
+            &RecordingMeta::default(),
+        )
+        .unwrap();
+        Sink::new(ProcessSnapshots::new(Vec::new()), consumers)
+    }
+
     #[test]
     fn another_nodes_records_join_this_ones_in_time_order() {
         use crate::probes::monotonic_ns;
@@ -310,20 +328,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tracer-sink-nodes-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("job.trace");
-        let consumers = for_session(
-            ConsumerOptions {
-                output: Some(&path),
-                owner: None,
-                clock: ClockKind::Cpu,
-                analysis: Analysis::Live,
-                sampling: false,
-                whatif: None,
-                stream: None,
-            },
-            &RecordingMeta::default(),
-        )
-        .unwrap();
-        let mut sink = Sink::new(ProcessSnapshots::new(Vec::new()), consumers);
+        let mut sink = recording_to(&path, Analysis::Live);
         let t0 = monotonic_ns();
         sink.merge_nodes(1, std::time::Duration::from_secs(10));
         // Switch-ins: records that name no process for /proc to be read about.
@@ -366,20 +371,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tracer-sink-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("session.trace");
-        let consumers = for_session(
-            ConsumerOptions {
-                output: Some(&path),
-                owner: None,
-                clock: ClockKind::Cpu,
-                analysis: Analysis::AfterTracing,
-                sampling: false,
-                whatif: None,
-                stream: None,
-            },
-            &RecordingMeta::default(),
-        )
-        .unwrap();
-        let mut sink = Sink::new(ProcessSnapshots::new(Vec::new()), consumers);
+        let mut sink = recording_to(&path, Analysis::AfterTracing);
         let probe = FunctionProbe {
             id: 1,
             symbol: "work".into(),
