@@ -18,9 +18,10 @@ fn binutils(tool: &str, args: &[&str]) -> String {
 fn the_release_binary_is_small_and_keeps_names_and_our_lines() {
     let bin = tracer();
     let path = bin.to_str().unwrap();
-    // Full debug information for every crate made it 153 MB; our line tables, 50 MB.
+    // Full debug information for every crate made it 153 MB; our line tables, 50 MB;
+    // with the gRPC transport of jobs across nodes (tonic, h2, rustls), 70 MB.
     let bytes = std::fs::metadata(&bin).unwrap().len();
-    assert!(bytes < 64 << 20, "{path} is {bytes} bytes");
+    assert!(bytes < 80 << 20, "{path} is {bytes} bytes");
 
     // The symbol table stays: a backtrace names every function, ours and the
     // dependencies'.

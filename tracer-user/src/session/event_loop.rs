@@ -1,11 +1,10 @@
 //! The reader: drains the ring buffer and the per-CPU slots in timestamp order until
 //! the targets are gone, the deadline passes or a signal comes.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use std::sync::atomic::Ordering;
 use tokio::io::unix::AsyncFd;
-
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::context::LoopContext;
