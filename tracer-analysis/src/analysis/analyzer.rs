@@ -324,6 +324,11 @@ impl<M: PathModel> Analyzer<M> {
         self.sampled.as_ref().map_or(0, |s| s.cpu_of(p))
     }
 
+    /// Whether `p` is a sampled function's column released for the next hot function.
+    pub(crate) fn is_released_sampled_column(&self, p: ProcId) -> bool {
+        self.sampled.as_ref().is_some_and(|s| s.is_free(p))
+    }
+
     /// The live sampled functions and the columns they are followed in (None when the
     /// analyzer follows none).
     fn sampled_columns(&mut self) -> Option<(&mut LiveSamples, SampledColumns<'_, M>)> {

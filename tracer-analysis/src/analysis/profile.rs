@@ -183,6 +183,8 @@ impl Profile {
             .iter()
             .zip(&a.procedures.symbols)
             .enumerate()
+            // A released column names no function until another takes it.
+            .filter(|(p, _)| !a.is_released_sampled_column(*p))
             .map(|(p, (name, symbol))| {
                 let cp = path.inclusive.get(p).copied().unwrap_or(0);
                 let zeroing = length.saturating_sub(a.zeroed_length(p));

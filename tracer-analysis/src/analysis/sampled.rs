@@ -217,6 +217,12 @@ impl LiveSamples {
         });
     }
 
+    /// Whether column `p` was released and waits for a function to follow: it names no
+    /// function, so no output shows it.
+    pub(crate) fn is_free(&self, p: ProcId) -> bool {
+        self.free.contains(&p)
+    }
+
     /// Gives hot function `id` a column: a released one, a new one, or a cold function's.
     fn follow(&mut self, id: u32, columns: &mut dyn Columns) {
         if let Some(p) = self.free.pop() {
@@ -325,7 +331,9 @@ mod tests {
     use crate::analysis::workclock::ClockKind;
     use crate::analysis::Pipeline;
     use crate::export::sampled::tests::TableLocator;
-    use crate::format::synth::sampled_pair;
+    use crate::format::synth::{sampled_pair, SyntheticRun};
+    use crate::format::Mapping;
+    use crate::recording::Item;
 
     /// The live estimate on the construction the report's attribution is tested on
     /// (`export::sampled`): every function followed from its first sample gets the
@@ -365,6 +373,50 @@ mod tests {
         assert_eq!(
             (counts.cpu_ns, counts.functions, counts.tracked),
             (60_000, 4, 4)
+        );
+    }
+    /// A launcher's function is followed until the program shows itself, then its column
+    /// is released: the profile lists the program's functions, not an empty row for it.
+    #[test]
+    fn a_released_column_is_no_row() {
+        use tracer_common::{call, unwind_end};
+        let mut pipeline = Pipeline::new(ClockKind::Cpu);
+        pipeline.analyzer.follow_sampled_functions_when(
+            Box::new(TableLocator),
+            TrackRule {
+                samples: 1,
+                cpu_permille: 0,
+            },
+        );
+        let frames = |f: u64| [f + 5, 0x1010];
+        let mut s = SyntheticRun::new(2, &[]);
+        for item in &mut s.items {
+            if let Item::Process(p) = item {
+                p.mappings = vec![Mapping {
+                    path: "/app".into(),
+                    bias: 0,
+                }];
+            }
+        }
+        // Rank 1 plays the launcher: it works in c and never calls MPI.
+        s.compute(1, 10_000, None);
+        s.sample(1, &frames(0x4000), unwind_end::COMPLETE);
+        s.compute(0, 10_000, None);
+        s.sample(0, &frames(0x2000), unwind_end::COMPLETE);
+        s.call(0, call::MPI_BARRIER, -1, -1, false);
+        s.call(0, call::MPI_BARRIER, -1, -1, true);
+        s.compute(0, 10_000, None);
+        s.sample(0, &frames(0x2000), unwind_end::COMPLETE);
+        for item in &s.items {
+            pipeline.item(item);
+        }
+        let profile = Profile::new(pipeline.flush(), ClockKind::Cpu, 0, &HashMap::new());
+        let names: Vec<&str> = profile.sampled_functions.iter().map(|f| &*f.name).collect();
+        assert_eq!(names, ["a", "main"]);
+        let counts = profile.samples.unwrap();
+        assert_eq!(
+            (counts.samples, counts.functions, counts.tracked),
+            (3, 3, 3)
         );
     }
 }
