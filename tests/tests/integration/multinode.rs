@@ -366,6 +366,27 @@ impl LiveRun {
             report["processes"][0]["rank"], 1,
             "the path runs through the slow rank"
         );
+        // The summary names each rank's node and the pid that node gave it, in its JSON
+        // and in what the collector printed.
+        let summary = tracer_json(&["summary"], &self.rec);
+        let ranks = summary["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| Some((p["rank"].as_u64()?, p)));
+        assert_eq!(ranks.clone().count(), 2, "{summary}");
+        for (rank, p) in ranks {
+            let pid = p["pid"].as_u64().unwrap();
+            let node = &p["node"];
+            assert_eq!(node["index"], rank, "{p}");
+            assert_eq!(node["pid"], pid & ((1 << 22) - 1), "{p}");
+            let line = format!(
+                "pid {:>7} on node {rank} ({}) rank {rank} ",
+                node["pid"].as_u64().unwrap(),
+                node["hostname"].as_str().unwrap()
+            );
+            assert!(said.contains(&line), "no {line:?} in {said}");
+        }
         self.clean_up();
     }
 

@@ -9,6 +9,7 @@ use tracer_common::{call, unwind_end, RecordKind};
 
 use crate::format::calls::{self, Flavor, MPICH_COMM_WORLD};
 use crate::format::cost::RunCost;
+use crate::format::node::{GlobalId, NodeInfo};
 use crate::format::recording::{FunctionProbe, Item};
 use crate::format::records::{self, Record};
 use crate::format::ProcessInfo;
@@ -109,6 +110,20 @@ pub struct ProcessSummary {
     pub pvm_tid: Option<i32>,
     /// Distinct threads seen.
     pub threads: usize,
+    /// In a recording of several nodes: the machine the process ran on (`pid` is then
+    /// the recording's id, which has the node in its high bits; docs/multinode.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<ProcessNode>,
+}
+
+/// Where a process of a job across nodes ran, and the id its machine gave it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ProcessNode {
+    /// The node's row in the recording's node table (node 0: the collector's, or the
+    /// first recording merged). Host names alone may repeat (containers, namespaces).
+    pub index: u16,
+    pub hostname: String,
+    pub pid: u32,
 }
 
 #[derive(Default)]
@@ -279,6 +294,7 @@ impl SummaryBuilder {
                     size: st.size.or(info.env_size),
                     pvm_tid: st.pvm_tid,
                     threads: st.threads.len(),
+                    node: None,
                 }
             })
             .collect();
@@ -292,6 +308,28 @@ impl SummaryBuilder {
             unprobed_mpi_calls: None,
             cost: None,
             samples: sample_counts(&self.samples_by_end),
+        }
+    }
+}
+
+impl Summary {
+    /// Names the node of every process, when the recording's node table (`nodes`, node 0
+    /// first) has more than one.
+    pub fn name_nodes(&mut self, nodes: &[NodeInfo]) {
+        if nodes.len() < 2 {
+            return;
+        }
+        for p in &mut self.processes {
+            let id = GlobalId(p.pid);
+            let index = id.node().0;
+            p.node = Some(ProcessNode {
+                index,
+                hostname: nodes
+                    .get(usize::from(index))
+                    .map(|n| n.hostname.clone())
+                    .unwrap_or_default(),
+                pid: id.local(),
+            });
         }
     }
 }
@@ -328,6 +366,7 @@ pub fn summarize(items: &[Item], lost: u64) -> Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::node::NodeId;
     use tracer_common::{flavor, kind, CallRecord, EventHeader};
 
     fn header(k: u16, tid: u32, call: u16) -> EventHeader {
@@ -438,5 +477,50 @@ mod tests {
             .unwrap()
             .get("samples")
             .is_none());
+    }
+
+    /// In a recording of several nodes every process names its machine and the pid that
+    /// machine gave it; in a recording of one, nothing changes (nor its JSON).
+    #[test]
+    fn processes_name_their_node_when_there_are_several() {
+        let mut b = SummaryBuilder::new();
+        let remote = GlobalId::new(NodeId(1), 25392).0;
+        for tgid in [25391, remote] {
+            b.record(&Record::FuncEnter(EventHeader {
+                tgid,
+                tid: tgid,
+                ..header(kind::FUNC_ENTER, 0, 1)
+            }));
+        }
+        let host = |name: &str| NodeInfo {
+            hostname: name.into(),
+            ..Default::default()
+        };
+        let mut one = b.finish(0);
+        let two = {
+            let mut s = one.clone();
+            s.name_nodes(&[host("node1"), host("node2")]);
+            s
+        };
+        let nodes: Vec<Option<ProcessNode>> =
+            two.processes.iter().map(|p| p.node.clone()).collect();
+        let on = |index, hostname: &str, pid| {
+            Some(ProcessNode {
+                index,
+                hostname: hostname.into(),
+                pid,
+            })
+        };
+        assert_eq!(nodes, [on(0, "node1", 25391), on(1, "node2", 25392)]);
+        let before = one.clone();
+        one.name_nodes(&[host("node1")]);
+        assert_eq!(one, before);
+        assert!(serde_json::to_value(&one).unwrap()["processes"][0]
+            .get("node")
+            .is_none());
+        assert_eq!(
+            serde_json::to_value(&two).unwrap()["processes"][1]["node"],
+            serde_json::json!({ "index": 1, "hostname": "node2", "pid": 25392 })
+        );
     }
 }

@@ -115,9 +115,16 @@ pub(super) fn print_summary(s: &tracer_analysis::summary::Summary) {
         if let Some(t) = p.pvm_tid {
             who.push_str(&format!(" pvm tid {t:#x}"));
         }
+        // A job across nodes: the pid its machine gave it, and the machine.
+        let (pid, on) = match &p.node {
+            Some(node) => (
+                node.pid,
+                format!(" on node {} ({})", node.index, node.hostname),
+            ),
+            None => (p.pid, String::new()),
+        };
         say!(
-            "  pid {:>7}{who}  threads {:>3}  {}",
-            p.pid,
+            "  pid {pid:>7}{on}{who}  threads {:>3}  {}",
             p.threads,
             p.command
         );

@@ -17,10 +17,14 @@ pub(super) struct SummaryArgs {
 
 pub(super) fn run(a: SummaryArgs) -> anyhow::Result<ExitCode> {
     super::tell_condition(&a.file);
-    let recording::WholeRecording { items, trailer, .. } =
-        recording::read_all(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let recording::WholeRecording {
+        items,
+        trailer,
+        meta,
+    } = recording::read_all(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let mut s = summary::summarize(&items, trailer.events_lost);
     s.events.failures = trailer.probe_failures.clone();
+    s.name_nodes(&meta.nodes);
     if a.json {
         out!("{}", serde_json::to_string_pretty(&s)?);
     } else {

@@ -54,7 +54,7 @@ pub(in crate::session) fn for_session(
     if let Some(to) = opts.stream {
         consumers.push(Box::new(StreamConsumer::new(to.batches, to.clock_shift_ns)));
     }
-    consumers.push(Box::<SummaryConsumer>::default());
+    consumers.push(Box::new(SummaryConsumer::new(&meta.nodes)));
     consumers.push(path);
     if let Some(replay) = opts.whatif {
         consumers.push(Box::new(WhatIfConsumer::new(OnlineWhatIf::new(replay))));
