@@ -13,12 +13,7 @@
 
 /* This thread's CPU time inside MPI calls, as the calls see it. */
 static double in_mpi_ms;
-#define MPI(call)                                  \
-    do {                                           \
-        double mpi_start_ = thread_cpu_ms();       \
-        call;                                      \
-        in_mpi_ms += thread_cpu_ms() - mpi_start_; \
-    } while (0)
+#define MPI(call) ADD_CPU_OF(in_mpi_ms, call)
 
 __attribute__((noinline)) void compute(double ms) { spin_ms(ms); }
 

@@ -20,12 +20,7 @@
 
 /* The CPU time rank 0 spends inside MPI calls. */
 static double mpi_ms = 0;
-#define IN_MPI(call)                          \
-    do {                                      \
-        double before_ = thread_cpu_ms();     \
-        call;                                 \
-        mpi_ms += thread_cpu_ms() - before_;  \
-    } while (0)
+#define IN_MPI(call) ADD_CPU_OF(mpi_ms, call)
 
 int main(int argc, char **argv) {
     int rank;

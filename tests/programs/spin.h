@@ -21,3 +21,12 @@ static inline void nap_until(const int *flag, int want, long nap_us) {
     struct timespec ts = {nap_us / 1000000, nap_us % 1000000 * 1000};
     while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < want) nanosleep(&ts, NULL);
 }
+
+/* Runs `call` and adds the CPU time this thread spent in it to `total_ms` (a double): how
+ * a program counts its CPU inside MPI calls, outside which the tracer counts work. */
+#define ADD_CPU_OF(total_ms, call)                  \
+    do {                                            \
+        double add_cpu_before_ = thread_cpu_ms();   \
+        call;                                       \
+        (total_ms) += thread_cpu_ms() - add_cpu_before_; \
+    } while (0)
