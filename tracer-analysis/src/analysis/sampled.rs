@@ -332,14 +332,9 @@ mod tests {
     use crate::analysis::Pipeline;
     use crate::export::sampled::tests::TableLocator;
     use crate::format::synth::{sampled_pair, SyntheticRun};
-    use crate::format::Mapping;
-    use crate::recording::Item;
 
-    /// The live estimate on the construction the report's attribution is tested on
-    /// (`export::sampled`): every function followed from its first sample gets the
-    /// report's critical-path, exclusive and CPU times and zeroing.
-    #[test]
-    fn live_functions_weigh_what_the_construction_says() {
+    /// A pipeline whose analyzer follows every sampled function from its first sample.
+    fn following_every_function() -> Pipeline {
         let mut pipeline = Pipeline::new(ClockKind::Cpu);
         pipeline.analyzer.follow_sampled_functions_when(
             Box::new(TableLocator),
@@ -348,6 +343,15 @@ mod tests {
                 cpu_permille: 0,
             },
         );
+        pipeline
+    }
+
+    /// The live estimate on the construction the report's attribution is tested on
+    /// (`export::sampled`): every function followed from its first sample gets the
+    /// report's critical-path, exclusive and CPU times and zeroing.
+    #[test]
+    fn live_functions_weigh_what_the_construction_says() {
+        let mut pipeline = following_every_function();
         for item in &sampled_pair() {
             pipeline.item(item);
         }
@@ -375,29 +379,16 @@ mod tests {
             (60_000, 4, 4)
         );
     }
+
     /// A launcher's function is followed until the program shows itself, then its column
     /// is released: the profile lists the program's functions, not an empty row for it.
     #[test]
     fn a_released_column_is_no_row() {
         use tracer_common::{call, unwind_end};
-        let mut pipeline = Pipeline::new(ClockKind::Cpu);
-        pipeline.analyzer.follow_sampled_functions_when(
-            Box::new(TableLocator),
-            TrackRule {
-                samples: 1,
-                cpu_permille: 0,
-            },
-        );
+        let mut pipeline = following_every_function();
         let frames = |f: u64| [f + 5, 0x1010];
         let mut s = SyntheticRun::new(2, &[]);
-        for item in &mut s.items {
-            if let Item::Process(p) = item {
-                p.mappings = vec![Mapping {
-                    path: "/app".into(),
-                    bias: 0,
-                }];
-            }
-        }
+        s.map_app();
         // Rank 1 plays the launcher: it works in c and never calls MPI.
         s.compute(1, 10_000, None);
         s.sample(1, &frames(0x4000), unwind_end::COMPLETE);

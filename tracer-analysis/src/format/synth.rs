@@ -69,6 +69,19 @@ impl SyntheticRun {
         }
     }
 
+    /// Every process maps `/app` at 0 (where the sampled tests' code locator puts its
+    /// functions).
+    pub(crate) fn map_app(&mut self) {
+        for item in &mut self.items {
+            if let Item::Process(p) = item {
+                p.mappings = vec![crate::format::Mapping {
+                    path: "/app".into(),
+                    bias: 0,
+                }];
+            }
+        }
+    }
+
     /// A header on `rank`, 1 us after the previous record.
     pub(crate) fn header(&mut self, rank: usize, kind: u16, callf: u16) -> EventHeader {
         self.ts += 1000;
@@ -528,14 +541,7 @@ pub(crate) fn sampled_pair() -> Vec<Item> {
     let frames = |f: u64| [f + 5, 0x1010];
     let (a, b, c) = (frames(0x2000), frames(0x3000), frames(0x4000));
     let mut s = SyntheticRun::new(2, &[]);
-    for item in &mut s.items {
-        if let Item::Process(p) = item {
-            p.mappings = vec![crate::format::Mapping {
-                path: "/app".into(),
-                bias: 0,
-            }];
-        }
-    }
+    s.map_app();
     s.compute(0, 0, None);
     s.compute(1, 0, None);
     for (cpu, stack) in [(10_000, a), (20_000, a), (30_000, b)] {
