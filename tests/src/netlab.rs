@@ -509,6 +509,50 @@ pub fn ranks_with_their_nodes(report: &serde_json::Value) -> Vec<(i64, u64)> {
     ranks
 }
 
+/// `tracer report`'s text (for people) names every rank's process as its node gave it,
+/// with the node when it is not node 0 (`101@node1`, docs/multinode.md): its process
+/// table has a row `PID RANK` per rank of `report` (the same recording's `--json`).
+pub fn report_text_names_each_rank_with_its_node(recording: &Path, report: &serde_json::Value) {
+    let out = Command::new(crate::tracer())
+        .arg("report")
+        .arg(recording)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let processes = report["processes"]
+        .as_array()
+        .expect("a report's processes");
+    let mut ranks = 0;
+    for p in processes {
+        let (Some(rank), Some(pid)) = (p["rank"].as_i64(), p["pid"].as_u64()) else {
+            continue;
+        };
+        let (node, local) = (pid >> 22, pid & ((1 << 22) - 1));
+        let shown = if node == 0 {
+            local.to_string()
+        } else {
+            format!("{local}@node{node}")
+        };
+        let rank = rank.to_string();
+        assert!(
+            rows.iter()
+                .any(|r| r.len() > 2 && r[0] == shown && r[1] == rank),
+            "no process row {shown:?} for rank {rank} in:\n{text}"
+        );
+        ranks += 1;
+    }
+    assert!(ranks >= 2, "{report}");
+}
+
 /// A collector's run: `tracer record --agent ... -- COMMAND` in namespace `ns`, killed
 /// by its own pid past `limit`.
 pub fn collect(

@@ -13,7 +13,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tracer_tests::netlab::{collect, ranks_with_their_nodes, token_file, Agent, LabTracer, NetLab};
+use tracer_tests::netlab::{
+    collect, ranks_with_their_nodes, report_text_names_each_rank_with_its_node, token_file, Agent,
+    LabTracer, NetLab,
+};
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, tracer_json};
 use tracer_tests::tracer;
 
@@ -184,6 +187,12 @@ fn recorded_node_by_node(mpi: Mpi) {
         .filter_map(|p| p["rank"].as_i64())
         .collect();
     assert_eq!(ranks.len(), 2, "{ranks:?}");
+    assert_eq!(
+        ranks_with_their_nodes(&report),
+        [(0, 0), (1, 1)],
+        "{report}"
+    );
+    report_text_names_each_rank_with_its_node(&all, &report);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -366,6 +375,7 @@ impl LiveRun {
             report["processes"][0]["rank"], 1,
             "the path runs through the slow rank"
         );
+        report_text_names_each_rank_with_its_node(&self.rec, &report);
         // The summary names each rank's node and the pid that node gave it, in its JSON
         // and in what the collector printed.
         let summary = tracer_json(&["summary"], &self.rec);

@@ -2,6 +2,7 @@
 //! their ranks and PVM task ids, and their communicator and group handles, interned to
 //! small ids that every member of a communicator shares.
 
+use crate::format::node::ShownId;
 use rustc_hash::FxHashMap;
 
 use tracer_common::{call, CallRecord};
@@ -945,7 +946,7 @@ impl Directory {
     pub(crate) fn comm_name(&self, gid: u32) -> String {
         match self.comms.get(gid as usize) {
             Some(CommDef::World { .. }) => "MPI_COMM_WORLD".into(),
-            Some(CommDef::OnlySelf { pid }) => format!("MPI_COMM_SELF of {pid}"),
+            Some(CommDef::OnlySelf { pid }) => format!("MPI_COMM_SELF of {}", ShownId(*pid)),
             Some(CommDef::Dup { parent, seq }) => format!("MPI_Comm_dup #{seq} of comm {parent}"),
             Some(CommDef::Split { parent, seq, color }) => {
                 format!("MPI_Comm_split #{seq} of comm {parent}, color {color}")

@@ -2,6 +2,7 @@
 //! ended): who, when, and what their end left undone. Reported as facts, never guessed
 //! over: the rest of the analysis goes on with what every other process recorded.
 
+use crate::format::node::ShownId;
 use serde::Serialize;
 
 use crate::units::ms;
@@ -105,7 +106,7 @@ pub(crate) fn killed_lines(killed: &[Killed]) -> String {
         s.push_str(&format!(
             "killed: pid {}{rank} by {} ({}) at {:.3} ms; sends never received: {} from it, {} \
              to it; incomplete collectives: {}; {}\n",
-            k.pid,
+            ShownId(k.pid),
             k.signal_name,
             k.signal,
             ms(k.at_ns),

@@ -5,6 +5,7 @@
 //! is FIFO per (source task, destination task, tag). What cannot be resolved is
 //! counted, never guessed.
 
+use crate::format::node::ShownId;
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
@@ -648,8 +649,9 @@ impl<S: Clone> MessageMatcher<S> {
         let certain = candidates == wanted || (queues.len() == 1 && candidates > wanted);
         if !certain {
             log::debug!(
-                "{wanted} wildcard receives of pid {pid} completed together with \
+                "{wanted} wildcard receives of pid {} completed together with \
                  {candidates} messages in {} queues that could match: unmatched",
+                ShownId(pid),
                 queues.len()
             );
             return (0..wanted)
@@ -781,8 +783,9 @@ impl<S: Clone> MessageMatcher<S> {
         self.stats.collectives_incomplete += incomplete as u64;
         if incomplete {
             log::debug!(
-                "collective {seq} of communicator {gid}: pid {pid} left without every \
-                 entry it depends on ({deps:?}, {shape:?})"
+                "collective {seq} of communicator {gid}: pid {} left without every \
+                 entry it depends on ({deps:?}, {shape:?})",
+                ShownId(pid)
             );
         }
         out

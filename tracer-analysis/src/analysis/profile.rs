@@ -1,6 +1,7 @@
 //! The critical path profile: the report of `tracer analyze` and of `tracer record
 //! --profile-json`. Schema: docs/profile-json.md.
 
+use crate::format::node::ShownId;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -123,8 +124,8 @@ impl CriticalPath {
             "critical path: {:.3} ms ({clock} clock) of {:.3} ms elapsed, ends in pid {} tid {} {}",
             ms(self.length_ns),
             ms(self.elapsed_ns),
-            self.ends_in_pid,
-            self.ends_in_tid,
+            ShownId(self.ends_in_pid),
+            ShownId(self.ends_in_tid),
             self.ends_in_command
         )
     }

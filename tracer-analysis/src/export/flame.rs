@@ -5,6 +5,7 @@
 //! is the stack's critical-path time, in nanoseconds, so the weights add up to the
 //! path's length.
 
+use crate::format::node::ShownId;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -52,7 +53,7 @@ pub(crate) fn process_frame(source: &dyn StackSource, pid: u32) -> String {
     if let Some(rank) = source.rank(pid) {
         name.push_str(&format!("rank {rank} "));
     }
-    name.push_str(&format!("pid {pid}"));
+    name.push_str(&format!("pid {}", ShownId(pid)));
     frame(&name)
 }
 
@@ -75,7 +76,7 @@ fn folded_by(
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
     for s in source.stacks().iter().filter(|s| weight(&s.weights) > 0) {
         let mut line = process_frame(source, s.pid);
-        line.push_str(&format!(";tid {}", s.tid));
+        line.push_str(&format!(";tid {}", ShownId(s.tid)));
         for f in &s.frames {
             line.push(';');
             line.push_str(&frame(f));

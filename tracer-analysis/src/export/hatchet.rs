@@ -9,6 +9,7 @@
 //! and the zeroing gain of its procedure. docs/exports.md has the metrics and why the
 //! roots are processes.
 
+use crate::format::node::ShownId;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
@@ -129,7 +130,7 @@ fn tree(source: &dyn StackSource) -> Vec<Node> {
             roots.push((s.pid, Node::new(name, "process", 0)));
         }
         let (_, process) = roots.last_mut().expect("a root was just pushed");
-        let mut node = process.child(&format!("tid {}", s.tid), "thread", 0);
+        let mut node = process.child(&format!("tid {}", ShownId(s.tid)), "thread", 0);
         for f in &s.frames {
             let gain = gains.get(f.as_str()).copied().unwrap_or(0);
             node = node.child(f, "function", gain);
@@ -254,7 +255,10 @@ mod tests {
         }
         // Each stack is a path with its own figures.
         for s in profile.stacks() {
-            let mut path = vec![process_frame(&profile, s.pid), format!("tid {}", s.tid)];
+            let mut path = vec![
+                process_frame(&profile, s.pid),
+                format!("tid {}", ShownId(s.tid)),
+            ];
             path.extend(s.frames.iter().cloned());
             let n = all
                 .iter()

@@ -7,6 +7,7 @@
 //! Enumerations carry OTF2's own numbers (OTF2_Definitions.h, OTF2_Events.h,
 //! OTF2_GeneralDefinitions.h of OTF2 3.0), so the writer passes them on unchanged.
 
+use crate::format::node::ShownId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 
@@ -1070,7 +1071,7 @@ impl Builder {
                     .get(&pid)
                     .filter(|c| !c.is_empty())
                     .cloned()
-                    .unwrap_or_else(|| format!("pid {pid}"));
+                    .unwrap_or_else(|| format!("pid {}", ShownId(pid)));
                 let name = match (rank, self.directory.pvm_tid(pid)) {
                     (Some(r), _) => format!("rank {r}: {command}"),
                     (None, Some(t)) => format!("pvm task {t:#x}: {command}"),
@@ -1126,7 +1127,7 @@ impl Builder {
                 .map(|(i, _)| i as u64)
                 .collect();
             comms.push(Comm {
-                name: format!("threads of {pid}"),
+                name: format!("threads of {}", ShownId(pid)),
                 paradigm: Paradigm::Pthread,
                 members,
             });
@@ -1141,7 +1142,7 @@ impl Builder {
                     name: if tid == t.pid {
                         "main".into()
                     } else {
-                        format!("thread {tid}")
+                        format!("thread {}", ShownId(tid))
                     },
                     thread_comm: contingents
                         .get(&local)

@@ -11,6 +11,7 @@
 //! Times are the recording's own (CLOCK_MONOTONIC, ns); Perfetto takes them as its
 //! trace clock.
 
+use crate::format::node::ShownId;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{self, Write};
 
@@ -302,7 +303,7 @@ pub fn write_perfetto<W: Write>(
         let name = match (pid, names.get(&pid)) {
             (CRITICAL_PID, _) => "critical path".to_string(),
             (_, Some(n)) => n.clone(),
-            (_, None) => format!("pid {pid}"),
+            (_, None) => format!("pid {}", ShownId(pid)),
         };
         w.descriptor(TrackDescriptor {
             uuid: Some(process_uuid(pid)),

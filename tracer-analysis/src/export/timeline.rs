@@ -7,6 +7,7 @@
 //! implements [`TimelineSink`]. docs/chrome-export.md and docs/exports.md describe the
 //! mapping.
 
+use crate::format::node::ShownId;
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
@@ -243,7 +244,7 @@ impl TimelinePlan {
     /// A process's name on the timeline: its command, with its MPI rank or PVM task id.
     pub(crate) fn process_name(&self, p: &crate::format::summary::ProcessSummary) -> String {
         let command = if p.command.is_empty() {
-            format!("pid {}", p.pid)
+            format!("pid {}", ShownId(p.pid))
         } else {
             p.command.clone()
         };

@@ -52,6 +52,25 @@ impl GlobalId {
     }
 }
 
+/// How outputs for people show a process, thread or CPU id ([`GlobalId`]): node 0's ids
+/// as they are, any other node's as the id its node gave and the node's index,
+/// `101@node1` (`tracer summary` names each node's host). A recording of one machine
+/// shows exactly the ids the kernel gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShownId(pub u32);
+
+impl std::fmt::Display for ShownId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let id = GlobalId(self.0);
+        let text = match id.node() {
+            NodeId(0) => id.local().to_string(),
+            NodeId(n) => format!("{}@node{n}", id.local()),
+        };
+        // Through `pad`, so that column widths and alignment apply.
+        f.pad(&text)
+    }
+}
+
 /// What the recording knows of one machine it traced.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeInfo {
@@ -219,6 +238,17 @@ mod tests {
     use tracer_common::{kind, EventHeader, WakeRecord};
 
     use crate::format::synth::two_nodes as nodes;
+
+    #[test]
+    fn ids_of_other_nodes_are_shown_with_their_node() {
+        assert_eq!(ShownId(101).to_string(), "101");
+        assert_eq!(
+            ShownId(GlobalId::new(NodeId(1), 101).0).to_string(),
+            "101@node1"
+        );
+        assert_eq!(format!("{:<12}|", ShownId(1 << 22 | 7)), "7@node1     |");
+        assert_eq!(format!("{:>5}|", ShownId(7)), "    7|");
+    }
 
     #[test]
     fn node_zero_is_left_as_it_is() {

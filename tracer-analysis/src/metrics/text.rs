@@ -2,6 +2,7 @@
 //! with their threads), the processes' commands, procedures, the traffic matrices and
 //! the distributions. Times in milliseconds.
 
+use crate::format::node::ShownId;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -19,8 +20,8 @@ fn ratio(v: Option<f64>) -> String {
 
 fn who(p: &ProcessMetrics) -> String {
     match p.rank {
-        Some(r) => format!("rank {r} pid {}", p.pid),
-        None => format!("pid {}", p.pid),
+        Some(r) => format!("rank {r} pid {}", ShownId(p.pid)),
+        None => format!("pid {}", ShownId(p.pid)),
     }
 }
 
@@ -128,7 +129,7 @@ pub(crate) fn render(m: &Metrics) -> String {
     for proc in &m.processes {
         level_row(&mut out, &who(proc), &proc.measures);
         for t in m.threads.iter().filter(|t| t.pid == proc.pid) {
-            level_row(&mut out, &format!("  tid {}", t.tid), &t.measures);
+            level_row(&mut out, &format!("  tid {}", ShownId(t.tid)), &t.measures);
         }
     }
     out.push_str("(msg/coll wait, futex, other: time blocked by cause; par: cpu/elapsed; util: par/CPUs; load: (cpu + cpu wait)/cpu)\n");
@@ -172,8 +173,8 @@ pub(crate) fn render(m: &Metrics) -> String {
             );
             for r in &pr.processes {
                 let label = match r.rank {
-                    Some(k) => format!("  rank {k} pid {}", r.pid),
-                    None => format!("  pid {}", r.pid),
+                    Some(k) => format!("  rank {k} pid {}", ShownId(r.pid)),
+                    None => format!("  pid {}", ShownId(r.pid)),
                 };
                 let _ = writeln!(
                     out,
@@ -218,7 +219,7 @@ pub(crate) fn render(m: &Metrics) -> String {
                     }
                 }
                 (Some(o), _) => format!("{}+{}", o.rsplit('/').next().unwrap_or(o), s.address),
-                (None, Some(pid)) => format!("pid {pid} {}", s.address),
+                (None, Some(pid)) => format!("pid {} {}", ShownId(pid), s.address),
                 (None, None) => s.address.clone(),
             };
             dist_row(&mut out, &format!("{} @ {at}", s.name), &s.blocked);
@@ -263,7 +264,7 @@ fn traffic(out: &mut String, m: &Metrics) {
     let by_rank = ends.iter().all(|(r, _)| r.is_some());
     let name = |r: Option<i32>, pid: u32| match r {
         Some(r) if by_rank => format!("rank {r}"),
-        _ => format!("pid {pid}"),
+        _ => format!("pid {}", ShownId(pid)),
     };
     if ends.len() > MAX_MATRIX {
         let _ = writeln!(

@@ -2,6 +2,7 @@
 //! the figures behind it, ranked by how much of the run it explains. The rules read the
 //! report's figures only, so every statement can be checked against the tables below it.
 
+use crate::format::node::ShownId;
 use std::collections::BTreeMap;
 
 use super::types::{Finding, FindingKind, Report};
@@ -21,8 +22,8 @@ fn who(r: &Report, pid: u32) -> String {
         .find(|p| p.pid == pid)
         .and_then(|p| p.rank)
     {
-        Some(rank) => format!("rank {rank} (pid {pid})"),
-        None => format!("pid {pid}"),
+        Some(rank) => format!("rank {rank} (pid {})", ShownId(pid)),
+        None => format!("pid {}", ShownId(pid)),
     }
 }
 
@@ -70,8 +71,8 @@ fn killed(dead: &[&Killed], cut_short: bool) -> Vec<Finding> {
         .enumerate()
         .map(|(i, k)| {
             let whom = match k.rank {
-                Some(rank) => format!("rank {rank} (pid {}, {})", k.pid, k.command),
-                None => format!("pid {} ({})", k.pid, k.command),
+                Some(rank) => format!("rank {rank} (pid {}, {})", ShownId(k.pid), k.command),
+                None => format!("pid {} ({})", ShownId(k.pid), k.command),
             };
             let so = if cut_short && i == 0 {
                 ": the run did not end as written, and the figures below are of what was \

@@ -1,5 +1,6 @@
 //! The report for people.
 
+use crate::format::node::ShownId;
 use std::fmt::Write;
 
 use super::build::activity_start;
@@ -59,8 +60,10 @@ impl Report {
                 } => {
                     let _ = writeln!(
                         s,
-                        "  {:>10.3} ms  pid {pid} tid {tid}  {procedure}  {:.3} ms",
+                        "  {:>10.3} ms  pid {} tid {}  {procedure}  {:.3} ms",
                         ms(start_ns.saturating_sub(t0)),
+                        ShownId(*pid),
+                        ShownId(*tid),
                         ms(*work_ns)
                     );
                 }
@@ -74,9 +77,15 @@ impl Report {
                 } => {
                     // Threads of one process are told apart by thread id.
                     let (to, from) = if from_pid == to_pid {
-                        (format!("tid {to_tid}"), format!("tid {from_tid}"))
+                        (
+                            format!("tid {}", ShownId(*to_tid)),
+                            format!("tid {}", ShownId(*from_tid)),
+                        )
                     } else {
-                        (format!("pid {to_pid}"), format!("pid {from_pid}"))
+                        (
+                            format!("pid {}", ShownId(*to_pid)),
+                            format!("pid {}", ShownId(*from_pid)),
+                        )
                     };
                     let what = if call == THREAD_START {
                         format!("{to} is started by {from}")
@@ -139,7 +148,7 @@ impl Report {
             let _ = writeln!(
                 s,
                 "{:<9} {:>5} {:>11.3} {:>7.2}  {}",
-                p.pid,
+                ShownId(p.pid),
                 rank,
                 ms(p.cp_ns),
                 p.cp_pct,
@@ -159,8 +168,8 @@ impl Report {
             let _ = writeln!(
                 s,
                 "{:<9} {:<9} {:>11.3} {:>11.3} {:>13}",
-                r.tid,
-                r.pid,
+                ShownId(r.tid),
+                ShownId(r.pid),
                 ms(r.cp_ns),
                 ms(r.work_ns),
                 slack
@@ -188,7 +197,7 @@ impl Report {
                 ms(w.measured_ns),
                 ms(w.gain_ns),
                 w.gain_pct,
-                w.ends_in_tid
+                ShownId(w.ends_in_tid)
             );
             for (p, ns) in &w.by_procedure {
                 let _ = writeln!(

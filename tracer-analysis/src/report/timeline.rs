@@ -2,6 +2,7 @@
 //! its work as rectangles coloured by procedure, its waits as lines from the thread
 //! waited for to the waiting one, coloured by call; each with a tooltip (`<title>`).
 
+use crate::format::node::ShownId;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -123,15 +124,16 @@ fn row_labels(r: &Report, rows: &Rows) -> String {
     for &(pid, tid) in rows.0.keys() {
         let y = rows.y(pid, tid);
         let process = r.processes.iter().find(|p| p.pid == pid);
+        let (shown_pid, shown_tid) = (ShownId(pid), ShownId(tid));
         let who = match process.and_then(|p| p.rank) {
-            Some(rank) => format!("rank {rank} tid {tid}"),
-            None => format!("pid {pid} tid {tid}"),
+            Some(rank) => format!("rank {rank} tid {shown_tid}"),
+            None => format!("pid {shown_pid} tid {shown_tid}"),
         };
         let main = if pid == tid { " (main)" } else { "" };
         let command = process.map(|p| p.command.as_str()).unwrap_or("");
         let _ = writeln!(
             s,
-            r#"<g class="row"><title>pid {pid} tid {tid}: {}</title><rect class="band" x="0" y="{y}" width="{WIDTH}" height="{ROW_HEIGHT}"/><text x="6" y="{}">{}{main}</text></g>"#,
+            r#"<g class="row"><title>pid {shown_pid} tid {shown_tid}: {}</title><rect class="band" x="0" y="{y}" width="{WIDTH}" height="{ROW_HEIGHT}"/><text x="6" y="{}">{}{main}</text></g>"#,
             escape(command),
             y + ROW_HEIGHT - 5.0,
             escape(&who),
@@ -213,12 +215,14 @@ fn work_rect(
     let x = scale.x(along_ns);
     let width = (scale.x(along_ns + work_ns) - x).max(0.5);
     format!(
-        r#"<rect class="work" x="{x:.2}" y="{}" width="{width:.2}" height="{ROW_HEIGHT}" fill="{}" data-pid="{pid}" data-work-ns="{work_ns}"><title>{}: {} ms of work ({clock} clock), pid {pid} tid {tid}, from {} ms to {} ms of the path; it ran from {} ms to {} ms wall time</title></rect>
+        r#"<rect class="work" x="{x:.2}" y="{}" width="{width:.2}" height="{ROW_HEIGHT}" fill="{}" data-pid="{pid}" data-work-ns="{work_ns}"><title>{}: {} ms of work ({clock} clock), pid {} tid {}, from {} ms to {} ms of the path; it ran from {} ms to {} ms wall time</title></rect>
 "#,
         rows.y(pid, tid),
         palette.colour(procedure),
         escape(procedure),
         ms_text(work_ns),
+        ShownId(pid),
+        ShownId(tid),
         ms_text(along_ns),
         ms_text(along_ns + work_ns),
         scale.wall_since(wall_start_ns),
@@ -240,10 +244,14 @@ fn wait_line(a: &Activity, along: u64, rows: &Rows, scale: &Scale, palette: &Pal
     else {
         return String::new();
     };
+    let [shown_from_pid, shown_from_tid, shown_to_pid, shown_to_tid] =
+        [*from_pid, *from_tid, *to_pid, *to_tid].map(ShownId);
     let what = if call == THREAD_START {
-        format!("tid {to_tid} is started by tid {from_tid}")
+        format!("tid {shown_to_tid} is started by tid {shown_from_tid}")
     } else {
-        format!("pid {to_pid} tid {to_tid} waits in {call} for pid {from_pid} tid {from_tid}")
+        format!(
+            "pid {shown_to_pid} tid {shown_to_tid} waits in {call} for pid {shown_from_pid} tid {shown_from_tid}"
+        )
     };
     let middle = ROW_HEIGHT / 2.0;
     let x = scale.x(along);

@@ -17,6 +17,7 @@ use std::rc::Rc;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tracer_analysis::node::ShownId;
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -453,7 +454,9 @@ impl View {
             )),
             Line::from(format!(
                 "ends in pid {} tid {} {}",
-                cp.ends_in_pid, cp.ends_in_tid, cp.ends_in_command
+                ShownId(cp.ends_in_pid),
+                ShownId(cp.ends_in_tid),
+                cp.ends_in_command
             )),
             Line::from(format!(
                 "messages {} matched of {} sent ({} /s), {} unmatched; events {}, {} lost",
@@ -715,14 +718,14 @@ fn path_table(p: &Profile, through: &[PathProcess], threads_shown: &[usize]) -> 
     let mut body = Vec::new();
     for (q, &threads_shown) in through.iter().zip(threads_shown) {
         body.push(Row::new(vec![
-            format!("pid {} {}", q.pid, q.command),
+            format!("pid {} {}", ShownId(q.pid), q.command),
             q.threads.len().to_string(),
             ms_text(q.cp_ns),
             format!("{:.1}", q.cp_pct),
         ]));
         for t in q.threads.iter().take(threads_shown) {
             body.push(Row::new(vec![
-                format!("  tid {}", t.tid),
+                format!("  tid {}", ShownId(t.tid)),
                 String::new(),
                 ms_text(t.cp_ns),
                 format!("{:.1}", t.cp_pct),

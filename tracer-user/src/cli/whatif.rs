@@ -1,6 +1,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tracer_analysis::node::ShownId;
 
 use super::print::{out, out_part};
 use anyhow::Context;
@@ -239,8 +240,8 @@ fn text(o: &Output, run: &RecordedRun) -> String {
     let _ = writeln!(s, "  by process:");
     for r in p.processes.iter().take(8) {
         let who = match r.rank {
-            Some(rank) => format!("rank {rank} (pid {})", r.pid),
-            None => format!("pid {}", r.pid),
+            Some(rank) => format!("rank {rank} (pid {})", ShownId(r.pid)),
+            None => format!("pid {}", ShownId(r.pid)),
         };
         let _ = writeln!(s, "    {:>10}  {who}  {}", ms_tenths(r.ns), r.command);
     }
