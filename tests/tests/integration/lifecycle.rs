@@ -18,6 +18,7 @@ const PROGRAMS: &[&str] = &[
     "func_enter_m",
     "sched_switch",
     "sys_enter_futex",
+    "sampler",
 ];
 
 fn loaded_programs() -> String {
@@ -147,6 +148,31 @@ fn ctrl_c_writes_everything_and_detaches() {
 
 /// `tracer record -- COMMAND` exits with the command's status, as `time` does (exit code
 /// n: n; killed by signal s: 128 + s), and still writes every output.
+/// Every program of a session, the sampler's included, is unloaded by the session itself
+/// before the tracer exits: the tracer waits for the kernel to free them (with a 2 s
+/// deadline it logs at). A program left to the end of the process (the sampler, until
+/// it was unloaded with the others) made every stop 2 s longer.
+#[test]
+fn a_session_unloads_every_program_it_loaded() {
+    let out = Command::new(tracer())
+        .env("RUST_LOG", "info")
+        .args(["record", "--sample", "99", "--func", "main", "--"])
+        .args(openmpi(2, "mpi_ring", &["3", "0"]))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(" calls in ") && err.contains("(OpenMpi)"),
+        "the call programs ran: {err}"
+    );
+    assert!(
+        !err.contains("had not freed every program"),
+        "a program outlived its session's detaching: {err}"
+    );
+    assert_nothing_left();
+}
+
 #[test]
 fn record_exits_with_the_command_s_status() {
     let dir = std::env::temp_dir().join(format!("tracer-status-{}", std::process::id()));

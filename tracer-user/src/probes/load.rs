@@ -462,6 +462,11 @@ impl Drop for Probes {
                     Program::TracePoint(p) => {
                         let _ = p.unload();
                     }
+                    // The sampler: left to `ebpf`'s drop, its perf events would hold it
+                    // past the wait below (the whole 2 s of it, at every stop).
+                    Program::PerfEvent(p) => {
+                        let _ = p.unload();
+                    }
                     _ => {}
                 });
             }
@@ -482,6 +487,12 @@ fn wait_until_freed(ids: &[u32], limit: Duration) {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    // Not a loss (the process's exit closes what is left), but a stop that took `limit`
+    // longer than it should: say so, so that it is found.
+    log::info!(
+        "the kernel had not freed every program {} ms after detaching",
+        limit.as_millis()
+    );
 }
 
 /// The offset of a member the probes cannot do without.
