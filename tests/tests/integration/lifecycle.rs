@@ -146,8 +146,6 @@ fn ctrl_c_writes_everything_and_detaches() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `tracer record -- COMMAND` exits with the command's status, as `time` does (exit code
-/// n: n; killed by signal s: 128 + s), and still writes every output.
 /// Every program of a session, the sampler's included, is unloaded by the session itself
 /// before the tracer exits: the tracer waits for the kernel to free them (with a 2 s
 /// deadline it logs at). A program left to the end of the process (the sampler, until
@@ -173,6 +171,8 @@ fn a_session_unloads_every_program_it_loaded() {
     assert_nothing_left();
 }
 
+/// `tracer record -- COMMAND` exits with the command's status, as `time` does (exit code
+/// n: n; killed by signal s: 128 + s), and still writes every output.
 #[test]
 fn record_exits_with_the_command_s_status() {
     let dir = std::env::temp_dir().join(format!("tracer-status-{}", std::process::id()));
