@@ -149,7 +149,8 @@ fn ctrl_c_writes_everything_and_detaches() {
 /// Every program of a session, the sampler's included, is unloaded by the session itself
 /// before the tracer exits: the tracer waits for the kernel to free them (with a 2 s
 /// deadline it logs at). A program left to the end of the process (the sampler, until
-/// it was unloaded with the others) made every stop 2 s longer.
+/// it was unloaded with the others) made the stop wait out that deadline (seen with
+/// `RUST_LOG=info`, as here; docs/benchmarks.md, start and stop, round 8).
 #[test]
 fn a_session_unloads_every_program_it_loaded() {
     let out = Command::new(tracer())
