@@ -1,11 +1,12 @@
 //! ELF symbols of executables and shared libraries (with the `object` crate): where a
 //! uprobe goes (file offset) and what the probe needs to know (virtual address).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
-use crate::target::elf_file::read_elf;
+use crate::target::elf_file::open_elf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
@@ -24,7 +25,7 @@ pub enum SymbolError {
 }
 
 impl SymbolError {
-    /// What [`read_elf`] of `path` failed with: not an ELF file, or not readable.
+    /// What [`open_elf`] (or `read_elf`) of `path` failed with: not an ELF file, or not readable.
     pub fn reading(path: &Path, source: std::io::Error) -> Self {
         match source.kind() {
             std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput => {
@@ -61,8 +62,10 @@ pub(crate) struct SymbolTable {
 
 impl SymbolTable {
     pub(crate) fn read(path: &Path) -> Result<Self, SymbolError> {
-        let data = read_elf(path).map_err(|source| SymbolError::reading(path, source))?;
-        let file = object::File::parse(&*data).map_err(|source| SymbolError::Parse {
+        let elf = open_elf(path).map_err(|source| SymbolError::reading(path, source))?;
+        // Only the headers and symbol tables are read, as the parser asks for them.
+        let data = object::ReadCache::new(elf.file);
+        let file = object::File::parse(&data).map_err(|source| SymbolError::Parse {
             path: path.to_path_buf(),
             source,
         })?;
@@ -81,21 +84,23 @@ impl SymbolTable {
                 .map(|(a, _, off)| vaddr - a + off)
         };
         let mut symbols: Vec<Symbol> = Vec::new();
+        // A symbol in both tables is kept once. A set, not a search of `symbols`: that
+        // was quadratic, and the installed MPI libraries took 86 ms of every start.
+        let mut seen: HashSet<(u64, &str)> = HashSet::new();
         for sym in file.dynamic_symbols().chain(file.symbols()) {
             if sym.is_undefined() || sym.address() == 0 {
                 continue;
             }
             let Ok(name) = sym.name() else { continue };
-            if name.is_empty()
-                || symbols
-                    .iter()
-                    .any(|s| s.name == name && s.vaddr == sym.address())
-            {
+            if name.is_empty() {
                 continue;
             }
             let Some(file_offset) = to_offset(sym.address()) else {
                 continue;
             };
+            if !seen.insert((sym.address(), name)) {
+                continue;
+            }
             symbols.push(Symbol {
                 name: name.to_string(),
                 vaddr: sym.address(),

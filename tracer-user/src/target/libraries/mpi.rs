@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use crate::target::elf_file::read_elf;
+use crate::target::elf_file::open_elf;
 use crate::target::entry::{probe_point_in, ArgumentsRead};
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
 use crate::target::{ldd, procfs};
@@ -392,8 +392,10 @@ pub(crate) fn mpi_call_key(symbol: &str) -> Option<String> {
 /// MPI calls itself or cannot be read.
 fn mpi_imports(path: &Path) -> Option<BTreeSet<String>> {
     use object::{Object, ObjectSymbol};
-    let data = read_elf(path).ok()?;
-    let file = object::File::parse(&*data).ok()?;
+    // The dynamic symbols only, not the whole file (a program with its debug
+    // information can be large).
+    let data = object::ReadCache::new(open_elf(path).ok()?.file);
+    let file = object::File::parse(&data).ok()?;
     let mut imports = BTreeSet::new();
     for s in file.dynamic_symbols() {
         let Some(key) = s.name().ok().and_then(mpi_call_key) else {
