@@ -203,6 +203,9 @@ async fn event_loop(
         .map_err(|e| SessionError::Io(e.into()))?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
+    // A child of ours ended (the launched command, or a helper): the tick's checks run
+    // now rather than up to a tick later, so that a session ends as its command does.
+    let mut sigchld = signal(SignalKind::child())?;
     // The probes wake us only when the ring fills up; the tick drains it, and the slots,
     // regularly.
     let mut tick = tokio::time::interval(Duration::from_millis(50));
@@ -263,6 +266,7 @@ async fn event_loop(
                 }
                 None => links_open = false,
             },
+            _ = sigchld.recv() => tick.reset_immediately(),
             _ = sigint.recv() => break StopReason::Interrupted,
             _ = sigterm.recv() => break StopReason::Terminated,
             _ = &mut deadline, if duration.is_some() => break StopReason::Deadline,

@@ -14,7 +14,7 @@ use super::sink::SinkResults;
 use super::{
     CommandTerminal, Detaching, RecordOptions, RecordOutcome, RunAs, SessionError, StopReason,
 };
-use crate::probes::one_line;
+use crate::probes::{one_line, Probes};
 
 /// Ends a session the event loop stopped for `stop`; it `started` then.
 pub(super) fn finish(
@@ -56,7 +56,15 @@ pub(super) fn finish(
         );
         None
     });
-    // Every output is complete before the probes go: detaching takes seconds.
+    // Tracing has stopped and the records are read: the probes go now, on a thread of
+    // their own while the outputs are written, because the kernel takes its time (0.2 s
+    // for the futex tracepoints' links alone, one grace period after another).
+    let detacher = locks.and_then(|l| l.detacher);
+    let to_detach = Detaching {
+        probes: probes.probe_count(),
+        kernel_links: probes.link_count(),
+    };
+    let unloading = Unloading::start(probes);
     let SinkResults {
         mut summary,
         profile,
@@ -98,15 +106,14 @@ pub(super) fn finish(
             wait_for = Some(child);
         }
     }
-    let detacher = locks.and_then(|l| l.detacher);
     if let Some(detaching) = opts.on_detach {
         let pending = detacher.as_ref().map(Detacher::pending).unwrap_or_default();
         detaching(Detaching {
-            probes: probes.probe_count() + pending.probes,
-            kernel_links: probes.link_count() + pending.kernel_links,
+            probes: to_detach.probes + pending.probes,
+            kernel_links: to_detach.kernel_links + pending.kernel_links,
         });
     }
-    drop(probes);
+    unloading.finish();
     // No hold can come any more (the watchdog lets go one made during the detaching).
     drop(hold_deadline);
     if let Some(d) = detacher {
@@ -132,6 +139,29 @@ pub(super) fn finish(
         unmatched_funcs: funcs.unmatched(),
         libraries: libs.probed(),
     })
+}
+
+/// The probes being detached and unloaded, on a thread of their own.
+struct Unloading {
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Unloading {
+    fn start(probes: Probes) -> Unloading {
+        // A thread that cannot start drops its closure, and the probes with it, here.
+        let thread = std::thread::Builder::new()
+            .name("tracer-unload".into())
+            .spawn(move || drop(probes))
+            .ok();
+        Unloading { thread }
+    }
+
+    /// Waits until every probe is detached and every program unloaded.
+    fn finish(self) {
+        if let Some(t) = self.thread {
+            let _ = t.join();
+        }
+    }
 }
 
 /// The tracer's own CPU time so far (all its threads, not its children).

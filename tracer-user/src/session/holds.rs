@@ -5,7 +5,8 @@
 //! answer, a reader far behind a flood), and counts it: such a process may have run
 //! calls before they were probed (docs/reliability.md, "Every hold has a deadline").
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -21,35 +22,38 @@ const CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// The thread that lets go the holds past their deadline.
 pub(super) struct HoldDeadline {
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the thread: it wakes at once, not at its next check (a session's
+    /// stop waited up to `CHECK_EVERY` for it).
+    stop: Option<mpsc::Sender<()>>,
     expired: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl HoldDeadline {
     pub(super) fn start(mut held: HeldProcesses) -> std::io::Result<HoldDeadline> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = mpsc::channel::<()>();
         let expired = Arc::new(AtomicU64::new(0));
         let thread = {
-            let (stop, expired) = (stop.clone(), expired.clone());
+            let expired = expired.clone();
             std::thread::Builder::new()
                 .name("hold-deadline".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        let gone = held.let_go_expired(monotonic_ns(), HOLD_DEADLINE);
-                        for pid in &gone {
-                            log::warn!(
-                                "process {pid} was held {HOLD_DEADLINE:?} and let go: \
+                .spawn(move || loop {
+                    let gone = held.let_go_expired(monotonic_ns(), HOLD_DEADLINE);
+                    for pid in &gone {
+                        log::warn!(
+                            "process {pid} was held {HOLD_DEADLINE:?} and let go: \
                                  its first calls may not be traced"
-                            );
-                        }
-                        expired.fetch_add(gone.len() as u64, Ordering::Relaxed);
-                        std::thread::sleep(CHECK_EVERY);
+                        );
+                    }
+                    expired.fetch_add(gone.len() as u64, Ordering::Relaxed);
+                    match stopped.recv_timeout(CHECK_EVERY) {
+                        Err(RecvTimeoutError::Timeout) => continue,
+                        Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
                     }
                 })?
         };
         Ok(HoldDeadline {
-            stop,
+            stop: Some(stop),
             expired,
             thread: Some(thread),
         })
@@ -63,7 +67,7 @@ impl HoldDeadline {
 
 impl Drop for HoldDeadline {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
