@@ -16,7 +16,7 @@ use crate::{
 use aya_ebpf::{
     bindings::{pt_regs, task_struct},
     helpers::bpf_probe_read_kernel,
-    helpers::generated::{bpf_find_vma, bpf_get_current_task_btf, bpf_task_pt_regs},
+    helpers::generated::{bpf_find_vma, bpf_get_current_task_btf, bpf_loop, bpf_task_pt_regs},
     macros::tracepoint,
     programs::TracePointContext,
 };
@@ -152,23 +152,67 @@ fn futex_site() -> u64 {
     } else {
         return ip;
     };
-    for i in 0..SCAN_WORDS {
-        if i >= valid {
-            break;
-        }
-        let v = words[i];
-        if v < MIN_POINTER
-            || v > USER_TOP
-            || (v >= libc[0] && v < libc[1])
-            || (v >= stack[0] && v < stack[1])
-        {
-            continue;
-        }
-        if follows_call(v) {
-            return v;
-        }
+    // One word per `bpf_loop` call: the verifier checks the body once, where an unrolled
+    // loop had it walk all `SCAN_WORDS` copies (57,000 instructions verified, the most
+    // of any program, 0.3 s of every session's start).
+    let mut scan = Scan {
+        valid: valid as u64,
+        libc,
+        stack,
+        found: 0,
+    };
+    unsafe {
+        bpf_loop(
+            SCAN_WORDS as u32,
+            scan_word as *mut core::ffi::c_void,
+            &mut scan as *mut Scan as *mut core::ffi::c_void,
+            0,
+        )
+    };
+    match scan.found {
+        0 => ip,
+        site => site,
     }
-    ip
+}
+
+/// The stack scan's state between two calls of [`scan_word`].
+#[repr(C)]
+struct Scan {
+    /// Words read from the stack into `STACK_WORDS`.
+    valid: u64,
+    /// libc's code mapping and the stack's mapping, `[start, end)`.
+    libc: [u64; 2],
+    stack: [u64; 2],
+    /// The return address found; 0 while none is.
+    found: u64,
+}
+
+/// `bpf_loop` callback: looks at word `index` of the scanned stack (`ctx` is the
+/// [`Scan`]); 1 ends the loop (a return address found, or no word left), 0 goes on.
+#[inline(never)]
+extern "C" fn scan_word(index: u64, ctx: *mut core::ffi::c_void) -> i64 {
+    let scan = unsafe { &mut *(ctx as *mut Scan) };
+    if index >= scan.valid {
+        return 1;
+    }
+    let Some(words) = STACK_WORDS.get_ptr(0) else {
+        return 1;
+    };
+    let Some(&v) = unsafe { &*words }.get(index as usize) else {
+        return 1;
+    };
+    if v < MIN_POINTER
+        || v > USER_TOP
+        || (v >= scan.libc[0] && v < scan.libc[1])
+        || (v >= scan.stack[0] && v < scan.stack[1])
+    {
+        return 0;
+    }
+    if follows_call(v) {
+        scan.found = v;
+        return 1;
+    }
+    0
 }
 
 /// The bounds of the memory mapping of the current process that holds `addr`, or `addr`

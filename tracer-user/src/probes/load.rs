@@ -540,6 +540,7 @@ fn load_in_parallel(ebpf: &mut Ebpf, names: &[&'static str]) -> Result<(), Probe
             .filter_map(|(name, p)| {
                 let &name = names.iter().find(|&&n| n == name)?;
                 Some(scope.spawn(move || {
+                    let started = Instant::now();
                     let loaded = match p {
                         Program::UProbe(p) => p.load(),
                         Program::RawTracePoint(p) => p.load(),
@@ -547,6 +548,15 @@ fn load_in_parallel(ebpf: &mut Ebpf, names: &[&'static str]) -> Result<(), Probe
                         Program::PerfEvent(p) => p.load(),
                         _ => Ok(()),
                     };
+                    // The verifier's share of a session's start, program by program.
+                    log::debug!(
+                        "program {name} loaded in {} ms, {} instructions verified",
+                        started.elapsed().as_millis(),
+                        p.info()
+                            .ok()
+                            .and_then(|i| i.verified_instruction_count())
+                            .unwrap_or(0)
+                    );
                     loaded.map_err(|source| ProbeError::Program { name, source })
                 }))
             })
