@@ -79,6 +79,10 @@ pub fn read_user_prefix<T>(dst: &mut T, addr: u64, len: u32) -> bool {
 /// read past its end): not a failure to count.
 #[inline(always)]
 pub fn probe_user_prefix<T>(dst: &mut T, addr: u64, len: u32) -> bool {
+    // Through memory, so that the compiler cannot drop the clamp where it knows `len`
+    // is small enough: the verifier may not know it (a bound checked on a copy of the
+    // register), and refuses the read unless it sees the clamp.
+    let len = unsafe { core::ptr::read_volatile(&len) };
     let len = len.min(core::mem::size_of::<T>() as u32);
     if addr < MIN_POINTER {
         return false;

@@ -9,10 +9,10 @@ use crate::{
     emit::reserve,
     maps::{count_failure, ARRAY_PROGS, ARRAY_SCRATCH, FLAVORS},
     mem::{copy_of, copy_words, probe_user_prefix, read_user_prefix},
-    probes::status::emit_status_array,
+    probes::status::emit_status_chunk,
     scratch::{array_kind, ArrayJob},
 };
-use aya_ebpf::{programs::ProbeContext, EbpfContext};
+use aya_ebpf::{helpers::generated::bpf_loop, programs::ProbeContext, EbpfContext};
 use core::ptr::{read_volatile, write_volatile};
 use tracer_common::{
     kind, EventHeader, HandleArrayRecord, ProbeFailure, ThreadState, ARRAY_CHUNK, ARRAY_MAX_CHUNKS,
@@ -75,24 +75,55 @@ fn call_arrays_body(_ctx: &ProbeContext) {
     let scratch = unsafe { &mut *scratch };
     let job = &scratch.job;
     match job.kind {
-        array_kind::HANDLES_4 => emit_handle_array(&job.header, job.base, job.total, 4, 0),
-        array_kind::HANDLES_8 => emit_handle_array(&job.header, job.base, job.total, 8, 0),
         array_kind::UNSIZED_INTS => emit_unsized_ints(&job.header, job.base),
-        array_kind::STATUSES => {
-            if let Some(flavor) = FLAVORS.get(job.flavor) {
-                emit_status_array(
-                    &job.header,
-                    job.base,
-                    job.total,
-                    flavor,
-                    &mut scratch.statuses,
-                );
-            }
-        }
-        _ => {}
+        // A chunk per `bpf_loop` call: the verifier walks the chunk's code once, where
+        // an unrolled loop over the chunks had it walk every copy (47,766 instructions
+        // verified at every start).
+        _ => unsafe {
+            bpf_loop(
+                ARRAY_MAX_CHUNKS,
+                staged_chunk as *mut core::ffi::c_void,
+                core::ptr::null_mut(),
+                0,
+            );
+        },
     }
     // SAFETY: as in `stage_array`.
     unsafe { write_volatile(&mut scratch.busy, 0) };
+}
+
+/// `bpf_loop` callback: writes chunk `chunk` of the array staged in this CPU's
+/// `ARRAY_SCRATCH`; 1 (the loop ends) when the array has no more chunks.
+#[inline(never)]
+extern "C" fn staged_chunk(chunk: u64, _ctx: *mut core::ffi::c_void) -> i64 {
+    let Some(scratch) = ARRAY_SCRATCH.get_ptr_mut(0) else {
+        return 1;
+    };
+    // SAFETY: as in `call_arrays_body`, which is waiting for this loop.
+    let scratch = unsafe { &mut *scratch };
+    let job = &scratch.job;
+    let chunk = chunk as u32;
+    let more = match job.kind {
+        array_kind::HANDLES_4 => emit_handle_chunk(&job.header, job.base, job.total, 4, 0, chunk),
+        array_kind::HANDLES_8 => emit_handle_chunk(&job.header, job.base, job.total, 8, 0, chunk),
+        array_kind::STATUSES => match FLAVORS.get(job.flavor) {
+            Some(flavor) => emit_status_chunk(
+                &job.header,
+                job.base,
+                job.total,
+                flavor,
+                &mut scratch.statuses,
+                chunk,
+            ),
+            None => false,
+        },
+        _ => false,
+    };
+    if more {
+        0
+    } else {
+        1
+    }
 }
 
 static NO_WORDS: [u32; ARRAY_CHUNK] = [0; ARRAY_CHUNK];
@@ -105,27 +136,78 @@ static NO_VALUES: [u64; ARRAY_CHUNK] = [0; ARRAY_CHUNK];
 /// records number their elements on from there, so that userspace, which puts the
 /// records of one hit in order by `first`, reads the arrays in the order written.
 pub fn emit_handle_array(h: &EventHeader, base: u64, total: u32, elem: u32, after: u32) {
-    for chunk in 0..ARRAY_MAX_CHUNKS {
-        let first = chunk * ARRAY_CHUNK as u32;
-        if first >= total {
-            break;
-        }
-        let Some(mut place) = reserve::<HandleArrayRecord>() else {
-            return;
-        };
-        let r = place.record();
-        copy_words(&mut r.header, h);
-        r.header.kind = kind::HANDLE_ARRAY;
-        r.first = after + first;
-        r.total = after + total;
-        read_chunk(
-            &mut r.values,
-            base + elem as u64 * first as u64,
-            total - first,
-            elem,
-        );
-        place.submit();
+    let mut array = HandleArray {
+        header: h,
+        base,
+        total,
+        elem,
+        after,
+    };
+    // A chunk per `bpf_loop` call, as in `call_arrays_body`.
+    unsafe {
+        bpf_loop(
+            ARRAY_MAX_CHUNKS,
+            handle_chunk as *mut core::ffi::c_void,
+            &mut array as *mut HandleArray as *mut core::ffi::c_void,
+            0,
+        )
+    };
+}
+
+/// The arguments of [`emit_handle_array`], for its `bpf_loop` callback.
+#[repr(C)]
+struct HandleArray {
+    header: *const EventHeader,
+    base: u64,
+    total: u32,
+    elem: u32,
+    after: u32,
+}
+
+/// `bpf_loop` callback: chunk `chunk` of the [`HandleArray`] at `ctx`; 1 (the loop ends)
+/// when the array has no more chunks.
+#[inline(never)]
+extern "C" fn handle_chunk(chunk: u64, ctx: *mut core::ffi::c_void) -> i64 {
+    // SAFETY: `emit_handle_array` passes its `HandleArray`, and waits for the loop.
+    let a = unsafe { &*(ctx as *const HandleArray) };
+    let h = unsafe { &*a.header };
+    if emit_handle_chunk(h, a.base, a.total, a.elem, a.after, chunk as u32) {
+        0
+    } else {
+        1
     }
+}
+
+/// Chunk `chunk` of the array [`emit_handle_array`] writes; false when there is no such
+/// chunk (or no room for it).
+fn emit_handle_chunk(
+    h: &EventHeader,
+    base: u64,
+    total: u32,
+    elem: u32,
+    after: u32,
+    chunk: u32,
+) -> bool {
+    let first = chunk * ARRAY_CHUNK as u32;
+    if chunk >= ARRAY_MAX_CHUNKS || first >= total {
+        return false;
+    }
+    let Some(mut place) = reserve::<HandleArrayRecord>() else {
+        return false;
+    };
+    let r = place.record();
+    copy_words(&mut r.header, h);
+    r.header.kind = kind::HANDLE_ARRAY;
+    r.first = after + first;
+    r.total = after + total;
+    read_chunk(
+        &mut r.values,
+        base + elem as u64 * first as u64,
+        total - first,
+        elem,
+    );
+    place.submit();
+    true
 }
 
 /// A chunk of ints at `base` whose array's length is unknown (`CallLayout::array_unsized`),

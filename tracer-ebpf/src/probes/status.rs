@@ -108,62 +108,63 @@ fn read_status(status: u64, flavor: &FlavorConfig, r: &mut CallResult) {
 static UNSET_INTS: [i32; ARRAY_CHUNK] = [UNSET32; ARRAY_CHUNK];
 static UNSET_SIZES: [i64; ARRAY_CHUNK] = [UNSET; ARRAY_CHUNK];
 
-/// The `StatusArrayRecord`s of `total` statuses at `base`, a chunk each. A chunk's
+/// Chunk `chunk` of the `total` statuses at `base`, as one `StatusArrayRecord`; false
+/// when there is no such chunk (or no room for it): the array is written. The chunk's
 /// statuses are read at once into `chunk_bytes` (map memory: too big for the stack) and
-/// their fields picked from there, with no branch per status: the verifier walks the
-/// loop once per chunk and status.
-pub fn emit_status_array(
+/// their fields picked from there, with no branch per status. Called once per chunk by
+/// `bpf_loop`, so that the verifier walks it once, not once per chunk.
+pub fn emit_status_chunk(
     h: &EventHeader,
     base: u64,
     total: u32,
     flavor: &FlavorConfig,
     chunk_bytes: &mut [u8; STATUS_CHUNK_BYTES],
-) {
+    chunk: u32,
+) -> bool {
     let size = flavor.status_size;
-    if base < MIN_POINTER || size == 0 || size > MAX_STATUS_BYTES {
-        return;
+    if base < MIN_POINTER || size == 0 || size > MAX_STATUS_BYTES || chunk >= ARRAY_MAX_CHUNKS {
+        return false;
     }
     let (source_off, tag_off, count_off) = (
         flavor.status_source_off as usize,
         flavor.status_tag_off as usize,
         flavor.status_count_off as usize,
     );
-    for chunk in 0..ARRAY_MAX_CHUNKS {
-        let first = chunk * ARRAY_CHUNK as u32;
-        if first >= total {
-            break;
-        }
-        let Some(mut place) = reserve::<StatusArrayRecord>() else {
-            return;
-        };
-        let r = place.record();
-        copy_words(&mut r.header, h);
-        r.header.kind = kind::STATUS_ARRAY;
-        r.first = first;
-        r.total = total;
-        copy_words(&mut r.source, &UNSET_INTS);
-        copy_words(&mut r.tag, &UNSET_INTS);
-        copy_words(&mut r.bytes, &UNSET_SIZES);
-        let n = (total - first).min(ARRAY_CHUNK as u32);
-        let at = base + size as u64 * first as u64;
-        if read_user_prefix(chunk_bytes, at, n * size) {
-            for j in 0..ARRAY_CHUNK {
-                if j as u32 >= n {
-                    break;
-                }
-                let status = j * size as usize;
-                r.source[j] = field_at::<i32>(chunk_bytes, status + source_off);
-                r.tag[j] = field_at::<i32>(chunk_bytes, status + tag_off);
-                let count = field_at::<u64>(chunk_bytes, status + count_off);
-                r.bytes[j] = match flavor.count_mode {
-                    count_mode::SIZE_T => count as i64,
-                    count_mode::MPICH_SPLIT => mpich_count(count),
-                    _ => UNSET,
-                };
-            }
-        }
-        place.submit();
+    let first = chunk * ARRAY_CHUNK as u32;
+    if first >= total {
+        return false;
     }
+    let Some(mut place) = reserve::<StatusArrayRecord>() else {
+        return false;
+    };
+    let r = place.record();
+    copy_words(&mut r.header, h);
+    r.header.kind = kind::STATUS_ARRAY;
+    r.first = first;
+    r.total = total;
+    copy_words(&mut r.source, &UNSET_INTS);
+    copy_words(&mut r.tag, &UNSET_INTS);
+    copy_words(&mut r.bytes, &UNSET_SIZES);
+    let n = (total - first).min(ARRAY_CHUNK as u32);
+    let at = base + size as u64 * first as u64;
+    if read_user_prefix(chunk_bytes, at, n * size) {
+        for j in 0..ARRAY_CHUNK {
+            if j as u32 >= n {
+                break;
+            }
+            let status = j * size as usize;
+            r.source[j] = field_at::<i32>(chunk_bytes, status + source_off);
+            r.tag[j] = field_at::<i32>(chunk_bytes, status + tag_off);
+            let count = field_at::<u64>(chunk_bytes, status + count_off);
+            r.bytes[j] = match flavor.count_mode {
+                count_mode::SIZE_T => count as i64,
+                count_mode::MPICH_SPLIT => mpich_count(count),
+                _ => UNSET,
+            };
+        }
+    }
+    place.submit();
+    true
 }
 
 /// The `T` at byte `offset` of a chunk of statuses. The offset is masked to the chunk's
