@@ -42,7 +42,7 @@ impl HoldDeadline {
                     for pid in &gone {
                         log::warn!(
                             "process {pid} was held {HOLD_DEADLINE:?} and let go: \
-                                 its first calls may not be traced"
+                             its first calls may not be traced"
                         );
                     }
                     expired.fetch_add(gone.len() as u64, Ordering::Relaxed);

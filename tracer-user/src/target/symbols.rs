@@ -84,8 +84,8 @@ impl SymbolTable {
                 .map(|(a, _, off)| vaddr - a + off)
         };
         let mut symbols: Vec<Symbol> = Vec::new();
-        // A symbol in both tables is kept once. A set, not a search of `symbols`: that
-        // was quadratic, and the installed MPI libraries took 86 ms of every start.
+        // A symbol in both tables is kept once: a set, not a search of `symbols` for each
+        // symbol (quadratic in the table's size).
         let mut seen: HashSet<(u64, &str)> = HashSet::new();
         for sym in file.dynamic_symbols().chain(file.symbols()) {
             if sym.is_undefined() || sym.address() == 0 {
