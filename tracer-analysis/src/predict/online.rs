@@ -12,7 +12,8 @@
 //! falls asleep inside an MPI/PVM call is the exception: the call stays one step, as
 //! offline, because what it waits for is only known at its exit; meanwhile it waits in
 //! the replay, and takes its share of the CPU if its process polls. Whether a process
-//! polls is decided from what was seen so far (offline: from the whole run).
+//! polls is decided from its waits in communication calls seen so far (offline: from
+//! the whole run).
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -28,6 +29,7 @@ use super::sim::{
 };
 use crate::analysis::workclock::ClockKind;
 use crate::analysis::{Clocks, Milestone, PathModel, Pipeline, Sched};
+use crate::format::calls::split_call_field;
 use crate::format::recording::Item;
 use crate::format::ProcessInfo;
 use crate::units::ms_tenths;
@@ -99,10 +101,8 @@ struct Track {
     last: Clocks,
     /// Work and raw clock time since the latest event.
     pending: Clocks,
-    /// The thread's latest record came inside a blocking call.
-    in_call: bool,
-    /// The thread is inside an MPI/PVM call (between its entry and exit records).
-    in_mpi: bool,
+    /// The MPI/PVM call the thread is inside (between its entry and exit records).
+    mpi_call: Option<u16>,
     stack: Vec<usize>,
 }
 
@@ -213,8 +213,8 @@ pub struct OnlineReplay {
     ranks: HashMap<u32, i32>,
     /// Processes of the program, in the order they became so.
     program: Vec<u32>,
-    /// Per process: time inside the waits of MPI/PVM calls so far, and how often its
-    /// threads yielded the CPU.
+    /// Per process: time inside the waits of MPI/PVM communication calls so far, and how
+    /// often its threads yielded the CPU inside them.
     waits: HashMap<u32, WaitTime>,
     yields: HashMap<u32, u64>,
     tracks: HashMap<u32, Track>,
@@ -395,7 +395,8 @@ impl OnlineReplay {
             .map(|d| o.ts.saturating_sub(d.mark.ts))
             .collect();
         let mpi_wait = !o.deps.is_empty() && is_mpi_or_pvm_exit(o.label);
-        if mpi_wait {
+        // As offline: only communication calls tell how the library waits.
+        if mpi_wait && super::communication_call(split_call_field(o.label as u16).id) {
             let w = self.waits.entry(pid).or_default();
             w.cpu += o.clocks.raw[0].saturating_sub(o.clocks.work[0]);
             w.awake += o.clocks.raw[1].saturating_sub(o.clocks.work[1]);
@@ -592,7 +593,11 @@ impl OnlineReplay {
                     let step = c.queue.front_mut().unwrap();
                     step.off = off_time(step.off, step.other_off, keep);
                     step.other_off = 0.0;
-                    step.off = (step.off - late).max(0.0);
+                    // Asleep in a call, it spent that time in the call's wait: spinning
+                    // through it first, then off CPU.
+                    let spun = step.spun.min(late);
+                    step.spun -= spun;
+                    step.off = (step.off - (late - spun)).max(0.0);
                     c.phase = if step.first {
                         Phase::Off(step.off + late)
                     } else {
@@ -670,14 +675,16 @@ impl OnlineReplay {
         let mut out = self.out.clone();
         out.predicted_total_ns = self.last.0;
         out.measured_total_ns = self.last.1.saturating_sub(t0);
-        (out.predicted_ns, out.measured_ns) = if self.end.1 > 0 && self.start.1 < u64::MAX {
-            (
-                (self.end.0 - self.start.0).max(0.0),
-                self.end.1.saturating_sub(self.start.1),
-            )
+        // As offline: from the first MPI_Init return (else the start) to the last
+        // MPI_Finalize call (else the end).
+        let start = if self.start.1 < u64::MAX {
+            self.start
         } else {
-            (out.predicted_total_ns, out.measured_total_ns)
+            (0.0, t0)
         };
+        let end = if self.end.1 > 0 { self.end } else { self.last };
+        out.predicted_ns = (end.0 - start.0).max(0.0);
+        out.measured_ns = end.1.saturating_sub(start.1);
         Ok(out)
     }
 }
@@ -703,7 +710,7 @@ impl PathModel for OnlineReplay {
             (c.asleep, c.spins_asleep) = (false, false);
         }
         // The program's processes call MPI/PVM or a selected procedure.
-        let id = crate::format::calls::split_call_field(at.call).id;
+        let id = split_call_field(at.call).id;
         let mpi = matches!(at.kind, kind::CALL_ENTER | kind::CALL_EXIT)
             && crate::format::calls::is_mpi_or_pvm(id);
         if (mpi && at.kind == kind::CALL_ENTER) || at.kind == kind::FUNC_ENTER {
@@ -716,11 +723,8 @@ impl PathModel for OnlineReplay {
             self.talked.insert(tid);
         }
         if let Some(t) = self.tracks.get_mut(&tid) {
-            // Blocked time grew since the previous record: the thread is in a call.
-            let blocked = |c: &Clocks| c.raw[2].saturating_sub(c.work[2]);
-            t.in_call = blocked(clocks) > blocked(&t.last);
             if mpi {
-                t.in_mpi = at.kind == kind::CALL_ENTER;
+                t.mpi_call = (at.kind == kind::CALL_ENTER).then_some(id);
             }
             t.pending.add_since(&mut t.last, clocks);
             return;
@@ -749,8 +753,7 @@ impl PathModel for OnlineReplay {
                 last_ts: at.ts_ns,
                 last: *clocks,
                 pending: Clocks::default(),
-                in_call: false,
-                in_mpi: mpi && at.kind == kind::CALL_ENTER,
+                mpi_call: (mpi && at.kind == kind::CALL_ENTER).then_some(id),
                 stack: Vec::new(),
             },
         );
@@ -758,7 +761,8 @@ impl PathModel for OnlineReplay {
 
     fn scheduled(&mut self, tid: u32, what: Sched) {
         if let (Sched::Yielded, Some(t)) = (what, self.tracks.get(&tid)) {
-            if t.in_call {
+            // As offline: yields inside communication calls tell how the library waits.
+            if t.mpi_call.is_some_and(super::communication_call) {
                 *self.yields.entry(t.pid).or_default() += 1;
             }
         }
@@ -772,14 +776,17 @@ impl PathModel for OnlineReplay {
         let Some(t) = self.tracks.get(&tid) else {
             return;
         };
-        let in_mpi = t.in_mpi;
+        let in_mpi = t.mpi_call.is_some();
         // The first wait of a run decides whether its process polls, too.
         let waited = |i: usize| t.pending.raw[i].saturating_sub(t.pending.work[i]);
         let waiting = WaitTime {
             cpu: waited(0),
             awake: waited(1),
         };
-        let spins = in_mpi && self.polls_with(t.pid, waiting);
+        // As offline, where only a communication call's step that waited spins: a setup
+        // call (MPI_Init waiting for the launcher) leaves the CPU to the others.
+        let talking = t.mpi_call.is_some_and(super::communication_call);
+        let spins = talking && self.polls_with(t.pid, waiting);
         if in_mpi {
             // The call's step ends at its exit, which brings what it waited for; the
             // steps before the call can go.
