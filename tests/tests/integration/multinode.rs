@@ -89,8 +89,8 @@ fn recorded_node_by_node(mpi: Mpi) {
     std::fs::create_dir_all(&dir).unwrap();
     let gate = dir.join("gate");
     let gate_arg = gate.display().to_string();
-    // The barrier before MPI_Finalize: MPICH over UCX's TCP hangs in it otherwise
-    // (tests/programs/mpi_pipeline.c).
+    // `barrier`: the ranks meet before MPI_Finalize, and one MPICH leaves deadlocked in
+    // it over UCX's TCP exits by itself (tests/programs/mpi_pipeline.c).
     let args = ["5", "1", "60", "20", gate_arg.as_str(), "barrier"];
     let cmd = match mpi {
         Mpi::OpenMpi => lab.openmpi(2, "mpi_pipeline", &args),
