@@ -90,8 +90,20 @@ enum Cmd {
     },
 }
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    // The error on one line, not main's Debug form: with RUST_BACKTRACE set (as CI sets
+    // it) that form adds xtask's own backtrace, twenty lines that push the failing test's
+    // message out of the tail of the log a reader sees first.
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Setup => setup::setup(),
         Cmd::Build => build::build(),

@@ -394,9 +394,11 @@ impl OnlineReplay {
             .iter()
             .map(|d| o.ts.saturating_sub(d.mark.ts))
             .collect();
+        // As offline: only communication calls (not setup calls) tell how the library
+        // waits.
         let mpi_wait = !o.deps.is_empty() && is_mpi_or_pvm_exit(o.label);
-        // As offline: only communication calls tell how the library waits.
-        if mpi_wait && super::communication_call(split_call_field(o.label as u16).id) {
+        let setup = is_setup_exit(o.label);
+        if mpi_wait && !setup {
             let w = self.waits.entry(pid).or_default();
             w.cpu += o.clocks.raw[0].saturating_sub(o.clocks.work[0]);
             w.awake += o.clocks.raw[1].saturating_sub(o.clocks.work[1]);
@@ -411,7 +413,7 @@ impl OnlineReplay {
                 None,
             )
         } else {
-            let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls, is_setup_exit(o.label));
+            let shape = Shape::new(o.elapsed, &o.clocks, &lats, polls, setup);
             (shape.work, shape.other, shape.spun, shape.off, Some(shape))
         };
         let other_off = shape.as_ref().map_or(0.0, |s| s.other_off);
