@@ -20,7 +20,7 @@ use super::sink::Sink;
 use super::thread_calls::ThreadCallProbes;
 use super::watchdog::Watchdog;
 use super::{CommandStatus, EventsSoFar, LossHook, ProbedHook, SampleHook, SessionError};
-use crate::probes::{one_line, ProbeError, Probes};
+use crate::probes::{monotonic_ns, one_line, ProbeError, Probes};
 use crate::target::libraries::{self, ImportedCalls, LibrarySet, NeededLibraries};
 use crate::target::procfs;
 use crate::unwind::Unwinders;
@@ -143,17 +143,22 @@ impl LoopContext {
         }
         if let Record::Exec(e) = rec {
             let pid = e.header.tgid;
+            // Where a hold's time goes (`RUST_LOG=tracer_user::session=debug`): the exec
+            // record's wait to be read, then each step below.
+            let read_ns = monotonic_ns().saturating_sub(e.header.ts_ns);
+            let started = std::time::Instant::now();
             // Another program: other code at other addresses.
             self.unwinders.forget(pid);
             // The probes stopped the process at exec: probe the MPI/PVM libraries and the
             // procedures the new program needs, then let it run.
-            let needed = self.needed.of(pid);
-            self.joins.attach_exec(&mut self.probes, pid, &needed);
-            self.openmp.attach_exec(&mut self.probes, pid, &needed);
+            let needs = self.needed.of(pid);
+            let (needed, imports) = (&needs.libraries, &needs.imports);
+            let found = started.elapsed();
+            self.joins.attach_exec(&mut self.probes, pid, needed);
+            self.openmp.attach_exec(&mut self.probes, pid, needed);
             if let Some(locks) = &mut self.locks {
-                locks.attach_exec(&mut self.probes, pid, &needed);
+                locks.attach_exec(&mut self.probes, pid, needed);
             }
-            let imports = ImportedCalls::of_process(pid, &needed);
             for name in imports.unprobed() {
                 *self.unprobed_mpi_calls.entry(name).or_default() += 1;
             }
@@ -161,15 +166,22 @@ impl LoopContext {
                 &mut self.libs,
                 &mut self.probes,
                 |p| needed.contains(p),
-                &imports,
+                imports,
             );
             let attached = libs
                 .map_err(SessionError::from)
                 .and_then(|()| self.funcs.attach_in_process(&mut self.probes, pid));
-            self.hold_until_mpi(pid, &needed);
+            self.hold_until_mpi(pid, needed);
             if !self.system_wide {
                 self.probes.let_go(pid)?;
             }
+            log::debug!(
+                "pid {pid} exec: read {:.1} ms after it, libraries found in {:.1} ms, \
+                 let go after {:.1} ms more",
+                read_ns as f64 / 1e6,
+                found.as_secs_f64() * 1e3,
+                (started.elapsed() - found).as_secs_f64() * 1e3
+            );
             for p in attached? {
                 self.sink.probe(&p)?;
             }

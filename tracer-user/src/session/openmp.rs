@@ -10,7 +10,7 @@ use rustc_hash::FxHashSet;
 use super::libraries::attach_thread_calls;
 use crate::probes::{one_line, Probes};
 use crate::target::openmp::{outlined_function_at, outlined_functions, runtime_calls, Runtime};
-use crate::target::procfs;
+use crate::target::{parallel, procfs};
 
 /// The OpenMP probes of a session: in every process (once per file), because a program's
 /// outlined functions are its own and the runtime's entry points are called once per
@@ -101,14 +101,16 @@ impl OpenMpProbes {
         if !files.iter().any(|f| Runtime::of(f).is_some()) {
             return;
         }
-        for file in files {
-            if !self.searched.insert(file.clone()) {
-                continue;
-            }
-            let found = match Runtime::of(file) {
-                Some(runtime) => runtime_calls(file, runtime),
-                None => outlined_functions(file),
-            };
+        let unsearched: Vec<PathBuf> = files
+            .iter()
+            .filter(|&file| self.searched.insert(file.clone()))
+            .cloned()
+            .collect();
+        let found = parallel::read_each(&unsearched, |file| match Runtime::of(file) {
+            Some(runtime) => runtime_calls(file, runtime),
+            None => outlined_functions(file),
+        });
+        for (file, found) in unsearched.iter().zip(found) {
             let Some(lib) = found else { continue };
             match attach_thread_calls(probes, &lib, None) {
                 Ok(n) => log::debug!(

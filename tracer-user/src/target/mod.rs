@@ -8,5 +8,6 @@ pub(crate) mod funcs;
 pub(crate) mod ldd;
 pub(crate) mod libraries;
 pub(crate) mod openmp;
+pub(crate) mod parallel;
 pub(crate) mod procfs;
 pub(crate) mod symbols;

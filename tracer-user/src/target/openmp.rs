@@ -155,13 +155,17 @@ pub(crate) fn runtime_calls(file: &Path, runtime: Runtime) -> Option<ThreadLibra
 
 /// The outlined functions in `file`'s symbol table (none in a stripped file).
 pub(crate) fn outlined_functions(file: &Path) -> Option<ThreadLibrary> {
-    let table = SymbolTable::read(file).ok()?;
+    let patterns: Vec<glob::Pattern> = OUTLINED_PATTERNS
+        .iter()
+        .map(|o| glob::Pattern::new(o.symbols).expect("a valid pattern"))
+        .collect();
+    let table =
+        SymbolTable::read_named(file, |name| patterns.iter().any(|p| p.matches(name))).ok()?;
     let mut calls = Vec::new();
-    for outlined in OUTLINED_PATTERNS {
-        let pattern = glob::Pattern::new(outlined.symbols).expect("a valid pattern");
+    for (outlined, pattern) in OUTLINED_PATTERNS.iter().zip(&patterns) {
         calls.extend(
             table
-                .functions_matching(&pattern)
+                .functions_matching(pattern)
                 .into_iter()
                 .filter(|s| !is_debug_body(&s.name))
                 .map(|s| (outlined.call, s.clone())),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::target::elf_file::open_elf;
 use crate::target::entry::{probe_point_in, ArgumentsRead};
 use crate::target::symbols::{Symbol, SymbolError, SymbolTable};
-use crate::target::{ldd, procfs};
+use crate::target::{ldd, parallel, procfs};
 use tracer_analysis::calls::{
     Family, Flavor, OMPI_COMM_SELF_SYMBOL, OMPI_COMM_WORLD_SYMBOL, PVM_RBUF_SYMBOL,
 };
@@ -154,13 +154,25 @@ fn ompi_predefined_handle(
     Some(lib_map.bias.wrapping_add(vaddr))
 }
 
-/// The shared libraries processes' programs will load (as `ldd` resolves them, with each
-/// process's own LD_LIBRARY_PATH), canonicalized; empty for static or unreadable
-/// programs. Remembered by program file and library path: every rank of a job runs the
-/// same program, and running `ldd` took 6-9 ms of each rank's hold at exec.
+/// What processes' programs need probed: the shared libraries they will load (as `ldd`
+/// resolves them, with each process's own LD_LIBRARY_PATH), canonicalized, and the MPI
+/// calls they import. Remembered by program file and library path: every rank of a job
+/// runs the same program, held at its exec while this is found, and the ranks' execs
+/// are handled one after another. For LAMMPS (over 120 libraries) reading the imports
+/// took 120-190 ms a rank, and a third rank waited 1.3 s for the two before it on a
+/// loaded machine; `ldd` takes 6-9 ms.
 #[derive(Default)]
 pub(crate) struct NeededLibraries {
-    known: HashMap<ProgramIdentity, BTreeSet<PathBuf>>,
+    known: HashMap<ProgramIdentity, ProgramNeeds>,
+}
+
+/// What one program needs probed ([`NeededLibraries`]).
+#[derive(Clone, Default)]
+pub(crate) struct ProgramNeeds {
+    /// Its shared libraries, canonical paths; empty for a static or unreadable program.
+    pub libraries: BTreeSet<PathBuf>,
+    /// The MPI calls it and its libraries import.
+    pub imports: ImportedCalls,
 }
 
 /// A program file as it is now (a rebuilt file is another program), and the library
@@ -176,11 +188,11 @@ struct ProgramIdentity {
 }
 
 impl NeededLibraries {
-    /// The libraries the program of process `pid` will load.
-    pub(crate) fn of(&mut self, pid: u32) -> BTreeSet<PathBuf> {
+    /// What the program of process `pid` needs.
+    pub(crate) fn of(&mut self, pid: u32) -> ProgramNeeds {
         use std::os::unix::fs::MetadataExt;
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
-            return BTreeSet::new();
+            return ProgramNeeds::default();
         };
         let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
         let ld_library_path = env
@@ -190,7 +202,7 @@ impl NeededLibraries {
         // The file the process runs, through its own link (the path may be gone or
         // replaced since the exec).
         let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/exe")) else {
-            return BTreeSet::new();
+            return ProgramNeeds::default();
         };
         let identity = ProgramIdentity {
             path: exe.clone(),
@@ -203,13 +215,17 @@ impl NeededLibraries {
         if let Some(needed) = self.known.get(&identity) {
             return needed.clone();
         }
-        let needed: BTreeSet<PathBuf> =
+        let libraries: BTreeSet<PathBuf> =
             ldd::resolved_libraries(&exe, identity.ld_library_path.as_deref(), ldd::LDD_DEADLINE)
                 .into_iter()
                 .filter_map(|p| p.canonicalize().ok())
                 .collect();
-        self.known.insert(identity, needed.clone());
-        needed
+        let needs = ProgramNeeds {
+            imports: ImportedCalls::of_program(&exe, &libraries),
+            libraries,
+        };
+        self.known.insert(identity, needs.clone());
+        needs
     }
 }
 
@@ -263,10 +279,11 @@ pub struct ProbedLibrary {
 }
 
 /// Which on-demand MPI calls ([`tracer_analysis::calls::CallSpec::on_demand`]) a program needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum ImportedCalls {
     /// Unknown programs (running targets, system-wide mode) or a program that imports no
     /// MPI call at all (it may load MPI with dlopen): every call.
+    #[default]
     All,
     /// The normalized names ([`mpi_call_key`]) the program and its libraries import.
     Names(BTreeSet<String>),
@@ -282,20 +299,19 @@ impl ImportedCalls {
         }
     }
 
-    /// The MPI calls imported by the program of process `pid` and by `needed`, its
-    /// shared libraries, leaving out the objects that define MPI calls themselves (the
-    /// MPI library, its Fortran bindings, profiling wrappers): they import nearly every
-    /// call whether the program uses it or not.
-    pub(crate) fn of_process(pid: u32, needed: &BTreeSet<PathBuf>) -> ImportedCalls {
-        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
-            return ImportedCalls::All;
-        };
-        let mut names = BTreeSet::new();
-        for path in std::iter::once(&exe).chain(needed) {
-            if let Some(imports) = mpi_imports(path) {
-                names.extend(imports);
-            }
-        }
+    /// The MPI calls imported by the program `exe` and by `needed`, its shared
+    /// libraries, leaving out the objects that define MPI calls themselves (the MPI
+    /// library, its Fortran bindings, profiling wrappers): they import nearly every call
+    /// whether the program uses it or not.
+    fn of_program(exe: &Path, needed: &BTreeSet<PathBuf>) -> ImportedCalls {
+        let files: Vec<&Path> = std::iter::once(exe)
+            .chain(needed.iter().map(PathBuf::as_path))
+            .collect();
+        let names: BTreeSet<String> = parallel::read_each(&files, |path| mpi_imports(path))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect();
         if names.is_empty() {
             ImportedCalls::All
         } else {
