@@ -14,11 +14,13 @@ use super::{RecordOptions, SessionError};
 use crate::probes::{ProbeOptions, Probes};
 use crate::target::funcs::{self, FunctionSelector};
 use crate::target::ldd;
-use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet};
+use crate::target::libraries::{self, ImportedCalls, Library, LibrarySet, NeededLibraries};
 use tracer_analysis::recording::FunctionProbe;
 
 pub(super) struct Probing {
     pub(super) probes: Probes,
+    /// What the launched command's programs need, found before it runs.
+    pub(super) needed: NeededLibraries,
     /// The MPI/PVM libraries, probed or not yet.
     pub(super) libs: LibrarySet,
     /// `--func` procedures.
@@ -52,15 +54,29 @@ impl Probing {
             selector.check_before_launch(files.as_deref(), program)?;
         }
         let mut funcs = FunctionProbes::new(selector);
-        let mut probes = Probes::load(&ProbeOptions {
-            system_wide,
-            hold_on_exec: !system_wide,
-            ring_bytes: opts.ring_mib.map(|mib| mib.max(1) << 20),
-            floor: opts.floor_probes,
-            uprobe_links: opts.uprobe_links,
-            run_statistics: opts.bpf_stats,
-            sample_hz: opts.sample_hz,
-        })?;
+        // What the command's programs need is found while the verifier works on the
+        // programs (0.2-0.3 s): their holds at exec then find it known (`ldd` and the
+        // imports took 60-65 ms of both mpirun's and the first rank's hold).
+        let executables = targets
+            .program
+            .as_deref()
+            .filter(|_| !system_wide)
+            .and_then(|program| command_executables(program, &opts.command[1..]))
+            .unwrap_or_default();
+        let (probes, needed) = std::thread::scope(|scope| {
+            let needed = scope.spawn(|| NeededLibraries::of_programs(&executables));
+            let probes = Probes::load(&ProbeOptions {
+                system_wide,
+                hold_on_exec: !system_wide,
+                ring_bytes: opts.ring_mib.map(|mib| mib.max(1) << 20),
+                floor: opts.floor_probes,
+                uprobe_links: opts.uprobe_links,
+                run_statistics: opts.bpf_stats,
+                sample_hz: opts.sample_hz,
+            });
+            (probes, needed.join().unwrap_or_default())
+        });
+        let mut probes = probes?;
         let mut libs = LibrarySet::new(found_libs);
         let mapped = libraries::mapped_candidates(running);
         probe_libraries(
@@ -88,6 +104,7 @@ impl Probing {
         }
         Ok(Probing {
             probes,
+            needed,
             libs,
             funcs,
             joins,
@@ -103,6 +120,25 @@ impl Probing {
 /// `ldd` resolves them; None when that cannot be known before it runs (a shell, an
 /// interpreter, a script).
 fn program_files(program: &Path, args: &[String]) -> Option<Vec<PathBuf>> {
+    let executables = command_executables(program, args)?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    for exe in executables {
+        let ld_library_path = std::env::var("LD_LIBRARY_PATH").ok();
+        let libs = ldd::resolved_libraries(&exe, ld_library_path.as_deref(), ldd::LDD_DEADLINE);
+        for f in std::iter::once(exe).chain(libs) {
+            let f = f.canonicalize().unwrap_or(f);
+            if !files.contains(&f) {
+                files.push(f);
+            }
+        }
+    }
+    Some(files)
+}
+
+/// A launched command's program and the executables among its arguments (`mpirun -np 4
+/// ./app`, `timeout 60 app`); None when what it runs cannot be known before it runs (a
+/// shell, an interpreter, a script).
+fn command_executables(program: &Path, args: &[String]) -> Option<Vec<PathBuf>> {
     if funcs::runs_code_elsewhere(program) {
         return None;
     }
@@ -117,18 +153,7 @@ fn program_files(program: &Path, args: &[String]) -> Option<Vec<PathBuf>> {
             executables.push(file);
         }
     }
-    let mut files: Vec<PathBuf> = Vec::new();
-    for exe in executables {
-        let ld_library_path = std::env::var("LD_LIBRARY_PATH").ok();
-        let libs = ldd::resolved_libraries(&exe, ld_library_path.as_deref(), ldd::LDD_DEADLINE);
-        for f in std::iter::once(exe).chain(libs) {
-            let f = f.canonicalize().unwrap_or(f);
-            if !files.contains(&f) {
-                files.push(f);
-            }
-        }
-    }
-    Some(files)
+    Some(executables)
 }
 
 /// Candidate libraries: the user's (always probed), the installed ones, and those the

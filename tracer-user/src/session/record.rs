@@ -18,7 +18,6 @@ use super::sink::Sink;
 use super::targets::Targets;
 use super::{NodeRole, Ready, RecordOptions, RecordOutcome, SessionError};
 use crate::remote::TraceRequest;
-use crate::target::libraries::NeededLibraries;
 use crate::target::procfs;
 use crate::unwind::Unwinders;
 use tracer_analysis::cost::RunsNotOneRecord;
@@ -94,6 +93,7 @@ fn start_tracing(
     } = targets;
     let Probing {
         mut probes,
+        needed,
         libs,
         funcs,
         joins,
@@ -133,7 +133,7 @@ fn start_tracing(
         probes,
         funcs,
         libs,
-        needed: NeededLibraries::default(),
+        needed,
         joins,
         locks,
         openmp,

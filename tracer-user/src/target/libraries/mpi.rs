@@ -188,9 +188,27 @@ struct ProgramIdentity {
 }
 
 impl NeededLibraries {
+    /// What the programs `executables` need, run with this process's LD_LIBRARY_PATH
+    /// (as a command this tracer launches is): found before the command is launched,
+    /// while the probes load, so that its processes' holds at exec find them known.
+    pub(crate) fn of_programs(executables: &[PathBuf]) -> NeededLibraries {
+        let ld_library_path = std::env::var("LD_LIBRARY_PATH").ok();
+        let mut needed = NeededLibraries::default();
+        for exe in executables {
+            // What a process's /proc/PID/exe names: the file, not a link to it.
+            let Ok(exe) = exe.canonicalize() else {
+                continue;
+            };
+            let Ok(meta) = std::fs::metadata(&exe) else {
+                continue;
+            };
+            needed.find(ProgramIdentity::new(exe, &meta, ld_library_path.clone()));
+        }
+        needed
+    }
+
     /// What the program of process `pid` needs.
     pub(crate) fn of(&mut self, pid: u32) -> ProgramNeeds {
-        use std::os::unix::fs::MetadataExt;
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
             return ProgramNeeds::default();
         };
@@ -204,28 +222,41 @@ impl NeededLibraries {
         let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/exe")) else {
             return ProgramNeeds::default();
         };
-        let identity = ProgramIdentity {
-            path: exe.clone(),
+        self.find(ProgramIdentity::new(exe, &meta, ld_library_path))
+    }
+
+    /// What the program `identity` needs: known already, or found now.
+    fn find(&mut self, identity: ProgramIdentity) -> ProgramNeeds {
+        if let Some(needs) = self.known.get(&identity) {
+            return needs.clone();
+        }
+        let exe = &identity.path;
+        let libraries: BTreeSet<PathBuf> =
+            ldd::resolved_libraries(exe, identity.ld_library_path.as_deref(), ldd::LDD_DEADLINE)
+                .into_iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .collect();
+        let needs = ProgramNeeds {
+            imports: ImportedCalls::of_program(exe, &libraries),
+            libraries,
+        };
+        self.known.insert(identity, needs.clone());
+        needs
+    }
+}
+
+impl ProgramIdentity {
+    /// Program `path` as `meta` (its metadata) finds it, run with `ld_library_path`.
+    fn new(path: PathBuf, meta: &std::fs::Metadata, ld_library_path: Option<String>) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        ProgramIdentity {
+            path,
             device: meta.dev(),
             inode: meta.ino(),
             size: meta.size(),
             modified_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
             ld_library_path,
-        };
-        if let Some(needed) = self.known.get(&identity) {
-            return needed.clone();
         }
-        let libraries: BTreeSet<PathBuf> =
-            ldd::resolved_libraries(&exe, identity.ld_library_path.as_deref(), ldd::LDD_DEADLINE)
-                .into_iter()
-                .filter_map(|p| p.canonicalize().ok())
-                .collect();
-        let needs = ProgramNeeds {
-            imports: ImportedCalls::of_program(&exe, &libraries),
-            libraries,
-        };
-        self.known.insert(identity, needs.clone());
-        needs
     }
 }
 
