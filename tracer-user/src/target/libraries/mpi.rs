@@ -462,6 +462,41 @@ mod tests {
     use crate::target::entry::emulated;
 
     #[test]
+    fn a_program_found_before_its_launch_is_known_at_its_exec() {
+        // Through a link (/bin is one to /usr/bin), as a user names a program.
+        let mut needed = NeededLibraries::of_programs(&[PathBuf::from("/bin/sleep")]);
+        assert_eq!(needed.known.len(), 1);
+        let found = needed.known.values().next().unwrap().clone();
+        assert!(
+            found
+                .libraries
+                .iter()
+                .any(|l| l.to_string_lossy().contains("libc.so")),
+            "{:?}",
+            found.libraries
+        );
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        // Its exec is done once /proc names the new program.
+        while std::fs::read_link(format!("/proc/{}/exe", child.id()))
+            .is_ok_and(|exe| !exe.ends_with("sleep"))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let at_exec = needed.of(child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            needed.known.len(),
+            1,
+            "the process's program was not the one found"
+        );
+        assert_eq!(at_exec.libraries, found.libraries);
+    }
+
+    #[test]
     fn classifies_installed_libraries() {
         // The project's setup installs Open MPI, MPICH and PVM; each must be recognised.
         let libs: Vec<Library> = installed_candidates()
