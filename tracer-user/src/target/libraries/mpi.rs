@@ -177,7 +177,7 @@ pub(crate) struct ProgramNeeds {
 
 /// A program file as it is now (a rebuilt file is another program), and the library
 /// path it runs with.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ProgramIdentity {
     path: PathBuf,
     device: u64,
@@ -479,19 +479,25 @@ mod tests {
             .arg("5")
             .spawn()
             .unwrap();
-        // Its exec is done once /proc names the new program.
-        while std::fs::read_link(format!("/proc/{}/exe", child.id()))
-            .is_ok_and(|exe| !exe.ends_with("sleep"))
+        // /proc names the new program before the exec has set up its environment (read
+        // empty until then; the probes' hold at exec comes after): wait for both.
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.is_empty())
+            || std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|exe| !exe.ends_with("sleep"))
         {
+            assert!(std::time::Instant::now() < deadline, "the exec did not end");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let at_exec = needed.of(child.id());
+        let at_exec = needed.of(pid);
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(
             needed.known.len(),
             1,
-            "the process's program was not the one found"
+            "the process's program was not the one found: {:?}",
+            needed.known.keys().collect::<Vec<_>>()
         );
         assert_eq!(at_exec.libraries, found.libraries);
     }
