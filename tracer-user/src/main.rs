@@ -5,7 +5,10 @@ use clap::Parser;
 mod cli;
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // Milliseconds: the debug log times the start, the holds and the stop.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp_millis()
+        .init();
     let args = cli::Cli::parse();
     match cli::run(args) {
         Ok(code) => code,

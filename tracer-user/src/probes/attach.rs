@@ -10,7 +10,7 @@ use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink,
 use aya::programs::UProbe;
 use tracer_common::maps;
 
-use super::load::{AttachedPoint, LinkKind, ProcessLink, ProgramPair, LIBRARY_LOADED};
+use super::load::{AttachedPoint, LinkKind, ProcessLink, ProgramPair, SessionLink, LIBRARY_LOADED};
 use super::maps::{map, program};
 use super::{ProbeError, Probes};
 use tracer_analysis::calls::Flavor;
@@ -91,7 +91,8 @@ impl Probes {
             cookie: None,
         };
         match p.attach([point], path, UProbeScope::AllProcesses) {
-            Ok(_) => {
+            Ok(id) => {
+                self.links.push(SessionLink::UProbe(LIBRARY_LOADED, id));
                 self.probe_count += 1;
                 self.link_count += 1;
                 Ok(true)
@@ -243,9 +244,10 @@ impl Probes {
         };
         self.probe_count += 2 * points.len();
         self.link_count += 2 * kernel_links;
+        let pair = [(programs.entry, entry), (programs.exit, exit)];
         if let Some(pid) = pid {
             let taken = self.process_links.entry(pid).or_default();
-            for (program, id) in [(programs.entry, entry), (programs.exit, exit)] {
+            for (program, id) in pair {
                 taken.push(ProcessLink {
                     program,
                     id,
@@ -253,6 +255,11 @@ impl Probes {
                     kernel_links,
                 });
             }
+        } else {
+            self.links.extend(
+                pair.into_iter()
+                    .map(|(program, id)| SessionLink::UProbe(program, id)),
+            );
         }
         Ok(())
     }

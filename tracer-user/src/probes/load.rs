@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use aya::maps::{Array, MapData, ProgramArray};
-use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
+use aya::programs::perf_event::{
+    PerfEventConfig, PerfEventLinkId, PerfEventScope, SamplePolicy, SoftwareEvent,
+};
+use aya::programs::raw_trace_point::RawTracePointLinkId;
+use aya::programs::trace_point::TracePointLinkId;
 use aya::programs::uprobe::UProbeLinkId;
 use aya::programs::{PerfEvent, Program, ProgramError, RawTracePoint, TracePoint, UProbe};
 use aya::sys::{is_uprobe_multi_supported, UProbeMultiFeature};
@@ -162,6 +166,15 @@ const SAMPLER: &str = "sampler";
 const FLOOR_TRACEPOINT: &str = "floor_tracepoint";
 const FLOOR_RAW_TRACEPOINT: &str = "floor_raw_tp";
 
+/// A link of the session's that fires in every process, kept so that the stop closes it
+/// on a thread of its own (`Drop for Probes`).
+pub(super) enum SessionLink {
+    UProbe(&'static str, UProbeLinkId),
+    TracePoint(&'static str, TracePointLinkId),
+    RawTracePoint(&'static str, RawTracePointLinkId),
+    PerfEvent(&'static str, PerfEventLinkId),
+}
+
 /// A link of probes that fire in one process only, kept to detach when it exits.
 pub(super) struct ProcessLink {
     pub(super) program: &'static str,
@@ -179,6 +192,8 @@ pub(crate) struct Probes {
     pub(super) ebpf: Ebpf,
     /// The points already probed, so a file seen twice is probed once.
     pub(super) attached: HashSet<AttachedPoint>,
+    /// Links of probes that fire in every process.
+    pub(super) links: Vec<SessionLink>,
     /// Probes that fire in one process only (`--locks`), by process.
     pub(super) process_links: HashMap<u32, Vec<ProcessLink>>,
     /// Files whose dlopen carries the `library_loaded` probe.
@@ -362,23 +377,29 @@ impl Probes {
         } else {
             None
         };
+        let mut links = Vec::new();
         for (name, tracepoint, per_call) in raw_tracepoints {
             let name = raw_program(name, per_call);
             let p: &mut RawTracePoint = program(&mut ebpf, name)?;
-            p.attach(tracepoint)
+            let id = p
+                .attach(tracepoint)
                 .map_err(|source| ProbeError::Program { name, source })?;
+            links.push(SessionLink::RawTracePoint(name, id));
         }
         for (name, group, event) in tracepoints {
             let name = classic_program(name);
             let p: &mut TracePoint = program(&mut ebpf, name)?;
-            p.attach(group, event)
+            let id = p
+                .attach(group, event)
                 .map_err(|source| ProbeError::Program { name, source })?;
+            links.push(SessionLink::TracePoint(name, id));
         }
         if opts.sample_hz > 0 {
-            attach_sampler(&mut ebpf, opts.sample_hz)?;
+            attach_sampler(&mut ebpf, opts.sample_hz, &mut links)?;
         }
         Ok(Probes {
             ebpf,
+            links,
             attached: HashSet::new(),
             process_links: HashMap::new(),
             load_probes: HashSet::new(),
@@ -427,12 +448,13 @@ impl Probes {
     }
 }
 
-/// Detaching waits for RCU grace periods (at least one per kernel link); closed from one
-/// thread they come one after another, closed from one thread per program they overlap:
-/// the programs (and their links) go in parallel before the maps go with `ebpf`. The
-/// kernel frees a program a grace period after its last link and file descriptor go
-/// (about 30 ms here): the tracer waits for that, so no program of the session is left
-/// in the kernel when it exits.
+/// Detaching waits for RCU grace periods (at least one per kernel link: 30-125 ms each
+/// here for a uprobe_multi link or a futex tracepoint's perf event); closed from one
+/// thread they come one after another, closed from one thread per link they overlap.
+/// The programs go after their links, then the maps with `ebpf`. The kernel frees a
+/// program a grace period after its last link and file descriptor go (about 30 ms here):
+/// the tracer waits for that, so no program of the session is left in the kernel when it
+/// exits.
 impl Drop for Probes {
     fn drop(&mut self) {
         let ids: Vec<u32> = self
@@ -440,8 +462,9 @@ impl Drop for Probes {
             .programs()
             .filter_map(|(_, p)| p.info().ok().map(|info| info.id()))
             .collect();
+        let links = self.take_all_links();
         // `ARRAY_PROGS` holds `call_arrays` until the map's last descriptor closes; emptying
-        // it waits for the kernel too (about 20 ms), so it goes with the programs.
+        // it waits for the kernel too (about 20 ms), so it goes with the links.
         let array_progs = self.ebpf.take_map(maps::ARRAY_PROGS);
         std::thread::scope(|scope| {
             if let Some(m) = array_progs {
@@ -451,28 +474,77 @@ impl Drop for Probes {
                     }
                 });
             }
-            for (_, p) in self.ebpf.programs_mut() {
-                scope.spawn(move || match p {
-                    Program::UProbe(p) => {
-                        let _ = p.unload();
-                    }
-                    Program::RawTracePoint(p) => {
-                        let _ = p.unload();
-                    }
-                    Program::TracePoint(p) => {
-                        let _ = p.unload();
-                    }
-                    // The sampler: left to `ebpf`'s drop, its perf events would hold it
-                    // past the wait below (the whole 2 s of it, at every stop).
-                    Program::PerfEvent(p) => {
-                        let _ = p.unload();
-                    }
-                    _ => {}
-                });
+            for share in deal(links, CLOSING_THREADS) {
+                scope.spawn(move || drop(share));
             }
         });
+        // No link is left: each program goes as its file descriptor closes.
+        for (_, p) in self.ebpf.programs_mut() {
+            let _ = match p {
+                Program::UProbe(p) => p.unload(),
+                Program::RawTracePoint(p) => p.unload(),
+                Program::TracePoint(p) => p.unload(),
+                Program::PerfEvent(p) => p.unload(),
+                _ => Ok(()),
+            };
+        }
         wait_until_freed(&ids, Duration::from_secs(2));
     }
+}
+
+/// At most this many threads close the links at the stop (a session with one perf event
+/// per uprobe has hundreds of links).
+const CLOSING_THREADS: usize = 32;
+
+/// A link taken out of its program: dropping it detaches it.
+type OwnedLink = Box<dyn Send>;
+
+impl Probes {
+    /// Every link of the session, taken out of its program.
+    fn take_all_links(&mut self) -> Vec<OwnedLink> {
+        let mut owned: Vec<OwnedLink> = Vec::new();
+        let per_process = self
+            .process_links
+            .drain()
+            .flat_map(|(_, links)| links)
+            .map(|l| SessionLink::UProbe(l.program, l.id));
+        let links: Vec<SessionLink> = self.links.drain(..).chain(per_process).collect();
+        for link in links {
+            let taken: Option<OwnedLink> = match link {
+                SessionLink::UProbe(name, id) => program::<UProbe>(&mut self.ebpf, name)
+                    .ok()
+                    .and_then(|p| p.take_link(id).ok())
+                    .map(|l| Box::new(l) as OwnedLink),
+                SessionLink::TracePoint(name, id) => program::<TracePoint>(&mut self.ebpf, name)
+                    .ok()
+                    .and_then(|p| p.take_link(id).ok())
+                    .map(|l| Box::new(l) as OwnedLink),
+                SessionLink::RawTracePoint(name, id) => {
+                    program::<RawTracePoint>(&mut self.ebpf, name)
+                        .ok()
+                        .and_then(|p| p.take_link(id).ok())
+                        .map(|l| Box::new(l) as OwnedLink)
+                }
+                SessionLink::PerfEvent(name, id) => program::<PerfEvent>(&mut self.ebpf, name)
+                    .ok()
+                    .and_then(|p| p.take_link(id).ok())
+                    .map(|l| Box::new(l) as OwnedLink),
+            };
+            owned.extend(taken);
+        }
+        owned
+    }
+}
+
+/// `items` dealt round-robin into at most `hands` non-empty hands.
+fn deal<T>(items: Vec<T>, hands: usize) -> Vec<Vec<T>> {
+    let n = hands.min(items.len()).max(1);
+    let mut dealt: Vec<Vec<T>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, item) in items.into_iter().enumerate() {
+        dealt[i % n].push(item);
+    }
+    dealt.retain(|hand| !hand.is_empty());
+    dealt
 }
 
 /// Waits until the kernel has freed the programs `ids`, or `limit` has passed.
@@ -585,23 +657,29 @@ fn raise_fd_limit() {
 
 /// Attaches the sampler to a CPU-clock perf event on every online CPU, `hz` samples a
 /// second of each CPU's time, so of each thread's CPU time: the program keeps the samples
-/// of traced threads. The links stay with the program, and go when the probes are
-/// dropped, as every other link does.
-fn attach_sampler(ebpf: &mut Ebpf, hz: u32) -> Result<(), ProbeError> {
+/// of traced threads. Its links go into `links`, closed with every other link when the
+/// probes are dropped.
+fn attach_sampler(
+    ebpf: &mut Ebpf,
+    hz: u32,
+    links: &mut Vec<SessionLink>,
+) -> Result<(), ProbeError> {
     let cpus =
         aya::util::online_cpus().map_err(|(what, source)| ProbeError::Cpus { what, source })?;
     let p: &mut PerfEvent = program(ebpf, SAMPLER)?;
     for cpu in cpus {
-        p.attach(
-            PerfEventConfig::Software(SoftwareEvent::CpuClock),
-            PerfEventScope::AllProcessesOneCpu { cpu },
-            SamplePolicy::Frequency(u64::from(hz)),
-            false,
-        )
-        .map_err(|source| ProbeError::Program {
-            name: SAMPLER,
-            source,
-        })?;
+        let id = p
+            .attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Frequency(u64::from(hz)),
+                false,
+            )
+            .map_err(|source| ProbeError::Program {
+                name: SAMPLER,
+                source,
+            })?;
+        links.push(SessionLink::PerfEvent(SAMPLER, id));
     }
     Ok(())
 }
