@@ -232,37 +232,7 @@ impl Probes {
             .map_max_entries(maps::SLOTS, cpus as u32 * slots_per_cpu)
             .map_max_entries(maps::CURSORS, cpus as u32)
             .load(PROBES_OBJECT)?;
-
-        let kernel = btf::KernelBtf::from_sys_fs()?;
-        let mut config = ProbeConfig {
-            task_pid: required_offset(&kernel, "task_struct", &["pid"])?,
-            task_exit_state: required_offset(&kernel, "task_struct", &["exit_state"])?,
-            task_cpu: required_offset(&kernel, "task_struct", &["thread_info", "cpu"])?,
-            bprm_filename: required_offset(&kernel, "linux_binprm", &["filename"])?,
-            ..tracefs::futex_offsets()?
-        };
-        config.trace_all = opts.system_wide as u32;
-        config.hold_on_exec = opts.hold_on_exec as u32;
-        config.self_tgid = std::process::id();
-        // The kernel's own CPU time of a thread; without it the probes count time between
-        // switch timestamps only (and undercount when a switch event is missed).
-        let offset = |name, path: &[&str]| kernel.offset_of(name, path);
-        config.task_cpu_time = offset("task_struct", &["se", "sum_exec_runtime"]).unwrap_or(0);
-        // How a process ended (its PROCESS_END record).
-        config.task_exit_code = offset("task_struct", &["exit_code"]).unwrap_or(0);
-        // The time the hypervisor stole from a CPU, which the kernel's count leaves out;
-        // all three or none.
-        if let (Some(task), Some(cfs_rq), Some(rq)) = (
-            offset("task_struct", &["se", "cfs_rq"]),
-            offset("cfs_rq", &["rq"]),
-            offset("rq", &["prev_steal_time_rq"]),
-        ) {
-            (config.task_cfs_rq, config.cfs_rq_rq, config.rq_stolen) = (task, cfs_rq, rq);
-        }
-        config.kernel_clock_lag_ns = kernel_clock_lag_ns();
-        config.wakeup_bytes = wakeup_bytes(ring_bytes);
-        config.slots_per_cpu = slots_per_cpu;
-        config.sampling = u32::from(opts.sample_hz > 0);
+        let config = probe_config(opts, ring_bytes, slots_per_cpu)?;
         let mut cfg: Array<&mut MapData, ProbeConfig> = map(&mut ebpf, maps::CONFIG)?;
         cfg.set(0, &config, 0).map_err(|source| ProbeError::MapOp {
             name: maps::CONFIG,
@@ -565,6 +535,46 @@ fn wait_until_freed(ids: &[u32], limit: Duration) {
         "the kernel had not freed every program {} ms after detaching",
         limit.as_millis()
     );
+}
+
+/// What the probes are told at load ([`ProbeConfig`]): where the kernel keeps what they
+/// read (from its BTF and tracefs) and the session's options.
+fn probe_config(
+    opts: &ProbeOptions,
+    ring_bytes: u32,
+    slots_per_cpu: u32,
+) -> Result<ProbeConfig, ProbeError> {
+    let kernel = btf::KernelBtf::from_sys_fs()?;
+    let mut config = ProbeConfig {
+        task_pid: required_offset(&kernel, "task_struct", &["pid"])?,
+        task_exit_state: required_offset(&kernel, "task_struct", &["exit_state"])?,
+        task_cpu: required_offset(&kernel, "task_struct", &["thread_info", "cpu"])?,
+        bprm_filename: required_offset(&kernel, "linux_binprm", &["filename"])?,
+        ..tracefs::futex_offsets()?
+    };
+    config.trace_all = opts.system_wide as u32;
+    config.hold_on_exec = opts.hold_on_exec as u32;
+    config.self_tgid = std::process::id();
+    // The kernel's own CPU time of a thread; without it the probes count time between
+    // switch timestamps only (and undercount when a switch event is missed).
+    let offset = |name, path: &[&str]| kernel.offset_of(name, path);
+    config.task_cpu_time = offset("task_struct", &["se", "sum_exec_runtime"]).unwrap_or(0);
+    // How a process ended (its PROCESS_END record).
+    config.task_exit_code = offset("task_struct", &["exit_code"]).unwrap_or(0);
+    // The time the hypervisor stole from a CPU, which the kernel's count leaves out;
+    // all three or none.
+    if let (Some(task), Some(cfs_rq), Some(rq)) = (
+        offset("task_struct", &["se", "cfs_rq"]),
+        offset("cfs_rq", &["rq"]),
+        offset("rq", &["prev_steal_time_rq"]),
+    ) {
+        (config.task_cfs_rq, config.cfs_rq_rq, config.rq_stolen) = (task, cfs_rq, rq);
+    }
+    config.kernel_clock_lag_ns = kernel_clock_lag_ns();
+    config.wakeup_bytes = wakeup_bytes(ring_bytes);
+    config.slots_per_cpu = slots_per_cpu;
+    config.sampling = u32::from(opts.sample_hz > 0);
+    Ok(config)
 }
 
 /// The offset of a member the probes cannot do without.
