@@ -141,7 +141,10 @@ mod tests {
     #[test]
     fn the_system_loader_resolves_what_ldd_does() {
         let ls = Path::new("/bin/ls");
-        assert!(trusted_loader_of(ls).is_some(), "ls names the system loader");
+        assert!(
+            trusted_loader_of(ls).is_some(),
+            "ls names the system loader"
+        );
         let mut ldd = Command::new("ldd");
         ldd.arg(ls).stdout(Stdio::piped());
         let by_ldd = parse(&String::from_utf8_lossy(
