@@ -1,5 +1,5 @@
 //! Record kinds and call ids: part of the recording format. Never renumber, never reuse:
-//! a retired id stays a gap (kinds 16 and 17).
+//! a retired id stays a gap (kinds 16, 17 and 27).
 
 /// Declares the record kinds from one table, so that a new kind is one row: the
 /// [`RecordKind`] enum, the [`kind`] numbers (for matching a header's `kind` field), and
@@ -91,8 +91,9 @@ record_kinds! {
     // The kinds below exist only in the ring buffer (but `PROCESS_END`): userspace turns
     // each into the `CALL_*`/`FUTEX_*`/`SWITCH_*` records above before anything else sees
     // it, so recordings never hold them. 16 (a call pair as two whole `CallRecord`s) and
-    // 17 (a futex pair as two whole `FutexRecord`s) were their first, longer forms:
-    // retired, and left as gaps so that no old reader takes a new kind for them.
+    // 17 (a futex pair as two whole `FutexRecord`s) were their first, longer forms, and 27
+    // the sampler's record with 8 KiB of stack (`RAW_SAMPLE` has 16 KiB since): retired,
+    // and left as gaps so that no old reader takes a new kind for them.
     /// A call that cannot block, entry and exit in one: [`crate::CallPairRecord`].
     CallPair = 18, CALL_PAIR, "call_pair", crate::CallPairRecord;
     /// A call's exit without the entry's fields: [`crate::CallReturnRecord`].
@@ -120,7 +121,7 @@ record_kinds! {
     Sample = 26, SAMPLE, "sample", crate::SampleRecord;
     /// What the sampler's probe copies for the unwinder: [`crate::RawSampleRecord`]
     /// (ring only: `tracer record` unwinds it into a [`RecordKind::Sample`]).
-    RawSample = 27, RAW_SAMPLE, "raw_sample", crate::RawSampleRecord;
+    RawSample = 28, RAW_SAMPLE, "raw_sample", crate::RawSampleRecord;
 }
 
 /// MPI, PVM and pthread call ids. Part of the recording format: never renumber, never
@@ -373,10 +374,11 @@ mod tests {
         assert_eq!(RecordKind::from_id(0), None);
         assert_eq!(RecordKind::from_id(16), None);
         assert_eq!(RecordKind::from_id(17), None);
+        assert_eq!(RecordKind::from_id(27), None);
         // The first id past the table.
-        assert_eq!(RecordKind::from_id(28), None);
+        assert_eq!(RecordKind::from_id(29), None);
         assert_eq!(crate::record_size(kind::SAMPLE), Some(552));
-        assert_eq!(crate::record_size(kind::RAW_SAMPLE), Some(8256));
+        assert_eq!(crate::record_size(kind::RAW_SAMPLE), Some(16448));
         assert_eq!(crate::record_size(kind::CALLS_UNWOUND), Some(40));
         assert_eq!(crate::record_size(kind::SWITCH_PAIR), Some(56));
         assert_eq!(crate::record_size(kind::PROCESS_END), Some(40));

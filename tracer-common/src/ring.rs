@@ -88,8 +88,11 @@ pub struct SwitchPairRecord {
     pub in_tid: u32,
 }
 
-/// Bytes of user stack, from the stack pointer up, the sampler copies for the unwinder.
-pub const SAMPLE_STACK_BYTES: usize = 8192;
+/// Bytes of user stack, from the stack pointer up, the sampler copies for the unwinder: 16
+/// KiB, a power of two (the probe masks offsets with it). perf's `--call-graph dwarf`
+/// copies 8 KiB by default, which ran out in 2-3 % of an Open MPI job's samples
+/// (`mpirun`'s start-up and the ranks' `MPI_Init` keep deeper stacks; docs/sampling.md).
+pub const SAMPLE_STACK_BYTES: usize = 16384;
 
 /// What the sampler's probe writes (ring only, kind [`crate::kind::RAW_SAMPLE`]): the
 /// interrupted thread's user registers the unwinder starts from and the top of its user

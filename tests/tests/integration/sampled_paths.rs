@@ -108,12 +108,11 @@ fn check(run: &Sampled, planted: &[Planted], off_path: &[&str]) {
     let samples = s["samples"].as_u64().unwrap();
     let complete = s["complete"].as_u64().unwrap();
     assert!(samples > 100, "{samples} samples");
-    // Issue 42 asks for 95 %. The 4-rank Open MPI fan-out gives 95.0-96.1 % here and
-    // CI saw 94.97 % (1132 of 1192), so 95 % is not met with a margin: the unwound
-    // share is checked at 93 % until the cause of the incomplete 4-5 % is found and
-    // fixed (open in issue 42).
+    // Issue 42 asks for 95 %. With 8 KiB of stack copied the 4-rank Open MPI fan-out
+    // gave 92.5-96.1 % (mpirun's start-up and MPI_Init ran out of stack bytes); with 16
+    // KiB these jobs unwind 96.9-98.6 % (docs/sampling.md, "Figures").
     assert!(
-        complete * 100 >= samples * 93,
+        complete * 100 >= samples * 95,
         "{complete} of {samples} samples unwound to their root"
     );
     let path_ms = length(&run.profile);

@@ -24,9 +24,9 @@ use crate::units::percent;
 /// emulate) costs far more (10 us a pair on that VM); other machines differ.
 pub const TRAP_NS_PER_UPROBE_HIT: u64 = 390;
 
-/// What one run of the sampler's program takes (the 8 KiB copy of the stack most of
-/// it), measured with the kernel's run statistics (docs/sampling.md, "Cost").
-pub const SAMPLER_RUN_NS: u64 = 3_000;
+/// What one run of the sampler's program takes (the 16 KiB copy of the stack most of
+/// it), measured with the kernel's run statistics (docs/sampling.md, "Figures").
+pub const SAMPLER_RUN_NS: u64 = 6_000;
 
 /// Where a family of probes fires: at a function's entry or return (a uprobe, which traps
 /// into the kernel) or at a kernel tracepoint (no trap).

@@ -153,9 +153,11 @@ fn put_back(stack: &mut [u8; SAMPLE_STACK_BYTES], sp: u64, len: u32, at_sp: u64,
 /// Copies up to `SAMPLE_STACK_BYTES` of user stack from `sp` up into `stack`; returns the
 /// bytes copied. One read in the common case. Near the stack's top the window crosses
 /// the end of its mapping and that read fails: then what lies before the end is read by
-/// pages (a mapping ends at a page boundary): the rest of `sp`'s page, then the next
-/// page. The window spans at most three pages and the third is the one that failed when
-/// the first two read, so the copy then holds every byte that could be read.
+/// pages (a mapping ends at a page boundary): the rest of `sp`'s page, then whole pages
+/// up to the first that fails, the mapping's end. The bytes past the last whole page
+/// that fits in the window are not read then: they share a page with the window's end,
+/// and had that page been readable, so would the whole window (every page between `sp`
+/// and a stack's top holds frames, so is resident).
 #[inline(always)]
 fn copy_stack(stack: &mut [u8; SAMPLE_STACK_BYTES], sp: u64) -> u32 {
     let base = stack.as_mut_ptr();
@@ -179,15 +181,23 @@ fn copy_stack(stack: &mut [u8; SAMPLE_STACK_BYTES], sp: u64) -> u32 {
     if read != 0 {
         return 0;
     }
-    let next = unsafe {
-        bpf_probe_read_user(
-            base.add(first as usize) as *mut c_void,
-            PAGE as u32,
-            (sp + first) as *const c_void,
-        )
-    };
-    if next != 0 {
-        return first as u32;
+    let mut copied = first;
+    // At most the window's whole pages after the first (a bounded loop).
+    for _ in 0..SAMPLE_STACK_BYTES as u64 / PAGE {
+        if copied > SAMPLE_STACK_BYTES as u64 - PAGE {
+            break;
+        }
+        let next = unsafe {
+            bpf_probe_read_user(
+                base.add(copied as usize) as *mut c_void,
+                PAGE as u32,
+                (sp + copied) as *const c_void,
+            )
+        };
+        if next != 0 {
+            break;
+        }
+        copied += PAGE;
     }
-    (first + PAGE) as u32
+    copied as u32
 }

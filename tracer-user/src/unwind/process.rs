@@ -172,17 +172,19 @@ impl ProcessUnwinder {
                     }
                     let addr = frame.address();
                     frames.push(addr);
+                    // The program's first frame: the dynamic loader's entry, which calls
+                    // `_dl_start` before the program runs and has no unwind rules (what
+                    // framehop would take for its caller is `argc`), or that entry's
+                    // first instruction itself.
+                    if is_known(&self.entries, addr) {
+                        break unwind_end::COMPLETE;
+                    }
                     if !is_known(&self.modules, addr) {
                         break unwind_end::NO_UNWIND_INFO;
                     }
                 }
                 Ok(None) => break unwind_end::COMPLETE,
                 Err(FrameError::CouldNotReadStack(_)) => break unwind_end::STACK_END,
-                // The program's first frame: the dynamic loader's entry, which calls
-                // `_dl_start` before the program runs and has no unwind rules.
-                Err(_) if frames.last().is_some_and(|&a| is_known(&self.entries, a)) => {
-                    break unwind_end::COMPLETE
-                }
                 Err(_) => break unwind_end::NO_UNWIND_INFO,
             }
         };

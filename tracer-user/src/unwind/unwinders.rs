@@ -144,7 +144,7 @@ mod tests {
     use tracer_common::EventHeader;
 
     /// This thread's registers, taken inside `capture`, and its stack bytes from the
-    /// stack pointer up, as the probe copies them: at most 8 KiB, not past `stack_end`
+    /// stack pointer up, as the probe copies them: at most 16 KiB, not past `stack_end`
     /// (the end of the stack's mapping). Nothing but the copy between the two, so the
     /// frames above the stack pointer are as they were.
     #[inline(never)]
@@ -169,8 +169,8 @@ mod tests {
     /// A RAW_SAMPLE of this thread taken in `capture`, called from here.
     #[inline(never)]
     fn sample_here() -> Box<RawSampleRecord> {
-        // Built on the heap: an 8 KiB record built on the stack first (as a debug build
-        // does) would push this frame's return address out of the 8 KiB copied.
+        // Built on the heap: a 16 KiB record built on the stack first (as a debug build
+        // does) would push this frame's return address out of the 16 KiB copied.
         // SAFETY: every field of the record is an integer, for which zeros are valid.
         let mut raw: Box<RawSampleRecord> = unsafe { Box::new_zeroed().assume_init() };
         raw.header.kind = kind::RAW_SAMPLE;
@@ -219,7 +219,7 @@ mod tests {
         assert_eq!(s.header.kind, kind::SAMPLE);
         assert_eq!(s.stack_bytes, raw.stack_len);
         assert_eq!(s.frames[0], raw.ip);
-        // The 8 KiB may end before the test harness's outermost frames do.
+        // The 16 KiB may end before the test harness's outermost frames do.
         assert!(
             [unwind_end::COMPLETE, unwind_end::STACK_END].contains(&s.end),
             "end {}: {:x?}",
