@@ -49,6 +49,9 @@ const PACKAGES: &[&str] = &[
     "libopen-trace-format2-dev",
     "otf2-tools",
     "python3-otf2",
+    // glibc's full symbol table: the live profile names libc's local functions with it
+    // (tracer-user/src/symbolize/symbolizer.rs).
+    "libc6-dbg",
 ];
 
 /// Python packages that read our exports in the tests, pinned, installed in a virtual

@@ -32,6 +32,25 @@ pub struct Symbolizer {
     /// Whether [`CodeLocator::function_names`] reads debug information (inlined
     /// functions) or the symbol tables alone.
     debug_names: bool,
+    /// Each file's separate debug file, if one is installed (None: none; asked once).
+    debug_files: HashMap<PathBuf, Option<PathBuf>>,
+}
+
+/// Where Debian's debug packages (`libc6-dbg`, the `-dbgsym` packages) install a file's
+/// separate debug file, named by the file's GNU build id.
+const DEBUG_FILES_BY_BUILD_ID: &str = "/usr/lib/debug/.build-id";
+
+/// The separate debug file of ELF file `path` if one is installed
+/// (`DEBUG_FILES_BY_BUILD_ID/ab/cdef....debug` for build id `abcdef...`), the build id
+/// read by blazesym, which has the file open for its symbols already.
+fn installed_debug_file(path: &Path) -> Option<PathBuf> {
+    let id = blazesym::helper::read_elf_build_id(path).ok()??;
+    let (first, rest) = id.split_first()?;
+    let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
+    let debug = Path::new(DEBUG_FILES_BY_BUILD_ID)
+        .join(format!("{first:02x}"))
+        .join(format!("{rest}.debug"));
+    debug.is_file().then_some(debug)
 }
 
 /// A run-time address in a mapped file: the mapping, and the address in the file's own
@@ -59,6 +78,7 @@ impl Symbolizer {
             layouts: HashMap::new(),
             vdso: None,
             debug_names: true,
+            debug_files: HashMap::new(),
         }
     }
 
@@ -189,20 +209,45 @@ impl CodeLocator for Symbolizer {
                 .into_iter()
                 .collect();
         }
-        let path = Path::new(&at.mapping.path);
-        let sym = match self.symbolize(path, at.vaddr, self.debug_names) {
+        self.function_names_in_file(Path::new(&at.mapping.path), at.vaddr)
+    }
+}
+
+impl Symbolizer {
+    /// [`CodeLocator::function_names`] of virtual address `vaddr` of the ELF file `path`.
+    fn function_names_in_file(&mut self, path: &Path, vaddr: u64) -> Vec<String> {
+        let sym = match self.symbolize(path, vaddr, self.debug_names) {
             Ok(sym) => sym,
             // Debug info it cannot read: ELF symbols only, without inlined functions.
-            Err(_) => self.symbolize(path, at.vaddr, false).ok().flatten(),
+            Err(_) => self.symbolize(path, vaddr, false).ok().flatten(),
         };
-        let Some(sym) = sym else {
+        if let Some(sym) = sym {
+            // blazesym lists the inlined functions outermost first, after the function.
+            return std::iter::once(&*sym.name)
+                .chain(sym.inlined.iter().map(|f| &*f.name))
+                .map(demangle)
+                .collect();
+        }
+        if self.debug_names {
+            // The debug information, found through the file's debug link, was read.
+            return Vec::new();
+        }
+        // A local function of a stripped library (glibc's `__libc_start_call_main`, under
+        // every main thread's `main`): the file's own tables do not name it, the full
+        // symbol table of its separate debug file does, read without the debug
+        // information (which could hold the live profile's records up for a second).
+        let debug = self
+            .debug_files
+            .entry(path.to_path_buf())
+            .or_insert_with(|| installed_debug_file(path))
+            .clone();
+        let Some(debug) = debug else {
             return Vec::new();
         };
-        // blazesym lists the inlined functions outermost first, after the function.
-        std::iter::once(&*sym.name)
-            .chain(sym.inlined.iter().map(|f| &*f.name))
-            .map(demangle)
-            .collect()
+        match self.symbolize(&debug, vaddr, false) {
+            Ok(Some(sym)) => vec![demangle(&sym.name)],
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -403,6 +448,31 @@ int main(int argc, char **argv) {
             text: vec![0x1000..0x2000, 0x3000..0x3100],
         };
         assert_eq!(pie.file_vaddr(0x5555_0000, 0x5555_1010), Some(0x1010));
+    }
+
+    /// The live profile's names (symbol tables alone) include the local functions of a
+    /// stripped library, from its separate debug file: glibc's `__libc_start_call_main`,
+    /// the frame under every main thread's `main` (libc6-dbg, which `cargo xtask setup`
+    /// installs), where the live table said `[unknown]` before.
+    #[test]
+    fn symbols_only_names_a_stripped_librarys_local_function_from_its_debug_file() {
+        let libc = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
+        let debug = installed_debug_file(libc).expect("libc6-dbg's debug file of libc.so.6");
+        let inside = symbol_vaddr(&debug, "__libc_start_call_main") + 4;
+        let mut s = Symbolizer::symbols_only();
+        assert!(
+            s.symbolize(libc, inside, false).unwrap().is_none(),
+            "libc.so.6's own tables name it: the test shows nothing"
+        );
+        assert_eq!(
+            s.function_names_in_file(libc, inside),
+            ["__libc_start_call_main"]
+        );
+        // A program with no debug file installed: nothing more than before.
+        assert_eq!(
+            installed_debug_file(&std::env::current_exe().unwrap()),
+            None
+        );
     }
 
     #[test]
