@@ -103,6 +103,96 @@ fn system_wide_traces_a_job_started_elsewhere() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--all --func`: a job launched after the session started has its selected procedures
+/// probed from its ranks' first MPI call on (before, only processes running at the start
+/// were looked at, and the session ended with "--func matched no function anywhere").
+/// The pipeline's ranks wait at a gate after MPI_Init until the recording, written as the
+/// session goes, holds both procedures' probes (tests/programs/mpi_pipeline.c): then every
+/// call of each is seen, 5 items through the slow rank, 5 through each of 3 others.
+#[test]
+fn system_wide_probes_the_selected_procedures_of_a_job_started_later() {
+    use tracer_analysis::recording::Item;
+    let dir = std::env::temp_dir().join(format!("tracer-all-func-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("all.trace");
+    let gate = dir.join("gate");
+    let mut t = start_tracer(&[
+        "--all",
+        "--duration",
+        "60",
+        "--sample",
+        "0",
+        "--func",
+        "stage_slow",
+        "--func",
+        "stage_fast",
+        "-o",
+        rec.to_str().unwrap(),
+    ]);
+    let job_cmd = openmpi(
+        4,
+        "mpi_pipeline",
+        &["5", "1", "60", "20", gate.to_str().unwrap()],
+    );
+    let mut job = Command::new(&job_cmd[0])
+        .args(&job_cmd[1..])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let probed = loop {
+        let dump = Command::new(tracer())
+            .arg("dump")
+            .arg(&rec)
+            .output()
+            .unwrap();
+        let dump = String::from_utf8_lossy(&dump.stdout).into_owned();
+        let probes: Vec<&str> = dump.lines().filter(|l| l.starts_with("probe ")).collect();
+        if ["stage_slow", "stage_fast"]
+            .iter()
+            .all(|f| probes.iter().any(|p| p.contains(&format!(" {f} in "))))
+        {
+            break true;
+        }
+        if std::time::Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::fs::write(&gate, b"").unwrap();
+    if !probed {
+        let _ = job.kill();
+        let _ = t.kill();
+        panic!("the procedures were not probed within 30 s of the job's launch");
+    }
+    assert!(job.wait().unwrap().success());
+    // SAFETY: plain kill(2) to our own child.
+    unsafe { libc_kill(t.id() as i32, 2) };
+    assert!(t.wait().unwrap().success());
+    let traced = read_recording(&rec);
+    assert_eq!(traced.lost, 0);
+    let id_of = |name: &str| {
+        traced
+            .items
+            .iter()
+            .find_map(|i| match i {
+                Item::Probe(p) if p.symbol == name => Some(p.id),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let (slow, fast) = (id_of("stage_slow"), id_of("stage_fast"));
+    let entries = |id: u16| {
+        traced
+            .records()
+            .filter(|r| matches!(r, Record::FuncEnter(h) if h.call == id))
+            .count()
+    };
+    assert_eq!((entries(slow), entries(fast)), (5, 15));
+    assert_nothing_left();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn ctrl_c_writes_everything_and_detaches() {
     let dir = std::env::temp_dir().join(format!("tracer-int-{}", std::process::id()));

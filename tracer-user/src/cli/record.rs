@@ -148,7 +148,7 @@ impl RecordArgs {
 /// `--sample`'s default: 99 rather than 100, so that the samples do not fall in step with
 /// a program's own periodic work (perf's habit).
 const DEFAULT_SAMPLE_HZ: u32 = 99;
-/// The most `--sample` takes: the sampler's run (3 us) and its 8 KiB of ring per sample
+/// The most `--sample` takes: the sampler's run (6 us) and its 16 KiB of ring per sample
 /// grow with the rate; past 10 kHz they would be a sizable share of the program's CPU.
 const MAX_SAMPLE_HZ: u32 = 10_000;
 

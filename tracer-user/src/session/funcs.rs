@@ -16,6 +16,8 @@ use tracer_analysis::recording::FunctionProbe;
 pub(super) struct FunctionProbes {
     selector: FunctionSelector,
     next_id: u16,
+    /// System-wide: the live processes [`Self::attach_newly_traced`] looked at.
+    looked_at: HashSet<u32>,
 }
 
 impl FunctionProbes {
@@ -23,7 +25,29 @@ impl FunctionProbes {
         FunctionProbes {
             selector,
             next_id: 1,
+            looked_at: HashSet::new(),
         }
+    }
+
+    /// System-wide mode: a process traced since its first probed call, which may have
+    /// started after the session (the job launched once `tracer record --all` runs): the
+    /// path-less patterns in its executable and libraries, once per process (then
+    /// [`Self::exited`]). Its calls of a selected procedure before the reader came to
+    /// that first call's record (50 ms at most, usually) are not seen.
+    pub(super) fn attach_newly_traced(
+        &mut self,
+        probes: &mut Probes,
+        pid: u32,
+    ) -> Result<Vec<FunctionProbe>, SessionError> {
+        if !self.selector.needs_exec_hold() || !self.looked_at.insert(pid) {
+            return Ok(Vec::new());
+        }
+        self.attach_in_process(probes, pid)
+    }
+
+    /// Process `pid` exited: nothing more to look at.
+    pub(super) fn exited(&mut self, pid: u32) {
+        self.looked_at.remove(&pid);
     }
 
     /// Attaches the `PATH:SYMBOL` patterns (their files exist already).
