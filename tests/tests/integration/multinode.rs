@@ -208,6 +208,38 @@ fn an_mpich_job_traced_live_by_a_collector_and_an_agent_has_one_critical_path() 
     run.has_the_pipelines_answer();
 }
 
+/// `--func` taken to the agent: the pipeline's slow stage runs only on the agent's node
+/// (rank 1), probed there as the rank becomes traced, its fast stage only on the
+/// collector's (rank 0). Live and from the recording, each gets its share of the one
+/// critical path, and zeroing the slow stage what the construction says, as on one node
+/// (`critical_path::pipeline_*`); each procedure is one procedure of the job.
+#[test]
+fn procedures_selected_on_the_collector_are_probed_on_every_node() {
+    let funcs = ["--func", "stage_slow", "--func", "stage_fast"];
+    let run = LiveRun::new(Mpi::OpenMpi, "funcs", 5, &[], &funcs, None);
+    let offline = tracer_json(&["analyze"], &run.rec);
+    for p in [&run.live, &offline] {
+        all_matched(p);
+        assert_near("critical path", length(p), FAST_MS + ITEMS * SLOW_MS);
+        let (slow, fast) = (proc_row(p, "stage_slow"), proc_row(p, "stage_fast"));
+        assert_near(
+            "stage_slow on the path",
+            ms(&slow["cp_ns"]),
+            ITEMS * SLOW_MS,
+        );
+        assert_near("stage_fast on the path", ms(&fast["cp_ns"]), FAST_MS);
+        assert_near("stage_fast CPU", ms(&fast["cpu_ns"]), ITEMS * FAST_MS);
+        assert_near(
+            "zeroing stage_slow",
+            ms(&slow["zeroing_ns"]),
+            ITEMS * SLOW_MS - (ITEMS - 1.0) * FAST_MS,
+        );
+        let rows = p["procedures"].as_array().unwrap();
+        assert_eq!(rows.len(), 2, "one row per procedure: {rows:?}");
+    }
+    run.clean_up();
+}
+
 /// The agent's clock 37 ms behind the collector's (a hidden testing option shifts every
 /// time it reports): the measured offset puts its records back, and the answer is the
 /// same. Left uncorrected, the first item's receive (rank 1 waits for it, so it completes

@@ -10,6 +10,10 @@
 //! such a record in its place, so the merge counts a record as late only when it comes
 //! more than that window after a later record went on.
 //!
+//! Each node numbers its selected procedures (`--func`) from 1: the merge gives them one
+//! numbering as it hands them on (`format::probe_ids`, as `tracer merge` does), so a
+//! procedure that several nodes probed in the same binary is one procedure of the job.
+//!
 //! A node that falls behind the most advanced one by more than the merge's lag bound
 //! holds the others back no longer: its records, when they come, go on at once (late, if
 //! by more than the reorder window: counted). So the merge holds at most the lag bound's
@@ -18,6 +22,7 @@
 use std::collections::VecDeque;
 
 use crate::analysis::reorder::REORDER_WINDOW_NS;
+use crate::format::probe_ids::{NodeProbeIds, ProbeIds};
 use crate::format::recording::Item;
 
 /// What one node has sent and the merge has not handed on yet.
@@ -29,6 +34,8 @@ struct NodeQueue {
     watermark_ns: u64,
     /// Nothing more comes from it (its stream ended, or its link failed).
     closed: bool,
+    /// Its probe ids -> the merged stream's.
+    probe_ids: NodeProbeIds,
 }
 
 impl NodeQueue {
@@ -52,6 +59,8 @@ pub struct LiveMerge {
     /// handed on.
     late: u64,
     held: usize,
+    /// The merged stream's probe ids.
+    probes: ProbeIds,
 }
 
 impl LiveMerge {
@@ -71,6 +80,7 @@ impl LiveMerge {
             released_ns: 0,
             late: 0,
             held: 0,
+            probes: ProbeIds::default(),
         }
     }
 
@@ -127,14 +137,13 @@ impl LiveMerge {
         loop {
             // Processes and probes at a head go first: they come before the records
             // that need them.
-            for n in &mut self.nodes {
-                while n
+            for node in 0..self.nodes.len() {
+                while self.nodes[node]
                     .items
                     .front()
                     .is_some_and(|i| !matches!(i, Item::Record(_)))
                 {
-                    self.held -= 1;
-                    f(n.items.pop_front().expect("a head"));
+                    self.hand_on_head(node, &mut f);
                 }
             }
             let earliest = self
@@ -153,8 +162,19 @@ impl LiveMerge {
                 self.late += 1;
             }
             self.released_ns = self.released_ns.max(ts);
-            self.held -= 1;
-            f(self.nodes[node].items.pop_front().expect("a head"));
+            self.hand_on_head(node, &mut f);
+        }
+    }
+
+    /// Hands on node `node`'s first item, with the merged stream's probe ids (a probe
+    /// another node announced already goes no further).
+    fn hand_on_head(&mut self, node: usize, f: &mut impl FnMut(Item)) {
+        let n = &mut self.nodes[node];
+        let mut item = n.items.pop_front().expect("a head");
+        self.held -= 1;
+        // Past 65,536 procedures over the nodes (Err) a probe keeps its node's id.
+        if self.probes.renumber(&mut item, &mut n.probe_ids) != Ok(false) {
+            f(item);
         }
     }
 }
@@ -221,6 +241,54 @@ mod tests {
         m.ready(|i| out.push(i));
         assert_eq!(times(&out), [(2, 120), (1, 150)]);
         assert_eq!(m.late(), 0);
+    }
+
+    /// Node 0 and node 1 both probed `work` in one binary (each as its id 1), node 1 also
+    /// `idle` (its id 2): the merged stream has one probe per procedure, numbered once,
+    /// and each node's FUNC records carry the merged ids.
+    #[test]
+    fn a_procedure_probed_on_two_nodes_is_one_procedure() {
+        use crate::format::recording::FunctionProbe;
+        let probe = |id: u16, symbol: &str, vaddr: u64| {
+            Item::Probe(FunctionProbe {
+                id,
+                symbol: symbol.into(),
+                path: "/bin/app".into(),
+                vaddr,
+            })
+        };
+        let enter = |tgid: u32, ts_ns: u64, call: u16| match rec(tgid, ts_ns) {
+            Item::Record(Record::FuncEnter(h)) => {
+                Item::Record(Record::FuncEnter(EventHeader { call, ..h }))
+            }
+            _ => unreachable!(),
+        };
+        let mut m = LiveMerge::new(2, 1_000, 0);
+        m.push(1, probe(1, "idle", 0x20));
+        m.push(1, probe(2, "work", 0x10));
+        m.push(1, enter(2, 5, 2));
+        m.push(1, enter(2, 6, 1));
+        m.push(0, probe(1, "work", 0x10));
+        m.push(0, enter(1, 7, 1));
+        let mut out = Vec::new();
+        m.flush(|i| out.push(i));
+        let probes: Vec<(u16, &str)> = out
+            .iter()
+            .filter_map(|i| match i {
+                Item::Probe(p) => Some((p.id, p.symbol.as_str())),
+                _ => None,
+            })
+            .collect();
+        // Node 0's heads go first: its `work` is met first.
+        assert_eq!(probes, [(0, "work"), (1, "idle")]);
+        let calls: Vec<(u32, u16)> = out
+            .iter()
+            .filter_map(|i| match i {
+                Item::Record(r) => Some((r.header().tgid, r.header().call)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls, [(2, 0), (2, 1), (1, 0)]);
     }
 
     #[test]

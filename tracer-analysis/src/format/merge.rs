@@ -14,15 +14,14 @@
 //! (symbol, binary and address), so that a procedure every node probed in the same
 //! binary is one procedure of the job.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use crate::format::node::{NodeInfo, Relocation, MAX_NODES};
+use crate::format::probe_ids::{NodeProbeIds, ProbeIds};
 use crate::format::recording::{
-    Condition, FunctionProbe, Item, RecordingError, RecordingMeta, RecordingReader,
-    RecordingWriter, Trailer,
+    Condition, Item, RecordingError, RecordingMeta, RecordingReader, RecordingWriter, Trailer,
 };
-use crate::format::records::Record;
 
 /// Width of the windows the nodes' records are interleaved in (node 0's clock): well
 /// inside the readers' reorder window, and wide enough that a window of a busy node
@@ -85,44 +84,7 @@ struct Input {
     ahead: VecDeque<Item>,
     exhausted: bool,
     /// This node's probe ids -> the output's.
-    probe_ids: HashMap<u16, u16>,
-}
-
-/// A procedure probed: the same on every node that probed it in the same binary.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct ProbeKey {
-    symbol: String,
-    path: String,
-    vaddr: u64,
-}
-
-/// The output's probe ids.
-#[derive(Default)]
-struct ProbeIds {
-    by_key: HashMap<ProbeKey, u16>,
-}
-
-impl ProbeIds {
-    /// The output's id of `probe` and whether it is new (its PROBE chunk is written
-    /// once, when first met).
-    fn of(&mut self, probe: &FunctionProbe) -> Result<NewOrKnown, MergeError> {
-        let key = ProbeKey {
-            symbol: probe.symbol.clone(),
-            path: probe.path.clone(),
-            vaddr: probe.vaddr,
-        };
-        if let Some(&id) = self.by_key.get(&key) {
-            return Ok(NewOrKnown { id, new: false });
-        }
-        let id = u16::try_from(self.by_key.len()).map_err(|_| MergeError::ProbeIds)?;
-        self.by_key.insert(key, id);
-        Ok(NewOrKnown { id, new: true })
-    }
-}
-
-struct NewOrKnown {
-    id: u16,
-    new: bool,
+    probe_ids: NodeProbeIds,
 }
 
 impl Input {
@@ -192,7 +154,7 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<Merged, MergeError> {
             relocation: Relocation::of(&nodes, i as u32).expect("one node per input"),
             ahead: VecDeque::new(),
             exhausted: false,
-            probe_ids: HashMap::new(),
+            probe_ids: NodeProbeIds::new(),
         })
         .collect();
     let write_err = |source| MergeError::Write {
@@ -240,26 +202,19 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<Merged, MergeError> {
                 w.begin_node(node as u32).map_err(write_err)?;
                 current_node = node as u32;
             }
-            for item in take {
+            for mut item in take {
+                // A PROBE chunk precedes the records that name it.
+                let goes_on = probes
+                    .renumber(&mut item, &mut input.probe_ids)
+                    .map_err(|_| MergeError::ProbeIds)?;
                 match item {
-                    Item::Record(mut rec) => {
-                        if let Record::FuncEnter(h) | Record::FuncExit(h) = &mut rec {
-                            // A PROBE chunk precedes the records that name it; an id
-                            // without one is kept (no procedure either way).
-                            h.call = input.probe_ids.get(&h.call).copied().unwrap_or(h.call);
-                        }
+                    _ if !goes_on => {}
+                    Item::Record(rec) => {
                         w.record(rec.as_bytes()).map_err(write_err)?;
                         events += 1;
                     }
                     Item::Process(p) => w.process(&p).map_err(write_err)?,
-                    Item::Probe(mut p) => {
-                        let out = probes.of(&p)?;
-                        input.probe_ids.insert(p.id, out.id);
-                        if out.new {
-                            p.id = out.id;
-                            w.probe(&p).map_err(write_err)?;
-                        }
-                    }
+                    Item::Probe(p) => w.probe(&p).map_err(write_err)?,
                 }
             }
         }

@@ -12,6 +12,7 @@ pub mod merge;
 pub mod node;
 pub mod openmp;
 pub(crate) mod pairing;
+pub(crate) mod probe_ids;
 pub(crate) mod process;
 pub(crate) mod read_ahead;
 pub mod recording;

@@ -87,7 +87,7 @@ impl NodeTracer for SessionsOnThisNode {
             output: None,
             summary_json: None,
             profile_json: None,
-            funcs: Vec::new(),
+            funcs: request.funcs.clone(),
             libs: Vec::new(),
             locks: false,
             ring_mib: request.buffer_mib,

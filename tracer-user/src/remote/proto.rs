@@ -59,6 +59,7 @@ impl From<&TraceRequest> for Start {
             job: request.job.clone(),
             sample_hz: request.sample_hz,
             buffer_mib: request.buffer_mib,
+            funcs: request.funcs.clone(),
         }
     }
 }
@@ -69,6 +70,7 @@ impl From<Start> for TraceRequest {
             job: start.job,
             sample_hz: start.sample_hz,
             buffer_mib: start.buffer_mib,
+            funcs: start.funcs,
         }
     }
 }

@@ -173,6 +173,7 @@ fn request() -> TraceRequest {
         job: Some("pmix-job-17".into()),
         sample_hz: 99,
         buffer_mib: Some(32),
+        funcs: vec!["stage_*".into(), "/usr/bin/app:solve".into()],
     }
 }
 

@@ -14,6 +14,9 @@ pub struct TraceRequest {
     pub sample_hz: u32,
     /// The ring buffer's size, MiB (None: the agent's default).
     pub buffer_mib: Option<u32>,
+    /// The procedures to probe (the collector's `--func` patterns), in each process of
+    /// the job as it becomes traced on the agent's node.
+    pub funcs: Vec<String>,
 }
 
 /// One piece of a node's stream, in the order the node's session produced them: a

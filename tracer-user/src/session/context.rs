@@ -194,9 +194,10 @@ impl LoopContext {
         if matches!(rec, Record::Exit(x) if x.group_dead != 0) {
             self.unwinders.forget(pid);
             self.funcs.exited(pid);
-        } else if self.system_wide && from_traced_thread(rec) {
+        } else if self.system_wide && this_nodes && from_traced_thread(rec) {
             // Processes are traced from their first probed call on, also those that
-            // started after the session: their selected procedures too.
+            // started after the session (on an agent's node, the job's ranks): their
+            // selected procedures too.
             for p in self.funcs.attach_newly_traced(&mut self.probes, pid)? {
                 self.sink.probe(&p)?;
             }

@@ -87,6 +87,4 @@ pub enum SessionError {
     Remote(#[from] RemoteError),
     #[error("at most {} nodes", tracer_analysis::node::MAX_NODES)]
     Nodes(#[from] tracer_analysis::node::NodeError),
-    #[error("--func is not yet taken to other nodes: trace procedures on one node, or with `tracer merge` of per-node recordings")]
-    FuncAcrossNodes,
 }

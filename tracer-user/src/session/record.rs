@@ -28,9 +28,6 @@ use tracer_analysis::openmp::OpenMpLowering;
 pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let started = Instant::now();
     let role = std::mem::replace(&mut opts.node_role, NodeRole::Alone);
-    if matches!(role, NodeRole::Collector(_)) && !opts.funcs.is_empty() {
-        return Err(SessionError::FuncAcrossNodes);
-    }
     let targets = Targets::find(&opts)?;
     // The agents start tracing before the probes here are attached: by the time this
     // session launches its command, the ranks it starts on other nodes are traced.
@@ -41,6 +38,7 @@ pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
                 job: None,
                 sample_hz: opts.sample_hz,
                 buffer_mib: opts.ring_mib,
+                funcs: opts.funcs.clone(),
             };
             (Some(RemoteNodes::connect(&collecting, &request)?), None)
         }
