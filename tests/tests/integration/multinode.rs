@@ -240,6 +240,77 @@ fn procedures_selected_on_the_collector_are_probed_on_every_node() {
     run.clean_up();
 }
 
+/// Load imbalance behind a collective, across nodes (tests/programs/mpi_imbalance.c: 4
+/// times, rank 0 runs `heavy` for 60 ms on the collector's node while rank 1 runs `light`
+/// for 50 ms on the agent's, then both meet in MPI_Allreduce): the path is rank 0's
+/// `heavy` throughout, zeroing it gains only 4 x 10 ms (rank 1 is close behind), and
+/// `light` is never on it, as `critical_path::imbalance_*` finds on one node.
+#[test]
+fn an_imbalance_across_nodes_has_the_answer_it_has_on_one_node() {
+    let (iters, a, b) = (4.0, 60.0, 50.0);
+    let funcs = ["--func", "heavy", "--func", "light"];
+    let program = Program {
+        name: "mpi_imbalance",
+        args: &["4", "60", "50"],
+    };
+    let dir = live_run_dir(Mpi::OpenMpi, "imbalance");
+    let run = LiveRun::of(Mpi::OpenMpi, dir, program, &[], &funcs, None);
+    let offline = tracer_json(&["analyze"], &run.rec);
+    for p in [&run.live, &offline] {
+        assert_near("critical path", length(p), iters * a);
+        let (heavy, light) = (proc_row(p, "heavy"), proc_row(p, "light"));
+        assert_near("heavy on the path", ms(&heavy["cp_ns"]), iters * a);
+        assert_near("zeroing heavy", ms(&heavy["zeroing_ns"]), iters * (a - b));
+        assert_eq!(light["cp_ns"], 0, "light is never on the path");
+        assert_eq!(p["messages"]["collectives"], 2 * 4, "{}", p["messages"]);
+        assert_eq!(p["messages"]["collectives_incomplete"], 0);
+    }
+    assert!(!run.said.contains("warning"), "{}", run.said);
+    run.clean_up();
+}
+
+/// MPI + threads across nodes (tests/programs/hybrid_mpi_threads.c: 2 ranks x 2
+/// threads, 5 rounds; one thread of one rank, rank r % 2 in round r, runs `thread_slow`
+/// for 40 ms, the others `thread_work` for 10 ms; joins, then MPI_Allreduce): the path
+/// goes from a thread of one node through its rank's join and the collective to the
+/// other node's slow thread, 5 x 40 ms of `thread_slow`, and zeroing it gains 150 ms, as
+/// `shared_memory::hybrid_mpi_threads_*` finds on one node; both ranks are on it.
+#[test]
+fn threads_of_ranks_on_two_nodes_make_one_critical_path() {
+    let funcs = ["--func", "thread_slow", "--func", "thread_work"];
+    let program = Program {
+        name: "hybrid_mpi_threads",
+        args: &["2", "5", "40", "10", "-1"],
+    };
+    let dir = live_run_dir(Mpi::OpenMpi, "hybrid");
+    let run = LiveRun::of(Mpi::OpenMpi, dir, program, &[], &funcs, None);
+    let offline = tracer_json(&["analyze"], &run.rec);
+    for p in [&run.live, &offline] {
+        assert_near("critical path", length(p), 200.0);
+        let (slow, work) = (proc_row(p, "thread_slow"), proc_row(p, "thread_work"));
+        assert_near("thread_slow on the path", ms(&slow["cp_ns"]), 200.0);
+        assert_near("zeroing thread_slow", ms(&slow["zeroing_ns"]), 150.0);
+        assert_near("thread_work on the path", ms(&work["cp_ns"]), 0.0);
+        assert_eq!(p["messages"]["collectives_incomplete"], 0);
+    }
+    let report = tracer_json(&["report"], &run.rec);
+    assert_eq!(
+        ranks_with_their_nodes(&report),
+        [(0, 0), (1, 1)],
+        "{}",
+        report["processes"]
+    );
+    let on_path: Vec<&serde_json::Value> = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["rank"].is_i64() && p["cp_ns"].as_u64() > Some(50_000_000))
+        .collect();
+    assert_eq!(on_path.len(), 2, "both ranks are on the path: {on_path:?}");
+    assert!(!run.said.contains("warning"), "{}", run.said);
+    run.clean_up();
+}
+
 /// The agent's clock 37 ms behind the collector's (a hidden testing option shifts every
 /// time it reports): the measured offset puts its records back, and the answer is the
 /// same. Left uncorrected, the first item's receive (rank 1 waits for it, so it completes
@@ -288,9 +359,25 @@ fn an_agent_killed_mid_job_is_named_and_the_rest_goes_on() {
     run.clean_up();
 }
 
+/// A test program and its arguments.
+struct Program<'a> {
+    name: &'a str,
+    args: &'a [&'a str],
+}
+
+/// A fresh directory for a live run's files.
+fn live_run_dir(mpi: Mpi, tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "tracer-live-nodes-{}-{}-{tag}",
+        std::process::id(),
+        mpi.rank_variable()[0]
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// One job traced live: an agent in namespace 1, the collector in namespace 0 launching
-/// the gated pipeline (its gate open: the agent traces from MPI_Init on) with `items`
-/// items, rank i in namespace i.
+/// it (the agent traces its rank from MPI_Init on), rank i in namespace i.
 struct LiveRun {
     said: String,
     live: serde_json::Value,
@@ -300,6 +387,7 @@ struct LiveRun {
 }
 
 impl LiveRun {
+    /// The gated pipeline (its gate open) with `items` items.
     fn new(
         mpi: Mpi,
         tag: &str,
@@ -308,13 +396,43 @@ impl LiveRun {
         collector_args: &[&str],
         kill_agent_after: Option<Duration>,
     ) -> LiveRun {
+        let dir = live_run_dir(mpi, tag);
+        let gate = dir.join("gate");
+        std::fs::write(&gate, b"").unwrap();
+        let gate_arg = gate.display().to_string();
+        let items_arg = items.to_string();
+        let args = [
+            items_arg.as_str(),
+            "1",
+            "60",
+            "20",
+            gate_arg.as_str(),
+            "barrier",
+        ];
+        let program = Program {
+            name: "mpi_pipeline",
+            args: &args,
+        };
+        LiveRun::of(
+            mpi,
+            dir,
+            program,
+            agent_args,
+            collector_args,
+            kill_agent_after,
+        )
+    }
+
+    /// 2 ranks of `program`, rank i in namespace i, traced live; the results in `dir`.
+    fn of(
+        mpi: Mpi,
+        dir: PathBuf,
+        program: Program<'_>,
+        agent_args: &[&str],
+        collector_args: &[&str],
+        kill_agent_after: Option<Duration>,
+    ) -> LiveRun {
         let lab = NetLab::unshaped();
-        let dir = std::env::temp_dir().join(format!(
-            "tracer-live-nodes-{}-{}-{tag}",
-            std::process::id(),
-            mpi.rank_variable()[0]
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
         let token = token_file(&dir, "a-token-shared-by-the-lab");
         let agent = Agent::start(
             lab.namespace(1),
@@ -329,21 +447,9 @@ impl LiveRun {
                 let _ = Command::new("kill").args(["-KILL", &pid]).status();
             })
         });
-        let gate = dir.join("gate");
-        std::fs::write(&gate, b"").unwrap();
-        let gate_arg = gate.display().to_string();
-        let items_arg = items.to_string();
-        let args = [
-            items_arg.as_str(),
-            "1",
-            "60",
-            "20",
-            gate_arg.as_str(),
-            "barrier",
-        ];
         let cmd = match mpi {
-            Mpi::OpenMpi => lab.openmpi(2, "mpi_pipeline", &args),
-            Mpi::Mpich => lab.mpich(2, "mpi_pipeline", &args),
+            Mpi::OpenMpi => lab.openmpi(2, program.name, program.args),
+            Mpi::Mpich => lab.mpich(2, program.name, program.args),
         };
         let rec = dir.join("job.trace");
         let live = dir.join("live.json");

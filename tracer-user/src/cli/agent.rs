@@ -88,6 +88,7 @@ impl NodeTracer for SessionsOnThisNode {
             summary_json: None,
             profile_json: None,
             funcs: request.funcs.clone(),
+            func_files: request.func_files.iter().map(PathBuf::from).collect(),
             libs: Vec::new(),
             locks: false,
             ring_mib: request.buffer_mib,

@@ -291,6 +291,7 @@ pub(super) fn run_with(a: RecordArgs, tracing: WhileTracing) -> anyhow::Result<E
         command_terminal,
     } = tracing;
     let outcome = session::record(RecordOptions {
+        func_files: Vec::new(),
         run_as,
         clock: a.clock.into(),
         analysis: if a.analyze_after {

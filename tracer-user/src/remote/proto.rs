@@ -60,6 +60,7 @@ impl From<&TraceRequest> for Start {
             sample_hz: request.sample_hz,
             buffer_mib: request.buffer_mib,
             funcs: request.funcs.clone(),
+            func_files: request.func_files.clone(),
         }
     }
 }
@@ -71,6 +72,7 @@ impl From<Start> for TraceRequest {
             sample_hz: start.sample_hz,
             buffer_mib: start.buffer_mib,
             funcs: start.funcs,
+            func_files: start.func_files,
         }
     }
 }

@@ -174,6 +174,7 @@ fn request() -> TraceRequest {
         sample_hz: 99,
         buffer_mib: Some(32),
         funcs: vec!["stage_*".into(), "/usr/bin/app:solve".into()],
+        func_files: vec!["/usr/bin/mpirun".into(), "/home/user/app".into()],
     }
 }
 

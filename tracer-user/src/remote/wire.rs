@@ -17,6 +17,9 @@ pub struct TraceRequest {
     /// The procedures to probe (the collector's `--func` patterns), in each process of
     /// the job as it becomes traced on the agent's node.
     pub funcs: Vec<String>,
+    /// The executables the collector's command runs (its program and those among its
+    /// arguments), to look the path-less `funcs` up in before any rank starts.
+    pub func_files: Vec<String>,
 }
 
 /// One piece of a node's stream, in the order the node's session produced them: a

@@ -2,7 +2,7 @@
 //! `target/funcs.rs`), each with its own probe id.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::SessionError;
 use crate::probes::{ProbePoint, Probes};
@@ -33,7 +33,8 @@ impl FunctionProbes {
     /// started after the session (the job launched once `tracer record --all` runs): the
     /// path-less patterns in its executable and libraries, once per process (then
     /// [`Self::exited`]). Its calls of a selected procedure before the reader came to
-    /// that first call's record (50 ms at most, usually) are not seen.
+    /// that first call's record (MPI_Init's comes when it returns) and looked its files
+    /// up (0.1-0.4 s after MPI_Init for an Open MPI rank) are not seen.
     pub(super) fn attach_newly_traced(
         &mut self,
         probes: &mut Probes,
@@ -72,8 +73,28 @@ impl FunctionProbes {
         probes: &mut Probes,
         pid: u32,
     ) -> Result<Vec<FunctionProbe>, SessionError> {
+        let files = self.selector.new_files_of_process(pid);
+        self.attach_path_less_in(probes, files)
+    }
+
+    /// System-wide (an agent): the path-less patterns in those of `files` this node has
+    /// (the executables of the collector's command), before any process runs them.
+    pub(super) fn attach_in_files(
+        &mut self,
+        probes: &mut Probes,
+        files: &[PathBuf],
+    ) -> Result<Vec<FunctionProbe>, SessionError> {
+        let files = self.selector.new_files(files);
+        self.attach_path_less_in(probes, files)
+    }
+
+    fn attach_path_less_in(
+        &mut self,
+        probes: &mut Probes,
+        files: Vec<PathBuf>,
+    ) -> Result<Vec<FunctionProbe>, SessionError> {
         let mut out = Vec::new();
-        for f in self.selector.new_files_of_process(pid) {
+        for f in files {
             // A mapping that is not a readable ELF file (deleted, special) is skipped.
             let Ok(selected) = self.selector.select_in_file(&f, false) else {
                 continue;

@@ -27,6 +27,11 @@ pub struct RecordOptions {
     pub summary_json: Option<PathBuf>,
     pub profile_json: Option<PathBuf>,
     pub funcs: Vec<String>,
+    /// System-wide (an agent): executables to look the path-less `funcs` up in when the
+    /// probes are loaded, those of them this node has (the collector's command's), so
+    /// that its ranks have their procedures probed before they run rather than from
+    /// their first MPI call on.
+    pub func_files: Vec<PathBuf>,
     pub libs: Vec<PathBuf>,
     /// Probe the C library's pthread lock, condition variable and barrier calls in every
     /// traced process (per-process probes).

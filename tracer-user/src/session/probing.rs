@@ -100,6 +100,7 @@ impl Probing {
             attached_functions.extend(funcs.attach_in_process(&mut probes, pid)?);
         }
         if system_wide {
+            attached_functions.extend(funcs.attach_in_files(&mut probes, &opts.func_files)?);
             attached_functions.extend(funcs.attach_everywhere(&mut probes)?);
         }
         Ok(Probing {
@@ -138,7 +139,7 @@ fn program_files(program: &Path, args: &[String]) -> Option<Vec<PathBuf>> {
 /// A launched command's program and the executables among its arguments (`mpirun -np 4
 /// ./app`, `timeout 60 app`); None when what it runs cannot be known before it runs (a
 /// shell, an interpreter, a script).
-fn command_executables(program: &Path, args: &[String]) -> Option<Vec<PathBuf>> {
+pub(super) fn command_executables(program: &Path, args: &[String]) -> Option<Vec<PathBuf>> {
     if funcs::runs_code_elsewhere(program) {
         return None;
     }

@@ -12,7 +12,7 @@ use super::holds::HoldDeadline;
 use super::launch::launch;
 use super::memory::MemoryLimit;
 use super::node_filter::NodeFilter;
-use super::probing::Probing;
+use super::probing::{command_executables, Probing};
 use super::remote_nodes::RemoteNodes;
 use super::sink::Sink;
 use super::targets::Targets;
@@ -39,6 +39,14 @@ pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
                 sample_hz: opts.sample_hz,
                 buffer_mib: opts.ring_mib,
                 funcs: opts.funcs.clone(),
+                func_files: targets
+                    .program
+                    .as_deref()
+                    .and_then(|p| command_executables(p, &opts.command[1..]))
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect(),
             };
             (Some(RemoteNodes::connect(&collecting, &request)?), None)
         }

@@ -192,11 +192,22 @@ impl FunctionSelector {
                 .into_iter()
                 .map(|m| PathBuf::from(m.path)),
         );
-        files
-            .into_iter()
-            .map(|f| f.canonicalize().unwrap_or(f))
-            .filter(|f| self.searched.insert(f.clone()))
-            .collect()
+        let files = files.into_iter().map(|f| f.canonicalize().unwrap_or(f));
+        self.not_searched_yet(files)
+    }
+
+    /// Of `files`, those that exist here and the path-less patterns have not been looked
+    /// up in yet; none without such patterns.
+    pub(crate) fn new_files(&mut self, files: &[PathBuf]) -> Vec<PathBuf> {
+        if !self.needs_exec_hold() {
+            return Vec::new();
+        }
+        self.not_searched_yet(files.iter().filter_map(|f| f.canonicalize().ok()))
+    }
+
+    /// Marks `files` searched; those that were not.
+    fn not_searched_yet(&mut self, files: impl Iterator<Item = PathBuf>) -> Vec<PathBuf> {
+        files.filter(|f| self.searched.insert(f.clone())).collect()
     }
 
     /// The functions of `file` the patterns select, in pattern order (a function two
