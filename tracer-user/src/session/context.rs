@@ -198,18 +198,7 @@ impl LoopContext {
             // Processes are traced from their first probed call on, also those that
             // started after the session (on an agent's node, the job's ranks): their
             // selected procedures too.
-            let started = std::time::Instant::now();
-            let attached = self.funcs.attach_newly_traced(&mut self.probes, pid)?;
-            if !attached.is_empty() {
-                log::debug!(
-                    "pid {pid}: {} selected procedures probed, its record read {:.1} ms \
-                     after it, in {:.1} ms",
-                    attached.len(),
-                    monotonic_ns().saturating_sub(rec.header().ts_ns) as f64 / 1e6,
-                    started.elapsed().as_secs_f64() * 1e3
-                );
-            }
-            for p in attached {
+            for p in self.funcs.attach_newly_traced(&mut self.probes, pid)? {
                 self.sink.probe(&p)?;
             }
         }

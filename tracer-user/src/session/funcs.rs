@@ -43,7 +43,17 @@ impl FunctionProbes {
         if !self.selector.needs_exec_hold() || !self.looked_at.insert(pid) {
             return Ok(Vec::new());
         }
-        self.attach_in_process(probes, pid)
+        // Timed here, once per process, not on every record.
+        let started = std::time::Instant::now();
+        let attached = self.attach_in_process(probes, pid)?;
+        if !attached.is_empty() {
+            log::debug!(
+                "pid {pid}: {} selected procedures probed in {:.1} ms",
+                attached.len(),
+                started.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        Ok(attached)
     }
 
     /// Process `pid` exited: nothing more to look at.
