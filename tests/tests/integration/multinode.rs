@@ -321,8 +321,54 @@ fn a_node_whose_clock_is_37_ms_behind_gives_the_same_answer_once_corrected() {
     let shift = ["--testing-clock-shift-ns", "-37000000"];
     let run = LiveRun::new(Mpi::OpenMpi, "shifted", 5, &shift, &[], None);
     run.has_the_pipelines_answer();
-    let uncorrected = ["--testing-uncorrected-clocks"];
+    let uncorrected = ["--testing-clock-correction", "none"];
     let run = LiveRun::new(Mpi::OpenMpi, "uncorrected", 5, &shift, &uncorrected, None);
+    let unmatched = run.live["messages"]["unmatched"].as_u64().unwrap();
+    assert!(unmatched >= 1, "{}", run.live["messages"]);
+    run.clean_up();
+}
+
+/// The agent's clock 37 ms behind and slow by 50 ppm from its start (hidden testing
+/// options): the collector measures it every quarter second and follows its drift, and
+/// the answer is the one of a node on time. Here rank 0 (this node) is the slow stage, so
+/// rank 1 waits for every item: each receive completes within a message's latency of
+/// its send (tens of microseconds), all along the 6 s job. Corrected by the offset
+/// measured at the start alone, the agent's later records would come up to 300 us early
+/// (50 ppm of 6 s): receives before their sends, unmatched.
+#[test]
+fn a_node_whose_clock_drifts_gives_the_same_answer_once_followed() {
+    const DRIFT_ITEMS: usize = 100;
+    let skew = [
+        "--testing-clock-shift-ns",
+        "-37000000",
+        "--testing-clock-drift-ppm",
+        "-50",
+    ];
+    let run = LiveRun::pipeline(Mpi::OpenMpi, "drifting", DRIFT_ITEMS, 0, &skew, &[]);
+    let (said, p) = (&run.said, &run.live);
+    assert!(!said.contains("warning"), "{said}");
+    assert!(said.contains(", 0 lost"), "{said}");
+    all_matched(p);
+    assert_eq!(p["messages"]["sent"], DRIFT_ITEMS, "{}", p["messages"]);
+    // Rank 0's slow stage for every item, then rank 1's fast stage of the last one.
+    let known = DRIFT_ITEMS as f64 * SLOW_MS + FAST_MS;
+    assert_near("live critical path", length(p), known);
+    let offline = tracer_json(&["analyze"], &run.rec);
+    assert_eq!(
+        offline["critical_path"]["length_ns"], p["critical_path"]["length_ns"],
+        "online and offline lengths"
+    );
+    all_matched(&offline);
+    run.clean_up();
+    let offset_only = ["--testing-clock-correction", "offset"];
+    let run = LiveRun::pipeline(
+        Mpi::OpenMpi,
+        "drift-unfollowed",
+        DRIFT_ITEMS,
+        0,
+        &skew,
+        &offset_only,
+    );
     let unmatched = run.live["messages"]["unmatched"].as_u64().unwrap();
     assert!(unmatched >= 1, "{}", run.live["messages"]);
     run.clean_up();
@@ -359,6 +405,12 @@ fn an_agent_killed_mid_job_is_named_and_the_rest_goes_on() {
     run.clean_up();
 }
 
+/// How many items the pipeline passes, and which rank is its slow stage.
+struct PipelineShape {
+    items: usize,
+    slow_rank: usize,
+}
+
 /// A test program and its arguments.
 struct Program<'a> {
     name: &'a str,
@@ -387,7 +439,7 @@ struct LiveRun {
 }
 
 impl LiveRun {
-    /// The gated pipeline (its gate open) with `items` items.
+    /// The gated pipeline (its gate open) with `items` items, rank 1 slow.
     fn new(
         mpi: Mpi,
         tag: &str,
@@ -396,14 +448,55 @@ impl LiveRun {
         collector_args: &[&str],
         kill_agent_after: Option<Duration>,
     ) -> LiveRun {
+        LiveRun::gated_pipeline(
+            mpi,
+            tag,
+            PipelineShape {
+                items,
+                slow_rank: 1,
+            },
+            agent_args,
+            collector_args,
+            kill_agent_after,
+        )
+    }
+
+    /// The gated pipeline with `items` items, rank `slow_rank` slow.
+    fn pipeline(
+        mpi: Mpi,
+        tag: &str,
+        items: usize,
+        slow_rank: usize,
+        agent_args: &[&str],
+        collector_args: &[&str],
+    ) -> LiveRun {
+        LiveRun::gated_pipeline(
+            mpi,
+            tag,
+            PipelineShape { items, slow_rank },
+            agent_args,
+            collector_args,
+            None,
+        )
+    }
+
+    /// The gated pipeline (its gate open) of `shape`.
+    fn gated_pipeline(
+        mpi: Mpi,
+        tag: &str,
+        shape: PipelineShape,
+        agent_args: &[&str],
+        collector_args: &[&str],
+        kill_agent_after: Option<Duration>,
+    ) -> LiveRun {
         let dir = live_run_dir(mpi, tag);
         let gate = dir.join("gate");
         std::fs::write(&gate, b"").unwrap();
         let gate_arg = gate.display().to_string();
-        let items_arg = items.to_string();
+        let (items_arg, slow_arg) = (shape.items.to_string(), shape.slow_rank.to_string());
         let args = [
             items_arg.as_str(),
-            "1",
+            slow_arg.as_str(),
             "60",
             "20",
             gate_arg.as_str(),

@@ -121,14 +121,21 @@ pub enum NodeError {
     TooMany(u32),
 }
 
+/// The fastest a steered relocation's shift may change: 10 % of the time passing, far
+/// beyond any clock's drift (tens of ppm), and short of reordering a node's times.
+const MAX_RATE_PPB: i64 = 100_000_000;
+
 /// How the records of one node are made unique and moved onto node 0's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Relocation {
     node: NodeId,
-    /// Added to the node's times (ns): the difference of its wall-clock offset from
-    /// node 0's. Issue 41's collector may measure a better one; this is what the clocks
-    /// read at start say.
+    /// Added to the node's time `anchor_ns` (ns): the difference of its wall-clock
+    /// offset from node 0's, or what a collector measured.
     shift_ns: i64,
+    /// Where `shift_ns` holds; past it, the shift grows by `rate_ppb` parts per billion
+    /// of the time since (a collector following the node's drift, `steered`).
+    anchor_ns: u64,
+    rate_ppb: i64,
 }
 
 impl Relocation {
@@ -136,6 +143,8 @@ impl Relocation {
     pub const NONE: Relocation = Relocation {
         node: NodeId(0),
         shift_ns: 0,
+        anchor_ns: 0,
+        rate_ppb: 0,
     };
 
     /// The relocation of node `node` of table `nodes` (node 0 first).
@@ -153,6 +162,8 @@ impl Relocation {
         Ok(Relocation {
             node: NodeId(node as u16),
             shift_ns: shift.clamp(i64::MIN.into(), i64::MAX.into()) as i64,
+            anchor_ns: 0,
+            rate_ppb: 0,
         })
     }
 
@@ -166,7 +177,28 @@ impl Relocation {
         Ok(Relocation {
             node: NodeId(node as u16),
             shift_ns,
+            anchor_ns: 0,
+            rate_ppb: 0,
         })
+    }
+
+    /// The same node from its time `anchor_ns` on: the shift there stays what it is
+    /// (so that times never jump), then changes by `rate_ppb` parts per billion of the
+    /// time past the anchor. `rate_ppb` is kept within 10 %: times keep their order.
+    pub fn steered(&self, anchor_ns: u64, rate_ppb: i64) -> Relocation {
+        Relocation {
+            node: self.node,
+            shift_ns: self.shift_at(anchor_ns),
+            anchor_ns,
+            rate_ppb: rate_ppb.clamp(-MAX_RATE_PPB, MAX_RATE_PPB),
+        }
+    }
+
+    /// What `time` adds to the node's time `ns`.
+    pub fn shift_at(&self, ns: u64) -> i64 {
+        let past = i128::from(ns) - i128::from(self.anchor_ns);
+        let shift = i128::from(self.shift_ns) + past * i128::from(self.rate_ppb) / 1_000_000_000;
+        shift.clamp(i64::MIN.into(), i64::MAX.into()) as i64
     }
 
     pub fn node(&self) -> NodeId {
@@ -194,7 +226,11 @@ impl Relocation {
 
     /// A time of the node's clock on node 0's.
     pub fn time(&self, ns: u64) -> u64 {
-        ns.saturating_add_signed(self.shift_ns)
+        if self.rate_ppb == 0 {
+            ns.saturating_add_signed(self.shift_ns)
+        } else {
+            ns.saturating_add_signed(self.shift_at(ns))
+        }
     }
 
     /// Makes `rec`'s process, thread and CPU ids unique and moves its time.
@@ -264,6 +300,21 @@ mod tests {
         let before = rec.clone();
         r.record(&mut rec);
         assert_eq!(rec, before);
+    }
+
+    #[test]
+    fn a_steered_node_keeps_its_times_continuous_and_in_order() {
+        let r = Relocation::measured(1, -37_000_000).unwrap();
+        assert_eq!(r.time(1_000_000_000), 963_000_000);
+        // From 1 s on, the shift falls 50 ppm of the time passing.
+        let s = r.steered(1_000_000_000, -50_000);
+        assert_eq!(s.time(1_000_000_000), r.time(1_000_000_000), "no jump");
+        assert_eq!(s.time(3_000_000_000), 3_000_000_000 - 37_000_000 - 100_000);
+        assert_eq!(s.node(), NodeId(1));
+        // A wild rate is held to 10 %: later stays later.
+        let wild = r.steered(1_000_000_000, -5_000_000_000);
+        assert!(wild.time(1_000_000_001) >= wild.time(1_000_000_000));
+        assert!(wild.time(2_000_000_000) > wild.time(1_000_000_000));
     }
 
     #[test]

@@ -15,7 +15,8 @@ use std::time::Duration;
 use clap::Args;
 use tracer_analysis::node::NodeInfo;
 use tracer_user::remote::{
-    serve, AgentConfig, Batch, CertificateFiles, NodeTracer, ServerTls, Token, TraceRequest,
+    serve, AgentConfig, Batch, CertificateFiles, NodeTracer, ServerTls, SkewedClock, Token,
+    TraceRequest,
 };
 use tracer_user::session::{self, Analysis, CommandTerminal, NodeRole, RecordOptions, StreamTo};
 use tracer_user::UprobeLinks;
@@ -52,6 +53,16 @@ pub(super) struct AgentArgs {
         hide = true
     )]
     testing_clock_shift_ns: i64,
+    /// Testing only: this agent's clock runs this many parts per million fast (negative:
+    /// slow) from its start, on top of the shift (the collector must follow it).
+    #[arg(
+        long,
+        value_name = "PPM",
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        hide = true
+    )]
+    testing_clock_drift_ppm: i64,
 }
 
 /// How long a collector waits for this node's session to be tracing.
@@ -60,7 +71,7 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 /// Runs the sessions collectors ask for, one at a time.
 struct SessionsOnThisNode {
     memory_limit_bytes: u64,
-    clock_shift_ns: i64,
+    clock: SkewedClock,
 }
 
 impl NodeTracer for SessionsOnThisNode {
@@ -76,7 +87,7 @@ impl NodeTracer for SessionsOnThisNode {
     ) -> Result<(), String> {
         let (started, outcome) = mpsc::channel::<Result<(), String>>();
         let failed = started.clone();
-        let (memory_limit_bytes, clock_shift_ns) = (self.memory_limit_bytes, self.clock_shift_ns);
+        let (memory_limit_bytes, clock) = (self.memory_limit_bytes, self.clock);
         // The options hold hooks that stay on the session's thread: made there.
         let options = move || RecordOptions {
             pids: Vec::new(),
@@ -110,10 +121,7 @@ impl NodeTracer for SessionsOnThisNode {
             })),
             on_probed: None,
             on_command_wait: None,
-            node_role: NodeRole::Agent(StreamTo {
-                batches,
-                clock_shift_ns,
-            }),
+            node_role: NodeRole::Agent(StreamTo { batches, clock }),
             stop: Some(stop),
         };
         std::thread::Builder::new()
@@ -157,18 +165,19 @@ pub(super) fn run(a: AgentArgs) -> anyhow::Result<ExitCode> {
         )?),
         _ => None,
     };
+    let clock = SkewedClock::from_now(a.testing_clock_shift_ns, a.testing_clock_drift_ppm);
     let tracer = SessionsOnThisNode {
         memory_limit_bytes: a
             .memory_limit_mib
             .map_or_else(session::default_limit_bytes, |mib| mib << 20),
-        clock_shift_ns: a.testing_clock_shift_ns,
+        clock,
     };
     serve(
         AgentConfig {
             listen: a.listen,
             token,
             tls,
-            clock_shift_ns: a.testing_clock_shift_ns,
+            clock,
         },
         Arc::new(tracer),
         |address| say!("tracer agent: listening on {address}"),

@@ -11,8 +11,8 @@ use tracer_analysis::placement::PlacementSpec;
 use tracer_analysis::profile::Profile;
 use tracer_user::remote::{CertificateFiles, ClientTls, CollectorConfig, Token};
 use tracer_user::session::{
-    self, Collecting, CommandStatus, CommandTerminal, EventsSoFar, LossHook, NodeRole, ProbedHook,
-    ReadyHook, RecordOptions, RunAs, SampleHook, StopReason,
+    self, ClockCorrection, Collecting, CommandStatus, CommandTerminal, EventsSoFar, LossHook,
+    NodeRole, ProbedHook, ReadyHook, RecordOptions, RunAs, SampleHook, StopReason,
 };
 use tracer_user::{UprobeLinks, MAX_RING_MIB};
 
@@ -129,10 +129,11 @@ pub(super) struct RecordArgs {
     /// ... and its private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// Testing only: leave every node's records on its own clock (no measured offset),
-    /// to show what the offsets correct.
-    #[arg(long, hide = true, requires = "agents")]
-    testing_uncorrected_clocks: bool,
+    /// Testing only: how far the nodes' clocks are corrected (`none`: each node's records
+    /// stay on its own clock; `offset`: moved by the offset measured at the start, no
+    /// drift), to show what the correction does.
+    #[arg(long, hide = true, requires = "agents", value_enum, default_value_t = ClockCorrection::Drift)]
+    testing_clock_correction: ClockCorrection,
     /// The command to launch and trace from its first instruction.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -193,7 +194,7 @@ fn collector_role(a: &RecordArgs) -> anyhow::Result<NodeRole> {
             token: Token::from_file(token_file)?,
             tls,
         },
-        correct_clocks: !a.testing_uncorrected_clocks,
+        clock_correction: a.testing_clock_correction,
     }))
 }
 

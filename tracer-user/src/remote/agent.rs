@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracer_analysis::node::NodeInfo;
 
 use super::auth::{Token, TokenCheck};
+use super::clock::SkewedClock;
 use super::error::{innermost, RemoteError};
 use super::proto::{
     control, Agent, AgentServer, BatchMsg, Control, HelloReply, HelloRequest, Ping, Pong,
@@ -67,9 +68,9 @@ pub struct AgentConfig {
     pub listen: SocketAddr,
     pub token: Token,
     pub tls: Option<ServerTls>,
-    /// Testing only: added to every time the agent reports (its pongs), to play a node
-    /// whose clock is off; a hidden option.
-    pub clock_shift_ns: i64,
+    /// Testing only: how the agent misreports its clock (its pongs), to play a node
+    /// whose clock is off; hidden options.
+    pub clock: SkewedClock,
 }
 
 /// Serves collectors until SIGINT/SIGTERM (then stops a running session: sets its stop
@@ -145,7 +146,7 @@ async fn run(
     let slot = Arc::new(Mutex::new(None));
     let service = AgentService {
         tracer,
-        clock_shift_ns: config.clock_shift_ns,
+        clock: config.clock,
         slot: slot.clone(),
     };
     let mut builder = Server::builder()
@@ -255,7 +256,7 @@ impl Drop for SessionGuard {
 
 struct AgentService {
     tracer: Arc<dyn NodeTracer>,
-    clock_shift_ns: i64,
+    clock: SkewedClock,
     slot: SessionSlot,
 }
 
@@ -306,9 +307,8 @@ impl Agent for AgentService {
     }
 
     async fn clock(&self, _request: Request<Ping>) -> Result<Response<Pong>, Status> {
-        let now = i128::from(monotonic_ns()) + i128::from(self.clock_shift_ns);
         Ok(Response::new(Pong {
-            monotonic_ns: u64::try_from(now.max(0)).unwrap_or(u64::MAX),
+            monotonic_ns: self.clock.read(monotonic_ns()),
         }))
     }
 

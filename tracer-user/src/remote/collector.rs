@@ -6,7 +6,7 @@ use std::error::Error;
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::codec::CompressionEncoding;
 use tonic::service::interceptor::InterceptedService;
@@ -16,7 +16,7 @@ use tracer_analysis::node::NodeInfo;
 
 use super::agent::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 use super::auth::{Token, TokenHeader};
-use super::clock::{estimate, ClockOffset};
+use super::clock::{estimate, ClockOffset, MEASURE_EVERY};
 use super::error::{innermost, RemoteError};
 use super::proto::{control, AgentClient, BatchMsg, Control, HelloRequest, Ping, Start, Stop};
 use super::tls::ClientTls;
@@ -62,6 +62,9 @@ pub(crate) enum LinkEvent {
     /// The link dropped, the agent died or a batch is missing: nothing more comes from
     /// this node. `error` is one line naming the agent.
     Failed { node: usize, error: String },
+    /// A new measurement of the node's clock (every `MEASURE_EVERY` while its link
+    /// reads batches).
+    Clock { node: usize, offset: ClockOffset },
 }
 
 pub(super) type Client = AgentClient<InterceptedService<Channel, TokenHeader>>;
@@ -121,12 +124,21 @@ impl Collector {
         let mut links = Vec::new();
         let mut nodes = Vec::new();
         for (index, open) in opened.into_iter().enumerate() {
+            let (reading, read_over) = oneshot::channel();
             runtime.spawn(read_link(
                 index,
                 open.link.address.clone(),
                 open.batches,
                 open.link.controls.clone(),
                 events_tx.clone(),
+                reading,
+            ));
+            runtime.spawn(watch_clock(
+                index,
+                open.link.address.clone(),
+                open.link.client.clone(),
+                events_tx.clone(),
+                read_over,
             ));
             links.push(open.link);
             nodes.push(open.node);
@@ -431,14 +443,54 @@ async fn measure_clock(address: &str, client: Client) -> Result<ClockOffset, Rem
     .await
 }
 
+/// Measures one node's clock every `MEASURE_EVERY` until its link's reader ends (the
+/// drop of `reading`'s sender) or a measurement fails (the link's reader says why).
+async fn watch_clock(
+    node: usize,
+    address: String,
+    client: Client,
+    events: mpsc::Sender<LinkEvent>,
+    mut read_over: oneshot::Receiver<()>,
+) {
+    let mut every = tokio::time::interval(MEASURE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick is now: the connection measured the clock just before.
+    every.tick().await;
+    loop {
+        let measured = tokio::select! {
+            _ = &mut read_over => return,
+            _ = every.tick() => tokio::select! {
+                _ = &mut read_over => return,
+                m = measure_clock(&address, client.clone()) => m,
+            },
+        };
+        match measured {
+            Ok(offset) => {
+                if events
+                    .send(LinkEvent::Clock { node, offset })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Err(e) => {
+                log::debug!("node {address}: clock measurement failed: {e}");
+                return;
+            }
+        }
+    }
+}
+
 /// Reads one link's batches in order, acks each, and ends with its last batch or its
-/// failure.
+/// failure; `_reading` is dropped then, which ends the link's clock measurements.
 async fn read_link(
     node: usize,
     address: String,
     mut batches: Streaming<BatchMsg>,
     controls: mpsc::Sender<Control>,
     events: mpsc::Sender<LinkEvent>,
+    _reading: oneshot::Sender<()>,
 ) {
     let mut expected_seq = 0;
     let error = loop {

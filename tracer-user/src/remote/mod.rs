@@ -22,6 +22,8 @@ mod tests;
 // themselves are the session's.
 pub use agent::{serve, AgentConfig, NodeTracer};
 pub use auth::Token;
+pub use clock::SkewedClock;
+pub(crate) use clock::{ClockFit, ClockOffset, MEASURE_EVERY};
 pub use collector::CollectorConfig;
 pub(crate) use collector::{Collector, LinkEvent};
 pub use error::RemoteError;

@@ -15,6 +15,7 @@ use tracer_analysis::ProcessInfo;
 use super::agent::UNACKED_LIMIT;
 use super::agent::{serve_on, AgentConfig, NodeTracer};
 use super::auth::{test_token, Token};
+use super::clock::SkewedClock;
 use super::collector::{call_error, connect, Collector, CollectorConfig, LinkEvent};
 use super::error::RemoteError;
 use super::proto::{control, BatchMsg, Control, HelloRequest, Start};
@@ -129,7 +130,10 @@ impl TestAgent {
             listen: address,
             token: test_token(token),
             tls,
-            clock_shift_ns,
+            clock: SkewedClock {
+                shift_ns: clock_shift_ns,
+                ..SkewedClock::default()
+            },
         };
         let (shutdown, shutdown_rx) = oneshot::channel();
         let thread = std::thread::spawn(move || {

@@ -321,7 +321,7 @@ async fn last_batches(
     remote.give_up_on_the_rest(sink);
     // Pings to nodes that all answered are quick; a signal wants the session over.
     if !signalled && remote.all_ended() {
-        remote.tell_drift();
+        remote.tell_clocks();
     }
     Ok(())
 }

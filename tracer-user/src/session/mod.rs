@@ -32,9 +32,9 @@ mod watchdog;
 pub use error::SessionError;
 pub use memory::default_limit_bytes;
 pub use options::{
-    Analysis, Collecting, CommandStatus, CommandTerminal, Detaching, EventsSoFar, LossHook,
-    NodeRole, Probed, ProbedHook, Ready, ReadyHook, RecordOptions, RecordOutcome, SampleHook,
-    StopReason, StreamTo, LOSS_CHECK_PERIOD,
+    Analysis, ClockCorrection, Collecting, CommandStatus, CommandTerminal, Detaching, EventsSoFar,
+    LossHook, NodeRole, Probed, ProbedHook, Ready, ReadyHook, RecordOptions, RecordOutcome,
+    SampleHook, StopReason, StreamTo, LOSS_CHECK_PERIOD,
 };
 pub use output::{
     create_private, invoking_user, make_private, make_tree_private, remove_partial,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::RunAs;
 use crate::probes::{LinkKind, UprobeLinks};
-use crate::remote::{Batch, CollectorConfig};
+use crate::remote::{Batch, CollectorConfig, SkewedClock};
 use tracer_analysis::online::{OnlinePrediction, OnlineReplay};
 use tracer_analysis::profile::Profile;
 use tracer_analysis::replay::ReplayError;
@@ -103,17 +103,29 @@ pub enum NodeRole {
 /// A collector's agents.
 pub struct Collecting {
     pub agents: CollectorConfig,
-    /// Testing only (`--testing-uncorrected-clocks`): false leaves every node's records
-    /// on its own clock, to show what the measured offsets correct.
-    pub correct_clocks: bool,
+    /// Testing only (`--testing-clock-correction`): less than `Drift` shows what the
+    /// correction does.
+    pub clock_correction: ClockCorrection,
+}
+
+/// How the collector moves another node's records onto its clock (docs/multinode.md,
+/// "Clocks").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClockCorrection {
+    /// Not at all: each node's records on its own clock.
+    None,
+    /// By the offset measured when the agent connected.
+    Offset,
+    /// By the offset measured all along the session, its drift followed.
+    Drift,
 }
 
 /// Where an agent's session sends its records.
 pub struct StreamTo {
     /// Cut into a batch on each tick of the event loop; the last one says so.
     pub batches: tokio::sync::mpsc::Sender<Batch>,
-    /// Testing only: added to every time the node sends, as if its clock were off.
-    pub clock_shift_ns: i64,
+    /// Testing only: how the node misreports its times, as if its clock were off.
+    pub clock: SkewedClock,
 }
 
 /// Where a launched command's standard streams go.

@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 use super::sink::Sink;
-use super::{Collecting, SessionError};
-use crate::remote::{Collector, LinkEvent, TraceRequest, WireItem};
+use super::{ClockCorrection, Collecting, SessionError};
+use crate::remote::{
+    ClockFit, ClockOffset, Collector, LinkEvent, TraceRequest, WireItem, MEASURE_EVERY,
+};
 use tracer_analysis::failures::FailureCounts;
 use tracer_analysis::node::{NodeInfo, Relocation};
 use tracer_analysis::recording::{Item, Trailer};
@@ -27,6 +29,12 @@ struct RemoteNodeState {
     hostname: String,
     /// Its ids made this job's, its clock moved onto this tracer's.
     relocation: Relocation,
+    /// Its clock's measurements, when the relocation follows them (not for a node on
+    /// this kernel, whose clock is ours).
+    clock: Option<ClockFit>,
+    /// The latest time of the node's clock moved so far: where a new measurement
+    /// steers from.
+    latest_ns: u64,
     /// Its loss and failure counts, as it last sent them.
     counts: Trailer,
     end: Option<NodeEnd>,
@@ -37,6 +45,11 @@ pub(super) struct RemoteNodes {
     collector: Collector,
     nodes: Vec<RemoteNodeState>,
 }
+
+/// A node's clock known less well than this is warned about: a message between nodes
+/// takes tens of microseconds on a LAN, so a receive may then seem to end before its send
+/// began (counted unmatched, never matched wrongly).
+const CLOCK_WARN_NS: u64 = 1_000_000;
 
 /// How long the session waits, once it stops, for the agents' last batches.
 pub(super) const LAST_BATCH_WAIT: Duration = Duration::from_secs(5);
@@ -55,21 +68,25 @@ impl RemoteNodes {
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let shift_ns = if !collecting.correct_clocks {
-                    0
-                } else if !this_boot.is_empty()
+                let ours = !this_boot.is_empty()
                     && n.node.boot_id == this_boot
-                    && n.clock.offset_ns.unsigned_abs() <= n.clock.round_trip_ns / 2
-                {
+                    && n.clock.offset_ns.unsigned_abs() <= n.clock.round_trip_ns / 2;
+                let (shift_ns, follow) = match collecting.clock_correction {
+                    ClockCorrection::None => (0, false),
                     // One kernel (containers, the lab's namespaces): one CLOCK_MONOTONIC,
-                    // and the measurement agrees with 0 within its error, so 0 exactly.
-                    // A measured offset tens of microseconds off put the last rank's
-                    // entry into a collective after the others' exits: incomplete.
-                    0
-                } else {
-                    n.clock.offset_ns
+                    // and the measurement agrees with 0 within its error, so 0 exactly,
+                    // for good. A measured offset tens of microseconds off put the last
+                    // rank's entry into a collective after the others' exits: incomplete.
+                    _ if ours => (0, false),
+                    ClockCorrection::Offset => (n.clock.offset_ns, false),
+                    ClockCorrection::Drift => (n.clock.offset_ns, true),
                 };
                 let relocation = Relocation::measured(1 + i as u32, shift_ns)?;
+                let clock = follow.then(|| {
+                    let mut fit = ClockFit::default();
+                    fit.add(n.clock);
+                    fit
+                });
                 log::info!(
                     "node {} ({}): clock offset {} ns, measured over a {} ns round trip",
                     n.node.hostname,
@@ -81,6 +98,8 @@ impl RemoteNodes {
                     address: n.address.clone(),
                     hostname: n.node.hostname.clone(),
                     relocation,
+                    clock,
+                    latest_ns: n.clock.agent_ns,
                     counts: Trailer::default(),
                     end: None,
                 })
@@ -129,6 +148,7 @@ impl RemoteNodes {
                     match item {
                         WireItem::Records(bytes) => {
                             for_each_record(&bytes, |mut rec| {
+                                state.latest_ns = state.latest_ns.max(rec.header().ts_ns);
                                 state.relocation.record(&mut rec);
                                 sink.take_from_node(merge_node, Item::Record(rec));
                             })?;
@@ -141,6 +161,7 @@ impl RemoteNodes {
                         WireItem::Counts(t) => state.counts = t,
                     }
                 }
+                state.latest_ns = state.latest_ns.max(batch.watermark_ns);
                 sink.node_read_up_to(merge_node, state.relocation.time(batch.watermark_ns));
                 if batch.last {
                     state.end = Some(NodeEnd::Ended);
@@ -160,14 +181,19 @@ impl RemoteNodes {
                 }
                 sink.node_closed(1 + node);
             }
+            LinkEvent::Clock { node, offset } => {
+                self.nodes[node].follow(offset);
+                return Ok(());
+            }
         }
         sink.release(false)
     }
 
-    /// Measures every node's clock again, now that its session ended, and says how far
-    /// the offset moved since the start: the records were moved by the offset measured
-    /// at the start, so this is how far the last ones may be off (drift).
-    pub(super) fn tell_drift(&self) {
+    /// Measures every node's clock again, now that its session ended, and says how the
+    /// records were moved: the offset at the start and the end, and for a node whose
+    /// drift was followed, the fitted drift and how far the line may be off (a warning
+    /// past `CLOCK_WARN_NS`, where messages between nodes may look received before sent).
+    pub(super) fn tell_clocks(&self) {
         let start = self.collector.nodes();
         for ((now, then), n) in self
             .collector
@@ -179,19 +205,39 @@ impl RemoteNodes {
             match now {
                 Ok(now) => log::info!(
                     "node {} ({}): clock offset {} ns at the end, {} ns at the start \
-                     (round trips {} and {} ns)",
+                     (round trips {} and {} ns); its last records were moved by {} ns",
                     n.hostname,
                     n.address,
                     now.offset_ns,
                     then.clock.offset_ns,
                     now.round_trip_ns,
-                    then.clock.round_trip_ns
+                    then.clock.round_trip_ns,
+                    n.relocation.shift_at(n.latest_ns)
                 ),
                 Err(e) => log::info!(
                     "node {} ({}): its clock could not be measured again: {e}",
                     n.hostname,
                     n.address
                 ),
+            }
+            let Some(line) = n.clock.as_ref().and_then(ClockFit::line) else {
+                continue;
+            };
+            let said = format!(
+                "node {} ({}): its clock runs {:+.1} ppm against ours, followed; within {} us \
+                 ({} measurements, {} disturbed ones left out)",
+                n.hostname,
+                n.address,
+                // collector = agent + offset: a clock that runs slow has a growing offset.
+                -line.drift * 1e6,
+                line.uncertainty_ns / 1000,
+                line.samples,
+                n.clock.as_ref().map_or(0, ClockFit::disturbed),
+            );
+            if line.uncertainty_ns > CLOCK_WARN_NS {
+                log::warn!("{said}: messages between nodes may look received before sent");
+            } else {
+                log::info!("{said}");
             }
         }
     }
@@ -227,6 +273,27 @@ impl RemoteNodes {
                 failures.add(tracer_common::ProbeFailure::NodeLost, 1);
             }
         }
+    }
+}
+
+impl RemoteNodeState {
+    /// Takes a new measurement of the node's clock: from the latest time moved so far
+    /// (no jump), the shift now heads for the fitted line, which it meets one
+    /// measurement period later.
+    fn follow(&mut self, offset: ClockOffset) {
+        let Some(fit) = &mut self.clock else {
+            return;
+        };
+        fit.add(offset);
+        let Some(line) = fit.line() else {
+            return;
+        };
+        let period_ns = MEASURE_EVERY.as_nanos() as u64;
+        let anchor = self.latest_ns;
+        let now = self.relocation.shift_at(anchor) as f64;
+        let target = line.offset_at(anchor + period_ns);
+        let rate_ppb = (target - now) / period_ns as f64 * 1e9;
+        self.relocation = self.relocation.steered(anchor, rate_ppb.round() as i64);
     }
 }
 

@@ -52,7 +52,7 @@ pub(in crate::session) fn for_session(
     }
     // An agent's last batch goes as soon as every record is in.
     if let Some(to) = opts.stream {
-        consumers.push(Box::new(StreamConsumer::new(to.batches, to.clock_shift_ns)));
+        consumers.push(Box::new(StreamConsumer::new(to.batches, to.clock)));
     }
     consumers.push(Box::new(SummaryConsumer::new(&meta.nodes)));
     consumers.push(path);

@@ -10,7 +10,7 @@ use tokio::sync::mpsc::Sender;
 
 use super::consumer::{ConsumerOutcome, CountsSoFar, RecordConsumer, SessionEnd};
 use crate::probes::monotonic_ns;
-use crate::remote::{Batch, WireItem};
+use crate::remote::{Batch, SkewedClock, WireItem};
 use crate::session::SessionError;
 use tracer_analysis::failures::FailureCounts;
 use tracer_analysis::recording::{FunctionProbe, Trailer};
@@ -27,9 +27,9 @@ const LAST_BATCH_WAIT: Duration = Duration::from_secs(5);
 
 pub(super) struct StreamConsumer {
     batches: Sender<Batch>,
-    /// Testing only: added to every time the node sends (`tracer agent`'s hidden clock
-    /// shift), so that a test sees a node whose clock is off.
-    clock_shift_ns: i64,
+    /// Testing only: how the node misreports every time it sends (`tracer agent`'s
+    /// hidden clock options), so that a test sees a node whose clock is off.
+    clock: SkewedClock,
     /// Items not sent yet, in order.
     waiting: Vec<WireItem>,
     waiting_bytes: usize,
@@ -40,10 +40,10 @@ pub(super) struct StreamConsumer {
 }
 
 impl StreamConsumer {
-    pub(super) fn new(batches: Sender<Batch>, clock_shift_ns: i64) -> Self {
+    pub(super) fn new(batches: Sender<Batch>, clock: SkewedClock) -> Self {
         StreamConsumer {
             batches,
-            clock_shift_ns,
+            clock,
             waiting: Vec::new(),
             waiting_bytes: 0,
             next_seq: 0,
@@ -53,7 +53,7 @@ impl StreamConsumer {
     }
 
     fn shifted(&self, ns: u64) -> u64 {
-        ns.saturating_add_signed(self.clock_shift_ns)
+        self.clock.read(ns)
     }
 
     fn trailer(&self, events_total: u64, failures: &FailureCounts) -> Trailer {
@@ -106,11 +106,11 @@ impl RecordConsumer for StreamConsumer {
         };
         let at = bytes.len();
         bytes.extend_from_slice(raw);
-        if self.clock_shift_ns != 0 {
+        if !self.clock.is_exact() {
             // The header's time is the record's first 8 bytes (tracer_common's
             // EventHeader, `ts_ns` first).
             let ts = u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-            let shifted = ts.saturating_add_signed(self.clock_shift_ns);
+            let shifted = self.clock.read(ts);
             bytes[at..at + 8].copy_from_slice(&shifted.to_ne_bytes());
         }
         self.waiting_bytes += raw.len();
