@@ -346,6 +346,34 @@ impl NetLab {
     }
 }
 
+/// The lab's link, to cut and restore from another thread while a job runs.
+pub struct LinkSwitch {
+    /// Node 1's namespace: its end of the veth is the one switched.
+    ns: String,
+}
+
+impl NetLab {
+    pub fn link_switch(&self) -> LinkSwitch {
+        LinkSwitch {
+            ns: self.ns[1].clone(),
+        }
+    }
+}
+
+impl LinkSwitch {
+    /// Takes node 1's end of the veth down: both ends lose their carrier and nothing
+    /// passes; the TCP connections across it (MPI's, the agent's) stay open and
+    /// retransmit.
+    pub fn cut(&self) {
+        ip(&["-n", &self.ns, "link", "set", DEVICE, "down"]);
+    }
+
+    /// Brings it up again (its address and route come back with it).
+    pub fn restore(&self) {
+        ip(&["-n", &self.ns, "link", "set", DEVICE, "up"]);
+    }
+}
+
 impl Drop for NetLab {
     fn drop(&mut self) {
         // Deleting a namespace deletes the veth end in it (and so the pair) and its

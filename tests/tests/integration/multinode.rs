@@ -374,6 +374,58 @@ fn a_node_whose_clock_drifts_gives_the_same_answer_once_followed() {
     run.clean_up();
 }
 
+/// The link between the nodes down for 2 s a second into the job, then up again: the
+/// job's and the agent's TCP connections wait and retransmit, the agent keeps its batches
+/// until the collector acknowledges them, and nothing is lost or counted twice: the
+/// recording holds the MPI calls the program makes, every message matched.
+#[test]
+fn a_link_cut_for_2_s_mid_job_loses_and_repeats_nothing() {
+    const CUT_ITEMS: u64 = 50;
+    let cut = Disturbance::CutLink {
+        after: Duration::from_secs(1),
+        down_for: Duration::from_secs(2),
+    };
+    let items = CUT_ITEMS as usize;
+    let run = LiveRun::new(Mpi::OpenMpi, "link-cut", items, &[], &[], Some(cut));
+    let (said, p) = (&run.said, &run.live);
+    assert!(!said.contains("warning"), "{said}");
+    assert!(said.contains(", 0 lost"), "{said}");
+    all_matched(p);
+    assert_eq!(p["messages"]["sent"], CUT_ITEMS, "{}", p["messages"]);
+    let offline = tracer_json(&["analyze"], &run.rec);
+    assert_eq!(
+        offline["critical_path"]["length_ns"], p["critical_path"]["length_ns"],
+        "online and offline lengths"
+    );
+    all_matched(&offline);
+    // Each call the ranks make, once: a batch lost would lack some, one replayed would
+    // count some twice.
+    let summary = tracer_json(&["summary"], &run.rec);
+    let calls: Vec<(String, u64)> = summary["calls"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| name.starts_with("MPI_"))
+        .map(|(name, n)| (name.clone(), n.as_u64().unwrap()))
+        .collect();
+    // Both ranks: Init, Comm_rank, Comm_size, Barrier, Finalize; rank 0 sends every
+    // item, rank 1 receives it.
+    let want: Vec<(String, u64)> = [
+        ("MPI_Barrier", 2),
+        ("MPI_Comm_rank", 2),
+        ("MPI_Comm_size", 2),
+        ("MPI_Finalize", 2),
+        ("MPI_Init", 2),
+        ("MPI_Recv", CUT_ITEMS),
+        ("MPI_Send", CUT_ITEMS),
+    ]
+    .iter()
+    .map(|(name, n)| (name.to_string(), *n))
+    .collect();
+    assert_eq!(calls, want, "{}", summary["calls"]);
+    run.clean_up();
+}
+
 /// The agent killed while the job runs: the collector names the node at once, goes on
 /// with the rest, warns that a node was lost, and its recording is complete.
 #[test]
@@ -385,7 +437,7 @@ fn an_agent_killed_mid_job_is_named_and_the_rest_goes_on() {
         50,
         &[],
         &[],
-        Some(Duration::from_secs(1)),
+        Some(Disturbance::KillAgentAfter(Duration::from_secs(1))),
     );
     assert!(
         run.said.contains(&format!("({}) lost", run.agent_address)),
@@ -403,6 +455,16 @@ fn an_agent_killed_mid_job_is_named_and_the_rest_goes_on() {
     let offline = tracer_json(&["analyze"], &run.rec);
     assert_eq!(offline["messages"]["sent"], 50);
     run.clean_up();
+}
+
+/// What a test does to a live run while its job runs, counted from rank 1's return from
+/// MPI_Init (the gated pipeline's mark `GATE.1`).
+#[derive(Clone, Copy)]
+enum Disturbance {
+    /// SIGKILL to the agent.
+    KillAgentAfter(Duration),
+    /// The lab's link down for `down_for`, then up again.
+    CutLink { after: Duration, down_for: Duration },
 }
 
 /// How many items the pipeline passes, and which rank is its slow stage.
@@ -446,7 +508,7 @@ impl LiveRun {
         items: usize,
         agent_args: &[&str],
         collector_args: &[&str],
-        kill_agent_after: Option<Duration>,
+        disturbance: Option<Disturbance>,
     ) -> LiveRun {
         LiveRun::gated_pipeline(
             mpi,
@@ -457,7 +519,7 @@ impl LiveRun {
             },
             agent_args,
             collector_args,
-            kill_agent_after,
+            disturbance,
         )
     }
 
@@ -487,7 +549,7 @@ impl LiveRun {
         shape: PipelineShape,
         agent_args: &[&str],
         collector_args: &[&str],
-        kill_agent_after: Option<Duration>,
+        disturbance: Option<Disturbance>,
     ) -> LiveRun {
         let dir = live_run_dir(mpi, tag);
         let gate = dir.join("gate");
@@ -506,14 +568,7 @@ impl LiveRun {
             name: "mpi_pipeline",
             args: &args,
         };
-        LiveRun::of(
-            mpi,
-            dir,
-            program,
-            agent_args,
-            collector_args,
-            kill_agent_after,
-        )
+        LiveRun::of(mpi, dir, program, agent_args, collector_args, disturbance)
     }
 
     /// 2 ranks of `program`, rank i in namespace i, traced live; the results in `dir`.
@@ -523,7 +578,7 @@ impl LiveRun {
         program: Program<'_>,
         agent_args: &[&str],
         collector_args: &[&str],
-        kill_agent_after: Option<Duration>,
+        disturbance: Option<Disturbance>,
     ) -> LiveRun {
         let lab = NetLab::unshaped();
         let token = token_file(&dir, "a-token-shared-by-the-lab");
@@ -533,11 +588,28 @@ impl LiveRun {
             &token,
             agent_args,
         );
-        let killer = kill_agent_after.map(|after| {
+        let agent_killed = matches!(disturbance, Some(Disturbance::KillAgentAfter(_)));
+        let disturber = disturbance.map(|d| {
             let pid = agent.pid().to_string();
+            let link = lab.link_switch();
+            let rank_1_started = dir.join("gate.1");
             std::thread::spawn(move || {
-                std::thread::sleep(after);
-                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !rank_1_started.exists() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                match d {
+                    Disturbance::KillAgentAfter(after) => {
+                        std::thread::sleep(after);
+                        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+                    }
+                    Disturbance::CutLink { after, down_for } => {
+                        std::thread::sleep(after);
+                        link.cut();
+                        std::thread::sleep(down_for);
+                        link.restore();
+                    }
+                }
             })
         });
         let cmd = match mpi {
@@ -562,11 +634,11 @@ impl LiveRun {
         let live: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&live).unwrap()).unwrap();
         let agent_address = agent.address.clone();
-        match killer {
-            Some(k) => k.join().unwrap(),
-            None => {
-                agent.stop();
-            }
+        if let Some(d) = disturber {
+            d.join().unwrap();
+        }
+        if !agent_killed {
+            agent.stop();
         }
         LiveRun {
             said,

@@ -8,6 +8,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::context::LoopContext;
+use super::memory::MemoryLimit;
 use super::remote_nodes::{RemoteNodes, LAST_BATCH_WAIT};
 use super::sink::{Sink, THIS_NODE};
 use super::{Probed, SessionError, StopReason, LOSS_CHECK_PERIOD};
@@ -262,7 +263,7 @@ async fn event_loop(
             event = next_remote(&mut ctx.remote), if links_open => match event {
                 Some(event) => {
                     let remote = ctx.remote.as_mut().expect("links_open: a collector");
-                    remote.take(event, &mut ctx.sink)?;
+                    remote.take(event, &mut ctx.sink, &mut ctx.memory)?;
                 }
                 None => links_open = false,
             },
@@ -276,7 +277,14 @@ async fn event_loop(
     // This node has sent everything: the other nodes' last records need not wait for it.
     ctx.sink.node_closed(THIS_NODE);
     if let Some(remote) = &mut ctx.remote {
-        last_batches(remote, &mut ctx.sink, &mut sigint, &mut sigterm).await?;
+        last_batches(
+            remote,
+            &mut ctx.sink,
+            &mut ctx.memory,
+            &mut sigint,
+            &mut sigterm,
+        )
+        .await?;
     }
     // Losses not told yet (the targets may end within a second of them) are told now,
     // while recording, as every other loss was.
@@ -300,6 +308,7 @@ async fn next_remote(remote: &mut Option<RemoteNodes>) -> Option<LinkEvent> {
 async fn last_batches(
     remote: &mut RemoteNodes,
     sink: &mut Sink,
+    memory: &mut MemoryLimit,
     sigint: &mut Signal,
     sigterm: &mut Signal,
 ) -> Result<(), SessionError> {
@@ -310,7 +319,7 @@ async fn last_batches(
     while !remote.all_done() {
         tokio::select! {
             event = remote.next_event() => match event {
-                Some(event) => remote.take(event, sink)?,
+                Some(event) => remote.take(event, sink, memory)?,
                 None => break,
             },
             _ = &mut wait => break,

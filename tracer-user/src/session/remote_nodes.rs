@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::memory::MemoryLimit;
 use super::sink::Sink;
 use super::{ClockCorrection, Collecting, SessionError};
 use crate::remote::{
@@ -138,8 +139,14 @@ impl RemoteNodes {
     }
 
     /// Takes one event of a link: a batch's items into the sink's merge, on this
-    /// tracer's ids and clock; a failure said at once, by node.
-    pub(super) fn take(&mut self, event: LinkEvent, sink: &mut Sink) -> Result<(), SessionError> {
+    /// tracer's ids and clock (its records dropped and counted past the memory limit,
+    /// as this node's are); a failure said at once, by node.
+    pub(super) fn take(
+        &mut self,
+        event: LinkEvent,
+        sink: &mut Sink,
+        memory: &mut MemoryLimit,
+    ) -> Result<(), SessionError> {
         match event {
             LinkEvent::Batch { node, batch } => {
                 let state = &mut self.nodes[node];
@@ -149,6 +156,10 @@ impl RemoteNodes {
                         WireItem::Records(bytes) => {
                             for_each_record(&bytes, |mut rec| {
                                 state.latest_ns = state.latest_ns.max(rec.header().ts_ns);
+                                if memory.over() {
+                                    memory.dropped += 1;
+                                    return;
+                                }
                                 state.relocation.record(&mut rec);
                                 sink.take_from_node(merge_node, Item::Record(rec));
                             })?;

@@ -24,10 +24,11 @@ use tracer_analysis::ProcessInfo;
 /// This node's number among the nodes of a job (the node table's first row).
 pub(super) const THIS_NODE: usize = 0;
 
-/// How long the merge waits for a node whose records are late (docs/multinode.md): a link
-/// that stalls holds the others' records back no longer, and the merge holds at most this
-/// much of the job's records.
-const NODE_LAG: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long the merge waits for a node whose records are late (docs/multinode.md): past
+/// it, a link that stalls holds the others' records back no longer, and the merge holds
+/// at most this much of the job's records (within the tracer's memory bound). Long
+/// enough for a link down 2 s and TCP's retransmission after it (up to twice as long).
+const NODE_LAG: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(super) struct Sink {
     processes: ProcessSnapshots,
