@@ -1,6 +1,7 @@
-//! A two-node network lab on one machine: two network namespaces joined by a veth pair,
+//! A network lab on one machine: two network namespaces joined by a veth pair,
 //! optionally shaped with tbf (this kernel has no netem, so rate is all we can shape),
-//! and the launchers that run an MPI job with rank i inside namespace i over that link.
+//! or three and more joined by a bridge, and the launchers that run an MPI job with rank
+//! i inside namespace i over that link.
 //!
 //! Layout of a lab (`N` is unique per lab in this process, names carry the pid):
 //!
@@ -8,6 +9,10 @@
 //!   netns tracerlab-PID-K-0            netns tracerlab-PID-K-1
 //!     lo up, lab0 10.77.N.1/24  <--veth-->  lab0 10.77.N.2/24, lo up
 //!     (tbf on lab0 egress)                  (tbf on lab0 egress)
+//!
+//!   with three nodes and more (`NetLab::bridged`): each node's lab0 is a veth whose
+//!   peer, portI, is a port of the bridge lab0 in netns tracerlab-PID-K-switch
+//!   node i: lab0 10.77.N.(i+1)/24
 //! ```
 //!
 //! Open MPI: `mpirun` runs in namespace 0 with a hostfile naming the two addresses; it
@@ -49,9 +54,12 @@ pub const MSS: u64 = MTU as u64 - 20 - 32;
 
 const PREFIX: &str = "tracerlab-";
 
-/// Two namespaces joined by a veth, deleted on drop.
+/// Namespaces joined by a veth (two) or a bridge (more), deleted on drop.
 pub struct NetLab {
-    ns: [String; 2],
+    /// Node i's namespace.
+    ns: Vec<String>,
+    /// The bridge's namespace, for three nodes and more.
+    switch: Option<String>,
     subnet: u32,
     rate_bps: Option<u64>,
     dir: PathBuf,
@@ -104,14 +112,25 @@ impl NetLab {
         NetLab::new(Some(rate_bps))
     }
 
+    /// `nodes` namespaces (3 or more) on one bridge, nothing shaped.
+    pub fn bridged(nodes: usize) -> NetLab {
+        assert!(nodes >= 3, "two nodes take a veth: NetLab::unshaped");
+        NetLab::build(nodes, None)
+    }
+
     pub fn new(rate_bps: Option<u64>) -> NetLab {
+        NetLab::build(2, rate_bps)
+    }
+
+    fn build(nodes: usize, rate_bps: Option<u64>) -> NetLab {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         remove_stale_labs();
         let k = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let base = format!("{PREFIX}{pid}-{k}");
         let lab = NetLab {
-            ns: [format!("{base}-0"), format!("{base}-1")],
+            ns: (0..nodes).map(|i| format!("{base}-{i}")).collect(),
+            switch: (nodes > 2).then(|| format!("{base}-switch")),
             // The namespaces are private, so labs may share a subnet; distinct ones keep
             // logs readable.
             subnet: k % 250 + 1,
@@ -119,14 +138,29 @@ impl NetLab {
             dir: std::env::temp_dir().join(&base),
         };
         // From here on Drop cleans up whatever was made.
-        for ns in &lab.ns {
+        for ns in lab.ns.iter().chain(&lab.switch) {
             ip(&["netns", "add", ns]);
         }
-        ip(&[
-            "link", "add", DEVICE, "netns", &lab.ns[0], "type", "veth", "peer", "name", DEVICE,
-            "netns", &lab.ns[1],
-        ]);
-        for i in 0..2 {
+        match &lab.switch {
+            None => ip(&[
+                "link", "add", DEVICE, "netns", &lab.ns[0], "type", "veth", "peer", "name", DEVICE,
+                "netns", &lab.ns[1],
+            ]),
+            Some(sw) => {
+                ip(&["-n", sw, "link", "add", DEVICE, "type", "bridge"]);
+                ip(&["-n", sw, "link", "set", DEVICE, "up"]);
+                for (i, ns) in lab.ns.iter().enumerate() {
+                    let port = format!("port{i}");
+                    ip(&[
+                        "link", "add", DEVICE, "netns", ns, "type", "veth", "peer", "name", &port,
+                        "netns", sw,
+                    ]);
+                    ip(&["-n", sw, "link", "set", &port, "master", DEVICE]);
+                    ip(&["-n", sw, "link", "set", &port, "up"]);
+                }
+            }
+        }
+        for i in 0..nodes {
             let ns = lab.ns[i].as_str();
             let cidr = format!("{}/24", lab.address(i));
             ip(&["-n", ns, "link", "set", "lo", "up"]);
@@ -190,7 +224,7 @@ impl NetLab {
         &self.ns[i]
     }
 
-    /// Address of node `i` (0 or 1) on the link.
+    /// Address of node `i` on the link.
     pub fn address(&self, i: usize) -> String {
         format!("10.77.{}.{}", self.subnet, i + 1)
     }
@@ -215,27 +249,27 @@ impl NetLab {
 
     fn write_scripts(&self) {
         use std::os::unix::fs::PermissionsExt;
+        let hosts: String = (0..self.ns.len())
+            .map(|i| format!("{}) ns={} ;;\n", self.address(i), self.ns[i]))
+            .collect();
         let agent = format!(
             "#!/bin/sh\n\
              # ssh stand-in for mpirun: [-options] HOST COMMAND... runs COMMAND in HOST's namespace\n\
              while [ $# -gt 0 ]; do case \"$1\" in -*) shift ;; *) break ;; esac; done\n\
              host=$1; shift\n\
              case \"$host\" in\n\
-             {a0}) ns={ns0} ;;\n\
-             {a1}) ns={ns1} ;;\n\
+             {hosts}\
              *) echo \"netlab agent: unknown host $host\" >&2; exit 255 ;;\n\
              esac\n\
              exec ip netns exec \"$ns\" sh -c \"$*\"\n",
-            a0 = self.address(0),
-            a1 = self.address(1),
-            ns0 = self.ns[0],
-            ns1 = self.ns[1],
         );
         std::fs::write(self.agent(), agent).unwrap();
         std::fs::set_permissions(self.agent(), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(
             self.hostfile(),
-            format!("{} slots=1\n{} slots=1\n", self.address(0), self.address(1)),
+            (0..self.ns.len())
+                .map(|i| format!("{} slots=1\n", self.address(i)))
+                .collect::<String>(),
         )
         .unwrap();
     }
@@ -280,6 +314,13 @@ impl NetLab {
                 "--mca",
                 "mpi_yield_when_idle",
                 "1",
+                // No topology shared through a file: every node's daemon runs on one host
+                // (all named `vm`), and two `orted`s writing the same session file at
+                // once crashed one of them (hwloc_shmem_topology_write, 1 job in 4 on
+                // three nodes).
+                "--mca",
+                "rtc_hwloc_vmhole",
+                "none",
                 "-np",
             ]
             .iter()
@@ -301,7 +342,10 @@ impl NetLab {
     /// starts a proxy per "host" through the agent; UCX uses TCP on the veth.
     pub fn mpich_launcher(&self, np: usize) -> Vec<String> {
         let agent = self.agent().display().to_string();
-        let hosts = format!("{},{}", self.address(0), self.address(1));
+        let hosts = (0..self.ns.len())
+            .map(|i| self.address(i))
+            .collect::<Vec<_>>()
+            .join(",");
         [
             "ip",
             "netns",
@@ -378,7 +422,7 @@ impl Drop for NetLab {
     fn drop(&mut self) {
         // Deleting a namespace deletes the veth end in it (and so the pair) and its
         // qdiscs.
-        for ns in &self.ns {
+        for ns in self.ns.iter().chain(&self.switch) {
             let _ = Command::new("ip")
                 .args(["netns", "del", ns])
                 .stderr(std::process::Stdio::null())
@@ -506,22 +550,33 @@ impl Agent {
     /// `record`'s options that make it this agent's collector, with its recording and
     /// live profile written to `recording` and `profile`.
     pub fn collector_args(&self, token: &Path, recording: &Path, profile: &Path) -> Vec<String> {
-        let mut args = vec![
-            "--agent".to_string(),
-            self.address.clone(),
-            "--token-file".into(),
-        ];
-        for path in [
-            token,
-            Path::new("-o"),
-            recording,
-            Path::new("--profile-json"),
-            profile,
-        ] {
-            args.push(path.display().to_string());
-        }
-        args
+        collector_args(std::slice::from_ref(self), token, recording, profile)
     }
+}
+
+/// `record`'s options that make it the collector of `agents`, with its recording and live
+/// profile written to `recording` and `profile`.
+pub fn collector_args(
+    agents: &[Agent],
+    token: &Path,
+    recording: &Path,
+    profile: &Path,
+) -> Vec<String> {
+    let mut args = Vec::new();
+    for agent in agents {
+        args.extend(["--agent".to_string(), agent.address.clone()]);
+    }
+    args.push("--token-file".into());
+    for path in [
+        token,
+        Path::new("-o"),
+        recording,
+        Path::new("--profile-json"),
+        profile,
+    ] {
+        args.push(path.display().to_string());
+    }
+    args
 }
 
 /// Each rank of `tracer report --json`'s processes with its node: the node is the

@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tracer_tests::netlab::{
-    collect, ranks_with_their_nodes, report_text_names_each_rank_with_its_node, token_file, Agent,
-    LabTracer, NetLab,
+    self as netlab, collect, ranks_with_their_nodes, report_text_names_each_rank_with_its_node,
+    token_file, Agent, LabTracer, NetLab,
 };
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, tracer_json};
 use tracer_tests::tracer;
@@ -240,49 +240,140 @@ fn procedures_selected_on_the_collector_are_probed_on_every_node() {
     run.clean_up();
 }
 
+/// The pipeline over three nodes, a rank on each, rank 1 (the first agent's node) the
+/// slow stage, `--func` taken to both agents: the critical path is rank 0's first fast
+/// item, rank 1's five slow ones and rank 2's last fast one, 2 x 20 + 5 x 60 ms; zeroing
+/// the slow stage leaves 2 x 20 + 4 x 20 ms, as the construction says on one node
+/// (tests/programs/mpi_pipeline.c); every message matched across the bridge.
+#[test]
+fn a_pipeline_over_three_nodes_has_the_answer_it_has_on_one_node() {
+    let funcs = ["--func", "stage_slow", "--func", "stage_fast"];
+    let shape = PipelineShape {
+        items: 5,
+        slow_rank: 1,
+        nodes: 3,
+    };
+    let run = LiveRun::gated_pipeline(Mpi::OpenMpi, "three", shape, &[], &funcs, None);
+    let offline = tracer_json(&["analyze"], &run.rec);
+    assert_eq!(
+        offline["critical_path"]["length_ns"], run.live["critical_path"]["length_ns"],
+        "online and offline lengths"
+    );
+    for p in [&run.live, &offline] {
+        all_matched(p);
+        assert_eq!(p["messages"]["sent"], 2 * 5, "{}", p["messages"]);
+        assert_near("critical path", length(p), 2.0 * FAST_MS + ITEMS * SLOW_MS);
+        let (slow, fast) = (proc_row(p, "stage_slow"), proc_row(p, "stage_fast"));
+        assert_near(
+            "stage_slow on the path",
+            ms(&slow["cp_ns"]),
+            ITEMS * SLOW_MS,
+        );
+        assert_near("stage_fast on the path", ms(&fast["cp_ns"]), 2.0 * FAST_MS);
+        assert_near(
+            "zeroing stage_slow",
+            ms(&slow["zeroing_ns"]),
+            ITEMS * SLOW_MS - (ITEMS - 1.0) * FAST_MS,
+        );
+    }
+    every_rank_on_its_node(&run.rec, 3);
+    let report = tracer_json(&["report"], &run.rec);
+    assert_eq!(
+        report["processes"][0]["rank"], 1,
+        "the path runs through the slow rank"
+    );
+    assert!(!run.said.contains("warning"), "{}", run.said);
+    assert!(run.said.contains(", 0 lost"), "{}", run.said);
+    run.clean_up();
+}
+
 /// Load imbalance behind a collective, across nodes (tests/programs/mpi_imbalance.c: 4
-/// times, rank 0 runs `heavy` for 60 ms on the collector's node while rank 1 runs `light`
-/// for 50 ms on the agent's, then both meet in MPI_Allreduce): the path is rank 0's
-/// `heavy` throughout, zeroing it gains only 4 x 10 ms (rank 1 is close behind), and
-/// `light` is never on it, as `critical_path::imbalance_*` finds on one node.
+/// times, rank 0 runs `heavy` for 60 ms on the collector's node while the other ranks
+/// run `light` for 50 ms on the agents', then all meet in MPI_Allreduce): the path is
+/// rank 0's `heavy` throughout, zeroing it gains only 4 x 10 ms (the others are close
+/// behind), and `light` is never on it, as `critical_path::imbalance_*` finds on one
+/// node.
 #[test]
 fn an_imbalance_across_nodes_has_the_answer_it_has_on_one_node() {
+    imbalance_across(2);
+}
+
+#[test]
+fn an_imbalance_across_three_nodes_has_the_answer_it_has_on_one_node() {
+    imbalance_across(3);
+}
+
+fn imbalance_across(nodes: usize) {
     let (iters, a, b) = (4.0, 60.0, 50.0);
     let funcs = ["--func", "heavy", "--func", "light"];
     let program = Program {
         name: "mpi_imbalance",
         args: &["4", "60", "50"],
+        nodes,
     };
-    let dir = live_run_dir(Mpi::OpenMpi, "imbalance");
+    let dir = live_run_dir(Mpi::OpenMpi, &format!("imbalance-{nodes}"));
     let run = LiveRun::of(Mpi::OpenMpi, dir, program, &[], &funcs, None);
     let offline = tracer_json(&["analyze"], &run.rec);
     for p in [&run.live, &offline] {
+        all_matched(p);
         assert_near("critical path", length(p), iters * a);
         let (heavy, light) = (proc_row(p, "heavy"), proc_row(p, "light"));
         assert_near("heavy on the path", ms(&heavy["cp_ns"]), iters * a);
         assert_near("zeroing heavy", ms(&heavy["zeroing_ns"]), iters * (a - b));
         assert_eq!(light["cp_ns"], 0, "light is never on the path");
-        assert_eq!(p["messages"]["collectives"], 2 * 4, "{}", p["messages"]);
+        assert_eq!(
+            p["messages"]["collectives"],
+            nodes as u64 * 4,
+            "{}",
+            p["messages"]
+        );
         assert_eq!(p["messages"]["collectives_incomplete"], 0);
     }
+    every_rank_on_its_node(&run.rec, nodes);
     assert!(!run.said.contains("warning"), "{}", run.said);
     run.clean_up();
 }
 
-/// MPI + threads across nodes (tests/programs/hybrid_mpi_threads.c: 2 ranks x 2
-/// threads, 5 rounds; one thread of one rank, rank r % 2 in round r, runs `thread_slow`
+/// Each world rank of the recording's processes (its summary) on the node of its index
+/// (rank i on node i), every node's rank there.
+fn every_rank_on_its_node(recording: &std::path::Path, nodes: usize) {
+    let summary = tracer_json(&["summary"], recording);
+    let mut ranks: Vec<(u64, u64)> = summary["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| Some((p["rank"].as_u64()?, p["node"]["index"].as_u64()?)))
+        .collect();
+    ranks.sort();
+    let want: Vec<(u64, u64)> = (0..nodes as u64).map(|i| (i, i)).collect();
+    assert_eq!(ranks, want, "{}", summary["processes"]);
+}
+
+/// MPI + threads across nodes (tests/programs/hybrid_mpi_threads.c: a rank per node x 2
+/// threads, 5 rounds; one thread of one rank, rank r % NP in round r, runs `thread_slow`
 /// for 40 ms, the others `thread_work` for 10 ms; joins, then MPI_Allreduce): the path
 /// goes from a thread of one node through its rank's join and the collective to the
-/// other node's slow thread, 5 x 40 ms of `thread_slow`, and zeroing it gains 150 ms, as
-/// `shared_memory::hybrid_mpi_threads_*` finds on one node; both ranks are on it.
+/// next round's slow thread on another node, 5 x 40 ms of `thread_slow`, and zeroing it
+/// gains 150 ms, as `shared_memory::hybrid_mpi_threads_*` finds on one node; every rank
+/// is on it.
 #[test]
 fn threads_of_ranks_on_two_nodes_make_one_critical_path() {
+    threads_of_ranks_across(2);
+}
+
+#[test]
+fn threads_of_ranks_on_three_nodes_make_one_critical_path() {
+    threads_of_ranks_across(3);
+}
+
+fn threads_of_ranks_across(nodes: usize) {
     let funcs = ["--func", "thread_slow", "--func", "thread_work"];
     let program = Program {
         name: "hybrid_mpi_threads",
         args: &["2", "5", "40", "10", "-1"],
+        nodes,
     };
-    let dir = live_run_dir(Mpi::OpenMpi, "hybrid");
+    let dir = live_run_dir(Mpi::OpenMpi, &format!("hybrid-{nodes}"));
     let run = LiveRun::of(Mpi::OpenMpi, dir, program, &[], &funcs, None);
     let offline = tracer_json(&["analyze"], &run.rec);
     for p in [&run.live, &offline] {
@@ -293,20 +384,20 @@ fn threads_of_ranks_on_two_nodes_make_one_critical_path() {
         assert_near("thread_work on the path", ms(&work["cp_ns"]), 0.0);
         assert_eq!(p["messages"]["collectives_incomplete"], 0);
     }
+    every_rank_on_its_node(&run.rec, nodes);
     let report = tracer_json(&["report"], &run.rec);
-    assert_eq!(
-        ranks_with_their_nodes(&report),
-        [(0, 0), (1, 1)],
-        "{}",
-        report["processes"]
-    );
+    // Every rank has a slow round (5 rounds over 2 or 3 ranks): 40 ms of it at least.
     let on_path: Vec<&serde_json::Value> = report["processes"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["rank"].is_i64() && p["cp_ns"].as_u64() > Some(50_000_000))
+        .filter(|p| p["rank"].is_i64() && p["cp_ns"].as_u64() > Some(30_000_000))
         .collect();
-    assert_eq!(on_path.len(), 2, "both ranks are on the path: {on_path:?}");
+    assert_eq!(
+        on_path.len(),
+        nodes,
+        "every rank is on the path: {on_path:?}"
+    );
     assert!(!run.said.contains("warning"), "{}", run.said);
     run.clean_up();
 }
@@ -467,16 +558,19 @@ enum Disturbance {
     CutLink { after: Duration, down_for: Duration },
 }
 
-/// How many items the pipeline passes, and which rank is its slow stage.
+/// How many items the pipeline passes, which rank is its slow stage, over how many
+/// nodes (a rank on each).
 struct PipelineShape {
     items: usize,
     slow_rank: usize,
+    nodes: usize,
 }
 
-/// A test program and its arguments.
+/// A test program and its arguments, a rank on each of `nodes` nodes.
 struct Program<'a> {
     name: &'a str,
     args: &'a [&'a str],
+    nodes: usize,
 }
 
 /// A fresh directory for a live run's files.
@@ -516,6 +610,7 @@ impl LiveRun {
             PipelineShape {
                 items,
                 slow_rank: 1,
+                nodes: 2,
             },
             agent_args,
             collector_args,
@@ -535,7 +630,11 @@ impl LiveRun {
         LiveRun::gated_pipeline(
             mpi,
             tag,
-            PipelineShape { items, slow_rank },
+            PipelineShape {
+                items,
+                slow_rank,
+                nodes: 2,
+            },
             agent_args,
             collector_args,
             None,
@@ -567,11 +666,13 @@ impl LiveRun {
         let program = Program {
             name: "mpi_pipeline",
             args: &args,
+            nodes: shape.nodes,
         };
         LiveRun::of(mpi, dir, program, agent_args, collector_args, disturbance)
     }
 
-    /// 2 ranks of `program`, rank i in namespace i, traced live; the results in `dir`.
+    /// `program`, rank i in namespace i, traced live (an agent on every node but
+    /// node 0, the collector's); the results in `dir`.
     fn of(
         mpi: Mpi,
         dir: PathBuf,
@@ -580,14 +681,19 @@ impl LiveRun {
         collector_args: &[&str],
         disturbance: Option<Disturbance>,
     ) -> LiveRun {
-        let lab = NetLab::unshaped();
+        let lab = match program.nodes {
+            2 => NetLab::unshaped(),
+            n => NetLab::bridged(n),
+        };
         let token = token_file(&dir, "a-token-shared-by-the-lab");
-        let agent = Agent::start(
-            lab.namespace(1),
-            &format!("{}:7421", lab.address(1)),
-            &token,
-            agent_args,
-        );
+        let mut agents: Vec<Agent> = (1..program.nodes)
+            .map(|i| {
+                let address = format!("{}:7421", lab.address(i));
+                Agent::start(lab.namespace(i), &address, &token, agent_args)
+            })
+            .collect();
+        // Node 1's agent: the one a disturbance kills or cuts off.
+        let agent = &agents[0];
         let agent_killed = matches!(disturbance, Some(Disturbance::KillAgentAfter(_)));
         let disturber = disturbance.map(|d| {
             let pid = agent.pid().to_string();
@@ -612,13 +718,14 @@ impl LiveRun {
                 }
             })
         });
+        let agent_address = agent.address.clone();
         let cmd = match mpi {
-            Mpi::OpenMpi => lab.openmpi(2, program.name, program.args),
-            Mpi::Mpich => lab.mpich(2, program.name, program.args),
+            Mpi::OpenMpi => lab.openmpi(program.nodes, program.name, program.args),
+            Mpi::Mpich => lab.mpich(program.nodes, program.name, program.args),
         };
         let rec = dir.join("job.trace");
         let live = dir.join("live.json");
-        let mut args = agent.collector_args(&token, &rec, &live);
+        let mut args = netlab::collector_args(&agents, &token, &rec, &live);
         args.extend(collector_args.iter().map(|s| s.to_string()));
         let out = collect(
             lab.namespace(0),
@@ -633,11 +740,13 @@ impl LiveRun {
         assert!(out.status.success(), "collector: {said}");
         let live: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&live).unwrap()).unwrap();
-        let agent_address = agent.address.clone();
         if let Some(d) = disturber {
             d.join().unwrap();
         }
-        if !agent_killed {
+        if agent_killed {
+            agents.remove(0);
+        }
+        for agent in agents {
             agent.stop();
         }
         LiveRun {
