@@ -15,6 +15,10 @@
 //!   node i: lab0 10.77.N.(i+1)/24
 //! ```
 //!
+//! Each node also has a UTS namespace of its own, host name `nodeI` (kept in
+//! `/run/tracerlab-uts/NETNS`); everything the lab runs in a node enters both (`enter`
+//! for tracers, `ip netns exec` in that host name for launchers and ranks).
+//!
 //! Open MPI: `mpirun` runs in namespace 0 with a hostfile naming the two addresses; it
 //! starts its daemon for the second "node" through `plm_rsh_agent`, a generated script
 //! standing in for ssh that runs the daemon in namespace 1. Each rank then talks to its
@@ -53,6 +57,36 @@ pub const SEGMENT_OVERHEAD: u64 = 66;
 pub const MSS: u64 = MTU as u64 - 20 - 32;
 
 const PREFIX: &str = "tracerlab-";
+/// Where each node's UTS namespace is kept (a file per node, named as its network
+/// namespace, bind-mounted by `unshare --uts=FILE`): its own host name, `nodeI`.
+const UTS_DIR: &str = "/run/tracerlab-uts";
+
+/// The arguments that run a tracer in node namespace `ns`: its network and its host
+/// name. `nsenter`, not `ip netns exec`, which remounts /sys and hides tracefs and bpffs.
+pub fn enter(ns: &str) -> Vec<String> {
+    vec![
+        "nsenter".to_string(),
+        format!("--net=/run/netns/{ns}"),
+        format!("--uts={UTS_DIR}/{ns}"),
+    ]
+}
+
+/// The arguments that run a launcher or a rank in node namespace `ns`: `ip netns exec`,
+/// whose /sys shows the namespace's network devices (UCX finds `lab0` there), in the
+/// node's host name.
+fn enter_for_mpi(ns: &str) -> Vec<String> {
+    [
+        "nsenter",
+        &format!("--uts={UTS_DIR}/{ns}"),
+        "ip",
+        "netns",
+        "exec",
+        ns,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
 
 /// Namespaces joined by a veth (two) or a bridge (more), deleted on drop.
 pub struct NetLab {
@@ -81,6 +115,18 @@ fn in_ns(ns: &str, cmd: &[&str]) {
     ip(&args);
 }
 
+/// Lets node `ns`'s UTS namespace go (unmounts and removes its file), if it has one.
+fn remove_uts(ns: &str) {
+    let file = format!("{UTS_DIR}/{ns}");
+    if Path::new(&file).exists() {
+        let _ = Command::new("umount")
+            .arg(&file)
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = std::fs::remove_file(&file);
+    }
+}
+
 /// Deletes the namespaces of labs whose process is gone (a test killed mid-run).
 fn remove_stale_labs() {
     let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
@@ -96,6 +142,7 @@ fn remove_stale_labs() {
         };
         if !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = Command::new("ip").args(["netns", "del", name]).status();
+            remove_uts(name);
         }
     }
 }
@@ -140,6 +187,17 @@ impl NetLab {
         // From here on Drop cleans up whatever was made.
         for ns in lab.ns.iter().chain(&lab.switch) {
             ip(&["netns", "add", ns]);
+        }
+        std::fs::create_dir_all(UTS_DIR).unwrap();
+        for (i, ns) in lab.ns.iter().enumerate() {
+            let file = format!("{UTS_DIR}/{ns}");
+            std::fs::write(&file, b"").unwrap();
+            let status = Command::new("unshare")
+                .arg(format!("--uts={file}"))
+                .args(["hostname", &lab.hostname(i)])
+                .status()
+                .expect("run unshare");
+            assert!(status.success(), "unshare --uts={file}: {status}");
         }
         match &lab.switch {
             None => ip(&[
@@ -224,6 +282,11 @@ impl NetLab {
         &self.ns[i]
     }
 
+    /// Node `i`'s host name (its UTS namespace's).
+    pub fn hostname(&self, i: usize) -> String {
+        format!("node{i}")
+    }
+
     /// Address of node `i` on the link.
     pub fn address(&self, i: usize) -> String {
         format!("10.77.{}.{}", self.subnet, i + 1)
@@ -261,7 +324,7 @@ impl NetLab {
              {hosts}\
              *) echo \"netlab agent: unknown host $host\" >&2; exit 255 ;;\n\
              esac\n\
-             exec ip netns exec \"$ns\" sh -c \"$*\"\n",
+             exec nsenter --uts={UTS_DIR}/\"$ns\" ip netns exec \"$ns\" sh -c \"$*\"\n",
         );
         std::fs::write(self.agent(), agent).unwrap();
         std::fs::set_permissions(self.agent(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -280,10 +343,8 @@ impl NetLab {
     /// moves the shaped packets then waits for a scheduler tick now and then.
     pub fn openmpi_launcher(&self, np: usize) -> Vec<String> {
         let subnet = self.subnet();
-        let mut v: Vec<String> = ["ip", "netns", "exec", &self.ns[0], "mpirun.openmpi"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut v = enter_for_mpi(&self.ns[0]);
+        v.push("mpirun.openmpi".into());
         let agent = self.agent().display().to_string();
         let hostfile = self.hostfile().display().to_string();
         v.extend(
@@ -346,30 +407,29 @@ impl NetLab {
             .map(|i| self.address(i))
             .collect::<Vec<_>>()
             .join(",");
-        [
-            "ip",
-            "netns",
-            "exec",
-            &self.ns[0],
-            "mpirun.mpich",
-            "-launcher",
-            "ssh",
-            "-launcher-exec",
-            &agent,
-            "-hosts",
-            &hosts,
-            "-genv",
-            "UCX_TLS",
-            "tcp,self",
-            "-genv",
-            "UCX_NET_DEVICES",
-            DEVICE,
-            "-np",
-            &np.to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        let mut v = enter_for_mpi(&self.ns[0]);
+        v.extend(
+            [
+                "mpirun.mpich",
+                "-launcher",
+                "ssh",
+                "-launcher-exec",
+                &agent,
+                "-hosts",
+                &hosts,
+                "-genv",
+                "UCX_TLS",
+                "tcp,self",
+                "-genv",
+                "UCX_NET_DEVICES",
+                DEVICE,
+                "-np",
+                &np.to_string(),
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        v
     }
 
     /// `mpich_launcher` followed by the test program `PROG.mpich` and its arguments.
@@ -427,6 +487,7 @@ impl Drop for NetLab {
                 .args(["netns", "del", ns])
                 .stderr(std::process::Stdio::null())
                 .status();
+            remove_uts(ns);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -444,8 +505,9 @@ impl LabTracer {
     /// `tracer ARGS` in namespace `ns`, once it has said a line holding `ready` (at most
     /// `limit`; `what` names it in the panic).
     pub fn start(ns: &str, args: &[String], ready: &str, limit: Duration, what: &str) -> LabTracer {
-        let mut child = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{ns}"))
+        let enter = enter(ns);
+        let mut child = Command::new(&enter[0])
+            .args(&enter[1..])
             .arg(crate::tracer())
             .args(args)
             .stdout(Stdio::null())
@@ -645,8 +707,9 @@ pub fn collect(
     cwd: &Path,
     limit: Duration,
 ) -> std::process::Output {
-    let child = Command::new("nsenter")
-        .arg(format!("--net=/run/netns/{ns}"))
+    let enter = enter(ns);
+    let child = Command::new(&enter[0])
+        .args(&enter[1..])
         .arg(crate::tracer())
         .current_dir(cwd)
         .arg("record")

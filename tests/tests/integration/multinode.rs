@@ -801,6 +801,8 @@ impl LiveRun {
             let pid = p["pid"].as_u64().unwrap();
             let node = &p["node"];
             assert_eq!(node["index"], rank, "{p}");
+            // Each node of the lab has a host name of its own (its UTS namespace).
+            assert_eq!(node["hostname"], format!("node{rank}"), "{p}");
             assert_eq!(node["pid"], pid & ((1 << 22) - 1), "{p}");
             let line = format!(
                 "pid {:>7} on node {rank} ({}) rank {rank} ",
