@@ -282,6 +282,14 @@ impl NetLab {
         &self.ns[i]
     }
 
+    /// `program args...` on node `i` (as a launcher or a rank runs there).
+    pub fn command_on(&self, i: usize, program: &str, args: &[&str]) -> Command {
+        let enter = enter_for_mpi(&self.ns[i]);
+        let mut cmd = Command::new(&enter[0]);
+        cmd.args(&enter[1..]).arg(program).args(args);
+        cmd
+    }
+
     /// Node `i`'s host name (its UTS namespace's).
     pub fn hostname(&self, i: usize) -> String {
         format!("node{i}")

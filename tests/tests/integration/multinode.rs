@@ -517,6 +517,44 @@ fn a_link_cut_for_2_s_mid_job_loses_and_repeats_nothing() {
     run.clean_up();
 }
 
+/// Another job on the agent's node, running before the collector's starts and calling
+/// MPI all along (a rank of mpi_sleeper): the agent leaves it out (it traces the
+/// processes that start after its session did), and the collector's job has its answer
+/// as on a node of its own. With `--all` the same agent traces it: what the first run
+/// left out was there to see.
+#[test]
+fn an_agent_traces_the_collectors_job_not_another_running_on_its_node() {
+    let other = |run: &LiveRun| {
+        let summary = tracer_json(&["summary"], &run.rec);
+        summary["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["command"].as_str().unwrap_or("").contains("mpi_sleeper"))
+            .count()
+    };
+    let job_only = LiveRun::new(
+        Mpi::OpenMpi,
+        "job-only",
+        5,
+        &[],
+        &[],
+        Some(Disturbance::AnotherJobOnNode1),
+    );
+    assert_eq!(other(&job_only), 0, "{}", job_only.said);
+    job_only.has_the_pipelines_answer();
+    let all = LiveRun::new(
+        Mpi::OpenMpi,
+        "all",
+        5,
+        &[],
+        &["--all"],
+        Some(Disturbance::AnotherJobOnNode1),
+    );
+    assert!(other(&all) >= 1, "{}", all.said);
+    all.clean_up();
+}
+
 /// The agent killed while the job runs: the collector names the node at once, goes on
 /// with the rest, warns that a node was lost, and its recording is complete.
 #[test]
@@ -556,6 +594,9 @@ enum Disturbance {
     KillAgentAfter(Duration),
     /// The lab's link down for `down_for`, then up again.
     CutLink { after: Duration, down_for: Duration },
+    /// Another job on node 1 (a rank of mpi_sleeper, calling MPI all along), started
+    /// before the collector and ended after it.
+    AnotherJobOnNode1,
 }
 
 /// How many items the pipeline passes, which rank is its slow stage, over how many
@@ -564,6 +605,14 @@ struct PipelineShape {
     items: usize,
     slow_rank: usize,
     nodes: usize,
+}
+
+/// Whether a rank of mpi_sleeper runs (the other job of `AnotherJobOnNode1`).
+fn sleeper_running() -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| c.starts_with(tracer_tests::program("mpi_sleeper.openmpi").as_bytes()))
+    })
 }
 
 /// A test program and its arguments, a rank on each of `nodes` nodes.
@@ -695,6 +744,25 @@ impl LiveRun {
         // Node 1's agent: the one a disturbance kills or cuts off.
         let agent = &agents[0];
         let agent_killed = matches!(disturbance, Some(Disturbance::KillAgentAfter(_)));
+        let mut another_job =
+            matches!(disturbance, Some(Disturbance::AnotherJobOnNode1)).then(|| {
+                let mut job = lab
+                    .command_on(1, "mpirun.openmpi", &["--allow-run-as-root", "-np", "1"])
+                    .arg(tracer_tests::program("mpi_sleeper.openmpi"))
+                    .arg("120")
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                // Running (and calling MPI) before the collector starts: its rank is up.
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !sleeper_running() {
+                    assert!(Instant::now() < deadline, "mpi_sleeper did not start");
+                    assert!(job.try_wait().unwrap().is_none(), "the other job ended");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                std::thread::sleep(Duration::from_millis(500));
+                job
+            });
         let disturber = disturbance.map(|d| {
             let pid = agent.pid().to_string();
             let link = lab.link_switch();
@@ -715,6 +783,7 @@ impl LiveRun {
                         std::thread::sleep(down_for);
                         link.restore();
                     }
+                    Disturbance::AnotherJobOnNode1 => {}
                 }
             })
         });
@@ -742,6 +811,13 @@ impl LiveRun {
             serde_json::from_slice(&std::fs::read(&live).unwrap()).unwrap();
         if let Some(d) = disturber {
             d.join().unwrap();
+        }
+        if let Some(job) = &mut another_job {
+            // mpirun forwards the signal to its rank.
+            let _ = Command::new("kill")
+                .args(["-TERM", &job.id().to_string()])
+                .status();
+            let _ = job.wait();
         }
         if agent_killed {
             agents.remove(0);

@@ -121,7 +121,11 @@ impl NodeTracer for SessionsOnThisNode {
             })),
             on_probed: None,
             on_command_wait: None,
-            node_role: NodeRole::Agent(StreamTo { batches, clock }),
+            node_role: NodeRole::Agent(StreamTo {
+                batches,
+                clock,
+                new_processes_only: !request.every_process,
+            }),
             stop: Some(stop),
         };
         std::thread::Builder::new()

@@ -56,7 +56,7 @@ impl From<Node> for NodeInfo {
 impl From<&TraceRequest> for Start {
     fn from(request: &TraceRequest) -> Start {
         Start {
-            job: request.job.clone(),
+            every_process: request.every_process,
             sample_hz: request.sample_hz,
             buffer_mib: request.buffer_mib,
             funcs: request.funcs.clone(),
@@ -68,7 +68,7 @@ impl From<&TraceRequest> for Start {
 impl From<Start> for TraceRequest {
     fn from(start: Start) -> TraceRequest {
         TraceRequest {
-            job: start.job,
+            every_process: start.every_process,
             sample_hz: start.sample_hz,
             buffer_mib: start.buffer_mib,
             funcs: start.funcs,

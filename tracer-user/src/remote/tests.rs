@@ -174,7 +174,7 @@ fn collector_config(agent: &TestAgent, token: &str, tls: Option<ClientTls>) -> C
 
 fn request() -> TraceRequest {
     TraceRequest {
-        job: Some("pmix-job-17".into()),
+        every_process: true,
         sample_hz: 99,
         buffer_mib: Some(32),
         funcs: vec!["stage_*".into(), "/usr/bin/app:solve".into()],

@@ -7,9 +7,10 @@ use tracer_analysis::ProcessInfo;
 /// What a collector asks an agent to trace on its node.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TraceRequest {
-    /// The job whose processes to trace (what `procfs::job_of` names it), or every
-    /// MPI/PVM process of the node when None (`--all`).
-    pub job: Option<String>,
+    /// Every MPI/PVM process of the node, those running already too (`--all`); else only
+    /// those that start after the request (the collector's command's job, whose
+    /// processes the collector launches once every agent is tracing).
+    pub every_process: bool,
     /// Stack samples per second of a thread's CPU time (0: none).
     pub sample_hz: u32,
     /// The ring buffer's size, MiB (None: the agent's default).

@@ -4,6 +4,10 @@
 //! on one kernel), a collector that launched `mpirun` also sees the ranks mpirun started
 //! in another namespace, whose records that namespace's agent sends. Each is kept by one
 //! tracer only, so each process is one node's.
+//!
+//! An agent traces the collector's job only: the processes that start after its session
+//! did (the collector launches its command once every agent traces), not another job
+//! running on the node already, whatever MPI calls it makes.
 
 use std::os::unix::fs::MetadataExt;
 
@@ -21,6 +25,30 @@ pub(super) struct NodeFilter {
     /// is read (a short-lived helper, a rank whose first record here is its exit) is
     /// still placed.
     ours: FxHashMap<u32, bool>,
+    /// Only processes started at or after this time (clock ticks since boot, as
+    /// /proc/PID/stat's `starttime`), when set.
+    started_since_ticks: Option<u64>,
+}
+
+/// A process's start (clock ticks since boot), None when it is gone.
+fn start_ticks(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: state is field 3, starttime field 22.
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    after_comm.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Now, in clock ticks since boot (CLOCK_BOOTTIME, as the kernel counts `starttime`).
+fn now_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * per_second + ts.tv_nsec as u64 * per_second / 1_000_000_000
 }
 
 /// The inode of a process's network namespace, None when it is gone.
@@ -36,7 +64,17 @@ impl NodeFilter {
         Ok(NodeFilter {
             own,
             ours: FxHashMap::default(),
+            started_since_ticks: None,
         })
+    }
+
+    /// The same, keeping only processes that start from now on (a tick of the clock
+    /// early: `starttime` counts whole ticks).
+    pub(super) fn started_from_now_on(self) -> NodeFilter {
+        NodeFilter {
+            started_since_ticks: Some(now_ticks()),
+            ..self
+        }
     }
 
     /// Whether `rec` belongs to this node: its process's (for a wakeup, the woken
@@ -53,11 +91,12 @@ impl NodeFilter {
         if matches!(rec, Record::Exec(_)) {
             self.ours.remove(&pid);
         }
-        let own = self.own;
-        let ours = *self
-            .ours
-            .entry(pid)
-            .or_insert_with(|| net_namespace(&pid.to_string()).is_none_or(|ns| ns == own));
+        let (own, since) = (self.own, self.started_since_ticks);
+        let ours = *self.ours.entry(pid).or_insert_with(|| {
+            let pid = pid.to_string();
+            net_namespace(&pid).is_none_or(|ns| ns == own)
+                && since.is_none_or(|since| start_ticks(&pid).is_none_or(|t| t >= since))
+        });
         match rec {
             Record::Exit(x) => {
                 // A thread's id (below), and the process's once its last thread ends.
@@ -82,6 +121,36 @@ mod tests {
     use super::NodeFilter;
     use tracer_analysis::records::Record;
     use tracer_common::EventHeader;
+
+    #[test]
+    fn from_now_on_a_process_running_already_is_left_out() {
+        let of = |tgid| {
+            Record::FuncEnter(EventHeader {
+                tgid,
+                tid: tgid,
+                ..Default::default()
+            })
+        };
+        let old = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        // starttime counts ticks (10 ms at 100 Hz): the filter starts two ticks later.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut f = NodeFilter::of_this_tracer().unwrap().started_from_now_on();
+        let new = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(!f.keeps(&of(old.id())), "started before the session");
+        assert!(f.keeps(&of(new.id())), "started after");
+        // A process gone before its first record: nothing says it is not the job's.
+        assert!(f.keeps(&of(4_000_001)));
+        for mut child in [old, new] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
 
     #[test]
     fn a_process_in_another_network_namespace_is_another_nodes() {

@@ -126,6 +126,9 @@ pub struct StreamTo {
     pub batches: tokio::sync::mpsc::Sender<Batch>,
     /// Testing only: how the node misreports its times, as if its clock were off.
     pub clock: SkewedClock,
+    /// Only processes that start after the session (the collector's job; docs/
+    /// multinode.md): those running already are left out, whatever they call.
+    pub new_processes_only: bool,
 }
 
 /// Where a launched command's standard streams go.

@@ -35,7 +35,7 @@ pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         NodeRole::Alone => (None, None),
         NodeRole::Collector(collecting) => {
             let request = TraceRequest {
-                job: None,
+                every_process: opts.system_wide,
                 sample_hz: opts.sample_hz,
                 buffer_mib: opts.ring_mib,
                 funcs: opts.funcs.clone(),
@@ -52,9 +52,14 @@ pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
         }
         NodeRole::Agent(to) => (None, Some(to)),
     };
-    // A node of a job across nodes keeps its own namespace's processes.
+    // A node of a job across nodes keeps its own namespace's processes; an agent asked
+    // for the collector's job, only those that start from now on.
     let node_filter = if remote.is_some() || stream.is_some() {
-        Some(NodeFilter::of_this_tracer()?)
+        let filter = NodeFilter::of_this_tracer()?;
+        Some(match &stream {
+            Some(to) if to.new_processes_only => filter.started_from_now_on(),
+            _ => filter,
+        })
     } else {
         None
     };
