@@ -49,7 +49,7 @@ pub(super) struct RemoteNodes {
 
 /// A node's clock known less well than this is warned about: a message between nodes
 /// takes tens of microseconds on a LAN, so a receive may then seem to end before its send
-/// began (counted unmatched, never matched wrongly).
+/// began (counted unmatched; docs/multinode.md, "Clocks").
 const CLOCK_WARN_NS: u64 = 1_000_000;
 
 /// How long the session waits, once it stops, for the agents' last batches.
