@@ -19,7 +19,10 @@
 //!   links against one perf event per probe), and attach/detach times by probe count.
 //! - `sampler`: what sampling call stacks at the default 99 Hz adds to the slowdown
 //!   stage's program on top of tracing without it, and the report's attribution rate.
+//! - `nodes`: a job with a rank on each node of the lab (2 and 3 nodes), untraced and
+//!   traced live by a collector and agents: the slowdown and the collector's load.
 
+mod nodes;
 mod real;
 mod sampler;
 mod start_stop;
@@ -48,6 +51,8 @@ pub(crate) enum Stage {
     Real,
     /// What sampling call stacks adds, and how fast the report attributes samples.
     Sampler,
+    /// A job across the lab's nodes traced live: slowdown and the collector's load.
+    Nodes,
     /// The offline graph analyses (tracer-analysis/examples/graph_bench.rs).
     Graph,
 }
@@ -93,6 +98,7 @@ pub(crate) fn bench(only: &[Stage], opts: &Options) -> Result<()> {
         Stage::StartStop,
         Stage::Real,
         Stage::Sampler,
+        Stage::Nodes,
         Stage::Graph,
     ];
     let stages: Vec<Stage> = if only.is_empty() {
@@ -175,6 +181,7 @@ fn run_stage(stage: Stage, env: &Env, o: &Options) -> Result<()> {
         Stage::StartStop => start_stop::start_stop(env, o.reps.unwrap_or(3)),
         Stage::Real => real::real(env, o.reps.unwrap_or(5)),
         Stage::Sampler => sampler::sampler(env, o.reps.unwrap_or(3), o.slowdown_secs),
+        Stage::Nodes => nodes::nodes(env, o.reps.unwrap_or(3)),
         Stage::Graph => unreachable!("the graph stage is run by bench()"),
     }
 }

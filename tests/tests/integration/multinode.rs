@@ -18,7 +18,7 @@ use tracer_tests::netlab::{
     token_file, Agent, LabTracer, NetLab,
 };
 use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, tracer_json};
-use tracer_tests::tracer;
+use tracer_tests::{program, tracer};
 
 /// The pipeline's shape (tests/programs/mpi_pipeline.c): 5 items, rank 1 slow.
 const ITEMS: f64 = 5.0;
@@ -93,8 +93,8 @@ fn recorded_node_by_node(mpi: Mpi) {
     // it over UCX's TCP exits by itself (tests/programs/mpi_pipeline.c).
     let args = ["5", "1", "60", "20", gate_arg.as_str(), "barrier"];
     let cmd = match mpi {
-        Mpi::OpenMpi => lab.openmpi(2, "mpi_pipeline", &args),
-        Mpi::Mpich => lab.mpich(2, "mpi_pipeline", &args),
+        Mpi::OpenMpi => lab.openmpi(2, &program("mpi_pipeline.openmpi"), &args),
+        Mpi::Mpich => lab.mpich(2, &program("mpi_pipeline.mpich"), &args),
     };
     let mut job = Command::new(&cmd[0])
         .args(&cmd[1..])
@@ -611,7 +611,7 @@ struct PipelineShape {
 fn sleeper_running() -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
         std::fs::read(e.path().join("cmdline"))
-            .is_ok_and(|c| c.starts_with(tracer_tests::program("mpi_sleeper.openmpi").as_bytes()))
+            .is_ok_and(|c| c.starts_with(program("mpi_sleeper.openmpi").as_bytes()))
     })
 }
 
@@ -789,8 +789,14 @@ impl LiveRun {
         });
         let agent_address = agent.address.clone();
         let cmd = match mpi {
-            Mpi::OpenMpi => lab.openmpi(program.nodes, program.name, program.args),
-            Mpi::Mpich => lab.mpich(program.nodes, program.name, program.args),
+            Mpi::OpenMpi => {
+                let path = tracer_tests::program(&format!("{}.openmpi", program.name));
+                lab.openmpi(program.nodes, &path, program.args)
+            }
+            Mpi::Mpich => {
+                let path = tracer_tests::program(&format!("{}.mpich", program.name));
+                lab.mpich(program.nodes, &path, program.args)
+            }
         };
         let rec = dir.join("job.trace");
         let live = dir.join("live.json");

@@ -257,7 +257,10 @@ fn network_table_predicts_a_slower_link() {
     use tracer_tests::netlab::{calibrate, NetLab};
     let args = ["12", "65536", "20", "20"];
     let fast = NetLab::unshaped();
-    let rec = record("fast-link", &fast.openmpi(2, "mpi_exchange", &args));
+    let rec = record(
+        "fast-link",
+        &fast.openmpi(2, &program("mpi_exchange.openmpi"), &args),
+    );
     drop(fast);
 
     let slow = NetLab::shaped(20_000_000);
@@ -277,7 +280,10 @@ fn network_table_predicts_a_slower_link() {
         "predicted_ns",
     );
     let real_ns = best_real_run(predicted, || {
-        let real = record("slow-link", &slow.openmpi(2, "mpi_exchange", &args));
+        let real = record(
+            "slow-link",
+            &slow.openmpi(2, &program("mpi_exchange.openmpi"), &args),
+        );
         ns(&whatif(&real.path(), &[]), "measured_ns")
     });
     drop(slow);
