@@ -17,10 +17,11 @@ use anyhow::{bail, Context, Result};
 use super::{field, load, Env, Stats};
 use xtask::netlab::{enter, NetLab};
 
-/// A `bench_kernels` loop across the nodes, one to two seconds untraced. Its iterations
-/// at 2 and at 3 nodes: over TCP between the lab's nodes an iteration takes
-/// milliseconds (2 to 7 ms at 3 nodes, whose ranks share 2 cores and yield when idle),
-/// not the microseconds of shared memory.
+/// A `bench_kernels` loop across the nodes, about two seconds untraced on a quiet
+/// machine, its iterations at 2 and at 3 nodes (TCP between the lab's nodes: 0.1 to 0.4
+/// ms an iteration; ten times that and more when other work shares the cores, as the
+/// ranks yield when idle). Long enough that the session's start and stop (about half a
+/// second of the collector's CPU) weigh little in its records a CPU second.
 struct NodesWorkload {
     name: &'static str,
     kernel: &'static str,
@@ -32,13 +33,13 @@ const WORKLOADS: [NodesWorkload; 2] = [
     NodesWorkload {
         name: "stencil (halo exchanges)",
         kernel: "stencil",
-        iters_at: [500, 400],
+        iters_at: [5_000, 4_000],
         n: 440,
     },
     NodesWorkload {
         name: "CG-like (small allreduces)",
         kernel: "cg",
-        iters_at: [3_000, 300],
+        iters_at: [20_000, 10_000],
         n: 5_000,
     },
 ];
