@@ -182,8 +182,9 @@ fn request() -> TraceRequest {
     }
 }
 
-/// Every event until the stream closes, read from a runtime of the test's own (as the
-/// session will, from its runtime).
+/// Every batch and failure until the stream closes, read from a runtime of the test's
+/// own (as the session will, from its runtime); the clock measurements that come every
+/// `MEASURE_EVERY` in between, as many as the test's pace allows, are left out.
 fn all_events(collector: &mut Collector) -> Vec<LinkEvent> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -193,6 +194,7 @@ fn all_events(collector: &mut Collector) -> Vec<LinkEvent> {
         let mut events = Vec::new();
         loop {
             match tokio::time::timeout(DEADLINE, collector.events().recv()).await {
+                Ok(Some(LinkEvent::Clock { .. })) => {}
                 Ok(Some(event)) => events.push(event),
                 Ok(None) => return events,
                 Err(_) => panic!("no event within {DEADLINE:?}; so far {events:?}"),
@@ -381,10 +383,15 @@ fn stop_ends_the_nodes_session_and_its_last_batch_arrives() {
         .build()
         .unwrap();
     for expected in &first {
-        let event = runtime
-            .block_on(async { tokio::time::timeout(DEADLINE, collector.events().recv()).await })
-            .expect("in time")
-            .expect("an event");
+        let event = loop {
+            let event = runtime
+                .block_on(async { tokio::time::timeout(DEADLINE, collector.events().recv()).await })
+                .expect("in time")
+                .expect("an event");
+            if !matches!(event, LinkEvent::Clock { .. }) {
+                break event;
+            }
+        };
         assert!(matches!(event, LinkEvent::Batch { node: 0, ref batch } if batch == expected));
     }
     assert!(!stopped.load(Ordering::SeqCst));
@@ -521,6 +528,42 @@ fn unreachable_and_malformed_addresses() {
             format!("agent {bad}: not a HOST:PORT address")
         );
     }
+}
+
+/// While a session runs, the collector measures the agent's clock again every
+/// `MEASURE_EVERY`, and each measurement comes to the session as an event of its own.
+#[test]
+fn the_clock_is_measured_again_while_the_session_runs() {
+    let shift_ns: i64 = 37_000_000;
+    let node = Arc::new(ScriptedNode::new(Vec::new(), true));
+    let agent = TestAgent::start(node, "t", None, shift_ns);
+    let mut collector =
+        Collector::connect(&collector_config(&agent, "t", None), &request()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let first = collector.nodes()[0].clock;
+    let again = runtime.block_on(async {
+        match tokio::time::timeout(DEADLINE, collector.events().recv()).await {
+            Ok(Some(LinkEvent::Clock { node: 0, offset })) => offset,
+            other => panic!("not a clock measurement: {other:?}"),
+        }
+    });
+    let error = (again.offset_ns + shift_ns).unsigned_abs();
+    assert!(
+        error <= again.round_trip_ns / 2 + 1,
+        "offset {} ns, round trip {} ns",
+        again.offset_ns,
+        again.round_trip_ns
+    );
+    assert!(again.agent_ns > first.agent_ns, "a later measurement");
+    collector.stop();
+    assert_eq!(
+        batches_of(all_events(&mut collector)).len(),
+        1,
+        "the last batch"
+    );
 }
 
 #[test]
