@@ -420,7 +420,8 @@ fn a_node_whose_clock_is_37_ms_behind_gives_the_same_answer_once_corrected() {
 }
 
 /// The agent's clock 37 ms behind and slow by 50 ppm from its start (hidden testing
-/// options): the collector measures it every quarter second and follows its drift, and
+/// options): the collector measures it all along (every quarter second, then every
+/// second) and follows its drift, and
 /// the answer is the one of a node on time. Here rank 0 (this node) is the slow stage, so
 /// rank 1 waits for every item: each receive completes within a message's latency of
 /// its send (tens of microseconds), all along the 6 s job. Corrected by the offset

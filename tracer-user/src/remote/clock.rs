@@ -48,11 +48,21 @@ where
     Ok(best.expect("PINGS > 0"))
 }
 
-/// How often the collector measures each agent's clock during a session, so that the
-/// offset it moves the node's records by follows the clocks' drift.
-pub(crate) const MEASURE_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
-/// Measurements a fit keeps: the last 10 s at `MEASURE_EVERY`, so that a drift that
-/// changes (a clock slewed by NTP) is followed within seconds.
+/// How long the collector waits before measuring an agent's clock again, once it has
+/// measured it `done` times since the connection: every 250 ms for the first 2 s, so
+/// that the drift is known early, then every second (16 pings per measurement: 64, then
+/// 16 calls a second per node).
+pub(crate) fn measure_period(done: usize) -> std::time::Duration {
+    const QUICK: usize = 8;
+    if done < QUICK {
+        std::time::Duration::from_millis(250)
+    } else {
+        std::time::Duration::from_secs(1)
+    }
+}
+
+/// Measurements a fit keeps: the last 40 (about half a minute), so that a drift that
+/// changes (a clock slewed by NTP) is followed within that.
 const FIT_SAMPLES: usize = 40;
 /// Below this span of measurements the drift is not estimated: two measurements each
 /// within about 10 us, a quarter of a second apart, would make up a drift of 80 ppm.
@@ -70,6 +80,8 @@ pub(crate) struct ClockFit {
     best_round_trip_ns: Option<u64>,
     /// Measurements left out as disturbed.
     disturbed: u64,
+    /// Measurements added, kept or not.
+    added: usize,
 }
 
 /// What a fit says of a node's clock.
@@ -96,6 +108,7 @@ impl ClockLine {
 
 impl ClockFit {
     pub(crate) fn add(&mut self, sample: ClockOffset) {
+        self.added += 1;
         let best = self
             .best_round_trip_ns
             .map_or(sample.round_trip_ns, |b| b.min(sample.round_trip_ns));
@@ -113,6 +126,11 @@ impl ClockFit {
     /// Measurements left out as disturbed.
     pub(crate) fn disturbed(&self) -> u64 {
         self.disturbed
+    }
+
+    /// Measurements added, kept or not (the connection's first).
+    pub(crate) fn added(&self) -> usize {
+        self.added
     }
 
     /// The line through the kept measurements; None before the first. Until they span

@@ -16,7 +16,7 @@ use tracer_analysis::node::NodeInfo;
 
 use super::agent::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 use super::auth::{Token, TokenHeader};
-use super::clock::{estimate, ClockOffset, MEASURE_EVERY};
+use super::clock::{estimate, measure_period, ClockOffset};
 use super::error::{innermost, RemoteError};
 use super::proto::{control, AgentClient, BatchMsg, Control, HelloRequest, Ping, Start, Stop};
 use super::tls::ClientTls;
@@ -62,7 +62,7 @@ pub(crate) enum LinkEvent {
     /// The link dropped, the agent died or a batch is missing: nothing more comes from
     /// this node. `error` is one line naming the agent.
     Failed { node: usize, error: String },
-    /// A new measurement of the node's clock (every `MEASURE_EVERY` while its link
+    /// A new measurement of the node's clock (every `measure_period` while its link
     /// reads batches).
     Clock { node: usize, offset: ClockOffset },
 }
@@ -443,7 +443,7 @@ async fn measure_clock(address: &str, client: Client) -> Result<ClockOffset, Rem
     .await
 }
 
-/// Measures one node's clock every `MEASURE_EVERY` until its link's reader ends (the
+/// Measures one node's clock every `measure_period` until its link's reader ends (the
 /// drop of `reading`'s sender). A measurement that fails (a link down for a while) is
 /// skipped; the link's reader says whether the link is lost.
 async fn watch_clock(
@@ -453,14 +453,11 @@ async fn watch_clock(
     events: mpsc::Sender<LinkEvent>,
     mut read_over: oneshot::Receiver<()>,
 ) {
-    let mut every = tokio::time::interval(MEASURE_EVERY);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The first tick is now: the connection measured the clock just before.
-    every.tick().await;
-    loop {
+    // The connection measured the clock just before: the first wait starts now.
+    for done in 0.. {
         let measured = tokio::select! {
             _ = &mut read_over => return,
-            _ = every.tick() => tokio::select! {
+            _ = tokio::time::sleep(measure_period(done)) => tokio::select! {
                 _ = &mut read_over => return,
                 m = measure_clock(&address, client.clone()) => m,
             },

@@ -23,7 +23,7 @@ mod tests;
 pub use agent::{serve, AgentConfig, NodeTracer};
 pub use auth::Token;
 pub use clock::SkewedClock;
-pub(crate) use clock::{ClockFit, ClockOffset, MEASURE_EVERY};
+pub(crate) use clock::{measure_period, ClockFit, ClockOffset};
 pub use collector::CollectorConfig;
 pub(crate) use collector::{Collector, LinkEvent};
 pub use error::RemoteError;

@@ -184,7 +184,7 @@ fn request() -> TraceRequest {
 
 /// Every batch and failure until the stream closes, read from a runtime of the test's
 /// own (as the session will, from its runtime); the clock measurements that come every
-/// `MEASURE_EVERY` in between, as many as the test's pace allows, are left out.
+/// `measure_period` in between, as many as the test's pace allows, are left out.
 fn all_events(collector: &mut Collector) -> Vec<LinkEvent> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -531,7 +531,7 @@ fn unreachable_and_malformed_addresses() {
 }
 
 /// While a session runs, the collector measures the agent's clock again every
-/// `MEASURE_EVERY`, and each measurement comes to the session as an event of its own.
+/// `measure_period`, and each measurement comes to the session as an event of its own.
 #[test]
 fn the_clock_is_measured_again_while_the_session_runs() {
     let shift_ns: i64 = 37_000_000;

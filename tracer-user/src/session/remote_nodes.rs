@@ -8,7 +8,7 @@ use super::memory::MemoryLimit;
 use super::sink::Sink;
 use super::{ClockCorrection, Collecting, SessionError};
 use crate::remote::{
-    ClockFit, ClockOffset, Collector, LinkEvent, TraceRequest, WireItem, MEASURE_EVERY,
+    measure_period, ClockFit, ClockOffset, Collector, LinkEvent, TraceRequest, WireItem,
 };
 use tracer_analysis::failures::FailureCounts;
 use tracer_analysis::node::{NodeInfo, Relocation};
@@ -289,8 +289,8 @@ impl RemoteNodes {
 
 impl RemoteNodeState {
     /// Takes a new measurement of the node's clock: from the latest time moved so far
-    /// (no jump), the shift now heads for the fitted line, which it meets one
-    /// measurement period later.
+    /// (no jump), the shift now heads for the fitted line, which it meets when the next
+    /// measurement is due.
     fn follow(&mut self, offset: ClockOffset) {
         let Some(fit) = &mut self.clock else {
             return;
@@ -299,7 +299,8 @@ impl RemoteNodeState {
         let Some(line) = fit.line() else {
             return;
         };
-        let period_ns = MEASURE_EVERY.as_nanos() as u64;
+        // The next measurement's wait: the connection's was the first added.
+        let period_ns = measure_period(fit.added() - 1).as_nanos() as u64;
         let anchor = self.latest_ns;
         let now = self.relocation.shift_at(anchor) as f64;
         let target = line.offset_at(anchor + period_ns);
