@@ -421,10 +421,10 @@ fn a_node_whose_clock_is_37_ms_behind_gives_the_same_answer_once_corrected() {
 
 /// The agent's clock 37 ms behind and slow by 50 ppm from its start (hidden testing
 /// options): the collector measures it all along (every quarter second, then every
-/// second) and follows its drift, and
-/// the answer is the one of a node on time. Here rank 0 (this node) is the slow stage, so
-/// rank 1 waits for every item: each receive completes within a message's latency of
-/// its send (tens of microseconds), all along the 6 s job. Corrected by the offset
+/// second) and follows its drift, and the answer is the one of a node on time. Here rank
+/// 0 (this node) is the slow stage, so rank 1 waits for every item: each receive
+/// completes within a message's latency of its send (tens of microseconds), all along
+/// the 6 s job. Corrected by the offset
 /// measured at the start alone, the agent's later records would come up to 300 us early
 /// (50 ppm of 6 s): receives before their sends, unmatched.
 #[test]
@@ -437,20 +437,10 @@ fn a_node_whose_clock_drifts_gives_the_same_answer_once_followed() {
         "-50",
     ];
     let run = LiveRun::pipeline(Mpi::OpenMpi, "drifting", DRIFT_ITEMS, 0, &skew, &[]);
-    let (said, p) = (&run.said, &run.live);
-    assert!(!said.contains("warning"), "{said}");
-    assert!(said.contains(", 0 lost"), "{said}");
-    all_matched(p);
-    assert_eq!(p["messages"]["sent"], DRIFT_ITEMS, "{}", p["messages"]);
+    run.is_whole(DRIFT_ITEMS as u64);
     // Rank 0's slow stage for every item, then rank 1's fast stage of the last one.
     let known = DRIFT_ITEMS as f64 * SLOW_MS + FAST_MS;
-    assert_near("live critical path", length(p), known);
-    let offline = tracer_json(&["analyze"], &run.rec);
-    assert_eq!(
-        offline["critical_path"]["length_ns"], p["critical_path"]["length_ns"],
-        "online and offline lengths"
-    );
-    all_matched(&offline);
+    assert_near("live critical path", length(&run.live), known);
     run.clean_up();
     let offset_only = ["--testing-clock-correction", "offset"];
     let run = LiveRun::pipeline(
@@ -479,17 +469,7 @@ fn a_link_cut_for_2_s_mid_job_loses_and_repeats_nothing() {
     };
     let items = CUT_ITEMS as usize;
     let run = LiveRun::new(Mpi::OpenMpi, "link-cut", items, &[], &[], Some(cut));
-    let (said, p) = (&run.said, &run.live);
-    assert!(!said.contains("warning"), "{said}");
-    assert!(said.contains(", 0 lost"), "{said}");
-    all_matched(p);
-    assert_eq!(p["messages"]["sent"], CUT_ITEMS, "{}", p["messages"]);
-    let offline = tracer_json(&["analyze"], &run.rec);
-    assert_eq!(
-        offline["critical_path"]["length_ns"], p["critical_path"]["length_ns"],
-        "online and offline lengths"
-    );
-    all_matched(&offline);
+    run.is_whole(CUT_ITEMS);
     // Each call the ranks make, once: a batch lost would lack some, one replayed would
     // count some twice.
     let summary = tracer_json(&["summary"], &run.rec);
@@ -895,6 +875,22 @@ impl LiveRun {
             assert!(said.contains(&line), "no {line:?} in {said}");
         }
         self.clean_up();
+    }
+
+    /// Nothing lost, no warning, `sent` messages, every one matched live and in the
+    /// recording, whose offline critical path is the live one.
+    fn is_whole(&self, sent: u64) {
+        let (said, p) = (&self.said, &self.live);
+        assert!(!said.contains("warning"), "{said}");
+        assert!(said.contains(", 0 lost"), "{said}");
+        all_matched(p);
+        assert_eq!(p["messages"]["sent"], sent, "{}", p["messages"]);
+        let offline = tracer_json(&["analyze"], &self.rec);
+        assert_eq!(
+            offline["critical_path"]["length_ns"], p["critical_path"]["length_ns"],
+            "online and offline lengths"
+        );
+        all_matched(&offline);
     }
 
     fn clean_up(self) {
