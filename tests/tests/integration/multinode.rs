@@ -413,10 +413,8 @@ fn a_node_whose_clock_is_37_ms_behind_gives_the_same_answer_once_corrected() {
     let run = LiveRun::new(Mpi::OpenMpi, "shifted", 5, &shift, &[], None);
     run.has_the_pipelines_answer();
     let uncorrected = ["--testing-clock-correction", "none"];
-    let run = LiveRun::new(Mpi::OpenMpi, "uncorrected", 5, &shift, &uncorrected, None);
-    let unmatched = run.live["messages"]["unmatched"].as_u64().unwrap();
-    assert!(unmatched >= 1, "{}", run.live["messages"]);
-    run.clean_up();
+    LiveRun::new(Mpi::OpenMpi, "uncorrected", 5, &shift, &uncorrected, None)
+        .has_receives_before_sends();
 }
 
 /// The agent's clock 37 ms behind and slow by 50 ppm from its start (hidden testing
@@ -424,9 +422,9 @@ fn a_node_whose_clock_is_37_ms_behind_gives_the_same_answer_once_corrected() {
 /// second) and follows its drift, and the answer is the one of a node on time. Here rank
 /// 0 (this node) is the slow stage, so rank 1 waits for every item: each receive
 /// completes within a message's latency of its send (tens of microseconds), all along
-/// the 6 s job. Corrected by the offset
-/// measured at the start alone, the agent's later records would come up to 300 us early
-/// (50 ppm of 6 s): receives before their sends, unmatched.
+/// the 6 s job. Corrected by the offset measured at the start alone, the agent's later
+/// records would come up to 300 us early (50 ppm of 6 s): receives before their sends,
+/// unmatched.
 #[test]
 fn a_node_whose_clock_drifts_gives_the_same_answer_once_followed() {
     const DRIFT_ITEMS: usize = 100;
@@ -443,17 +441,15 @@ fn a_node_whose_clock_drifts_gives_the_same_answer_once_followed() {
     assert_near("live critical path", length(&run.live), known);
     run.clean_up();
     let offset_only = ["--testing-clock-correction", "offset"];
-    let run = LiveRun::pipeline(
+    LiveRun::pipeline(
         Mpi::OpenMpi,
         "drift-unfollowed",
         DRIFT_ITEMS,
         0,
         &skew,
         &offset_only,
-    );
-    let unmatched = run.live["messages"]["unmatched"].as_u64().unwrap();
-    assert!(unmatched >= 1, "{}", run.live["messages"]);
-    run.clean_up();
+    )
+    .has_receives_before_sends();
 }
 
 /// The link between the nodes down for 2 s a second into the job, then up again: the
@@ -891,6 +887,13 @@ impl LiveRun {
             "online and offline lengths"
         );
         all_matched(&offline);
+    }
+
+    /// A clock left wrong: some receive came before its send, so unmatched.
+    fn has_receives_before_sends(self) {
+        let unmatched = self.live["messages"]["unmatched"].as_u64().unwrap();
+        assert!(unmatched >= 1, "{}", self.live["messages"]);
+        self.clean_up();
     }
 
     fn clean_up(self) {
