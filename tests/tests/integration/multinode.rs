@@ -434,22 +434,22 @@ fn a_node_whose_clock_drifts_gives_the_same_answer_once_followed() {
         "--testing-clock-drift-ppm",
         "-50",
     ];
-    let run = LiveRun::pipeline(Mpi::OpenMpi, "drifting", DRIFT_ITEMS, 0, &skew, &[]);
+    // Rank 0, this node, the slow stage.
+    let shape = || PipelineShape {
+        items: DRIFT_ITEMS,
+        slow_rank: 0,
+        nodes: 2,
+    };
+    let run = LiveRun::gated_pipeline(Mpi::OpenMpi, "drifting", shape(), &skew, &[], None);
     run.is_whole(DRIFT_ITEMS as u64);
     // Rank 0's slow stage for every item, then rank 1's fast stage of the last one.
     let known = DRIFT_ITEMS as f64 * SLOW_MS + FAST_MS;
     assert_near("live critical path", length(&run.live), known);
     run.clean_up();
     let offset_only = ["--testing-clock-correction", "offset"];
-    LiveRun::pipeline(
-        Mpi::OpenMpi,
-        "drift-unfollowed",
-        DRIFT_ITEMS,
-        0,
-        &skew,
-        &offset_only,
-    )
-    .has_receives_before_sends();
+    let tag = "drift-unfollowed";
+    LiveRun::gated_pipeline(Mpi::OpenMpi, tag, shape(), &skew, &offset_only, None)
+        .has_receives_before_sends();
 }
 
 /// The link between the nodes down for 2 s a second into the job, then up again: the
@@ -641,29 +641,6 @@ impl LiveRun {
             agent_args,
             collector_args,
             disturbance,
-        )
-    }
-
-    /// The gated pipeline with `items` items, rank `slow_rank` slow.
-    fn pipeline(
-        mpi: Mpi,
-        tag: &str,
-        items: usize,
-        slow_rank: usize,
-        agent_args: &[&str],
-        collector_args: &[&str],
-    ) -> LiveRun {
-        LiveRun::gated_pipeline(
-            mpi,
-            tag,
-            PipelineShape {
-                items,
-                slow_rank,
-                nodes: 2,
-            },
-            agent_args,
-            collector_args,
-            None,
         )
     }
 
