@@ -13,6 +13,7 @@ use std::os::unix::fs::MetadataExt;
 
 use rustc_hash::FxHashMap;
 
+use crate::target::procfs;
 use tracer_analysis::records::Record;
 
 /// Decides, per process, whether a record is this node's.
@@ -28,27 +29,6 @@ pub(super) struct NodeFilter {
     /// Only processes started at or after this time (clock ticks since boot, as
     /// /proc/PID/stat's `starttime`), when set.
     started_since_ticks: Option<u64>,
-}
-
-/// A process's start (clock ticks since boot), None when it is gone.
-fn start_ticks(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's closing parenthesis: state is field 3, starttime field 22.
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    after_comm.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Now, in clock ticks since boot (CLOCK_BOOTTIME, as the kernel counts `starttime`).
-fn now_ticks() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec for the call to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    ts.tv_sec as u64 * per_second + ts.tv_nsec as u64 * per_second / 1_000_000_000
 }
 
 /// The inode of a process's network namespace, None when it is gone.
@@ -72,7 +52,7 @@ impl NodeFilter {
     /// early: `starttime` counts whole ticks).
     pub(super) fn started_from_now_on(self) -> NodeFilter {
         NodeFilter {
-            started_since_ticks: Some(now_ticks()),
+            started_since_ticks: Some(procfs::now_ticks()),
             ..self
         }
     }
@@ -93,9 +73,8 @@ impl NodeFilter {
         }
         let (own, since) = (self.own, self.started_since_ticks);
         let ours = *self.ours.entry(pid).or_insert_with(|| {
-            let pid = pid.to_string();
-            net_namespace(&pid).is_none_or(|ns| ns == own)
-                && since.is_none_or(|since| start_ticks(&pid).is_none_or(|t| t >= since))
+            net_namespace(&pid.to_string()).is_none_or(|ns| ns == own)
+                && since.is_none_or(|since| procfs::start_ticks(pid).is_none_or(|t| t >= since))
         });
         match rec {
             Record::Exit(x) => {

@@ -24,10 +24,36 @@ fn stat_state(stat: &str) -> Option<char> {
         .and_then(|i| stat[i + 1..].trim_start().chars().next())
 }
 
-pub(crate) fn parent_of(pid: u32) -> Option<u32> {
+/// Field `n` of /proc/PID/stat counted from the state (field 3) after the command,
+/// which may contain spaces and parentheses.
+fn stat_field<T: std::str::FromStr>(pid: u32, n: usize) -> Option<T> {
     let stat = fs::read_to_string(proc_path(pid, "stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    rest.split_whitespace().nth(n)?.parse().ok()
+}
+
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
+    stat_field(pid, 1)
+}
+
+/// When `pid` started, in clock ticks since boot (`starttime`, field 22); None when it
+/// is gone.
+pub(crate) fn start_ticks(pid: u32) -> Option<u64> {
+    stat_field(pid, 19)
+}
+
+/// Now, in the unit of `start_ticks` (clock ticks of CLOCK_BOOTTIME, as the kernel
+/// counts `starttime`).
+pub(crate) fn now_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * per_second + ts.tv_nsec as u64 * per_second / 1_000_000_000
 }
 
 pub(crate) fn threads_of(pid: u32) -> Vec<u32> {
