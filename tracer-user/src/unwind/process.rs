@@ -1,6 +1,6 @@
 //! One traced process's unwinder: a framehop module per executable mapping of an ELF
-//! file, from /proc/PID/maps, re-read when an address falls outside all of them (a
-//! library loaded since), at most once per [`REREAD_EVERY`].
+//! file, from /proc/PID/maps, read again when a sample taken after the last reading has
+//! an address outside every mapping that reading saw (a library loaded since).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -13,15 +13,21 @@ use framehop::{Error as FrameError, ExplicitModuleSectionInfo, Module, Unwinder}
 use tracer_common::{unwind_end, SAMPLE_MAX_FRAMES};
 
 use super::files::{FileUnwindInfo, SharedBytes};
+use crate::probes::monotonic_ns;
 use crate::symbolize::vdso::VDSO;
 
-/// Least time between two readings of a process's mappings: code outside every mapped
-/// file (JIT-compiled code) would otherwise have them re-read at every sample.
-pub(super) const REREAD_EVERY: Duration = Duration::from_millis(250);
-/// ... unless the last reading found new code: a process loading libraries (an MPI
-/// library's start-up opens dozens of components) is read again sooner, so that the
-/// samples in each new library unwind.
-pub(super) const REREAD_WHILE_LOADING: Duration = Duration::from_millis(10);
+/// Least time between two readings of a process's mappings for an address the last
+/// reading saw executable but in no file (JIT-compiled code): a reading would only find
+/// the same again, unless that memory was mapped anew.
+const REREAD_EVERY: Duration = Duration::from_millis(250);
+/// Least time between two readings for an address in no mapping of the last reading,
+/// sampled after it: a library mapped since (an MPI library's start-up opens dozens of
+/// components, one after the other, each used at once), or a return address that is not
+/// one (a stack the unwinder misread), whose readings this bounds to 1,000 a second.
+/// A longer wait lost the samples of each component loaded within it: with 250 ms after
+/// a reading that found nothing new, 17 samples of one rank's `MPI_Init` (2.8 % of the
+/// run's) ended at a component loaded just after it.
+const REREAD_FLOOR: Duration = Duration::from_millis(1);
 /// How far past an ELF entry point a return address counts as the root frame's: the
 /// dynamic loader's `_start` calls `_dl_start` within its first instructions.
 const ENTRY_BYTES: u64 = 32;
@@ -31,6 +37,23 @@ pub(super) struct CodeMapping {
     pub(super) range: Range<u64>,
     pub(super) offset: u64,
     pub(super) path: PathBuf,
+}
+
+/// One reading of a process's /proc/PID/maps.
+pub(super) struct Mappings {
+    /// When it was read: CLOCK_MONOTONIC, the samples' clock, taken before the read.
+    pub(super) read_ns: u64,
+    /// The executable mappings of files (and the vDSO).
+    pub(super) code: Vec<CodeMapping>,
+    /// Every executable range, of a file or not, sorted by start.
+    pub(super) executable: Vec<Range<u64>>,
+}
+
+/// What the last reading of a process's mappings saw, and when.
+struct LastReading {
+    at: Instant,
+    read_ns: u64,
+    executable: Vec<Range<u64>>,
 }
 
 /// The registers the probe read and the stack bytes it copied from `sp` up.
@@ -58,10 +81,8 @@ pub(super) struct ProcessUnwinder {
     entries: Vec<Range<u64>>,
     /// The files the modules come from: kept alive while the process is.
     pub(super) files: Vec<Arc<FileUnwindInfo>>,
-    /// When the mappings were last read (None: never).
-    read_at: Option<Instant>,
-    /// Whether that reading found code not known before.
-    read_found_code: bool,
+    /// The last reading of the mappings (None: never read).
+    last_reading: Option<LastReading>,
 }
 
 impl ProcessUnwinder {
@@ -72,20 +93,24 @@ impl ProcessUnwinder {
             modules: Vec::new(),
             entries: Vec::new(),
             files: Vec::new(),
-            read_at: None,
-            read_found_code: false,
+            last_reading: None,
         }
     }
 
-    /// Whether the mappings may be read again now.
-    pub(super) fn may_reread(&self, now: Instant) -> bool {
-        let every = if self.read_found_code {
-            REREAD_WHILE_LOADING
-        } else {
-            REREAD_EVERY
+    /// Whether reading the mappings again now may tell where `addr`, in a sample taken
+    /// at `taken_ns` (CLOCK_MONOTONIC), belongs. A sample taken before the last reading
+    /// began was taken with every mapping that reading saw (a reading again finds
+    /// nothing for it); one taken since, at an address in no mapping then, may be in a
+    /// library mapped since.
+    pub(super) fn may_reread(&self, addr: u64, taken_ns: u64, now: Instant) -> bool {
+        let Some(last) = &self.last_reading else {
+            return true;
         };
-        self.read_at
-            .is_none_or(|at| now.duration_since(at) >= every)
+        let since = now.duration_since(last.at);
+        if is_known(&last.executable, addr) {
+            return since >= REREAD_EVERY;
+        }
+        taken_ns >= last.read_ns && since >= REREAD_FLOOR
     }
 
     /// Adds a module for every code mapping not known yet; `file_of` gives a mapping's
@@ -93,12 +118,10 @@ impl ProcessUnwinder {
     pub(super) fn add_mappings(
         &mut self,
         now: Instant,
-        mappings: &[CodeMapping],
+        mappings: Mappings,
         mut file_of: impl FnMut(&PathBuf) -> Option<Arc<FileUnwindInfo>>,
     ) {
-        self.read_at = Some(now);
-        let before = self.modules.len();
-        for m in mappings {
+        for m in &mappings.code {
             if self.modules.contains(&m.range) {
                 continue;
             }
@@ -132,7 +155,11 @@ impl ProcessUnwinder {
                 self.files.push(file);
             }
         }
-        self.read_found_code = self.modules.len() > before;
+        self.last_reading = Some(LastReading {
+            at: now,
+            read_ns: mappings.read_ns,
+            executable: mappings.executable,
+        });
     }
 
     /// Whether `addr` is in a mapping with a module.
@@ -197,12 +224,28 @@ fn is_known(modules: &[Range<u64>], addr: u64) -> bool {
     i > 0 && modules[i - 1].contains(&addr)
 }
 
-/// The executable mappings of files in `pid`'s /proc/PID/maps (none if it is gone).
-pub(super) fn code_mappings(pid: u32) -> Vec<CodeMapping> {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-        return Vec::new();
-    };
-    maps.lines().filter_map(code_mapping).collect()
+/// The executable mappings in `pid`'s /proc/PID/maps (none if it is gone).
+pub(super) fn read_mappings(pid: u32) -> Mappings {
+    let read_ns = monotonic_ns();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mut executable: Vec<Range<u64>> = maps.lines().filter_map(executable_range).collect();
+    executable.sort_by_key(|r| r.start);
+    Mappings {
+        read_ns,
+        code: maps.lines().filter_map(code_mapping).collect(),
+        executable,
+    }
+}
+
+/// The range of one line of /proc/PID/maps if it is executable.
+fn executable_range(line: &str) -> Option<Range<u64>> {
+    let mut f = line.split_whitespace();
+    let (range, perms) = (f.next()?, f.next()?);
+    if !perms.contains('x') {
+        return None;
+    }
+    let (start, end) = range.split_once('-')?;
+    Some(u64::from_str_radix(start, 16).ok()?..u64::from_str_radix(end, 16).ok()?)
 }
 
 /// One line of /proc/PID/maps (`start-end perms offset dev inode path`) if it maps a
@@ -228,6 +271,38 @@ pub(super) type FileCache = HashMap<PathBuf, Option<Arc<FileUnwindInfo>>>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reading at `read_ns` of executable ranges in no file (JIT-like code), one at
+    /// 0x1000..0x2000: a library loaded since, sampled after it, is read at once (past a
+    /// millisecond); one sampled before, never; the JIT-like code, every 250 ms.
+    #[test]
+    fn mappings_are_read_again_only_when_a_reading_could_find_the_address() {
+        let mut p = ProcessUnwinder::new();
+        let at = Instant::now();
+        assert!(p.may_reread(0x5000, 0, at), "never read");
+        let read_ns = 1_000_000;
+        let mappings = Mappings {
+            read_ns,
+            code: Vec::new(),
+            executable: vec![0x1000..0x2000, 0x8000..0x9000],
+        };
+        p.add_mappings(at, mappings, |_| None);
+        let later = |ms: u64| at + Duration::from_millis(ms);
+        assert!(p.may_reread(0x5000, read_ns + 1, later(2)), "mapped since");
+        assert!(!p.may_reread(0x5000, read_ns + 1, at), "within the floor");
+        assert!(
+            !p.may_reread(0x5000, read_ns - 1, later(300)),
+            "sampled before"
+        );
+        assert!(
+            !p.may_reread(0x1800, read_ns + 1, later(2)),
+            "known, in no file"
+        );
+        assert!(
+            p.may_reread(0x1800, read_ns + 1, later(300)),
+            "known, 250 ms on"
+        );
+    }
 
     #[test]
     fn reads_executable_file_mappings_and_the_vdso_only() {

@@ -11,7 +11,7 @@ use tracer_analysis::records;
 use tracer_common::{kind, unwind_end, RawSampleRecord, SampleRecord, SAMPLE_STACK_BYTES};
 
 use super::files::FileUnwindInfo;
-use super::process::{code_mappings, FileCache, ProcessUnwinder, Unwound, UserState};
+use super::process::{read_mappings, FileCache, ProcessUnwinder, Unwound, UserState};
 
 /// The unwinders of the traced processes that were sampled, by process id. A process's
 /// goes when it exits or execs (`forget`); a file's unwind tables go when no process
@@ -72,7 +72,7 @@ impl Unwinders {
                 new_code: false,
             });
         }
-        let (unwound, new_code) = self.unwind_in(header.tgid, &state);
+        let (unwound, new_code) = self.unwind_in(header.tgid, header.ts_ns, &state);
         sample.depth = unwound.frames.len() as u16;
         sample.end = unwound.end;
         sample.frames[..unwound.frames.len()].copy_from_slice(&unwound.frames);
@@ -81,9 +81,9 @@ impl Unwinders {
         Some(UnwoundSample { sample, new_code })
     }
 
-    /// The stack unwound in process `pid`, and whether the mappings were read again and
-    /// held new code.
-    fn unwind_in(&mut self, pid: u32, state: &UserState<'_>) -> (Unwound, bool) {
+    /// The stack unwound in process `pid`, sampled at `taken_ns`, and whether the
+    /// mappings were read again and held new code.
+    fn unwind_in(&mut self, pid: u32, taken_ns: u64, state: &UserState<'_>) -> (Unwound, bool) {
         let now = Instant::now();
         let files = &mut self.files;
         let process = self
@@ -103,17 +103,19 @@ impl Unwinders {
                 .clone()
         };
         let modules_before = process.module_count();
-        if !process.knows(state.ip) && process.may_reread(now) {
-            process.add_mappings(now, &code_mappings(pid), &mut file_of);
+        if !process.knows(state.ip) && process.may_reread(state.ip, taken_ns, now) {
+            process.add_mappings(now, read_mappings(pid), &mut file_of);
         }
         let unwound = process.unwind(state);
-        let stopped_outside = unwound.end == unwind_end::NO_UNWIND_INFO
-            && unwound.frames.last().is_some_and(|&a| !process.knows(a));
-        if stopped_outside && process.may_reread(now) {
+        let stopped_outside = match unwound.frames.last() {
+            Some(&a) if unwound.end == unwind_end::NO_UNWIND_INFO && !process.knows(a) => Some(a),
+            _ => None,
+        };
+        if stopped_outside.is_some_and(|a| process.may_reread(a, taken_ns, now)) {
             // A library loaded since the mappings were read: read them again, and if
             // that found new code, unwind again.
             let before = process.module_count();
-            process.add_mappings(now, &code_mappings(pid), &mut file_of);
+            process.add_mappings(now, read_mappings(pid), &mut file_of);
             if process.module_count() > before {
                 return (process.unwind(state), true);
             }
