@@ -89,10 +89,13 @@ impl Collector {
     /// Blocking: connects to every agent (at most 5 s each, all at once), Hello, clock
     /// estimate, then starts Trace with `request` on each. Err: one line naming the
     /// first agent (in the order given) that failed; the sessions already started on
-    /// others end (their links are dropped).
+    /// others end (their links are dropped). The clock of each node for which
+    /// `follow_clock` says so is measured again every `measure_period` while its link
+    /// reads batches (an agent on this kernel shares its clock: never pinged again).
     pub(crate) fn connect(
         config: &CollectorConfig,
         request: &TraceRequest,
+        follow_clock: impl Fn(&RemoteNode) -> bool,
     ) -> Result<Collector, RemoteError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -133,13 +136,15 @@ impl Collector {
                 events_tx.clone(),
                 reading,
             ));
-            runtime.spawn(watch_clock(
-                index,
-                open.link.address.clone(),
-                open.link.client.clone(),
-                events_tx.clone(),
-                read_over,
-            ));
+            if follow_clock(&open.node) {
+                runtime.spawn(watch_clock(
+                    index,
+                    open.link.address.clone(),
+                    open.link.client.clone(),
+                    events_tx.clone(),
+                    read_over,
+                ));
+            }
             links.push(open.link);
             nodes.push(open.node);
         }

@@ -25,7 +25,7 @@ pub use auth::Token;
 pub use clock::SkewedClock;
 pub(crate) use clock::{measure_period, ClockFit, ClockOffset};
 pub use collector::CollectorConfig;
-pub(crate) use collector::{Collector, LinkEvent};
+pub(crate) use collector::{Collector, LinkEvent, RemoteNode};
 pub use error::RemoteError;
 pub use tls::{CertificateFiles, ClientTls, ServerTls};
 pub use wire::{Batch, TraceRequest, WireItem};

@@ -15,7 +15,7 @@ use tracer_analysis::ProcessInfo;
 use super::agent::UNACKED_LIMIT;
 use super::agent::{serve_on, AgentConfig, NodeTracer};
 use super::auth::{test_token, Token};
-use super::clock::SkewedClock;
+use super::clock::{measure_period, SkewedClock};
 use super::collector::{call_error, connect, Collector, CollectorConfig, LinkEvent};
 use super::error::RemoteError;
 use super::proto::{control, BatchMsg, Control, HelloRequest, Start};
@@ -254,8 +254,12 @@ fn the_collector_receives_the_nodes_batches_in_order_and_its_node() {
     let node = Arc::new(ScriptedNode::new(known_batches(), false));
     let requests = node.requests.clone();
     let agent = TestAgent::start(node, "s3cret", None, 0);
-    let mut collector =
-        Collector::connect(&collector_config(&agent, "s3cret", None), &request()).unwrap();
+    let mut collector = Collector::connect(
+        &collector_config(&agent, "s3cret", None),
+        &request(),
+        |_| true,
+    )
+    .unwrap();
     assert_eq!(collector.nodes().len(), 1);
     assert_eq!(collector.nodes()[0].address, agent.address);
     assert_eq!(collector.nodes()[0].node, test_node());
@@ -271,9 +275,11 @@ fn a_wrong_token_is_refused_in_one_line() {
         None,
         0,
     );
-    let error = Collector::connect(&collector_config(&agent, "wrong", None), &request())
-        .err()
-        .expect("refused");
+    let error = Collector::connect(&collector_config(&agent, "wrong", None), &request(), |_| {
+        true
+    })
+    .err()
+    .expect("refused");
     assert_eq!(
         error.to_string(),
         format!(
@@ -345,7 +351,7 @@ fn token_files() {
         token: Token::from_file(&good).unwrap(),
         tls: None,
     };
-    let mut collector = Collector::connect(&config, &request()).unwrap();
+    let mut collector = Collector::connect(&config, &request(), |_| true).unwrap();
     assert_eq!(batches_of(all_events(&mut collector)), known_batches());
 }
 
@@ -354,8 +360,9 @@ fn a_busy_agent_refuses_a_second_collector() {
     let first = known_batches()[..1].to_vec();
     let node = Arc::new(ScriptedNode::new(first, true));
     let agent = TestAgent::start(node, "t", None, 0);
-    let mut one = Collector::connect(&collector_config(&agent, "t", None), &request()).unwrap();
-    let error = Collector::connect(&collector_config(&agent, "t", None), &request())
+    let mut one =
+        Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true).unwrap();
+    let error = Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true)
         .err()
         .expect("busy");
     let text = error.to_string();
@@ -376,7 +383,7 @@ fn stop_ends_the_nodes_session_and_its_last_batch_arrives() {
     let stopped = node.stopped.clone();
     let agent = TestAgent::start(node, "t", None, 0);
     let mut collector =
-        Collector::connect(&collector_config(&agent, "t", None), &request()).unwrap();
+        Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true).unwrap();
     // The first batches come while the session runs, before any stop.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -412,7 +419,7 @@ fn an_agent_told_to_end_stops_its_session_and_sends_the_last_batch() {
     let stopped = node.stopped.clone();
     let agent = TestAgent::start(node, "t", None, 0);
     let mut collector =
-        Collector::connect(&collector_config(&agent, "t", None), &request()).unwrap();
+        Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true).unwrap();
     // What SIGTERM does to `serve`: here the test's shutdown future. The drop returns once
     // the agent has ended.
     drop(agent);
@@ -428,7 +435,8 @@ fn a_vanished_collector_ends_the_nodes_session() {
     let node = Arc::new(ScriptedNode::new(Vec::new(), true));
     let stopped = node.stopped.clone();
     let agent = TestAgent::start(node, "t", None, 0);
-    let collector = Collector::connect(&collector_config(&agent, "t", None), &request()).unwrap();
+    let collector =
+        Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true).unwrap();
     drop(collector);
     let deadline = Instant::now() + DEADLINE;
     while !stopped.load(Ordering::SeqCst) {
@@ -441,7 +449,7 @@ fn a_vanished_collector_ends_the_nodes_session() {
     // The slot is free again: a new collector is served.
     let deadline = Instant::now() + DEADLINE;
     loop {
-        match Collector::connect(&collector_config(&agent, "t", None), &request()) {
+        match Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true) {
             Ok(mut c) => {
                 c.stop();
                 assert_eq!(all_events(&mut c).len(), 1);
@@ -461,7 +469,7 @@ fn a_missing_batch_fails_the_link() {
     batches.remove(1);
     let agent = TestAgent::start(Arc::new(ScriptedNode::new(batches, false)), "t", None, 0);
     let mut collector =
-        Collector::connect(&collector_config(&agent, "t", None), &request()).unwrap();
+        Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true).unwrap();
     let events = all_events(&mut collector);
     assert_eq!(events.len(), 2, "{events:?}");
     assert!(matches!(&events[0], LinkEvent::Batch { node: 0, batch } if batch.seq == 0));
@@ -482,7 +490,7 @@ fn a_start_failure_is_told_to_the_collector() {
     let mut node = ScriptedNode::new(Vec::new(), false);
     node.start_error = Some("no process of job pmix-job-17 on node7".into());
     let agent = TestAgent::start(Arc::new(node), "t", None, 0);
-    let error = Collector::connect(&collector_config(&agent, "t", None), &request())
+    let error = Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true)
         .err()
         .expect("refused");
     assert_eq!(
@@ -505,7 +513,7 @@ fn unreachable_and_malformed_addresses() {
         token: test_token("t"),
         tls: None,
     };
-    let error = Collector::connect(&config, &request())
+    let error = Collector::connect(&config, &request(), |_| true)
         .err()
         .expect("unreachable");
     let text = error.to_string();
@@ -520,7 +528,7 @@ fn unreachable_and_malformed_addresses() {
             token: test_token("t"),
             tls: None,
         };
-        let error = Collector::connect(&config, &request())
+        let error = Collector::connect(&config, &request(), |_| true)
             .err()
             .expect("bad address");
         assert_eq!(
@@ -538,7 +546,7 @@ fn the_clock_is_measured_again_while_the_session_runs() {
     let node = Arc::new(ScriptedNode::new(Vec::new(), true));
     let agent = TestAgent::start(node, "t", None, shift_ns);
     let mut collector =
-        Collector::connect(&collector_config(&agent, "t", None), &request()).unwrap();
+        Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -566,6 +574,35 @@ fn the_clock_is_measured_again_while_the_session_runs() {
     );
 }
 
+/// A node whose clock the session does not follow (an agent on this kernel) is not
+/// measured again: three measurement periods pass without a clock event.
+#[test]
+fn a_clock_not_followed_is_not_measured_again() {
+    let node = Arc::new(ScriptedNode::new(Vec::new(), true));
+    let agent = TestAgent::start(node, "t", None, 0);
+    let mut collector =
+        Collector::connect(&collector_config(&agent, "t", None), &request(), |_| false).unwrap();
+    std::thread::sleep(3 * measure_period(0));
+    collector.stop();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let events = runtime.block_on(async {
+        let mut events = Vec::new();
+        while let Ok(Some(event)) = tokio::time::timeout(DEADLINE, collector.events().recv()).await
+        {
+            events.push(event);
+        }
+        events
+    });
+    assert!(
+        !events.iter().any(|e| matches!(e, LinkEvent::Clock { .. })),
+        "{events:?}"
+    );
+    assert_eq!(batches_of(events).len(), 1, "the last batch");
+}
+
 #[test]
 fn the_clock_offset_is_the_agents_shift_within_the_round_trip() {
     let shift_ns: i64 = 37_000_000;
@@ -576,7 +613,7 @@ fn the_clock_offset_is_the_agents_shift_within_the_round_trip() {
         shift_ns,
     );
     let mut collector =
-        Collector::connect(&collector_config(&agent, "t", None), &request()).unwrap();
+        Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true).unwrap();
     // Both clocks are this machine's: the agent read its clock within the ping's round
     // trip, so the offset is -shift within half of it.
     let check = |offset_ns: i64, round_trip_ns: u64| {
@@ -744,8 +781,12 @@ fn tls_links_and_their_refusals() {
     let agent = tls_agent(&server, None);
 
     let tls = ClientTls::from_files(&pki.ca_file, None).unwrap();
-    let mut collector =
-        Collector::connect(&collector_config(&agent, "t", Some(tls)), &request()).unwrap();
+    let mut collector = Collector::connect(
+        &collector_config(&agent, "t", Some(tls)),
+        &request(),
+        |_| true,
+    )
+    .unwrap();
     assert_eq!(collector.nodes()[0].node, test_node());
     assert_eq!(batches_of(all_events(&mut collector)), known_batches());
     drop(collector);
@@ -753,9 +794,13 @@ fn tls_links_and_their_refusals() {
     // A CA that did not sign the agent's certificate.
     let other = TestPki::new("other");
     let tls = ClientTls::from_files(&other.ca_file, None).unwrap();
-    let error = Collector::connect(&collector_config(&agent, "t", Some(tls)), &request())
-        .err()
-        .expect("unknown CA");
+    let error = Collector::connect(
+        &collector_config(&agent, "t", Some(tls)),
+        &request(),
+        |_| true,
+    )
+    .err()
+    .expect("unknown CA");
     let text = error.to_string();
     assert!(
         text.starts_with(&format!("agent {}: TLS handshake failed: ", agent.address))
@@ -765,7 +810,7 @@ fn tls_links_and_their_refusals() {
     );
 
     // Plain HTTP/2 to a TLS agent.
-    let error = Collector::connect(&collector_config(&agent, "t", None), &request())
+    let error = Collector::connect(&collector_config(&agent, "t", None), &request(), |_| true)
         .err()
         .expect("TLS agent");
     let text = error.to_string();
@@ -786,9 +831,13 @@ fn tls_links_and_their_refusals() {
         0,
     );
     let tls = ClientTls::from_files(&pki.ca_file, None).unwrap();
-    let error = Collector::connect(&collector_config(&plain, "t", Some(tls)), &request())
-        .err()
-        .expect("plain agent");
+    let error = Collector::connect(
+        &collector_config(&plain, "t", Some(tls)),
+        &request(),
+        |_| true,
+    )
+    .err()
+    .expect("plain agent");
     let text = error.to_string();
     assert!(
         text.starts_with(&format!("agent {}: TLS handshake failed: ", plain.address))
@@ -805,15 +854,23 @@ fn mutual_tls_wants_the_collectors_certificate() {
     let agent = tls_agent(&server, Some(&pki.ca_file));
 
     let tls = ClientTls::from_files(&pki.ca_file, Some(&client)).unwrap();
-    let mut collector =
-        Collector::connect(&collector_config(&agent, "t", Some(tls)), &request()).unwrap();
+    let mut collector = Collector::connect(
+        &collector_config(&agent, "t", Some(tls)),
+        &request(),
+        |_| true,
+    )
+    .unwrap();
     assert_eq!(batches_of(all_events(&mut collector)), known_batches());
     drop(collector);
 
     let tls = ClientTls::from_files(&pki.ca_file, None).unwrap();
-    let error = Collector::connect(&collector_config(&agent, "t", Some(tls)), &request())
-        .err()
-        .expect("no client certificate");
+    let error = Collector::connect(
+        &collector_config(&agent, "t", Some(tls)),
+        &request(),
+        |_| true,
+    )
+    .err()
+    .expect("no client certificate");
     // Why it closed: its alert (CertificateRequired) when it came before the connection
     // was seen closed, else just that.
     let text = error.to_string();

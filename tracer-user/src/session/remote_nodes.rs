@@ -8,7 +8,7 @@ use super::memory::MemoryLimit;
 use super::sink::Sink;
 use super::{ClockCorrection, Collecting, SessionError};
 use crate::remote::{
-    measure_period, ClockFit, ClockOffset, Collector, LinkEvent, TraceRequest, WireItem,
+    measure_period, ClockFit, ClockOffset, Collector, LinkEvent, RemoteNode, TraceRequest, WireItem,
 };
 use tracer_analysis::failures::FailureCounts;
 use tracer_analysis::node::{NodeInfo, Relocation};
@@ -55,6 +55,31 @@ const CLOCK_WARN_NS: u64 = 1_000_000;
 /// How long the session waits, once it stops, for the agents' last batches.
 pub(super) const LAST_BATCH_WAIT: Duration = Duration::from_secs(5);
 
+/// How a node's records are moved onto this node's clock.
+struct ClockHandling {
+    /// The shift at the start.
+    shift_ns: i64,
+    /// Whether its clock is measured again and its drift followed.
+    follow: bool,
+}
+
+fn clock_handling(correction: ClockCorrection, this_boot: &str, n: &RemoteNode) -> ClockHandling {
+    let ours = !this_boot.is_empty()
+        && n.node.boot_id == this_boot
+        && n.clock.offset_ns.unsigned_abs() <= n.clock.round_trip_ns / 2;
+    let (shift_ns, follow) = match correction {
+        ClockCorrection::None => (0, false),
+        // One kernel (containers, the lab's namespaces): one CLOCK_MONOTONIC, and the
+        // measurement agrees with 0 within its error, so 0 exactly, for good, and never
+        // measured again. A measured offset tens of microseconds off put the last rank's
+        // entry into a collective after the others' exits: incomplete.
+        _ if ours => (0, false),
+        ClockCorrection::Offset => (n.clock.offset_ns, false),
+        ClockCorrection::Drift => (n.clock.offset_ns, true),
+    };
+    ClockHandling { shift_ns, follow }
+}
+
 impl RemoteNodes {
     /// Connects to every agent and has it start tracing (before the command starts, so
     /// that the ranks it launches on other nodes are traced from their first call).
@@ -62,26 +87,17 @@ impl RemoteNodes {
         collecting: &Collecting,
         request: &TraceRequest,
     ) -> Result<RemoteNodes, SessionError> {
-        let collector = Collector::connect(&collecting.agents, request)?;
         let this_boot = crate::probes::this_node_now().boot_id;
+        let correction = collecting.clock_correction;
+        let collector = Collector::connect(&collecting.agents, request, |n| {
+            clock_handling(correction, &this_boot, n).follow
+        })?;
         let nodes = collector
             .nodes()
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let ours = !this_boot.is_empty()
-                    && n.node.boot_id == this_boot
-                    && n.clock.offset_ns.unsigned_abs() <= n.clock.round_trip_ns / 2;
-                let (shift_ns, follow) = match collecting.clock_correction {
-                    ClockCorrection::None => (0, false),
-                    // One kernel (containers, the lab's namespaces): one CLOCK_MONOTONIC,
-                    // and the measurement agrees with 0 within its error, so 0 exactly,
-                    // for good. A measured offset tens of microseconds off put the last
-                    // rank's entry into a collective after the others' exits: incomplete.
-                    _ if ours => (0, false),
-                    ClockCorrection::Offset => (n.clock.offset_ns, false),
-                    ClockCorrection::Drift => (n.clock.offset_ns, true),
-                };
+                let ClockHandling { shift_ns, follow } = clock_handling(correction, &this_boot, n);
                 let relocation = Relocation::measured(1 + i as u32, shift_ns)?;
                 let clock = follow.then(|| {
                     let mut fit = ClockFit::default();
