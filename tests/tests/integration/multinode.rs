@@ -574,6 +574,10 @@ enum Disturbance {
     /// Another job on node 1 (a rank of mpi_sleeper, calling MPI all along), started
     /// before the collector and ended after it.
     AnotherJobOnNode1,
+    /// Each rank also recorded by a tracer of its own node (`record --pid RANK -o`, as
+    /// `recorded_node_by_node` does), started while the ranks wait at the gate, which
+    /// opens once both trace.
+    AlsoRecordedNodeByNode,
 }
 
 /// How many items the pipeline passes, which rank is its slow stage, over how many
@@ -599,6 +603,63 @@ struct Program<'a> {
     nodes: usize,
 }
 
+/// `AlsoRecordedNodeByNode`: once every rank waits at `gate`, a tracer in node i's
+/// namespace records rank i (`record --pid`, the pipeline's stages selected) into
+/// `traces[i]`; then the gate opens (whatever happens, so that the job never waits
+/// forever). The tracers, to be finished once the job is over.
+fn record_each_rank(
+    mpi: Mpi,
+    gate: &std::path::Path,
+    namespaces: &[String],
+    traces: &[PathBuf],
+) -> Vec<LabTracer> {
+    struct OpenOnDrop(PathBuf);
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, b"");
+        }
+    }
+    let _opener = OpenOnDrop(gate.to_path_buf());
+    let gate_arg = gate.display().to_string();
+    let start = Instant::now();
+    while !(0..namespaces.len()).all(|r| PathBuf::from(format!("{gate_arg}.{r}")).exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the ranks did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pids = rank_pids(&gate_arg, mpi);
+    namespaces
+        .iter()
+        .zip(pids)
+        .zip(traces)
+        .map(|((ns, pid), trace)| {
+            let args: Vec<String> = [
+                "record",
+                "--func",
+                "stage_slow",
+                "--func",
+                "stage_fast",
+                "--pid",
+                &pid.to_string(),
+                "-o",
+                &trace.display().to_string(),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            LabTracer::start(
+                ns,
+                &args,
+                "tracer: tracing",
+                Duration::from_secs(60),
+                "the node's tracer",
+            )
+        })
+        .collect()
+}
+
 /// A fresh directory for a live run's files.
 fn live_run_dir(mpi: Mpi, tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -616,6 +677,8 @@ struct LiveRun {
     said: String,
     live: serde_json::Value,
     rec: PathBuf,
+    /// Node i's recording of its rank, with `AlsoRecordedNodeByNode`.
+    node_traces: Vec<PathBuf>,
     dir: PathBuf,
     agent_address: String,
 }
@@ -655,7 +718,10 @@ impl LiveRun {
     ) -> LiveRun {
         let dir = live_run_dir(mpi, tag);
         let gate = dir.join("gate");
-        std::fs::write(&gate, b"").unwrap();
+        // Opened by the node's tracers once they trace, or now.
+        if !matches!(disturbance, Some(Disturbance::AlsoRecordedNodeByNode)) {
+            std::fs::write(&gate, b"").unwrap();
+        }
         let gate_arg = gate.display().to_string();
         let (items_arg, slow_arg) = (shape.items.to_string(), shape.slow_rank.to_string());
         let args = [
@@ -717,10 +783,18 @@ impl LiveRun {
                 std::thread::sleep(Duration::from_millis(500));
                 job
             });
+        let node_traces: Vec<PathBuf> = (0..program.nodes)
+            .map(|i| dir.join(format!("node{i}.trace")))
+            .collect();
         let disturber = disturbance.map(|d| {
             let pid = agent.pid().to_string();
             let link = lab.link_switch();
+            let namespaces: Vec<String> = (0..program.nodes)
+                .map(|i| lab.namespace(i).to_string())
+                .collect();
+            let gate = dir.join("gate");
             let rank_1_started = dir.join("gate.1");
+            let traces = node_traces.clone();
             std::thread::spawn(move || {
                 let deadline = Instant::now() + Duration::from_secs(60);
                 while !rank_1_started.exists() && Instant::now() < deadline {
@@ -738,7 +812,11 @@ impl LiveRun {
                         link.restore();
                     }
                     Disturbance::AnotherJobOnNode1 => {}
+                    Disturbance::AlsoRecordedNodeByNode => {
+                        return record_each_rank(mpi, &gate, &namespaces, &traces);
+                    }
                 }
+                Vec::new()
             })
         });
         let agent_address = agent.address.clone();
@@ -769,8 +847,10 @@ impl LiveRun {
         assert!(out.status.success(), "collector: {said}");
         let live: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&live).unwrap()).unwrap();
-        if let Some(d) = disturber {
-            d.join().unwrap();
+        let node_recorders = disturber.map(|d| d.join().unwrap()).unwrap_or_default();
+        let recorded_node_by_node = !node_recorders.is_empty();
+        for t in node_recorders {
+            t.finish(Duration::from_secs(60));
         }
         if let Some(job) = &mut another_job {
             // mpirun forwards the signal to its rank.
@@ -789,6 +869,11 @@ impl LiveRun {
             said,
             live,
             rec,
+            node_traces: if recorded_node_by_node {
+                node_traces
+            } else {
+                Vec::new()
+            },
             dir,
             agent_address,
         }
@@ -876,6 +961,73 @@ impl LiveRun {
     fn clean_up(self) {
         std::fs::remove_dir_all(&self.dir).unwrap();
     }
+}
+
+/// The same run traced twice: live, by a collector and an agent, and by a tracer on each
+/// node recording its rank (`record --pid -o`, started while the ranks wait at the gate),
+/// whose recordings `tracer merge` makes one. Both see every message matched and give
+/// each stage the same share of the critical path, the same zeroing and the same CPU,
+/// within 1 ms (they differ by 1-15 us: two tracers' probes stamp the same calls), each
+/// near the construction: the merged recording is the live answer. Their spans differ by what comes before the gate (the live one
+/// traced the job from its launch), which the path does not go through.
+#[test]
+fn recordings_made_on_each_node_merge_into_the_live_collectors_answer() {
+    let funcs = ["--func", "stage_slow", "--func", "stage_fast"];
+    let run = LiveRun::new(
+        Mpi::OpenMpi,
+        "merge",
+        5,
+        &[],
+        &funcs,
+        Some(Disturbance::AlsoRecordedNodeByNode),
+    );
+    run.is_whole(5);
+    assert_eq!(run.node_traces.len(), 2);
+    let all = run.dir.join("merged.trace");
+    let out = Command::new(tracer())
+        .arg("merge")
+        .args(&run.node_traces)
+        .arg("-o")
+        .arg(&all)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("merged 2 recordings (2 nodes"), "{said}");
+    let merged = tracer_json(&["analyze"], &all);
+    all_matched(&merged);
+    assert_eq!(merged["messages"], run.live["messages"], "merged and live");
+    let live = &run.live;
+    assert_near(
+        "merged critical path, against the live one",
+        length(&merged),
+        length(live),
+    );
+    for (name, cp_ms) in [("stage_slow", ITEMS * SLOW_MS), ("stage_fast", FAST_MS)] {
+        let (m, l) = (proc_row(&merged, name), proc_row(live, name));
+        eprintln!("{name}: merged {m}, live {l}");
+        // The same calls, stamped by two tracers' probes a few microseconds apart.
+        for field in ["cp_ns", "zeroing_ns", "cpu_ns"] {
+            let (merged_ms, live_ms) = (ms(&m[field]), ms(&l[field]));
+            assert!(
+                (merged_ms - live_ms).abs() <= 1.0,
+                "{name} {field}: merged {merged_ms:.3} ms, live {live_ms:.3} ms"
+            );
+        }
+        assert_near(
+            &format!("{name} on the merged path"),
+            ms(&m["cp_ns"]),
+            cp_ms,
+        );
+    }
+    let report = tracer_json(&["report"], &all);
+    assert_eq!(
+        ranks_with_their_nodes(&report),
+        [(0, 0), (1, 1)],
+        "{}",
+        report["processes"]
+    );
+    run.clean_up();
 }
 
 /// A collector with the wrong token is refused by the agent, in one line naming it,
