@@ -247,13 +247,23 @@ fn procedures_selected_on_the_collector_are_probed_on_every_node() {
 /// (tests/programs/mpi_pipeline.c); every message matched across the bridge.
 #[test]
 fn a_pipeline_over_three_nodes_has_the_answer_it_has_on_one_node() {
+    pipeline_over_three_nodes(Mpi::OpenMpi);
+}
+
+/// The same under MPICH, its Hydra launching a proxy on each node.
+#[test]
+fn an_mpich_pipeline_over_three_nodes_has_the_answer_it_has_on_one_node() {
+    pipeline_over_three_nodes(Mpi::Mpich);
+}
+
+fn pipeline_over_three_nodes(mpi: Mpi) {
     let funcs = ["--func", "stage_slow", "--func", "stage_fast"];
     let shape = PipelineShape {
         items: 5,
         slow_rank: 1,
         nodes: 3,
     };
-    let run = LiveRun::gated_pipeline(Mpi::OpenMpi, "three", shape, &[], &funcs, None);
+    let run = LiveRun::gated_pipeline(mpi, "three", shape, &[], &funcs, None);
     let offline = tracer_json(&["analyze"], &run.rec);
     assert_eq!(
         offline["critical_path"]["length_ns"], run.live["critical_path"]["length_ns"],
