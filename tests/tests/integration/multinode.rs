@@ -101,46 +101,9 @@ fn recorded_node_by_node(mpi: Mpi) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    // Opens the gate whatever happens, so that the job never waits forever.
-    struct OpenOnDrop(PathBuf);
-    impl Drop for OpenOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.0, b"");
-        }
-    }
-    let opener = OpenOnDrop(gate.clone());
-    let start = Instant::now();
-    while !(0..2).all(|r| PathBuf::from(format!("{gate_arg}.{r}")).exists()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the ranks did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let pids = rank_pids(&gate_arg, mpi);
+    let namespaces: Vec<String> = (0..2).map(|i| lab.namespace(i).to_string()).collect();
     let traces: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("node{i}.trace"))).collect();
-    // `tracer record --pid PID -o OUT` in each rank's namespace, once it is tracing.
-    let tracers: Vec<LabTracer> = (0..2)
-        .map(|i| {
-            let args = ["record", "--func", "stage_*", "--pid"]
-                .iter()
-                .map(|s| s.to_string())
-                .chain([
-                    pids[i].to_string(),
-                    "-o".into(),
-                    traces[i].display().to_string(),
-                ])
-                .collect::<Vec<String>>();
-            LabTracer::start(
-                lab.namespace(i),
-                &args,
-                "tracer: tracing",
-                Duration::from_secs(60),
-                "the node's tracer",
-            )
-        })
-        .collect();
-    drop(opener);
+    let tracers = record_each_rank(mpi, &gate, &namespaces, &traces);
     let start = Instant::now();
     while job.try_wait().unwrap().is_none() {
         if start.elapsed() > Duration::from_secs(120) {
@@ -155,16 +118,7 @@ fn recorded_node_by_node(mpi: Mpi) {
     }
 
     let all = dir.join("job.trace");
-    let out = Command::new(tracer())
-        .arg("merge")
-        .args(&traces)
-        .arg("-o")
-        .arg(&all)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{said}");
-    assert!(said.contains("merged 2 recordings (2 nodes"), "{said}");
+    merge(&traces, &all);
 
     let p = tracer_json(&["analyze"], &all);
     all_matched(&p);
@@ -613,10 +567,24 @@ struct Program<'a> {
     nodes: usize,
 }
 
-/// `AlsoRecordedNodeByNode`: once every rank waits at `gate`, a tracer in node i's
+/// `tracer merge` of two nodes' recordings into `out`.
+fn merge(traces: &[PathBuf], out: &std::path::Path) {
+    let merged = Command::new(tracer())
+        .arg("merge")
+        .args(traces)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&merged.stderr);
+    assert!(merged.status.success(), "{said}");
+    assert!(said.contains("merged 2 recordings (2 nodes"), "{said}");
+}
+
+/// Once every rank waits at `gate`, a tracer in node i's
 /// namespace records rank i (`record --pid`, the pipeline's stages selected) into
-/// `traces[i]`; then the gate opens (whatever happens, so that the job never waits
-/// forever). The tracers, to be finished once the job is over.
+/// `traces[i]`, started once it traces; then the gate opens (whatever happens, so that
+/// the job never waits forever). The tracers, to be finished once the job is over.
 fn record_each_rank(
     mpi: Mpi,
     gate: &std::path::Path,
@@ -994,16 +962,7 @@ fn recordings_made_on_each_node_merge_into_the_live_collectors_answer() {
     run.is_whole(5);
     assert_eq!(run.node_traces.len(), 2);
     let all = run.dir.join("merged.trace");
-    let out = Command::new(tracer())
-        .arg("merge")
-        .args(&run.node_traces)
-        .arg("-o")
-        .arg(&all)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{said}");
-    assert!(said.contains("merged 2 recordings (2 nodes"), "{said}");
+    merge(&run.node_traces, &all);
     let merged = tracer_json(&["analyze"], &all);
     all_matched(&merged);
     assert_eq!(merged["messages"], run.live["messages"], "merged and live");
