@@ -251,15 +251,15 @@ fn executable_range(line: &str) -> Option<Range<u64>> {
 /// One line of /proc/PID/maps (`start-end perms offset dev inode path`) if it maps a
 /// file executable, or is the vDSO.
 fn code_mapping(line: &str) -> Option<CodeMapping> {
-    let mut f = line.split_whitespace();
-    let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
+    let range = executable_range(line)?;
+    let mut f = line.split_whitespace().skip(2);
+    let offset = f.next()?;
     let path = f.nth(2)?;
-    if !perms.contains('x') || !(path.starts_with('/') || path == VDSO) {
+    if !(path.starts_with('/') || path == VDSO) {
         return None;
     }
-    let (start, end) = range.split_once('-')?;
     Some(CodeMapping {
-        range: u64::from_str_radix(start, 16).ok()?..u64::from_str_radix(end, 16).ok()?,
+        range,
         offset: u64::from_str_radix(offset, 16).ok()?,
         path: PathBuf::from(path),
     })
