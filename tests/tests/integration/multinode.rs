@@ -581,10 +581,10 @@ fn merge(traces: &[PathBuf], out: &std::path::Path) {
     assert!(said.contains("merged 2 recordings (2 nodes"), "{said}");
 }
 
-/// Once every rank waits at `gate`, a tracer in node i's
-/// namespace records rank i (`record --pid`, the pipeline's stages selected) into
-/// `traces[i]`, started once it traces; then the gate opens (whatever happens, so that
-/// the job never waits forever). The tracers, to be finished once the job is over.
+/// Once both ranks wait at `gate`, a tracer in node i's namespace records rank i
+/// (`record --pid`, the pipeline's stages selected) into `traces[i]`; then the gate
+/// opens (whatever happens, so that the job never waits forever). The tracers, to be
+/// finished once the job is over.
 fn record_each_rank(
     mpi: Mpi,
     gate: &std::path::Path,
@@ -598,6 +598,7 @@ fn record_each_rank(
         }
     }
     let _opener = OpenOnDrop(gate.to_path_buf());
+    assert_eq!(namespaces.len(), 2, "rank_pids finds two ranks");
     let gate_arg = gate.display().to_string();
     let start = Instant::now();
     while !(0..namespaces.len()).all(|r| PathBuf::from(format!("{gate_arg}.{r}")).exists()) {
@@ -946,8 +947,9 @@ impl LiveRun {
 /// whose recordings `tracer merge` makes one. Both see every message matched and give
 /// each stage the same share of the critical path, the same zeroing and the same CPU,
 /// within 1 ms (they differ by 1-15 us: two tracers' probes stamp the same calls), each
-/// near the construction: the merged recording is the live answer. Their spans differ by what comes before the gate (the live one
-/// traced the job from its launch), which the path does not go through.
+/// near the construction: the merged recording is the live answer. Their spans differ by
+/// what comes before the gate (the live one traced the job from its launch), which the
+/// path does not go through.
 #[test]
 fn recordings_made_on_each_node_merge_into_the_live_collectors_answer() {
     let funcs = ["--func", "stage_slow", "--func", "stage_fast"];
