@@ -118,7 +118,12 @@ fn top_shows_the_bottleneck_live_and_q_writes_the_outputs() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let after = tmux.screen();
+    // The shell writes the status once the tracer has exited, but tmux may not have
+    // drawn the tracer's last lines by then (one CI run read a screen that ended at its
+    // `samples:` line): the screen once they are there.
+    let after = tmux.wait_for(Duration::from_secs(10), |s| {
+        s.contains("recording written to") && s.contains("the command's output is in")
+    });
     // The command's status, as under `record` (the session waits for the command that
     // q interrupted: mpirun exits 1 when interrupted), and only it: an error of the
     // tracer would print no such line.
