@@ -12,6 +12,7 @@ use tracer_common::{call, futex_waits, CallRecord, EventHeader, SampleRecord};
 use super::directory::Directory;
 use super::engine::{CriticalEnd, CriticalPathEngine};
 use super::faults::{signal_name, Death, Killed};
+use super::late::{HeldProcesses, HoldBack};
 use super::matcher::{MessageMatcher, ReceivedStatus};
 use super::model::{Clocks, Milestone, PathModel, ProcId, Sched};
 use super::sampled::{Columns, LiveSampleCounts, LiveSamples, TrackRule, HOT};
@@ -19,6 +20,7 @@ use super::sync::{futex_wakes, SyncTracker};
 use super::workclock::{self, ClockKind, WorkClock};
 use crate::format::call_facts::{RequestsIn, Sends};
 use crate::format::calls::{self, split_call_field, CallField, Family, Role};
+use crate::format::node::ShownId;
 use crate::format::openmp::RegionKey;
 use crate::format::pairing::{close_call, drop_unwound, Resynchronised};
 use crate::format::recording::{FunctionProbe, Item};
@@ -265,6 +267,8 @@ pub struct Analyzer<M: PathModel = CriticalPathEngine> {
     /// The sampled functions, when the caller can name them
     /// ([`Self::follow_sampled_functions`]).
     sampled: Option<LiveSamples>,
+    /// Processes whose exit waits for what the clocks put later (`analysis::late`).
+    held: HeldProcesses,
 }
 
 impl Analyzer {
@@ -296,6 +300,7 @@ impl<M: PathModel> Analyzer<M> {
             deaths: Vec::new(),
             killed: Vec::new(),
             sampled: None,
+            held: HeldProcesses::default(),
         }
     }
 
@@ -378,6 +383,7 @@ impl<M: PathModel> Analyzer<M> {
     /// pipeline is flushed: at the end of a recording or a session). Commands are left
     /// for the caller, who knows them.
     pub(crate) fn settle_killed(&mut self) {
+        self.end_waits();
         let first = self.first_ts.unwrap_or(0);
         self.killed = self
             .deaths
@@ -422,13 +428,77 @@ impl<M: PathModel> Analyzer<M> {
         thread_state(&mut self.threads, &mut self.thread_pids, self.clock, h)
     }
 
-    /// Feeds one record (records must come in timestamp order; see `reorder`).
+    /// Feeds one record (records must come in timestamp order; see `reorder`). The
+    /// records of a process whose exit waits for what the nodes' clocks put later are
+    /// held until it arrives (`analysis::late`).
     pub fn record(&mut self, r: &Record) {
-        // Every record counts as an event read (the recording's count). A sample observes
-        // a thread and is no event of it: it neither cuts the thread's work nor settles a
-        // poll, so the path is the same with and without sampling (the graph's reader
-        // keeps samples aside, `graph::attribution`).
+        // Every record counts as an event read (the recording's count).
         self.events += 1;
+        if self.held.is_empty() {
+            self.take(r);
+            return;
+        }
+        for pid in self.held.overdue(r.header().ts_ns) {
+            self.matcher.give_up_waiting(pid);
+            self.held.release(pid);
+        }
+        match self.held.hold_back(r) {
+            HoldBack::NotHeld => self.take(r),
+            HoldBack::Held => {}
+            HoldBack::Full(pid) => {
+                self.matcher.give_up_waiting(pid);
+                self.held.release(pid);
+            }
+        }
+        self.go_on_late();
+    }
+
+    /// Gives the dependencies that arrived to the exits that waited for them, and
+    /// replays the records of the processes that wait no longer.
+    fn go_on_late(&mut self) {
+        loop {
+            for arrival in self.matcher.take_late_arrivals() {
+                match self.held.arrived(arrival.pid) {
+                    Some(exit) => self
+                        .engine
+                        .merge_message(exit.tid, &arrival.state, exit.bytes),
+                    None => log::debug!(
+                        "a late dependency of pid {} arrived, which waits no longer",
+                        ShownId(arrival.pid)
+                    ),
+                }
+            }
+            let Some(released) = self.held.next_ready() else {
+                break;
+            };
+            self.matcher.set_held(released.pid, false);
+            let mut records = released.records;
+            while let Some(r) = records.pop_front() {
+                if self.held.is_held(released.pid) {
+                    // A replayed exit waits again: the rest waits with it.
+                    records.push_front(r);
+                    self.held.hold_rest(released.pid, records);
+                    break;
+                }
+                self.take(&r);
+            }
+        }
+    }
+
+    /// Ends every wait (the end of the stream): what is still missing is counted.
+    pub(crate) fn end_waits(&mut self) {
+        for pid in self.held.all() {
+            self.matcher.give_up_waiting(pid);
+            self.held.release(pid);
+        }
+        self.go_on_late();
+    }
+
+    /// One record, in its turn.
+    fn take(&mut self, r: &Record) {
+        // A sample observes a thread and is no event of it: it neither cuts the thread's
+        // work nor settles a poll, so the path is the same with and without sampling (the
+        // graph's reader keeps samples aside, `graph::attribution`).
         if let Record::Sample(s) = r {
             self.sample(s);
             return;
@@ -626,6 +696,8 @@ impl<M: PathModel> Analyzer<M> {
                 let creator = self.engine.snapshot(h.tid);
                 self.sync.clone_thread(h.tgid, f.child_tid, creator);
             }
+            // Traced from its start: everything it sends is seen.
+            Record::Exec(_) => self.matcher.traced_from_start(h.tgid),
             Record::Exit(_) => {
                 let last = self.engine.snapshot(h.tid);
                 self.sync.exit(h.tid, last);
@@ -848,6 +920,11 @@ impl<M: PathModel> Analyzer<M> {
             .on_exit(pid, &open.entry, &open.handles, &open.statuses, x)
         {
             self.engine.merge_message(h.tid, &incoming, bytes);
+        }
+        let late = self.matcher.take_late_waits();
+        if late > 0 {
+            self.held.hold(pid, h.tid, bytes, late, h.ts_ns);
+            self.matcher.set_held(pid, true);
         }
     }
 

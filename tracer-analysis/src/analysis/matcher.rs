@@ -19,6 +19,7 @@ use crate::format::calls::{self, split_call_field, CallField, Family, Flavor};
 
 use super::directory::Directory;
 use super::faults::Undone;
+use super::late::{LateArrival, LateReceive, LateWaits, P2pKey};
 
 /// Counts of what the matcher saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -31,9 +32,12 @@ pub struct MatchStats {
     pub collectives: u64,
     /// Collective exits that found a member's entry missing (tracing began mid-call).
     pub collectives_incomplete: u64,
+    /// Receives and collective exits that the nodes' clocks put before the send or a
+    /// member's entry they depend on, paired once it was seen (`analysis::late`): how
+    /// many needed the clocks corrected. Counted among the matched or complete.
+    pub clock_corrected: u64,
 }
 
-type P2pKey = (u32, u32, u32, i32);
 type PvmKey = (i32, i32, i32);
 
 /// A point-to-point message the matcher paired, for traffic and latency accounting
@@ -175,6 +179,10 @@ pub struct MessageMatcher<S> {
     pub stats: MatchStats,
     /// Every point-to-point match, when logging is on (see `log_matches`).
     matches: Option<Vec<MatchedMessage>>,
+    /// Receives and collective exits waiting for what the clocks put after them.
+    late: LateWaits,
+    /// What arrived for them since the last [`Self::take_late_arrivals`].
+    arrivals: Vec<LateArrival<S>>,
 }
 
 fn set(v: i32) -> Option<i32> {
@@ -196,6 +204,8 @@ impl<S: Clone> MessageMatcher<S> {
             stats: MatchStats::default(),
             mcasts: FxHashMap::default(),
             matches: None,
+            late: LateWaits::default(),
+            arrivals: Vec::new(),
         }
     }
 
@@ -350,10 +360,31 @@ impl<S: Clone> MessageMatcher<S> {
         let Some(&dst) = self.directory.peers(pid, gid).get(dest as usize) else {
             return;
         };
-        self.p2p
-            .entry((pid, dst, gid, tag))
-            .or_default()
-            .push_back(s);
+        let key = (pid, dst, gid, tag);
+        match self.late.receive_waiting(&key) {
+            Some(receive) => self.late_match(s, receive),
+            None => self.p2p.entry(key).or_default().push_back(s),
+        }
+    }
+
+    /// A send that a receive the clocks put before it was waiting for.
+    fn late_match(&mut self, sent: Sent<S>, receive: LateReceive) {
+        self.stats.matched += 1;
+        self.stats.clock_corrected += 1;
+        if let Some(log) = &mut self.matches {
+            log.push(MatchedMessage {
+                from_pid: sent.from,
+                to_pid: receive.pid,
+                bytes: sent.bytes.or(receive.bytes),
+                send_ts: sent.ts,
+                // Where the correction moves the receive: no earlier than the send.
+                recv_ts: receive.ts.max(sent.ts),
+            });
+        }
+        self.arrivals.push(LateArrival {
+            pid: receive.pid,
+            state: sent.state,
+        });
     }
 
     fn post_pvm(&mut self, pid: u32, dest: i32, tag: i32, s: Sent<S>) {
@@ -378,6 +409,8 @@ impl<S: Clone> MessageMatcher<S> {
         x: &CallRecord,
     ) -> Option<S> {
         self.stats.received += 1;
+        // The queue, when the receive names one.
+        let mut definite: Option<P2pKey> = None;
         let found = (|| {
             let gid = gid?;
             let src = match source {
@@ -385,7 +418,10 @@ impl<S: Clone> MessageMatcher<S> {
                 None => None,
             };
             let key = match (src, tag) {
-                (Some(s), Some(t)) => (s, pid, gid, t),
+                (Some(s), Some(t)) => {
+                    definite = Some((s, pid, gid, t));
+                    (s, pid, gid, t)
+                }
                 _ => {
                     let mut candidates = self.p2p.iter().filter(|((s, d, g, t), q)| {
                         *d == pid
@@ -403,6 +439,17 @@ impl<S: Clone> MessageMatcher<S> {
             };
             self.p2p.get_mut(&key)?.pop_front()
         })();
+        if let (None, Some(key)) = (&found, definite) {
+            if self.late.may_wait_for(pid, key.0) {
+                let receive = LateReceive {
+                    pid,
+                    ts: x.header.ts_ns,
+                    bytes: known_bytes(x.bytes),
+                };
+                self.late.wait_for_send(key, receive);
+                return None;
+            }
+        }
         self.count(found, pid, x)
     }
 
@@ -690,6 +737,13 @@ impl<S: Clone> MessageMatcher<S> {
                 entries: FxHashMap::default(),
                 exits: 0,
             });
+        for waiter in self.late.entry_waiters(gid, this, pid) {
+            self.stats.clock_corrected += 1;
+            self.arrivals.push(LateArrival {
+                pid: waiter,
+                state: s.clone(),
+            });
+        }
         inst.entries.insert(pid, s);
         Some(Arrival { gid, seq: this })
     }
@@ -769,11 +823,23 @@ impl<S: Clone> MessageMatcher<S> {
             return Vec::new();
         };
         let mut out = Vec::new();
+        let mut missing = Vec::new();
         for d in &deps {
             match inst.entries.get(d) {
                 Some(s) => out.push(s.clone()),
-                None => incomplete = true,
+                None => missing.push(*d),
             }
+        }
+        // Members the clocks put late are waited for, when every missing one may be.
+        if !incomplete
+            && !missing.is_empty()
+            && missing.iter().all(|&d| self.late.may_wait_for(pid, d))
+        {
+            for &d in &missing {
+                self.late.wait_for_entry(gid, seq, d, pid);
+            }
+        } else {
+            incomplete |= !missing.is_empty();
         }
         inst.exits += 1;
         if inst.exits >= members {
@@ -823,6 +889,36 @@ impl<S: Clone> MessageMatcher<S> {
             }
         }
         u
+    }
+
+    /// Process `pid` exec'd while traced: every message it sends is seen, so a receive
+    /// on another node may wait for one the clocks put later (`analysis::late`).
+    pub(crate) fn traced_from_start(&mut self, pid: u32) {
+        self.late.traced_from_start(pid);
+    }
+
+    /// Process `pid` is held now (its records wait), or no longer.
+    pub(crate) fn set_held(&mut self, pid: u32, held: bool) {
+        self.late.set_held(pid, held);
+    }
+
+    /// How many dependencies the last exit waits for (its process is then held).
+    pub(crate) fn take_late_waits(&mut self) -> usize {
+        self.late.take_registered()
+    }
+
+    /// The path states that arrived for waiting processes since the last call.
+    pub(crate) fn take_late_arrivals(&mut self) -> Vec<LateArrival<S>> {
+        std::mem::take(&mut self.arrivals)
+    }
+
+    /// Process `pid` waits no longer (its window passed, or the stream ended): what it
+    /// still waited for is counted unmatched or incomplete.
+    pub(crate) fn give_up_waiting(&mut self, pid: u32) {
+        let gave_up = self.late.give_up(pid);
+        self.stats.unmatched += gave_up.receives;
+        // Every entry one exit waited for belongs to that one exit (its process is held).
+        self.stats.collectives_incomplete += u64::from(gave_up.entries > 0);
     }
 
     /// Sends still waiting for their receive (counted as unmatched at the end).

@@ -6,6 +6,7 @@ mod analyzer;
 pub(crate) mod directory;
 pub(crate) mod engine;
 pub(crate) mod faults;
+mod late;
 pub mod live_merge;
 pub(crate) mod matcher;
 pub(crate) mod model;

@@ -133,8 +133,17 @@ impl CriticalPath {
 
 /// The matcher's counts in one line (also in `tracer report`).
 pub(crate) fn messages_line(m: &MatchStats) -> String {
+    // Only a recording of several nodes can have any (`analysis::late`).
+    let corrected = if m.clock_corrected > 0 {
+        format!(
+            "; {} completed before what they depend on by the nodes' clocks (corrected)",
+            m.clock_corrected
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "messages: {} sent, {} received, {} matched, {} unmatched; {} collective exits ({} incomplete)",
+        "messages: {} sent, {} received, {} matched, {} unmatched; {} collective exits ({} incomplete){corrected}",
         m.sent, m.received, m.matched, m.unmatched, m.collectives, m.collectives_incomplete
     )
 }

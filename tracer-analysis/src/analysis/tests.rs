@@ -221,6 +221,110 @@ fn online_engine_equals_exhaustive_longest_path() {
     }
 }
 
+/// `items` as two nodes would record them: the odd ranks on node 1, whose clock reads
+/// `behind_ns` behind node 0's (its records come that much earlier in the merged order),
+/// each process seen to exec at the start if `execs`.
+fn odd_ranks_on_a_node_behind(items: &[Item], behind_ns: u64, execs: bool) -> Vec<Item> {
+    use crate::format::node::{GlobalId, NodeId};
+    use tracer_common::ExecRecord;
+    let on_node1 = |pid: u32| pid % 2 == 1;
+    let global = |pid: u32| GlobalId::new(NodeId(on_node1(pid) as u16), pid).0;
+    let mut facts = Vec::new();
+    let mut records = Vec::new();
+    for item in items {
+        match item {
+            Item::Process(p) => {
+                let pid = global(p.pid);
+                facts.push(Item::Process(crate::format::ProcessInfo {
+                    pid,
+                    ..p.clone()
+                }));
+                if execs {
+                    let mut exec = ExecRecord::default();
+                    exec.header.kind = kind::EXEC;
+                    (exec.header.tgid, exec.header.tid) = (pid, pid);
+                    exec.header.ts_ns = 1_000;
+                    records.push(Record::Exec(Box::new(exec)));
+                }
+            }
+            Item::Record(r) => {
+                let mut r = r.clone();
+                let h = r.header_mut();
+                // Both clocks well after the execs (at 1 us).
+                h.ts_ns += 100_000_000;
+                if on_node1(h.tgid) {
+                    h.ts_ns -= behind_ns;
+                }
+                (h.tgid, h.tid) = (global(h.tgid), global(h.tid));
+                records.push(r);
+            }
+            Item::Probe(_) => facts.push(item.clone()),
+        }
+    }
+    // The merged order: by each node's own clock.
+    records.sort_by_key(|r| r.header().ts_ns);
+    facts.extend(records.into_iter().map(Item::Record));
+    facts
+}
+
+/// Half the ranks on a node whose clock reads up to 3 ms behind: the receives on it then
+/// complete before their sends start (records are 1 us apart). Each waits for its send,
+/// its process with it, and the path, the shares and the zeroing are those of the run on
+/// one clock, live and in the recorded graph; every message matched.
+#[test]
+fn receives_the_clocks_put_before_their_sends_wait_for_them() {
+    let mut corrected = 0;
+    for seed in 0..200 {
+        let procs = 2 + (seed % 4) as usize;
+        let funcs = 1 + (seed % 3) as usize;
+        let run = random_run(seed, procs, funcs, 80, None);
+        let behind_ns = 10_000 + seed * 15_000;
+        let items = odd_ranks_on_a_node_behind(&run.items, behind_ns, true);
+        let a = analyze(&items, ClockKind::Cpu);
+        let path = a.critical().unwrap().path;
+        assert_eq!(path.longest, run.longest.length, "seed {seed}: length");
+        assert_eq!(path.inclusive, run.longest.shares, "seed {seed}: shares");
+        let stats = a.matcher.final_stats();
+        assert_eq!(
+            (stats.unmatched, stats.received),
+            (0, stats.matched),
+            "seed {seed}"
+        );
+        corrected += stats.clock_corrected;
+        for f in 0..funcs {
+            let zeroed = random_run(seed, procs, funcs, 80, Some(f)).longest.length;
+            assert_eq!(a.zeroed_length(f), zeroed, "seed {seed}: zeroing f{f}");
+        }
+        let rg = RecordedGraph::from_items(&items, ClockKind::Cpu);
+        let sched = Schedule::new(&rg.graph);
+        assert_eq!(
+            sched.length, run.longest.length,
+            "seed {seed}: graph length"
+        );
+        assert_eq!(rg.messages, stats, "seed {seed}: graph's messages");
+    }
+    assert!(corrected > 1_000, "{corrected} messages corrected");
+}
+
+/// The same runs, but nothing says the processes were traced from their start (tracing
+/// began mid-run: a receive may take a message sent before it), or the clocks put the
+/// receives more than the window before their sends: nothing waits, and those receives
+/// are unmatched as before.
+#[test]
+fn receives_before_their_sends_wait_only_within_the_window_and_for_whole_processes() {
+    for seed in 0..50 {
+        let run = random_run(seed, 4, 1, 80, None);
+        let unmatched = |items: &[Item]| analyze(items, ClockKind::Cpu).matcher.final_stats();
+        let mid_run = unmatched(&odd_ranks_on_a_node_behind(&run.items, 100_000, false));
+        let too_far = super::late::LATE_WINDOW_NS + 1_000_000;
+        let beyond = unmatched(&odd_ranks_on_a_node_behind(&run.items, too_far, true));
+        assert_eq!(mid_run.clock_corrected, 0, "seed {seed}: {mid_run:?}");
+        for stats in [mid_run, beyond] {
+            assert!(stats.unmatched > 0, "seed {seed}: {stats:?}");
+        }
+    }
+}
+
 #[test]
 fn engine_memory_does_not_grow_with_run_length() {
     // A ring over 4 ranks, 100 rounds vs 1,000 rounds: the entries the analysis holds at

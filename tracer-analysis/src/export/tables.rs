@@ -173,6 +173,15 @@ impl<'s, S: TableSink> StreamPass<'s, S> {
         })
     }
 
+    /// The messages matched since the last call.
+    fn message_rows(&mut self, analyzer: &mut Analyzer<GraphModel>) -> io::Result<()> {
+        for m in analyzer.matcher.take_matches() {
+            self.sink.message(message_row(&m))?;
+            self.counts.messages += 1;
+        }
+        Ok(())
+    }
+
     fn call_name(&mut self, id: u16) -> Arc<str> {
         self.call_names
             .entry(id)
@@ -181,10 +190,7 @@ impl<'s, S: TableSink> StreamPass<'s, S> {
     }
 
     fn rows(&mut self, analyzer: &mut Analyzer<GraphModel>, r: &Record) -> io::Result<()> {
-        for m in analyzer.matcher.take_matches() {
-            self.sink.message(message_row(&m))?;
-            self.counts.messages += 1;
-        }
+        self.message_rows(analyzer)?;
         let h = *r.header();
         let name = match r {
             Record::CallEnter(_) | Record::CallExit(_) => {
@@ -237,6 +243,14 @@ impl<S: TableSink> RecordObserver for StreamPass<'_, S> {
     fn record(&mut self, analyzer: &mut Analyzer<GraphModel>, r: &Record) {
         if self.failed.is_none() {
             if let Err(e) = self.rows(analyzer, r) {
+                self.failed = Some(e);
+            }
+        }
+    }
+
+    fn ended(&mut self, analyzer: &mut Analyzer<GraphModel>) {
+        if self.failed.is_none() {
+            if let Err(e) = self.message_rows(analyzer) {
                 self.failed = Some(e);
             }
         }

@@ -449,7 +449,11 @@ impl RecordedGraph {
             Ok(())
         });
         match read {
-            Ok(ending) => Ok(b.finish(&ending.totals)),
+            Ok(ending) => {
+                b.pipeline.analyzer.end_waits();
+                observer.ended(&mut b.pipeline.analyzer);
+                Ok(b.finish(&ending.totals))
+            }
             Err(Stop::Recording(e)) => Err(e),
             // The observer has its error; the graph of what was read goes with it.
             Err(Stop::Observer) => Ok(b.finish(&Trailer::default())),
@@ -519,6 +523,9 @@ pub(crate) trait RecordObserver {
     /// A record, in timestamp order, right after the analyzer took it (so its matcher
     /// has logged what the record completed).
     fn record(&mut self, analyzer: &mut Analyzer<GraphModel>, r: &Record);
+    /// The last records are in: the analyzer has ended its waits (`analysis::late`),
+    /// which may have matched more messages.
+    fn ended(&mut self, analyzer: &mut Analyzer<GraphModel>);
     /// True once the observer failed: the reading stops.
     fn stop(&self) -> bool;
 }

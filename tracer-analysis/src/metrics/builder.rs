@@ -90,6 +90,12 @@ impl MetricsBuilder {
     pub(super) fn finish(mut self) -> Metrics {
         let (a, acc) = (&mut self.analyzer, &mut self.acc);
         self.reorder.flush(|r| acc.record(a, &r));
+        // Receives still waiting for a late send (`analysis::late`) end as unmatched;
+        // the records they held are replayed, and may complete other messages.
+        a.end_waits();
+        for m in a.matcher.take_matches() {
+            acc.matched(&m);
+        }
         self.acc.build(&self.analyzer)
     }
 }
