@@ -213,8 +213,23 @@ pub fn length(p: &Value) -> f64 {
 }
 
 pub fn all_matched(p: &Value) {
+    let corrected = all_matched_some_late(p);
+    assert_eq!(
+        corrected, 0,
+        "no clock put a receive before its send: {}",
+        p["messages"]
+    );
+}
+
+/// Every message matched, some of them (the count returned) after waiting for a send
+/// that the nodes' clocks put after the receive (`clock_corrected`).
+pub fn all_matched_some_late(p: &Value) -> u64 {
     let m = &p["messages"];
     assert_eq!(m["unmatched"], 0, "{m}");
     assert_eq!(m["sent"], m["matched"], "{m}");
     assert_eq!(m["received"], m["matched"], "{m}");
+    assert_eq!(m["collectives_incomplete"], 0, "{m}");
+    m["clock_corrected"]
+        .as_u64()
+        .expect("messages.clock_corrected")
 }

@@ -17,7 +17,9 @@ use tracer_tests::netlab::{
     self as netlab, collect, ranks_with_their_nodes, report_text_names_each_rank_with_its_node,
     token_file, Agent, LabTracer, NetLab,
 };
-use tracer_tests::profile::{all_matched, assert_near, length, ms, proc_row, tracer_json};
+use tracer_tests::profile::{
+    all_matched, all_matched_some_late, assert_near, length, ms, proc_row, tracer_json,
+};
 use tracer_tests::{program, tracer};
 
 /// The pipeline's shape (tests/programs/mpi_pipeline.c): 5 items, rank 1 slow.
@@ -369,8 +371,9 @@ fn threads_of_ranks_across(nodes: usize) {
 /// The agent's clock 37 ms behind the collector's (a hidden testing option shifts every
 /// time it reports): the measured offset puts its records back, and the answer is the
 /// same. Left uncorrected, the first item's receive (rank 1 waits for it, so it completes
-/// within a message's latency of the send) would come 37 ms before its send started:
-/// unmatched.
+/// within a message's latency of the send) comes 37 ms before its send started: it
+/// waits for the send (its process held), and the answer is the same again, with that
+/// message counted as corrected.
 #[test]
 fn a_node_whose_clock_is_37_ms_behind_gives_the_same_answer_once_corrected() {
     let shift = ["--testing-clock-shift-ns", "-37000000"];
@@ -378,7 +381,7 @@ fn a_node_whose_clock_is_37_ms_behind_gives_the_same_answer_once_corrected() {
     run.has_the_pipelines_answer();
     let uncorrected = ["--testing-clock-correction", "none"];
     LiveRun::new(Mpi::OpenMpi, "uncorrected", 5, &shift, &uncorrected, None)
-        .has_receives_before_sends();
+        .waited_for_sends_the_clocks_put_late(FAST_MS + ITEMS * SLOW_MS);
 }
 
 /// The agent's clock 37 ms behind and slow by 50 ppm from its start (hidden testing
@@ -387,8 +390,8 @@ fn a_node_whose_clock_is_37_ms_behind_gives_the_same_answer_once_corrected() {
 /// 0 (this node) is the slow stage, so rank 1 waits for every item: each receive
 /// completes within a message's latency of its send (tens of microseconds), all along
 /// the 6 s job. Corrected by the offset measured at the start alone, the agent's later
-/// records would come up to 300 us early (50 ppm of 6 s): receives before their sends,
-/// unmatched.
+/// records come up to 300 us early (50 ppm of 6 s): receives before their sends, which
+/// wait for them (counted as corrected), and the same answer.
 #[test]
 fn a_node_whose_clock_drifts_gives_the_same_answer_once_followed() {
     const DRIFT_ITEMS: usize = 100;
@@ -413,7 +416,7 @@ fn a_node_whose_clock_drifts_gives_the_same_answer_once_followed() {
     let offset_only = ["--testing-clock-correction", "offset"];
     let tag = "drift-unfollowed";
     LiveRun::gated_pipeline(Mpi::OpenMpi, tag, shape(), &skew, &offset_only, None)
-        .has_receives_before_sends();
+        .waited_for_sends_the_clocks_put_late(known);
 }
 
 /// The link between the nodes down for 2 s a second into the job, then up again: the
@@ -930,10 +933,21 @@ impl LiveRun {
         all_matched(&offline);
     }
 
-    /// A clock left wrong: some receive came before its send, so unmatched.
-    fn has_receives_before_sends(self) {
-        let unmatched = self.live["messages"]["unmatched"].as_u64().unwrap();
-        assert!(unmatched >= 1, "{}", self.live["messages"]);
+    /// A clock left wrong: some receive came before its send, and waited for it; every
+    /// message matched and the critical path `known_ms` long, live and offline.
+    fn waited_for_sends_the_clocks_put_late(self, known_ms: f64) {
+        let late = all_matched_some_late(&self.live);
+        assert!(late >= 1, "{}", self.live["messages"]);
+        assert_near("live critical path", length(&self.live), known_ms);
+        let offline = tracer_json(&["analyze"], &self.rec);
+        assert_eq!(
+            offline["messages"], self.live["messages"],
+            "online and offline"
+        );
+        assert_eq!(
+            offline["critical_path"]["length_ns"], self.live["critical_path"]["length_ns"],
+            "online and offline lengths"
+        );
         self.clean_up();
     }
 
