@@ -20,7 +20,10 @@ mod symbolize;
 mod units;
 
 // The surface other crates use: the binary, the tests, the fuzz targets and examples.
-pub use analysis::{analyze, futex_waits, live_merge, profile, workclock, Pipeline};
+pub use analysis::{
+    analyze, futex_waits, live_merge, profile, simulate_path_values, workclock, PathValueTraffic,
+    Pipeline,
+};
 pub use export::{
     chrome, flame, hatchet, otf2, perfetto, pprof, recording_items, sampled, stack_source, stacks,
     tables, timeline, write_behind, written, ExportError,

@@ -155,7 +155,23 @@ fn recorded_node_by_node(mpi: Mpi) {
 #[test]
 fn an_open_mpi_job_traced_live_by_a_collector_and_an_agent_has_one_critical_path() {
     let run = LiveRun::new(Mpi::OpenMpi, "plain", 5, &[], &[], None);
+    sends_a_path_value_per_dependency_between_nodes(&run);
     run.has_the_pipelines_answer();
+}
+
+/// The next design simulated on the recording (`tracer path-values`): a value for each of
+/// the 5 messages from rank 0 to rank 1, and for each exit from the barrier (one barrier,
+/// two exits) on the other node's entry: 7 values; the path is the live one.
+fn sends_a_path_value_per_dependency_between_nodes(run: &LiveRun) {
+    let v = tracer_json(&["path-values"], &run.rec);
+    assert_eq!(v["nodes"], 2, "{v}");
+    assert_eq!(v["cross_node"], 7, "{v}");
+    assert_eq!(
+        v["critical_path_ns"], run.live["critical_path"]["length_ns"],
+        "{v}"
+    );
+    let bytes = v["value_bytes"].as_u64().unwrap();
+    assert!(bytes >= 7 * 10, "{v}");
 }
 
 #[test]

@@ -961,7 +961,7 @@ impl<M: PathModel> Analyzer<M> {
         !self.participants.is_empty()
     }
 
-    fn counts_if(&self, tid: u32, only_participants: bool) -> bool {
+    pub(crate) fn counts_if(&self, tid: u32, only_participants: bool) -> bool {
         counted(
             &self.thread_pids,
             &self.participants,

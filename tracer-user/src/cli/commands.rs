@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use super::{
-    agent, analyze, calibrate, dump, export, functions, merge, metrics, record, report, summary,
-    top, whatif,
+    agent, analyze, calibrate, dump, export, functions, merge, metrics, path_values, record,
+    report, summary, top, whatif,
 };
 
 /// Critical-path tracer for parallel programs (MPI, PVM, threads), built on eBPF.
@@ -58,6 +58,10 @@ enum Command {
     /// Predict the runtime and critical path under another placement of processes on
     /// CPUs and/or another network, by replaying a recording (docs/whatif.md).
     Whatif(whatif::WhatifArgs),
+    /// What the per-node engines design would send between nodes for a recording of
+    /// several nodes (the benchmark's design study: docs/multinode.md, "Scale").
+    #[command(hide = true)]
+    PathValues(path_values::PathValuesArgs),
 }
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -75,5 +79,6 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Functions(a) => functions::run(a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Whatif(a) => whatif::run(a),
+        Command::PathValues(a) => path_values::run(a),
     }
 }

@@ -9,6 +9,7 @@ mod export;
 mod functions;
 mod merge;
 mod metrics;
+mod path_values;
 mod print;
 mod record;
 mod report;

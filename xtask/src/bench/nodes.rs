@@ -138,6 +138,54 @@ struct TracedRun {
     collector_cpu_s: f64,
     agents_cpu_s: f64,
     lost: f64,
+    next: NextDesign,
+}
+
+/// The next design (each node's agent runs the engine; only path values cross nodes),
+/// simulated on the run's recording by `tracer path-values` (docs/multinode.md, "Scale").
+struct NextDesign {
+    /// The recording's span, its records from nodes other than the collector's (what
+    /// the agents send today), and the path values that would cross nodes instead.
+    span_s: f64,
+    agents_records: f64,
+    values: f64,
+    value_bytes: f64,
+    value_bytes_max: f64,
+    /// The values' bytes, each sent as its difference from the previous one between the
+    /// same two threads.
+    delta_bytes: f64,
+}
+
+impl NextDesign {
+    fn of(env: &Env, recording: &Path) -> Result<NextDesign> {
+        let out = Command::new(&env.tracer)
+            .args(["path-values", "--json"])
+            .arg(recording)
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "tracer path-values failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("path-values")?;
+        let number = |what: &str| {
+            v[what]
+                .as_f64()
+                .with_context(|| format!("no {what} in tracer path-values' output"))
+        };
+        let by_node = v["records_by_node"]
+            .as_array()
+            .context("no records_by_node in tracer path-values' output")?;
+        Ok(NextDesign {
+            span_s: number("span_ns")? / 1e9,
+            agents_records: by_node.iter().skip(1).filter_map(|n| n.as_f64()).sum(),
+            values: number("cross_node")?,
+            value_bytes: number("value_bytes")?,
+            value_bytes_max: number("value_bytes_max")?,
+            delta_bytes: number("delta_bytes")?,
+        })
+    }
 }
 
 fn kernel_args(env: &Env, w: &NodesWorkload, nodes: usize) -> Vec<String> {
@@ -182,6 +230,7 @@ fn traced(
     let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
     let job = lab.openmpi(nodes, &argv[0], &args);
     let summary = env.scratch.join("nodes-summary.json");
+    let recording = env.scratch.join("nodes.trace");
     let enter = enter(lab.namespace(0));
     let mut collector = Command::new(&enter[0]);
     collector
@@ -197,7 +246,7 @@ fn traced(
         .arg("--summary-json")
         .arg(&summary)
         .arg("-o")
-        .arg(env.scratch.join("nodes.trace"))
+        .arg(&recording)
         .arg("--")
         .args(&job)
         .current_dir(&env.scratch);
@@ -226,6 +275,7 @@ fn traced(
         collector_cpu_s: number(&s["tracer_cpu_ns"], "tracer_cpu_ns")? / 1e9,
         agents_cpu_s: agents_after - agents_before,
         lost: number(&s["events"]["lost"], "events.lost")?,
+        next: NextDesign::of(env, &recording)?,
     })
 }
 
@@ -249,6 +299,7 @@ pub(super) fn nodes(env: &Env, reps: usize) -> Result<()> {
          takes, /s | lost |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut next_rows = Vec::new();
     for nodes in NODE_COUNTS {
         let lab = if nodes == 2 {
             NetLab::unshaped()
@@ -290,7 +341,41 @@ pub(super) fn nodes(env: &Env, reps: usize) -> Result<()> {
                 per(&|r| r.records / r.collector_cpu_s).show(0),
                 per(&|r| r.lost).show(0),
             );
+            let next = |f: &dyn Fn(&NextDesign) -> f64| per(&|r| f(&r.next));
+            next_rows.push(format!(
+                "| {} | {nodes} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                w.name,
+                next(&|d| d.agents_records / d.span_s).show(0),
+                next(&|d| d.agents_records * RECORD_BYTES / d.span_s / 1e3).show(0),
+                next(&|d| d.values / d.span_s).show(0),
+                next(&|d| d.value_bytes / d.values.max(1.0)).show(1),
+                next(&|d| d.value_bytes_max).show(0),
+                next(&|d| d.value_bytes / d.span_s / 1e3).show(1),
+                next(&|d| d.delta_bytes / d.values.max(1.0)).show(1),
+                next(&|d| d.delta_bytes / d.span_s / 1e3).show(1),
+            ));
         }
+    }
+    println!(
+        "\nThe next design, simulated on each traced run's recording (`tracer path-values`: \
+         each node's agent runs the engine for its processes, and only the path value of a \
+         dependency between nodes travels, protobuf-encoded): what the agents send today \
+         (their nodes' records a second of the recording, and kB a second at \
+         {RECORD_BYTES} bytes a record, before compression) against the values that would \
+         cross nodes, their size and their kB a second, in full and as differences (each \
+         value as its difference from the previous one between the same two threads).\n"
+    );
+    println!(
+        "| workload | nodes | agents' records/s today | kB/s today | values/s | bytes a value | \
+         largest value, bytes | kB/s | bytes a difference | kB/s as differences |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for row in next_rows {
+        println!("{row}");
     }
     Ok(())
 }
+
+/// A record's mean size in a recording (docs/multinode.md, "Scale": 84.3 MB for
+/// 1,369,167 records).
+const RECORD_BYTES: f64 = 62.0;
