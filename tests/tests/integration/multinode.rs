@@ -515,6 +515,31 @@ fn an_agent_traces_the_collectors_job_not_another_running_on_its_node() {
     all.clean_up();
 }
 
+/// Another job started on the agent's node while the collector's job runs (its ranks
+/// started, the collector told its agents the job's name): the agent leaves its
+/// processes out, by the job their launcher names, and the collector's job has its
+/// answer.
+#[test]
+fn an_agent_leaves_out_a_job_started_on_its_node_during_the_session() {
+    let run = LiveRun::new(
+        Mpi::OpenMpi,
+        "job-later",
+        5,
+        &[],
+        &[],
+        Some(Disturbance::AnotherJobOnNode1WhileItRuns),
+    );
+    let summary = tracer_json(&["summary"], &run.rec);
+    let others: Vec<&serde_json::Value> = summary["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["command"].as_str().unwrap_or("").contains("mpi_sleeper"))
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+    run.has_the_pipelines_answer();
+}
+
 /// The agent killed while the job runs: the collector names the node at once, goes on
 /// with the rest, warns that a node was lost, and its recording is complete.
 #[test]
@@ -557,6 +582,9 @@ enum Disturbance {
     /// Another job on node 1 (a rank of mpi_sleeper, calling MPI all along), started
     /// before the collector and ended after it.
     AnotherJobOnNode1,
+    /// The same job started while the collector's ranks wait at the gate (each has
+    /// started and named its job), which opens once its rank calls MPI.
+    AnotherJobOnNode1WhileItRuns,
     /// Each rank also recorded by a tracer of its own node (`record --pid RANK -o`, as
     /// `recorded_node_by_node` does), started while the ranks wait at the gate, which
     /// opens once both trace.
@@ -600,6 +628,30 @@ fn merge(traces: &[PathBuf], out: &std::path::Path) {
     assert!(said.contains("merged 2 recordings (2 nodes"), "{said}");
 }
 
+/// Opens the gated pipeline's gate when dropped (whatever happens, so that the job
+/// never waits forever).
+struct OpenOnDrop(PathBuf);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, b"");
+    }
+}
+
+/// Starts `job` (another job's mpirun on node 1) and waits until its rank of mpi_sleeper
+/// runs, and half a second more (it calls MPI all along).
+fn start_another_job(mut job: Command) -> std::process::Child {
+    let mut job = job.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sleeper_running() {
+        assert!(Instant::now() < deadline, "mpi_sleeper did not start");
+        assert!(job.try_wait().unwrap().is_none(), "the other job ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    job
+}
+
 /// Once both ranks wait at `gate`, a tracer in node i's namespace records rank i
 /// (`record --pid`, the pipeline's stages selected) into `traces[i]`; then the gate
 /// opens (whatever happens, so that the job never waits forever). The tracers, to be
@@ -610,12 +662,6 @@ fn record_each_rank(
     namespaces: &[String],
     traces: &[PathBuf],
 ) -> Vec<LabTracer> {
-    struct OpenOnDrop(PathBuf);
-    impl Drop for OpenOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.0, b"");
-        }
-    }
     let _opener = OpenOnDrop(gate.to_path_buf());
     assert_eq!(namespaces.len(), 2, "rank_pids finds two ranks");
     let gate_arg = gate.display().to_string();
@@ -716,8 +762,11 @@ impl LiveRun {
     ) -> LiveRun {
         let dir = live_run_dir(mpi, tag);
         let gate = dir.join("gate");
-        // Opened by the node's tracers once they trace, or now.
-        if !matches!(disturbance, Some(Disturbance::AlsoRecordedNodeByNode)) {
+        // Opened by the node's tracers once they trace, once the other job runs, or now.
+        if !matches!(
+            disturbance,
+            Some(Disturbance::AlsoRecordedNodeByNode | Disturbance::AnotherJobOnNode1WhileItRuns)
+        ) {
             std::fs::write(&gate, b"").unwrap();
         }
         let gate_arg = gate.display().to_string();
@@ -762,25 +811,20 @@ impl LiveRun {
         // Node 1's agent: the one a disturbance kills or cuts off.
         let agent = &agents[0];
         let agent_killed = matches!(disturbance, Some(Disturbance::KillAgentAfter(_)));
-        let mut another_job =
-            matches!(disturbance, Some(Disturbance::AnotherJobOnNode1)).then(|| {
-                let mut job = lab
-                    .command_on(1, "mpirun.openmpi", &["--allow-run-as-root", "-np", "1"])
-                    .arg(tracer_tests::program("mpi_sleeper.openmpi"))
-                    .arg("120")
-                    .stdout(Stdio::null())
-                    .spawn()
-                    .unwrap();
-                // Running (and calling MPI) before the collector starts: its rank is up.
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while !sleeper_running() {
-                    assert!(Instant::now() < deadline, "mpi_sleeper did not start");
-                    assert!(job.try_wait().unwrap().is_none(), "the other job ended");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                std::thread::sleep(Duration::from_millis(500));
-                job
-            });
+        let other_job = || {
+            let mut job = lab.command_on(1, "mpirun.openmpi", &["--allow-run-as-root", "-np", "1"]);
+            job.arg(tracer_tests::program("mpi_sleeper.openmpi"))
+                .arg("120")
+                .stdout(Stdio::null());
+            job
+        };
+        // Started now (before the collector), or by the disturber.
+        let another_job = std::sync::Arc::new(std::sync::Mutex::new(
+            matches!(disturbance, Some(Disturbance::AnotherJobOnNode1))
+                .then(|| start_another_job(other_job())),
+        ));
+        let another_job_later = another_job.clone();
+        let mut later_job = other_job();
         let node_traces: Vec<PathBuf> = (0..program.nodes)
             .map(|i| dir.join(format!("node{i}.trace")))
             .collect();
@@ -810,6 +854,20 @@ impl LiveRun {
                         link.restore();
                     }
                     Disturbance::AnotherJobOnNode1 => {}
+                    Disturbance::AnotherJobOnNode1WhileItRuns => {
+                        let _opener = OpenOnDrop(gate.clone());
+                        let rank_0_started = gate.with_extension("0");
+                        while !rank_0_started.exists() && Instant::now() < deadline {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        // The collector names its job within a tick of a rank's start.
+                        std::thread::sleep(Duration::from_millis(500));
+                        let job = start_another_job(std::mem::replace(
+                            &mut later_job,
+                            Command::new("true"),
+                        ));
+                        *another_job_later.lock().unwrap() = Some(job);
+                    }
                     Disturbance::AlsoRecordedNodeByNode => {
                         return record_each_rank(mpi, &gate, &namespaces, &traces);
                     }
@@ -850,7 +908,7 @@ impl LiveRun {
         for t in node_recorders {
             t.finish(Duration::from_secs(60));
         }
-        if let Some(job) = &mut another_job {
+        if let Some(job) = &mut *another_job.lock().unwrap() {
             // mpirun forwards the signal to its rank.
             let _ = Command::new("kill")
                 .args(["-TERM", &job.id().to_string()])

@@ -15,8 +15,8 @@ use std::time::Duration;
 use clap::Args;
 use tracer_analysis::node::NodeInfo;
 use tracer_user::remote::{
-    serve, AgentConfig, Batch, CertificateFiles, NodeTracer, ServerTls, SkewedClock, Token,
-    TraceRequest,
+    serve, AgentConfig, Batch, CertificateFiles, CollectorJob, NodeTracer, ServerTls, SkewedClock,
+    Token, TraceRequest,
 };
 use tracer_user::session::{self, Analysis, CommandTerminal, NodeRole, RecordOptions, StreamTo};
 use tracer_user::UprobeLinks;
@@ -84,6 +84,7 @@ impl NodeTracer for SessionsOnThisNode {
         request: TraceRequest,
         batches: tokio::sync::mpsc::Sender<Batch>,
         stop: Arc<AtomicBool>,
+        job: CollectorJob,
     ) -> Result<(), String> {
         let (started, outcome) = mpsc::channel::<Result<(), String>>();
         let failed = started.clone();
@@ -125,6 +126,7 @@ impl NodeTracer for SessionsOnThisNode {
                 batches,
                 clock,
                 new_processes_only: !request.every_process,
+                job,
             }),
             stop: Some(stop),
         };

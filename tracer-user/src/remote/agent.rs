@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
@@ -55,14 +55,20 @@ pub trait NodeTracer: Send + Sync + 'static {
     fn node(&self) -> NodeInfo;
     /// Starts tracing for a collector on a thread of its own: every batch goes into
     /// `batches` (seq 0,1,2,... the last one with `last: true`); it ends when `stop` is
-    /// set or its targets are gone. Err: a one-line reason the collector is told.
+    /// set or its targets are gone. `job` is the collector's job once it says it (the
+    /// session then leaves out processes of other jobs). Err: a one-line reason the
+    /// collector is told.
     fn start(
         &self,
         request: TraceRequest,
         batches: mpsc::Sender<Batch>,
         stop: Arc<AtomicBool>,
+        job: CollectorJob,
     ) -> Result<(), String>;
 }
+
+/// The collector's job, set once when it says it.
+pub type CollectorJob = Arc<OnceLock<String>>;
 
 pub struct AgentConfig {
     pub listen: SocketAddr,
@@ -336,6 +342,7 @@ impl Agent for AgentService {
         let (batches_tx, batches) = mpsc::channel(BATCH_CHANNEL);
         let (stream_tx, stream) = mpsc::channel(STREAM_CHANNEL);
         let (started_tx, started) = oneshot::channel();
+        let job = CollectorJob::default();
         // The session runs in a task of its own, not in this call, which is dropped if
         // the collector goes away while the node starts tracing: the task then still
         // sees the session to its end (stopped at once, its batches drained).
@@ -348,6 +355,7 @@ impl Agent for AgentService {
                 controls,
                 stream: stream_tx,
                 stop,
+                job,
                 collector,
                 _guard: guard,
             },
@@ -369,9 +377,9 @@ async fn run_session(
     link: Forwarding,
     started: oneshot::Sender<Result<(), String>>,
 ) {
-    let stop = link.stop.clone();
+    let (stop, job) = (link.stop.clone(), link.job.clone());
     // start() may take long (loading the probes): not on the runtime's threads.
-    let result = tokio::task::spawn_blocking(move || tracer.start(request, batches, stop))
+    let result = tokio::task::spawn_blocking(move || tracer.start(request, batches, stop, job))
         .await
         .unwrap_or_else(|e| Err(format!("the node's session panicked while starting: {e}")));
     if let Err(reason) = &result {
@@ -395,6 +403,7 @@ struct Forwarding {
     controls: Streaming<Control>,
     stream: mpsc::Sender<Result<BatchMsg, Status>>,
     stop: Arc<AtomicBool>,
+    job: CollectorJob,
     collector: String,
     /// Held until the node's session has ended (every sender of `batches` dropped).
     _guard: SessionGuard,
@@ -430,6 +439,15 @@ async fn forward(mut link: Forwarding) {
                 Ok(Some(Control { kind: Some(control::Kind::Stop(_)) })) => {
                     log::info!("agent: collector {} asked to stop", link.collector);
                     link.stop.store(true, Ordering::SeqCst);
+                }
+                Ok(Some(Control { kind: Some(control::Kind::Job(job)) })) => {
+                    log::info!("agent: collector {} traces job {job}", link.collector);
+                    if link.job.set(job).is_err() {
+                        log::warn!(
+                            "agent: collector {} named its job twice; the first stays",
+                            link.collector
+                        );
+                    }
                 }
                 Ok(Some(_)) => log::warn!(
                     "agent: collector {} sent a message out of place; ignored",

@@ -166,6 +166,23 @@ impl Collector {
         &mut self.events
     }
 
+    /// Tells every agent the session's job: from then on it leaves out processes of
+    /// other jobs.
+    pub(crate) fn tell_job(&self, job: &str) {
+        for link in &self.links {
+            let controls = link.controls.clone();
+            let job = job.to_string();
+            self.runtime().spawn(async move {
+                // A link gone has no session to tell.
+                let _ = controls
+                    .send(Control {
+                        kind: Some(control::Kind::Job(job)),
+                    })
+                    .await;
+            });
+        }
+    }
+
     /// Asks every agent to end its session; its remaining batches follow, the last with
     /// `last`.
     pub(crate) fn stop(&self) {

@@ -73,6 +73,7 @@ impl NodeTracer for ScriptedNode {
         request: TraceRequest,
         batches: mpsc::Sender<Batch>,
         stop: Arc<AtomicBool>,
+        _job: super::CollectorJob,
     ) -> Result<(), String> {
         if let Some(e) = &self.start_error {
             return Err(e.clone());

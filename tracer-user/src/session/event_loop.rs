@@ -239,6 +239,10 @@ async fn event_loop(
                 let memory = &ctx.memory;
                 ctx.sink
                     .flush_if_due(|| LoopContext::failures(probes, deadline, memory))?;
+                if let Some(remote) = &mut ctx.remote {
+                    // Known once a process of the job showed it (within a tick).
+                    remote.tell_job(ctx.sink.job.as_deref());
+                }
                 if ctx.targets_gone()? {
                     break StopReason::TargetsExited;
                 }

@@ -7,12 +7,16 @@
 //!
 //! An agent traces the collector's job only: the processes that start after its session
 //! did (the collector launches its command once every agent traces), not another job
-//! running on the node already, whatever MPI calls it makes.
+//! running on the node already, whatever MPI calls it makes; and once the collector has
+//! said its job's name (what the launcher leaves in a rank's environment or process
+//! tree, `procfs::job`), not a process that names another job either (a job started on
+//! the node during the session).
 
 use std::os::unix::fs::MetadataExt;
 
 use rustc_hash::FxHashMap;
 
+use crate::remote::CollectorJob;
 use crate::target::procfs;
 use tracer_analysis::records::Record;
 
@@ -29,6 +33,8 @@ pub(super) struct NodeFilter {
     /// Only processes started at or after this time (clock ticks since boot, as
     /// /proc/PID/stat's `starttime`), when set.
     started_since_ticks: Option<u64>,
+    /// Only processes of this job or of none, once the collector names it.
+    job: Option<CollectorJob>,
 }
 
 /// The inode of a process's network namespace, None when it is gone.
@@ -45,6 +51,7 @@ impl NodeFilter {
             own,
             ours: FxHashMap::default(),
             started_since_ticks: None,
+            job: None,
         })
     }
 
@@ -53,6 +60,15 @@ impl NodeFilter {
     pub(super) fn started_from_now_on(self) -> NodeFilter {
         NodeFilter {
             started_since_ticks: Some(procfs::now_ticks()),
+            ..self
+        }
+    }
+
+    /// The same, leaving out the processes of another job than `job` once it is set
+    /// (a process that names no job, a launcher's daemon, stays).
+    pub(super) fn of_job(self, job: CollectorJob) -> NodeFilter {
+        NodeFilter {
+            job: Some(job),
             ..self
         }
     }
@@ -72,9 +88,11 @@ impl NodeFilter {
             self.ours.remove(&pid);
         }
         let (own, since) = (self.own, self.started_since_ticks);
+        let job = self.job.as_ref().and_then(|j| j.get());
         let ours = *self.ours.entry(pid).or_insert_with(|| {
             net_namespace(&pid.to_string()).is_none_or(|ns| ns == own)
                 && since.is_none_or(|since| procfs::start_ticks(pid).is_none_or(|t| t >= since))
+                && job.is_none_or(|job| procfs::job(pid).is_none_or(|j| j == *job))
         });
         match rec {
             Record::Exit(x) => {

@@ -129,6 +129,8 @@ pub struct StreamTo {
     /// Only processes that start after the session (the collector's job; docs/
     /// multinode.md): those running already are left out, whatever they call.
     pub new_processes_only: bool,
+    /// The collector's job, once it names it: processes of other jobs are left out.
+    pub job: crate::remote::CollectorJob,
 }
 
 /// Where a launched command's standard streams go.

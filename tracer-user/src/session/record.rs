@@ -57,7 +57,9 @@ pub fn record(mut opts: RecordOptions) -> Result<RecordOutcome, SessionError> {
     let node_filter = if remote.is_some() || stream.is_some() {
         let filter = NodeFilter::of_this_tracer()?;
         Some(match &stream {
-            Some(to) if to.new_processes_only => filter.started_from_now_on(),
+            Some(to) if to.new_processes_only => {
+                filter.started_from_now_on().of_job(to.job.clone())
+            }
             _ => filter,
         })
     } else {

@@ -45,6 +45,10 @@ struct RemoteNodeState {
 pub(super) struct RemoteNodes {
     collector: Collector,
     nodes: Vec<RemoteNodeState>,
+    /// Whether the agents trace every process of their nodes (`--all`): no job.
+    every_process: bool,
+    /// Whether they were told the job.
+    job_told: bool,
 }
 
 /// A node's clock known less well than this is warned about: a message between nodes
@@ -122,7 +126,12 @@ impl RemoteNodes {
                 })
             })
             .collect::<Result<Vec<_>, SessionError>>()?;
-        Ok(RemoteNodes { collector, nodes })
+        Ok(RemoteNodes {
+            collector,
+            nodes,
+            every_process: request.every_process,
+            job_told: false,
+        })
     }
 
     /// The agents' nodes, in the node table's order after this one.
@@ -152,6 +161,17 @@ impl RemoteNodes {
     /// Asks every agent to end its session; its last batches follow.
     pub(super) fn stop(&self) {
         self.collector.stop();
+    }
+
+    /// Tells the agents the job, the first time it is known (`job`: the first a
+    /// process named), unless the session traces every process (`--all`).
+    pub(super) fn tell_job(&mut self, job: Option<&str>) {
+        let (Some(job), false, false) = (job, self.job_told, self.every_process) else {
+            return;
+        };
+        log::info!("the job is {job}: the agents leave out other jobs' processes");
+        self.collector.tell_job(job);
+        self.job_told = true;
     }
 
     /// Takes one event of a link: a batch's items into the sink's merge, on this

@@ -42,6 +42,9 @@ pub(super) struct Sink {
     /// When the event loop's last drain of this node's probes started: every record
     /// written before then has been taken (within the reorder window).
     read_up_to_ns: u64,
+    /// The first job a process handed on named (its launcher's: `procfs::job`), which a
+    /// collector tells its agents.
+    pub(super) job: Option<String>,
 }
 
 impl Sink {
@@ -52,6 +55,7 @@ impl Sink {
             consumers,
             total: 0,
             read_up_to_ns: 0,
+            job: None,
         }
     }
 
@@ -96,6 +100,9 @@ impl Sink {
     }
 
     fn hand_on_process(&mut self, info: &ProcessInfo) -> Result<(), SessionError> {
+        if self.job.is_none() {
+            self.job.clone_from(&info.env_job);
+        }
         for c in &mut self.consumers {
             c.process(info)?;
         }

@@ -159,6 +159,12 @@ pub(crate) fn mappings(pid: u32) -> Vec<Mapping> {
 }
 
 /// Everything /proc knows about `pid` now; fields stay empty if it is gone.
+/// The job its launcher says process `pid` belongs to (as [`inspect`] reads it), if any.
+pub(crate) fn job(pid: u32) -> Option<String> {
+    let env = fs::read(proc_path(pid, "environ")).ok()?;
+    job_of(&env, parent_of(pid).unwrap_or(0))
+}
+
 /// The MPI rank a launcher gave process `pid` in its environment, if any.
 pub(crate) fn env_rank(pid: u32) -> Option<i32> {
     let env = fs::read(proc_path(pid, "environ")).ok()?;
