@@ -484,15 +484,7 @@ fn a_link_cut_for_2_s_mid_job_loses_and_repeats_nothing() {
 /// left out was there to see.
 #[test]
 fn an_agent_traces_the_collectors_job_not_another_running_on_its_node() {
-    let other = |run: &LiveRun| {
-        let summary = tracer_json(&["summary"], &run.rec);
-        summary["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["command"].as_str().unwrap_or("").contains("mpi_sleeper"))
-            .count()
-    };
+    let other = |run: &LiveRun| sleepers_recorded(run).len();
     let job_only = LiveRun::new(
         Mpi::OpenMpi,
         "job-only",
@@ -529,15 +521,21 @@ fn an_agent_leaves_out_a_job_started_on_its_node_during_the_session() {
         &[],
         Some(Disturbance::AnotherJobOnNode1WhileItRuns),
     );
+    let others = sleepers_recorded(&run);
+    assert!(others.is_empty(), "{others:?}");
+    run.has_the_pipelines_answer();
+}
+
+/// The processes of the other job (mpi_sleeper) in a live run's recording.
+fn sleepers_recorded(run: &LiveRun) -> Vec<serde_json::Value> {
     let summary = tracer_json(&["summary"], &run.rec);
-    let others: Vec<&serde_json::Value> = summary["processes"]
+    summary["processes"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|p| p["command"].as_str().unwrap_or("").contains("mpi_sleeper"))
-        .collect();
-    assert!(others.is_empty(), "{others:?}");
-    run.has_the_pipelines_answer();
+        .cloned()
+        .collect()
 }
 
 /// The agent killed while the job runs: the collector names the node at once, goes on
