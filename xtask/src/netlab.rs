@@ -482,6 +482,20 @@ impl LinkSwitch {
     pub fn restore(&self) {
         ip(&["-n", &self.ns, "link", "set", DEVICE, "up"]);
     }
+
+    /// Destroys node 1's TCP connections from local `port` (the kernel aborts them:
+    /// both ends see them broken at once), the link staying up.
+    pub fn break_connections_from(&self, port: u16) {
+        let filter = format!("sport = :{port}");
+        let status = Command::new("ss")
+            .args(["-N", &self.ns, "-K", &filter])
+            .stdout(std::process::Stdio::null())
+            // It also says it cannot destroy what is no TCP connection.
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("ss runs");
+        assert!(status.success(), "ss -K {filter} in {}", self.ns);
+    }
 }
 
 impl Drop for NetLab {

@@ -451,29 +451,63 @@ fn a_link_cut_for_2_s_mid_job_loses_and_repeats_nothing() {
     run.is_whole(CUT_ITEMS);
     // Each call the ranks make, once: a batch lost would lack some, one replayed would
     // count some twice.
+    assert_eq!(mpi_calls(&run), pipeline_calls(CUT_ITEMS));
+    run.clean_up();
+}
+
+/// The MPI calls in a live run's recording, by name, with their counts.
+fn mpi_calls(run: &LiveRun) -> Vec<(String, u64)> {
     let summary = tracer_json(&["summary"], &run.rec);
-    let calls: Vec<(String, u64)> = summary["calls"]
+    summary["calls"]
         .as_object()
         .unwrap()
         .iter()
         .filter(|(name, _)| name.starts_with("MPI_"))
         .map(|(name, n)| (name.clone(), n.as_u64().unwrap()))
-        .collect();
-    // Both ranks: Init, Comm_rank, Comm_size, Barrier, Finalize; rank 0 sends every
-    // item, rank 1 receives it.
-    let want: Vec<(String, u64)> = [
+        .collect()
+}
+
+/// The MPI calls the pipeline makes passing `items` items over two ranks: both Init,
+/// Comm_rank, Comm_size, Barrier and Finalize; rank 0 sends every item, rank 1 receives
+/// it.
+fn pipeline_calls(items: u64) -> Vec<(String, u64)> {
+    [
         ("MPI_Barrier", 2),
         ("MPI_Comm_rank", 2),
         ("MPI_Comm_size", 2),
         ("MPI_Finalize", 2),
         ("MPI_Init", 2),
-        ("MPI_Recv", CUT_ITEMS),
-        ("MPI_Send", CUT_ITEMS),
+        ("MPI_Recv", items),
+        ("MPI_Send", items),
     ]
     .iter()
     .map(|(name, n)| (name.to_string(), *n))
-    .collect();
-    assert_eq!(calls, want, "{}", summary["calls"]);
+    .collect()
+}
+
+/// The collector's connection to the agent destroyed twice while the job runs (a second
+/// and two seconds in; the link itself stays up): both ends see it broken, the
+/// collector opens a new one and takes the session up from the first batch it lacks,
+/// and the agent sends again what it kept. Nothing is lost or counted twice: the
+/// recording holds the MPI calls the program makes, every message matched.
+#[test]
+fn a_broken_connection_to_an_agent_is_taken_up_again_losing_and_repeating_nothing() {
+    const ITEMS: u64 = 50;
+    let breaks = Disturbance::BreakAgentConnection {
+        at: [Duration::from_secs(1), Duration::from_secs(2)],
+    };
+    let run = LiveRun::new(
+        Mpi::OpenMpi,
+        "broken",
+        ITEMS as usize,
+        &[],
+        &[],
+        Some(breaks),
+    );
+    let restored = run.said.matches("link restored").count();
+    assert_eq!(restored, 2, "{}", run.said);
+    run.is_whole(ITEMS);
+    assert_eq!(mpi_calls(&run), pipeline_calls(ITEMS));
     run.clean_up();
 }
 
@@ -577,6 +611,9 @@ enum Disturbance {
     KillAgentAfter(Duration),
     /// The lab's link down for `down_for`, then up again.
     CutLink { after: Duration, down_for: Duration },
+    /// The collector's connection to the agent destroyed (the link staying up) at each
+    /// of these times.
+    BreakAgentConnection { at: [Duration; 2] },
     /// Another job on node 1 (a rank of mpi_sleeper, calling MPI all along), started
     /// before the collector and ended after it.
     AnotherJobOnNode1,
@@ -850,6 +887,13 @@ impl LiveRun {
                         link.cut();
                         std::thread::sleep(down_for);
                         link.restore();
+                    }
+                    Disturbance::BreakAgentConnection { at } => {
+                        let started = Instant::now();
+                        for t in at {
+                            std::thread::sleep(t.saturating_sub(started.elapsed()));
+                            link.break_connections_from(7421);
+                        }
                     }
                     Disturbance::AnotherJobOnNode1 => {}
                     Disturbance::AnotherJobOnNode1WhileItRuns => {

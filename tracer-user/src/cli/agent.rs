@@ -184,6 +184,7 @@ pub(super) fn run(a: AgentArgs) -> anyhow::Result<ExitCode> {
             token,
             tls,
             clock,
+            resume_window: tracer_user::remote::RESUME_WINDOW,
         },
         Arc::new(tracer),
         |address| say!("tracer agent: listening on {address}"),

@@ -22,7 +22,7 @@ use super::auth::{Token, TokenCheck};
 use super::clock::SkewedClock;
 use super::error::{innermost, RemoteError};
 use super::proto::{
-    control, Agent, AgentServer, BatchMsg, Control, HelloReply, HelloRequest, Ping, Pong,
+    control, Agent, AgentServer, BatchMsg, Control, HelloReply, HelloRequest, Ping, Pong, Resume,
 };
 use super::tls::ServerTls;
 use super::version::version_mismatch;
@@ -32,10 +32,14 @@ use crate::probes::monotonic_ns;
 /// Batches between the node's session and the server: when the link is slower than the
 /// node, the session's sends wait (and its ring buffer counts what it loses).
 const BATCH_CHANNEL: usize = 64;
-/// Batches sent but not acknowledged that the agent keeps (for a link that comes back;
-/// not replayed yet). When this many are unacknowledged, the agent sends no more until
-/// acks come: the collector's pace bounds the agent's memory.
+/// Batches sent but not acknowledged that the agent keeps, to send again to a collector
+/// that takes the session up on a new link ([`RESUME_WINDOW`]). When this many are
+/// unacknowledged, the agent sends no more until acks come: the collector's pace bounds
+/// the agent's memory.
 pub(super) const UNACKED_LIMIT: usize = 256;
+/// How long a session whose collector's link broke goes on, keeping its batches, for the
+/// collector to take it up again (Resume) before it ends (`AgentConfig::resume_window`).
+pub const RESUME_WINDOW: Duration = Duration::from_secs(30);
 /// Batches between the forwarder and the gRPC stream.
 const STREAM_CHANNEL: usize = 16;
 /// How long the agent waits for a session's last batch when it is told to end.
@@ -77,6 +81,8 @@ pub struct AgentConfig {
     /// Testing only: how the agent misreports its clock (its pongs), to play a node
     /// whose clock is off; hidden options.
     pub clock: SkewedClock,
+    /// How long a session whose collector's link broke waits for it ([`RESUME_WINDOW`]).
+    pub resume_window: Duration,
 }
 
 /// Serves collectors until SIGINT/SIGTERM (then stops a running session: sets its stop
@@ -154,6 +160,7 @@ async fn run(
         tracer,
         clock: config.clock,
         slot: slot.clone(),
+        resume_window: config.resume_window,
     };
     let mut builder = Server::builder()
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
@@ -240,6 +247,18 @@ struct ActiveSession {
     collector: String,
     since: SystemTime,
     stop: Arc<AtomicBool>,
+    /// The collector's id for it (`Start.session`), which a Resume names.
+    id: u64,
+    /// Where a new link for it goes (its forwarding takes it).
+    reattach: mpsc::Sender<Reattach>,
+}
+
+/// A collector's new link for its session: its controls in, batches out from `next_seq`.
+struct Reattach {
+    controls: Streaming<Control>,
+    stream: mpsc::Sender<Result<BatchMsg, Status>>,
+    next_seq: u64,
+    collector: String,
 }
 
 type SessionSlot = Arc<Mutex<Option<ActiveSession>>>;
@@ -264,11 +283,56 @@ struct AgentService {
     tracer: Arc<dyn NodeTracer>,
     clock: SkewedClock,
     slot: SessionSlot,
+    resume_window: Duration,
 }
 
 impl AgentService {
-    /// The slot for a session of `collector`, or why not.
-    fn claim(&self, collector: &str) -> Result<(SessionGuard, Arc<AtomicBool>), Status> {
+    /// A Trace call that takes up the running session `resume.session` on a new link.
+    async fn resume(
+        &self,
+        resume: Resume,
+        controls: Streaming<Control>,
+        collector: String,
+    ) -> Result<Response<ReceiverStream<Result<BatchMsg, Status>>>, Status> {
+        let reattach = {
+            let slot = self.slot.lock().expect("session slot");
+            match slot.as_ref() {
+                Some(active) if resume.session != 0 && active.id == resume.session => {
+                    active.reattach.clone()
+                }
+                _ => {
+                    return Err(Status::not_found(format!(
+                        "no session {} to take up",
+                        resume.session
+                    )))
+                }
+            }
+        };
+        let (stream_tx, stream) = mpsc::channel(STREAM_CHANNEL);
+        let again = Reattach {
+            controls,
+            stream: stream_tx,
+            next_seq: resume.next_seq,
+            collector: collector.clone(),
+        };
+        if reattach.send(again).await.is_err() {
+            return Err(Status::not_found("the session ended"));
+        }
+        log::info!(
+            "agent: collector {collector} took its session up again from batch {}",
+            resume.next_seq
+        );
+        Ok(Response::new(ReceiverStream::new(stream)))
+    }
+
+    /// The slot for session `id` of `collector`, whose new links go to `reattach`, or
+    /// why not.
+    fn claim(
+        &self,
+        collector: &str,
+        id: u64,
+        reattach: mpsc::Sender<Reattach>,
+    ) -> Result<(SessionGuard, Arc<AtomicBool>), Status> {
         let mut slot = self.slot.lock().expect("session slot");
         if let Some(active) = slot.as_ref() {
             log::warn!(
@@ -286,6 +350,8 @@ impl AgentService {
             collector: collector.to_string(),
             since: SystemTime::now(),
             stop: stop.clone(),
+            id,
+            reattach,
         });
         Ok((
             SessionGuard {
@@ -325,12 +391,14 @@ impl Agent for AgentService {
         request: Request<Streaming<Control>>,
     ) -> Result<Response<Self::TraceStream>, Status> {
         let collector = peer(&request);
-        let (guard, stop) = self.claim(&collector)?;
         let mut controls = request.into_inner();
         let start = match tokio::time::timeout(START_TIMEOUT, controls.message()).await {
             Ok(Ok(Some(Control {
                 kind: Some(control::Kind::Start(start)),
             }))) => start,
+            Ok(Ok(Some(Control {
+                kind: Some(control::Kind::Resume(resume)),
+            }))) => return self.resume(resume, controls, collector).await,
             Ok(Err(status)) => return Err(status),
             Err(_) => return Err(Status::deadline_exceeded("no start request within 5 s")),
             Ok(Ok(_)) => {
@@ -339,6 +407,8 @@ impl Agent for AgentService {
                 ))
             }
         };
+        let (reattach_tx, reattach) = mpsc::channel(1);
+        let (guard, stop) = self.claim(&collector, start.session, reattach_tx)?;
         let (batches_tx, batches) = mpsc::channel(BATCH_CHANNEL);
         let (stream_tx, stream) = mpsc::channel(STREAM_CHANNEL);
         let (started_tx, started) = oneshot::channel();
@@ -357,6 +427,8 @@ impl Agent for AgentService {
                 stop,
                 job,
                 collector,
+                reattach,
+                resume_window: self.resume_window,
                 _guard: guard,
             },
             started_tx,
@@ -405,66 +477,133 @@ struct Forwarding {
     stop: Arc<AtomicBool>,
     job: CollectorJob,
     collector: String,
+    /// New links of the collector for this session (Resume), and how long it waits for
+    /// one once its link broke.
+    reattach: mpsc::Receiver<Reattach>,
+    resume_window: Duration,
     /// Held until the node's session has ended (every sender of `batches` dropped).
     _guard: SessionGuard,
 }
 
+/// Where the collector of a session is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Peer {
+    /// Its link carries the batches.
+    Attached,
+    /// Its link broke at this time: the batches are kept for it to take the session up
+    /// (within `Forwarding::resume_window`).
+    Detached(Instant),
+    /// It is not coming back: the session ends, its batches are dropped.
+    Gone,
+}
+
 async fn forward(mut link: Forwarding) {
     let mut unacked: VecDeque<BatchMsg> = VecDeque::new();
-    let mut collector_gone = false;
+    let mut peer = Peer::Attached;
     let mut controls_open = true;
+    let mut batches_open = true;
+    // Whether the last batch was sent on the link now attached.
     let mut last_sent = false;
     loop {
+        let resume_by = match peer {
+            Peer::Detached(since) => since + link.resume_window,
+            _ => Instant::now() + Duration::from_secs(3600),
+        };
         tokio::select! {
-            batch = link.batches.recv(), if collector_gone || unacked.len() < UNACKED_LIMIT => {
-                let Some(batch) = batch else { break };
-                if collector_gone {
+            batch = link.batches.recv(),
+                if batches_open && (peer == Peer::Gone || unacked.len() < UNACKED_LIMIT) =>
+            {
+                let Some(batch) = batch else {
+                    batches_open = false;
+                    if !matches!(peer, Peer::Detached(_)) {
+                        break;
+                    }
+                    continue; // the last batches wait for the collector to come back
+                };
+                if peer == Peer::Gone {
                     continue; // drained until the session ends
                 }
                 let message = BatchMsg::from(batch);
-                last_sent |= message.last;
                 unacked.push_back(message.clone());
-                if link.stream.send(Ok(message)).await.is_err() {
-                    collector_gone = true;
-                    unacked.clear();
-                    end_for_lost_collector(&link);
+                if peer == Peer::Attached {
+                    last_sent |= message.last;
+                    if link.stream.send(Ok(message)).await.is_err() {
+                        peer = detach(&link);
+                        last_sent = false;
+                    }
                 }
             }
-            control = link.controls.message(), if controls_open => match control {
-                Ok(Some(Control { kind: Some(control::Kind::Ack(seq)) })) => {
-                    while unacked.front().is_some_and(|m| m.seq <= seq) {
-                        unacked.pop_front();
+            control = link.controls.message(), if peer == Peer::Attached && controls_open => {
+                match control {
+                    Ok(Some(Control { kind: Some(control::Kind::Ack(seq)) })) => {
+                        while unacked.front().is_some_and(|m| m.seq <= seq) {
+                            unacked.pop_front();
+                        }
+                    }
+                    Ok(Some(Control { kind: Some(control::Kind::Stop(_)) })) => {
+                        log::info!("agent: collector {} asked to stop", link.collector);
+                        link.stop.store(true, Ordering::SeqCst);
+                    }
+                    Ok(Some(Control { kind: Some(control::Kind::Job(job)) })) => {
+                        log::info!("agent: collector {} traces job {job}", link.collector);
+                        if link.job.set(job).is_err() {
+                            log::warn!(
+                                "agent: collector {} named its job twice; the first stays",
+                                link.collector
+                            );
+                        }
+                    }
+                    Ok(Some(_)) => log::warn!(
+                        "agent: collector {} sent a message out of place; ignored",
+                        link.collector
+                    ),
+                    Ok(None) | Err(_) => {
+                        controls_open = false;
+                        if !last_sent {
+                            peer = detach(&link);
+                        }
                     }
                 }
-                Ok(Some(Control { kind: Some(control::Kind::Stop(_)) })) => {
-                    log::info!("agent: collector {} asked to stop", link.collector);
-                    link.stop.store(true, Ordering::SeqCst);
+            }
+            reattach = link.reattach.recv(), if peer != Peer::Gone => {
+                let Some(r) = reattach else { continue };
+                link.controls = r.controls;
+                link.stream = r.stream;
+                link.collector = r.collector;
+                controls_open = true;
+                last_sent = false;
+                peer = Peer::Attached;
+                while unacked.front().is_some_and(|m| m.seq < r.next_seq) {
+                    unacked.pop_front();
                 }
-                Ok(Some(Control { kind: Some(control::Kind::Job(job)) })) => {
-                    log::info!("agent: collector {} traces job {job}", link.collector);
-                    if link.job.set(job).is_err() {
-                        log::warn!(
-                            "agent: collector {} named its job twice; the first stays",
-                            link.collector
-                        );
+                for message in unacked.iter().cloned() {
+                    last_sent |= message.last;
+                    if link.stream.send(Ok(message)).await.is_err() {
+                        peer = detach(&link);
+                        last_sent = false;
+                        break;
                     }
                 }
-                Ok(Some(_)) => log::warn!(
-                    "agent: collector {} sent a message out of place; ignored",
-                    link.collector
-                ),
-                Ok(None) | Err(_) => {
-                    controls_open = false;
-                    if !last_sent && !collector_gone {
-                        collector_gone = true;
-                        unacked.clear();
-                        end_for_lost_collector(&link);
-                    }
+                if !batches_open && peer == Peer::Attached {
+                    break; // everything the session made went out
                 }
-            },
+            }
+            () = tokio::time::sleep_until(resume_by.into()), if matches!(peer, Peer::Detached(_)) => {
+                log::warn!(
+                    "agent: collector {} did not come back within {} s; ending its session",
+                    link.collector,
+                    link.resume_window.as_secs_f64()
+                );
+                peer = Peer::Gone;
+                unacked.clear();
+                link.stop.store(true, Ordering::SeqCst);
+                if !batches_open {
+                    break;
+                }
+            }
         }
     }
-    if !last_sent && !collector_gone {
+    if !last_sent && peer == Peer::Attached {
         log::warn!(
             "agent: the session for {} ended without its last batch",
             link.collector
@@ -473,12 +612,15 @@ async fn forward(mut link: Forwarding) {
     log::info!("agent: session for {} ended", link.collector);
 }
 
-fn end_for_lost_collector(link: &Forwarding) {
+/// The collector's link broke: the session goes on, its batches kept, for a while.
+fn detach(link: &Forwarding) -> Peer {
     log::warn!(
-        "agent: collector {} disconnected; ending its session",
-        link.collector
+        "agent: the link to collector {} broke; keeping its session {} s for it to \
+         come back",
+        link.collector,
+        link.resume_window.as_secs_f64()
     );
-    link.stop.store(true, Ordering::SeqCst);
+    Peer::Detached(Instant::now())
 }
 
 fn peer<T>(request: &Request<T>) -> String {

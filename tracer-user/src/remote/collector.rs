@@ -18,7 +18,9 @@ use super::agent::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 use super::auth::{Token, TokenHeader};
 use super::clock::{estimate, measure_period, ClockOffset};
 use super::error::{innermost, RemoteError};
-use super::proto::{control, AgentClient, BatchMsg, Control, HelloRequest, Ping, Start, Stop};
+use super::proto::{
+    control, AgentClient, BatchMsg, Control, HelloRequest, Ping, Resume, Start, Stop,
+};
 use super::tls::ClientTls;
 use super::version::version_mismatch;
 use super::wire::{Batch, TraceRequest};
@@ -103,6 +105,10 @@ impl Collector {
             .enable_all()
             .build()
             .map_err(RemoteError::Runtime)?;
+        let start = Start {
+            session: session_id(),
+            ..Start::from(request)
+        };
         let pending: Vec<_> = config
             .agents
             .iter()
@@ -111,7 +117,7 @@ impl Collector {
                     address.clone(),
                     config.token.clone(),
                     config.tls.clone(),
-                    Start::from(request),
+                    start.clone(),
                 ))
             })
             .collect();
@@ -129,11 +135,17 @@ impl Collector {
         for (index, open) in opened.into_iter().enumerate() {
             let (reading, read_over) = oneshot::channel();
             runtime.spawn(read_link(
-                index,
-                open.link.address.clone(),
-                open.batches,
-                open.link.controls.clone(),
-                events_tx.clone(),
+                Reading {
+                    node: index,
+                    address: open.link.address.clone(),
+                    client: open.link.client.clone(),
+                    session: start.session,
+                    batches: open.batches,
+                    call: open.call,
+                    controls: open.controls,
+                    acks: open.link.controls.clone(),
+                    events: events_tx.clone(),
+                },
                 reading,
             ));
             if follow_clock(&open.node) {
@@ -256,6 +268,19 @@ struct OpenLink {
     link: Link,
     node: RemoteNode,
     batches: Streaming<BatchMsg>,
+    /// The Trace call's control stream, and the controls the session sends
+    /// (`Link::controls`), which go on it (and on the next call's, after a resume).
+    call: mpsc::Sender<Control>,
+    controls: mpsc::Receiver<Control>,
+}
+
+/// A session's id for its agents (`Start.session`, which a Resume names): not 0, and
+/// unlike another collector's.
+fn session_id() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    (now ^ u64::from(std::process::id()).rotate_left(40)) | 1
 }
 
 async fn open_link(
@@ -285,14 +310,14 @@ async fn open_link(
     })?;
     let clock = measure_clock(&address, client.clone()).await?;
     let (controls, controls_rx) = mpsc::channel(CONTROL_CHANNEL);
-    controls
-        .send(Control {
-            kind: Some(control::Kind::Start(start)),
-        })
-        .await
-        .expect("the receiver is here");
+    let (call, call_rx) = mpsc::channel(CONTROL_CHANNEL);
+    call.send(Control {
+        kind: Some(control::Kind::Start(start)),
+    })
+    .await
+    .expect("the receiver is here");
     let mut caller = client.clone();
-    let trace = caller.trace(ReceiverStream::new(controls_rx));
+    let trace = caller.trace(ReceiverStream::new(call_rx));
     let batches = timed(&address, START_TIMEOUT, trace)
         .await?
         .map_err(|s| call_error(&address, &s))?
@@ -309,6 +334,8 @@ async fn open_link(
             controls,
         },
         batches,
+        call,
+        controls: controls_rx,
     })
 }
 
@@ -499,22 +526,57 @@ async fn watch_clock(
     }
 }
 
-/// Reads one link's batches in order, acks each, and ends with its last batch or its
-/// failure; `_reading` is dropped then, which ends the link's clock measurements.
-async fn read_link(
+/// How long the collector tries to take a session up again on a new link after its
+/// link broke (the agent keeps it [`super::RESUME_WINDOW`]).
+const RESUME_TRYING: Duration = Duration::from_secs(25);
+/// Between two tries.
+const RESUME_PAUSE: Duration = Duration::from_millis(500);
+
+/// What one link's reading holds.
+struct Reading {
     node: usize,
     address: String,
-    mut batches: Streaming<BatchMsg>,
-    controls: mpsc::Sender<Control>,
+    client: Client,
+    /// The session's id, for a Resume.
+    session: u64,
+    batches: Streaming<BatchMsg>,
+    /// The current Trace call's control stream.
+    call: mpsc::Sender<Control>,
+    /// The controls the session sends (stop, job), for the current call.
+    controls: mpsc::Receiver<Control>,
+    /// Where the acks go (into `controls`).
+    acks: mpsc::Sender<Control>,
     events: mpsc::Sender<LinkEvent>,
-    _reading: oneshot::Sender<()>,
-) {
+}
+
+/// Reads one link's batches in order, acks each, and ends with its last batch or its
+/// failure; `_reading` is dropped then, which ends the link's clock measurements. A link
+/// that breaks is taken up again on a new one (Resume, from the first batch not received;
+/// the agent sends again what it kept), for [`RESUME_TRYING`].
+async fn read_link(mut r: Reading, _reading: oneshot::Sender<()>) {
     let mut expected_seq = 0;
     let error = loop {
-        let message = match batches.message().await {
-            Ok(Some(message)) => message,
-            Ok(None) => break "the agent ended its stream before its last batch".to_string(),
-            Err(status) => break format!("the link failed: {}", status_line(&status)),
+        let received = tokio::select! {
+            message = r.batches.message() => message,
+            control = r.controls.recv() => {
+                if let Some(control) = control {
+                    // A call that broke is noticed by its batches: nothing to do here.
+                    let _ = r.call.send(control).await;
+                }
+                continue;
+            }
+        };
+        let broke = match received {
+            Ok(Some(message)) => Ok(message),
+            Ok(None) => Err("the agent ended its stream before its last batch".to_string()),
+            Err(status) => Err(format!("the link failed: {}", status_line(&status))),
+        };
+        let message = match broke {
+            Ok(message) => message,
+            Err(broke) => match take_up_again(&mut r, expected_seq, &broke).await {
+                Ok(()) => continue,
+                Err(error) => break error,
+            },
         };
         if message.seq != expected_seq {
             break format!(
@@ -528,21 +590,93 @@ async fn read_link(
         };
         expected_seq += 1;
         // Cumulative: a full queue drops this one, the next one says it too.
-        let _ = controls.try_send(Control {
+        let _ = r.acks.try_send(Control {
             kind: Some(control::Kind::Ack(batch.seq)),
         });
         let last = batch.last;
-        if events.send(LinkEvent::Batch { node, batch }).await.is_err() || last {
+        let node = r.node;
+        if r.events
+            .send(LinkEvent::Batch { node, batch })
+            .await
+            .is_err()
+            || last
+        {
             // Nobody reads any more, or the node's session is over.
             return;
         }
     };
-    let _ = events
+    let _ = r
+        .events
         .send(LinkEvent::Failed {
-            node,
-            error: format!("agent {address}: {error}"),
+            node: r.node,
+            error: format!("agent {}: {error}", r.address),
         })
         .await;
+}
+
+/// Opens a new Trace call that takes the session up from batch `next_seq`, trying for
+/// [`RESUME_TRYING`]; Err: why the link is lost (`broke`, and the last try's error).
+async fn take_up_again(r: &mut Reading, next_seq: u64, broke: &str) -> Result<(), String> {
+    log::warn!(
+        "agent {}: {broke}; taking the session up again from batch {next_seq}",
+        r.address
+    );
+    let give_up = tokio::time::Instant::now() + RESUME_TRYING;
+    loop {
+        let (call, call_rx) = mpsc::channel(CONTROL_CHANNEL);
+        let resume = Control {
+            kind: Some(control::Kind::Resume(Resume {
+                session: r.session,
+                next_seq,
+            })),
+        };
+        call.send(resume).await.expect("the receiver is here");
+        let mut caller = r.client.clone();
+        let trace = caller.trace(ReceiverStream::new(call_rx));
+        let error = match tokio::time::timeout(CALL_TIMEOUT, trace).await {
+            Ok(Ok(response)) => {
+                r.batches = response.into_inner();
+                r.call = call;
+                log::warn!(
+                    "agent {}: link restored; the session goes on from batch {next_seq}",
+                    r.address
+                );
+                return Ok(());
+            }
+            // The agent no longer has the session, or is not running: nothing to take
+            // up (a link cut off gives no answer, not a refusal).
+            Ok(Err(status)) if status.code() == tonic::Code::NotFound => {
+                return Err(format!("{broke}; {}", status.message()));
+            }
+            Ok(Err(status)) if refused(&status) => {
+                return Err(format!("{broke}; {}", status_line(&status)));
+            }
+            Ok(Err(status)) => status_line(&status),
+            Err(_) => format!("no answer within {} s", CALL_TIMEOUT.as_secs()),
+        };
+        if tokio::time::Instant::now() + RESUME_PAUSE >= give_up {
+            return Err(format!(
+                "{broke}; not restored within {} s ({error})",
+                RESUME_TRYING.as_secs()
+            ));
+        }
+        tokio::time::sleep(RESUME_PAUSE).await;
+    }
+}
+
+/// Whether a call failed because nothing listens at the agent's address (its process
+/// died): the connection was refused.
+fn refused(status: &Status) -> bool {
+    let mut source = status.source();
+    while let Some(error) = source {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// A status as one line: its message, and what broke beneath it when it has a source.

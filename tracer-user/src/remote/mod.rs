@@ -20,7 +20,7 @@ mod tests;
 
 // The surface the `tracer` binary (`cli/agent.rs`, `cli/record.rs`) uses; the links
 // themselves are the session's.
-pub use agent::{serve, AgentConfig, CollectorJob, NodeTracer};
+pub use agent::{serve, AgentConfig, CollectorJob, NodeTracer, RESUME_WINDOW};
 pub use auth::Token;
 pub use clock::SkewedClock;
 pub(crate) use clock::{measure_period, ClockFit, ClockOffset};

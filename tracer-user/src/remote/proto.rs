@@ -16,7 +16,8 @@ mod generated {
 pub(super) use generated::agent_client::AgentClient;
 pub(super) use generated::agent_server::{Agent, AgentServer};
 pub(super) use generated::{
-    control, item, BatchMsg, Control, HelloReply, HelloRequest, Item, Node, Ping, Pong, Start, Stop,
+    control, item, BatchMsg, Control, HelloReply, HelloRequest, Item, Node, Ping, Pong, Resume,
+    Start, Stop,
 };
 
 use tracer_analysis::node::NodeInfo;
@@ -61,6 +62,8 @@ impl From<&TraceRequest> for Start {
             buffer_mib: request.buffer_mib,
             funcs: request.funcs.clone(),
             func_files: request.func_files.clone(),
+            // The collector's to set (`Collector::connect`).
+            session: 0,
         }
     }
 }

@@ -135,6 +135,8 @@ impl TestAgent {
                 shift_ns: clock_shift_ns,
                 ..SkewedClock::default()
             },
+            // A collector gone is waited for a second (the tests of a vanished one).
+            resume_window: Duration::from_secs(1),
         };
         let (shutdown, shutdown_rx) = oneshot::channel();
         let thread = std::thread::spawn(move || {
