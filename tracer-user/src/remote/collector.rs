@@ -145,6 +145,7 @@ impl Collector {
                     controls: open.controls,
                     acks: open.link.controls.clone(),
                     events: events_tx.clone(),
+                    stopping: false,
                 },
                 reading,
             ));
@@ -547,6 +548,8 @@ struct Reading {
     /// Where the acks go (into `controls`).
     acks: mpsc::Sender<Control>,
     events: mpsc::Sender<LinkEvent>,
+    /// Whether the session was asked to stop (asked again on a new call).
+    stopping: bool,
 }
 
 /// Reads one link's batches in order, acks each, and ends with its last batch or its
@@ -558,11 +561,11 @@ async fn read_link(mut r: Reading, _reading: oneshot::Sender<()>) {
     let error = loop {
         let received = tokio::select! {
             message = r.batches.message() => message,
-            control = r.controls.recv() => {
-                if let Some(control) = control {
-                    // A call that broke is noticed by its batches: nothing to do here.
-                    let _ = r.call.send(control).await;
-                }
+            // Never closed: `acks` is one of its senders.
+            Some(control) = r.controls.recv() => {
+                r.stopping |= matches!(control.kind, Some(control::Kind::Stop(_)));
+                // A call that broke is noticed by its batches: nothing to do here.
+                let _ = r.call.send(control).await;
                 continue;
             }
         };
@@ -635,6 +638,13 @@ async fn take_up_again(r: &mut Reading, next_seq: u64, broke: &str) -> Result<()
         let trace = caller.trace(ReceiverStream::new(call_rx));
         let error = match tokio::time::timeout(CALL_TIMEOUT, trace).await {
             Ok(Ok(response)) => {
+                if r.stopping {
+                    // The stop may have gone down with the old call.
+                    let stop = Control {
+                        kind: Some(control::Kind::Stop(Stop {})),
+                    };
+                    let _ = call.send(stop).await;
+                }
                 r.batches = response.into_inner();
                 r.call = call;
                 log::warn!(
