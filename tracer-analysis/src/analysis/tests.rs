@@ -325,6 +325,49 @@ fn receives_before_their_sends_wait_only_within_the_window_and_for_whole_process
     }
 }
 
+/// A barrier of two ranks, rank 1 on a node whose clock reads 3 ms behind: its exit
+/// comes before rank 0's entry (records are 1 us apart), waits for it, and the path
+/// through rank 0's 5 ms before the barrier and rank 1's 2 ms after it is the one of
+/// the same run on one clock, the collective complete. Traced from the middle (no exec
+/// seen), the exit cannot wait: the collective is incomplete and the path shorter.
+#[test]
+fn a_collective_exit_the_clocks_put_before_a_members_entry_waits_for_it() {
+    let mut s = SyntheticRun::new(2, &[]);
+    // Each rank's path starts at its first record.
+    s.compute(0, 0, None);
+    s.compute(1, 0, None);
+    s.compute(0, 5_000_000, None);
+    s.compute(1, 1_000_000, None);
+    s.call(1, call::MPI_BARRIER, 0, 0, false);
+    s.call(0, call::MPI_BARRIER, 0, 0, false);
+    s.call(0, call::MPI_BARRIER, 0, 0, true);
+    s.call(1, call::MPI_BARRIER, 0, 0, true);
+    s.compute(1, 2_000_000, None);
+    s.compute(0, 0, None);
+    let on_one_clock = analyze(&s.items, ClockKind::Cpu);
+    let longest = on_one_clock.critical().unwrap().path.longest;
+    assert!(longest >= 7_000_000, "{longest}");
+    let behind = odd_ranks_on_a_node_behind(&s.items, 3_000_000, true);
+    let a = analyze(&behind, ClockKind::Cpu);
+    assert_eq!(a.critical().unwrap().path.longest, longest);
+    let stats = a.matcher.final_stats();
+    assert_eq!(
+        (
+            stats.collectives,
+            stats.collectives_incomplete,
+            stats.clock_corrected
+        ),
+        (2, 0, 1),
+        "{stats:?}"
+    );
+    let mid_run = analyze(
+        &odd_ranks_on_a_node_behind(&s.items, 3_000_000, false),
+        ClockKind::Cpu,
+    );
+    assert_eq!(mid_run.matcher.final_stats().collectives_incomplete, 1);
+    assert!(mid_run.critical().unwrap().path.longest < longest);
+}
+
 #[test]
 fn engine_memory_does_not_grow_with_run_length() {
     // A ring over 4 ranks, 100 rounds vs 1,000 rounds: the entries the analysis holds at
