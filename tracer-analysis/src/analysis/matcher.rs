@@ -369,18 +369,10 @@ impl<S: Clone> MessageMatcher<S> {
 
     /// A send that a receive the clocks put before it was waiting for.
     fn late_match(&mut self, sent: Sent<S>, receive: LateReceive) {
-        self.stats.matched += 1;
         self.stats.clock_corrected += 1;
-        if let Some(log) = &mut self.matches {
-            log.push(MatchedMessage {
-                from_pid: sent.from,
-                to_pid: receive.pid,
-                bytes: sent.bytes.or(receive.bytes),
-                send_ts: sent.ts,
-                // Where the correction moves the receive: no earlier than the send.
-                recv_ts: receive.ts.max(sent.ts),
-            });
-        }
+        // Where the correction moves the receive: no earlier than the send.
+        let recv_ts = receive.ts.max(sent.ts);
+        self.paired(&sent, receive.pid, receive.bytes, recv_ts);
         self.arrivals.push(LateArrival {
             pid: receive.pid,
             state: sent.state,
@@ -459,17 +451,23 @@ impl<S: Clone> MessageMatcher<S> {
             self.stats.unmatched += 1;
             return None;
         };
+        self.paired(&sent, pid, known_bytes(x.bytes), x.header.ts_ns);
+        Some(sent.state)
+    }
+
+    /// `sent` paired with a receive of `to_pid` that completed at `recv_ts` (its status
+    /// gave `recv_bytes`): counted, and logged when logging is on.
+    fn paired(&mut self, sent: &Sent<S>, to_pid: u32, recv_bytes: Option<u64>, recv_ts: u64) {
         self.stats.matched += 1;
         if let Some(log) = &mut self.matches {
             log.push(MatchedMessage {
                 from_pid: sent.from,
-                to_pid: pid,
-                bytes: sent.bytes.or(known_bytes(x.bytes)),
+                to_pid,
+                bytes: sent.bytes.or(recv_bytes),
                 send_ts: sent.ts,
-                recv_ts: x.header.ts_ns,
+                recv_ts,
             });
         }
-        Some(sent.state)
     }
 
     /// An outermost call's exit; `handles` are the request handles its entry named,
