@@ -243,7 +243,6 @@ pub fn simulate_path_values(
         engine: CriticalPathEngine::new(),
         traffic: PathValueTraffic {
             nodes,
-            records_by_node: vec![0; nodes],
             ..Default::default()
         },
         last: Default::default(),
